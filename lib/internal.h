@@ -1,0 +1,95 @@
+/*
+ * internal.h - declarations shared by the library's own files and its
+ * tests, never installed. Internal non-static names start with rf__.
+ */
+#ifndef RF_INTERNAL_H
+#define RF_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringfeed.h"
+
+#define RF__DETAIL 1024 /* bytes of detail text kept per object */
+#define RF__PARAMS 32   /* room for rf_param values 0..31 */
+
+struct rf_config {
+    int64_t params[RF__PARAMS]; /* indexed by rf_param */
+    char error[RF__DETAIL];
+};
+
+/* printf into a fixed buffer, always terminated, truncation is fine. */
+void rf__format(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* CPUs in this process's affinity mask, in increasing order. Returns the
+ * count (>= 1) and stores at most `max` of them in cpus. */
+int rf__affinity_cpus(int *cpus, int max);
+
+/* ---- order ------------------------------------------------------------- */
+
+/* Batches in one epoch. */
+uint64_t rf__batches_per_epoch(uint64_t samples, uint32_t batch_size,
+                               bool drop_last);
+
+/* The dataset index at `position` of epoch `epoch`: a keyed bijection of
+ * [0, samples) when shuffling, the identity otherwise. O(1) memory. */
+uint64_t rf__sample_at(uint64_t seed, uint64_t epoch, uint64_t position,
+                       uint64_t samples, bool shuffle);
+
+/* A 64-bit mix of two words (splitmix64 finaliser); the building block of
+ * every keyed random choice. */
+uint64_t rf__mix64(uint64_t a, uint64_t b);
+
+/* ---- producer ---------------------------------------------------------- */
+
+/* Runs a producer in this process until it is told to stop or its parent
+ * dies. Returns the exit status. Used by rf_producer_main() (spawn mode)
+ * and by fork mode directly. */
+int rf__producer_run(int control_fd, int arena_fd, int bell_fd,
+                     uint32_t index, int cpu, int parent_pid);
+
+/* ---- processes --------------------------------------------------------- */
+
+/* A producer process as the consumer sees it. */
+struct rf__child {
+    int pid;   /* 0 once reaped */
+    int pidfd; /* readable when the process has exited; -1 once closed */
+};
+
+/* The fds a producer inherits. */
+struct rf__producer_fds {
+    int control, arena, bell;
+};
+
+/* Finds the ringfeed-producer helper: $RINGFEED_PRODUCER, else the
+ * installed one. Returns 0 or RF_E_NO_PRODUCER_BINARY with a detail. */
+int rf__producer_path(char *path, size_t len, char *why, size_t why_len);
+
+/* Starts producer `index` with posix_spawn of `path`; the child gets the
+ * three fds as 3, 4 and 5 and no other fd, default signal handling and an
+ * empty signal mask. Returns 0 or a negative code with a detail. */
+int rf__spawn_producer(const char *path, const struct rf__producer_fds *fds,
+                       uint32_t index, int cpu, struct rf__child *child,
+                       char *why, size_t why_len);
+
+/* Returns 0 when fork() without exec is safe here (one thread, no CUDA
+ * driver loaded), else RF_E_FORK_UNSAFE with a detail. */
+int rf__fork_is_safe(char *why, size_t why_len);
+
+/* Starts producer `index` with fork(); the child runs rf__producer_run()
+ * and never returns. */
+int rf__fork_producer(const struct rf__producer_fds *fds, uint32_t index,
+                      int cpu, struct rf__child *child, char *why,
+                      size_t why_len);
+
+/* Reaps an exited child (or one about to exit, waiting at most
+ * timeout_ms) and describes how it ended ("was killed by signal 9
+ * (Killed)") into how. Returns 1 when it was reaped, 0 if it is still
+ * running after the wait. */
+int rf__child_reap(struct rf__child *child, int timeout_ms, char *how,
+                   size_t how_len);
+
+#endif /* RF_INTERNAL_H */

@@ -1,0 +1,644 @@
+/*
+ * loader.c - the consumer: creates the segments, starts the producers,
+ * issues orders, collects finished batches, hands them out in order and
+ * takes them back. Owns both segments, the eventfd the producers ring and
+ * the producer processes. Single-threaded by contract (see ringfeed.h).
+ *
+ * Every slot is always in exactly one place, recorded in slot_info:
+ * FREE (nothing left to issue), AT_PRODUCER p (an order is in p's EMPTY
+ * ring or being filled), READY (published, not yet handed out) or
+ * WITH_USER (handed out, not yet released). Handles popped from a FULL ring
+ * are checked against this record before any slot memory is touched.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "segment.h"
+
+/* How long close() waits for producers to exit before it kills them. */
+#define CLOSE_GRACE_MS 1000
+
+enum slot_where { SLOT_FREE, SLOT_AT_PRODUCER, SLOT_READY, SLOT_WITH_USER };
+
+struct slot_info {
+    uint8_t where;     /* enum slot_where */
+    uint32_t producer; /* valid when AT_PRODUCER */
+    uint64_t seq;      /* the batch it holds or is being filled with */
+};
+
+struct rf_loader {
+    int64_t params[RF__PARAMS];
+    struct rf__segment seg;
+    struct rf__producer_fds fds; /* control memfd, arena memfd, eventfd */
+    uint32_t producers, slots, batch_size;
+    uint64_t sample_bytes, spin_ns;
+    bool ordered;
+
+    struct rf__child *children;  /* [producers] */
+    uint32_t *orders;            /* [producers] orders outstanding */
+    uint32_t next_producer;      /* where the search for the least busy
+                                    producer starts, for fairness */
+    struct slot_info *slot_info; /* [slots] */
+    struct pollfd *pfds;         /* [1 + producers]: eventfd, pidfds */
+
+    uint64_t total_batches; /* UINT64_MAX: no end */
+    uint64_t batches_per_epoch;
+    uint64_t next_issue;    /* sequence number of the next order */
+    uint64_t next_deliver;  /* ordered: the batch to hand out next */
+    uint64_t delivered;
+    int32_t *ready;         /* ordered: [seq % slots] -> slot or -1;
+                               any order: FIFO of slots */
+    uint32_t ready_head, ready_count;
+    uint32_t at_producers;  /* slots with state AT_PRODUCER */
+
+    int fatal; /* sticky error; the loader can only be closed */
+    uint64_t open_ns, wait_ns, samples_out, bytes_out;
+    char error[RF__DETAIL];
+};
+
+static int set_error(rf_loader *l, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int set_error(rf_loader *l, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->error, sizeof(l->error), fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static int set_fatal(rf_loader *l, int code)
+{
+    l->fatal = code;
+    return code;
+}
+
+/* ---- configuration -------------------------------------------------- */
+
+static int resolve_counts(rf_loader *l)
+{
+    int cpus[1];
+    const int ncpu = rf__affinity_cpus(cpus, 0);
+    int64_t producers = l->params[RF_PARAM_PRODUCERS];
+    if (producers == 0)
+        producers = ncpu;
+    int64_t slots = l->params[RF_PARAM_SLOTS];
+    if (slots == 0)
+        slots = producers * 2 < 4 ? 4 : producers * 2;
+    if (slots > RF__MAX_SLOTS)
+        return set_error(l, -EINVAL,
+                         "slots = %lld is more than %u; set RF_PARAM_SLOTS",
+                         (long long)slots, RF__MAX_SLOTS);
+    l->producers = (uint32_t)producers;
+    l->slots = (uint32_t)slots;
+    l->params[RF_PARAM_PRODUCERS] = producers;
+    l->params[RF_PARAM_SLOTS] = slots;
+    return 0;
+}
+
+static int resolve_config(rf_loader *l, const rf_config *cfg)
+{
+    memcpy(l->params, cfg->params, sizeof(l->params));
+    int rc = resolve_counts(l);
+    if (rc < 0)
+        return rc;
+    const int64_t *p = l->params;
+    l->batch_size = (uint32_t)p[RF_PARAM_BATCH_SIZE];
+    l->sample_bytes = (uint64_t)p[RF_PARAM_HEIGHT] * (uint64_t)p[RF_PARAM_WIDTH] *
+                      (uint64_t)p[RF_PARAM_CHANNELS];
+    l->spin_ns = (uint64_t)p[RF_PARAM_SPIN_NS];
+    l->ordered = p[RF_PARAM_ORDERED] != 0;
+    l->batches_per_epoch =
+        rf__batches_per_epoch((uint64_t)p[RF_PARAM_SAMPLES], l->batch_size,
+                              p[RF_PARAM_DROP_LAST] != 0);
+    if (l->batches_per_epoch == 0)
+        return set_error(l, -EINVAL,
+                         "drop_last with %lld samples and batch size %u "
+                         "leaves no batch; lower the batch size or clear "
+                         "drop_last",
+                         (long long)p[RF_PARAM_SAMPLES], l->batch_size);
+    const uint64_t epochs = (uint64_t)p[RF_PARAM_EPOCHS];
+    l->total_batches = epochs == 0 ? UINT64_MAX : epochs * l->batches_per_epoch;
+    if (epochs != 0 && l->total_batches > RF__SEQ_MASK)
+        return set_error(l, -EINVAL,
+                         "%llu batches in all is more than a handle can "
+                         "count (2^40); use fewer epochs",
+                         (unsigned long long)l->total_batches);
+    return 0;
+}
+
+/* ---- shared memory -------------------------------------------------- */
+
+static int make_memfd(rf_loader *l, const char *name, uint64_t size,
+                      const char *purpose, int *fd)
+{
+    *fd = memfd_create(name, MFD_CLOEXEC);
+    if (*fd < 0)
+        return set_error(l, -errno, "memfd_create(%s): %s; raise the fd limit",
+                         name, strerror(errno));
+    /* Reserve every page now, so that too little memory is an error here
+     * and never a SIGBUS in the middle of a run. */
+    const int err = posix_fallocate(*fd, 0, (off_t)size);
+    if (err != 0)
+        return set_error(l, err == ENOSPC ? -ENOMEM : -err,
+                         "cannot reserve %llu bytes of shared memory for %s: "
+                         "%s; use fewer slots, a smaller batch or sample "
+                         "size, or raise the memory limit",
+                         (unsigned long long)size, purpose, strerror(err));
+    return 0;
+}
+
+static int map_segment(rf_loader *l, int fd, uint64_t size, void **out)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED)
+        return set_error(l, -errno, "cannot map %llu bytes: %s",
+                         (unsigned long long)size, strerror(errno));
+    *out = p;
+    return 0;
+}
+
+static int create_segments(rf_loader *l)
+{
+    struct rf__layout lay;
+    if (rf__layout_compute(&lay, l->producers, l->slots, l->batch_size,
+                           l->sample_bytes) < 0)
+        return set_error(l, -EINVAL,
+                         "a slot of %u samples of %llu bytes is too large; "
+                         "lower the batch size or sample shape",
+                         l->batch_size, (unsigned long long)l->sample_bytes);
+    char purpose[128];
+    rf__format(purpose, sizeof(purpose), "%u slots of %llu bytes", l->slots,
+               (unsigned long long)lay.slot_bytes);
+    void *control = NULL, *arena = NULL;
+    int rc = make_memfd(l, "ringfeed-control", lay.control_size,
+                        "the control segment", &l->fds.control);
+    if (rc == 0)
+        rc = make_memfd(l, "ringfeed-arena", lay.arena_size, purpose,
+                        &l->fds.arena);
+    if (rc == 0)
+        rc = map_segment(l, l->fds.control, lay.control_size, &control);
+    if (rc < 0)
+        return rc;
+    l->seg.header = control;
+    l->seg.control_size = lay.control_size;
+    rc = map_segment(l, l->fds.arena, lay.arena_size, &arena);
+    if (rc < 0)
+        return rc;
+    l->seg.arena = arena;
+    l->seg.arena_size = lay.arena_size;
+    rf__segment_format(&l->seg, &lay, l->params);
+    return 0;
+}
+
+/* ---- producers ------------------------------------------------------ */
+
+static int start_producers(rf_loader *l)
+{
+    int cpus[1024];
+    const int ncpu = rf__affinity_cpus(cpus, 1024);
+    const bool fork_mode = l->params[RF_PARAM_START_MODE] == RF_START_FORK;
+    const bool pin = l->params[RF_PARAM_PIN_PRODUCERS] != 0;
+    char path[4096];
+    int rc = fork_mode ? rf__fork_is_safe(l->error, sizeof(l->error))
+                       : rf__producer_path(path, sizeof(path), l->error,
+                                           sizeof(l->error));
+    for (uint32_t i = 0; i < l->producers && rc == 0; i++) {
+        const int cpu = pin ? cpus[i % (uint32_t)(ncpu < 1024 ? ncpu : 1024)]
+                            : -1;
+        rc = fork_mode ? rf__fork_producer(&l->fds, i, cpu, &l->children[i],
+                                           l->error, sizeof(l->error))
+                       : rf__spawn_producer(path, &l->fds, i, cpu,
+                                            &l->children[i], l->error,
+                                            sizeof(l->error));
+        l->pfds[1 + i].fd = l->children[i].pidfd;
+        l->pfds[1 + i].events = POLLIN;
+    }
+    return rc;
+}
+
+static void stop_producers(rf_loader *l)
+{
+    if (!l->seg.header)
+        return;
+    for (uint32_t i = 0; i < l->producers; i++) {
+        if (l->children[i].pid <= 0)
+            continue;
+        (void)rf__ring_push(rf__segment_empty_ring(&l->seg, i),
+                            rf__handle_make(RF__HANDLE_STOP, 0, 0));
+        rf__bell_ring_futex(&rf__segment_producer(&l->seg, i)->bell);
+    }
+    const uint64_t deadline = rf__now_ns() + CLOSE_GRACE_MS * 1000000ull;
+    char how[128];
+    for (uint32_t i = 0; i < l->producers; i++) {
+        const uint64_t now = rf__now_ns();
+        const int left =
+            now < deadline ? (int)((deadline - now) / 1000000) : 0;
+        if (rf__child_reap(&l->children[i], left, how, sizeof(how)))
+            continue;
+        kill(l->children[i].pid, SIGKILL);
+        rf__child_reap(&l->children[i], -1, how, sizeof(how));
+    }
+}
+
+/* ---- orders ----------------------------------------------------------- */
+
+static uint32_t least_busy_producer(rf_loader *l)
+{
+    uint32_t best = l->next_producer;
+    for (uint32_t k = 1; k < l->producers; k++) {
+        const uint32_t p = (l->next_producer + k) % l->producers;
+        if (l->orders[p] < l->orders[best])
+            best = p;
+    }
+    l->next_producer = (best + 1) % l->producers;
+    return best;
+}
+
+/* Gives `slot` to a producer with the next batch number, or marks it free
+ * when every batch has been issued. */
+static void issue_order(rf_loader *l, uint32_t slot)
+{
+    struct slot_info *s = &l->slot_info[slot];
+    if (l->next_issue >= l->total_batches) {
+        s->where = SLOT_FREE;
+        return;
+    }
+    const uint32_t p = least_busy_producer(l);
+    const uint64_t seq = l->next_issue++;
+    s->where = SLOT_AT_PRODUCER;
+    s->producer = p;
+    s->seq = seq;
+    l->orders[p]++;
+    l->at_producers++;
+    /* Cannot be full: a ring has room for every slot plus a stop. */
+    (void)rf__ring_push(rf__segment_empty_ring(&l->seg, p),
+                        rf__handle_make(RF__HANDLE_BATCH, slot, seq));
+    rf__bell_ring_futex(&rf__segment_producer(&l->seg, p)->bell);
+}
+
+/* ---- collecting and handing out --------------------------------------- */
+
+static void mark_ready(rf_loader *l, uint32_t slot)
+{
+    l->slot_info[slot].where = SLOT_READY;
+    if (l->ordered) {
+        l->ready[l->slot_info[slot].seq % l->slots] = (int32_t)slot;
+    } else {
+        l->ready[(l->ready_head + l->ready_count) % l->slots] = (int32_t)slot;
+    }
+    l->ready_count++;
+}
+
+static int accept_handle(rf_loader *l, uint32_t p, uint64_t h)
+{
+    const uint32_t slot = rf__handle_slot(h);
+    const struct slot_info *s = &l->slot_info[slot < l->slots ? slot : 0];
+    if (rf__handle_kind(h) != RF__HANDLE_BATCH || slot >= l->slots ||
+        s->where != SLOT_AT_PRODUCER || s->producer != p ||
+        (s->seq & RF__SEQ_MASK) != rf__handle_seq(h))
+        return set_error(l, RF_E_BAD_HANDLE,
+                         "producer %u (pid %d) returned handle 0x%016llx, "
+                         "which matches no batch it was given; the shared "
+                         "rings were overwritten",
+                         p, l->children[p].pid, (unsigned long long)h);
+    l->orders[p]--;
+    l->at_producers--;
+    mark_ready(l, slot);
+    return 0;
+}
+
+static int drain_full_rings(rf_loader *l)
+{
+    for (uint32_t p = 0; p < l->producers; p++) {
+        struct rf__ring *ring = rf__segment_full_ring(&l->seg, p);
+        uint64_t h;
+        int rc;
+        while ((rc = rf__ring_pop(ring, &h)) > 0) {
+            rc = accept_handle(l, p, h);
+            if (rc < 0)
+                return rc;
+        }
+        if (rc < 0)
+            return set_error(l, RF_E_BAD_HANDLE,
+                             "the batch ring of producer %u is corrupted "
+                             "(head and tail disagree)",
+                             p);
+    }
+    return 0;
+}
+
+/* Takes the next batch to hand out, if it is ready. */
+static bool take_ready(rf_loader *l, uint32_t *slot)
+{
+    if (l->ready_count == 0)
+        return false;
+    if (l->ordered) {
+        int32_t *cell = &l->ready[l->next_deliver % l->slots];
+        if (*cell < 0)
+            return false;
+        *slot = (uint32_t)*cell;
+        *cell = -1;
+        l->next_deliver++;
+    } else {
+        *slot = (uint32_t)l->ready[l->ready_head];
+        l->ready_head = (l->ready_head + 1) % l->slots;
+    }
+    l->ready_count--;
+    return true;
+}
+
+static int fill_view(rf_loader *l, uint32_t slot, rf_batch *b)
+{
+    struct slot_info *s = &l->slot_info[slot];
+    const struct rf__slot_meta *m = rf__slot_meta(&l->seg, slot);
+    if (m->sequence != s->seq || m->samples == 0 ||
+        m->samples > l->batch_size)
+        return set_error(l, RF_E_BAD_HANDLE,
+                         "slot %u claims batch %llu with %u samples; "
+                         "expected batch %llu",
+                         slot, (unsigned long long)m->sequence, m->samples,
+                         (unsigned long long)s->seq);
+    memset(b, 0, sizeof(*b));
+    b->data = rf__slot_data(&l->seg, slot);
+    b->samples = m->samples;
+    b->sample_bytes = l->sample_bytes;
+    b->bytes = (size_t)(l->sample_bytes * m->samples);
+    b->height = (uint32_t)l->params[RF_PARAM_HEIGHT];
+    b->width = (uint32_t)l->params[RF_PARAM_WIDTH];
+    b->channels = (uint32_t)l->params[RF_PARAM_CHANNELS];
+    b->layout = (rf_layout)l->params[RF_PARAM_LAYOUT];
+    b->slot = slot;
+    b->labels = rf__slot_labels(&l->seg, slot);
+    b->indices = rf__slot_indices(&l->seg, slot);
+    b->sequence = s->seq;
+    b->epoch = s->seq / l->batches_per_epoch;
+    b->number = s->seq % l->batches_per_epoch;
+    b->handle = rf__handle_make(RF__HANDLE_BATCH, slot, s->seq);
+    s->where = SLOT_WITH_USER;
+    l->delivered++;
+    l->samples_out += m->samples;
+    l->bytes_out += b->bytes;
+    return 1;
+}
+
+/* ---- waiting ------------------------------------------------------------ */
+
+static bool any_full_ring_ready(const rf_loader *l)
+{
+    for (uint32_t p = 0; p < l->producers; p++)
+        if (!rf__ring_empty(rf__segment_full_ring(&l->seg, p)))
+            return true;
+    return false;
+}
+
+static bool spin_for_batches(const rf_loader *l)
+{
+    if (l->spin_ns == 0)
+        return false;
+    const uint64_t deadline = rf__now_ns() + l->spin_ns;
+    do {
+        for (int i = 0; i < 32; i++) {
+            if (any_full_ring_ready(l))
+                return true;
+            rf__cpu_relax();
+        }
+    } while (rf__now_ns() < deadline);
+    return false;
+}
+
+static int report_dead_producer(rf_loader *l, uint32_t p)
+{
+    struct rf__producer_state *st = rf__segment_producer(&l->seg, p);
+    const int pid = l->children[p].pid;
+    char how[128] = "ended";
+    rf__child_reap(&l->children[p], 0, how, sizeof(how));
+    if (rf__load_acquire32(&st->failed))
+        return set_error(l, RF_E_PRODUCER_FAILED, "producer %u (pid %d): %.*s",
+                         p, pid, (int)sizeof(st->error_text), st->error_text);
+    const uint64_t seq = rf__load_relaxed64(&st->current_seq);
+    if (seq != UINT64_MAX)
+        return set_error(l, RF_E_PRODUCER_DIED,
+                         "producer %u (pid %d) %s while filling batch %llu "
+                         "(sample %llu)",
+                         p, pid, how, (unsigned long long)seq,
+                         (unsigned long long)rf__load_relaxed64(
+                             &st->current_sample));
+    return set_error(l, RF_E_PRODUCER_DIED,
+                     "producer %u (pid %d) %s while it owed %u batches", p,
+                     pid, how, l->orders[p]);
+}
+
+/* Sleeps until a producer rings the eventfd or one of them exits. */
+static int sleep_for_batches(rf_loader *l)
+{
+    struct rf__bell *bell = rf__segment_consumer_bell(&l->seg);
+    rf__store_relaxed32(&bell->sleeping, 1);
+    rf__fence_full(); /* pairs with the fence in rf__bell_ring_eventfd() */
+    int rc = 0;
+    if (!any_full_ring_ready(l)) {
+        const int n = poll(l->pfds, 1 + l->producers, -1);
+        if (n < 0)
+            rc = errno == EINTR ? -EINTR : -errno;
+    }
+    rf__store_relaxed32(&bell->sleeping, 0);
+    if (l->pfds[0].revents & POLLIN) {
+        uint64_t count;
+        ssize_t r = read(l->fds.bell, &count, sizeof(count));
+        (void)r; /* EAGAIN: another wake already took it */
+    }
+    if (rc == -EINTR)
+        return set_error(l, rc, "interrupted by a signal while waiting");
+    for (uint32_t p = 0; p < l->producers; p++)
+        if (l->pfds[1 + p].revents & (POLLIN | POLLHUP | POLLERR))
+            return set_fatal(l, report_dead_producer(l, p));
+    return rc;
+}
+
+static int wait_for_batches(rf_loader *l)
+{
+    if (spin_for_batches(l))
+        return 0;
+    return sleep_for_batches(l);
+}
+
+/* ---- public API --------------------------------------------------------- */
+
+static int allocate_tables(rf_loader *l)
+{
+    l->children = calloc(l->producers, sizeof(*l->children));
+    l->orders = calloc(l->producers, sizeof(*l->orders));
+    l->pfds = calloc(1 + (size_t)l->producers, sizeof(*l->pfds));
+    l->slot_info = calloc(l->slots, sizeof(*l->slot_info));
+    l->ready = malloc(l->slots * sizeof(*l->ready));
+    if (!l->children || !l->orders || !l->pfds || !l->slot_info || !l->ready)
+        return set_error(l, -ENOMEM, "out of memory for loader tables");
+    for (uint32_t i = 0; i < l->producers; i++)
+        l->children[i].pidfd = -1;
+    for (uint32_t s = 0; s < l->slots; s++)
+        l->ready[s] = -1;
+    return 0;
+}
+
+static int open_loader(rf_loader *l, const rf_config *cfg)
+{
+    int rc = resolve_config(l, cfg);
+    if (rc == 0)
+        rc = allocate_tables(l);
+    if (rc == 0)
+        rc = create_segments(l);
+    if (rc < 0)
+        return rc;
+    l->fds.bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (l->fds.bell < 0)
+        return set_error(l, -errno, "eventfd: %s; raise the fd limit",
+                         strerror(errno));
+    l->pfds[0].fd = l->fds.bell;
+    l->pfds[0].events = POLLIN;
+    rc = start_producers(l);
+    if (rc < 0)
+        return rc;
+    for (uint32_t s = 0; s < l->slots; s++)
+        issue_order(l, s);
+    return 0;
+}
+
+int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp)
+{
+    if (errp)
+        *errp = NULL;
+    if (!out || !cfg)
+        return -EINVAL;
+    *out = NULL;
+    rf_loader *l = calloc(1, sizeof(*l));
+    if (!l)
+        return -ENOMEM;
+    l->fds.control = l->fds.arena = l->fds.bell = -1;
+    l->open_ns = rf__now_ns();
+    const int rc = open_loader(l, cfg);
+    if (rc < 0) {
+        if (errp)
+            *errp = strdup(l->error[0] ? l->error : rf_strerror(rc));
+        rf_loader_close(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+int rf_loader_next(rf_loader *l, rf_batch *batch)
+{
+    if (!l || !batch)
+        return -EINVAL;
+    if (l->fatal)
+        return l->fatal;
+    if (l->delivered >= l->total_batches)
+        return 0;
+    const uint64_t start = rf__now_ns();
+    int rc;
+    for (;;) {
+        rc = drain_full_rings(l);
+        if (rc < 0) {
+            set_fatal(l, rc);
+            break;
+        }
+        uint32_t slot;
+        if (take_ready(l, &slot)) {
+            rc = fill_view(l, slot, batch);
+            if (rc < 0)
+                set_fatal(l, rc);
+            break;
+        }
+        if (l->at_producers == 0) {
+            rc = set_error(l, RF_E_ALL_SLOTS_HELD,
+                           "all %u slots are held by the caller; release a "
+                           "batch before asking for the next one, or "
+                           "configure more slots",
+                           l->slots);
+            break;
+        }
+        rc = wait_for_batches(l);
+        if (rc < 0)
+            break;
+    }
+    l->wait_ns += rf__now_ns() - start;
+    return rc;
+}
+
+int rf_loader_release(rf_loader *l, const rf_batch *batch)
+{
+    if (!l || !batch)
+        return -EINVAL;
+    const uint32_t slot = rf__handle_slot(batch->handle);
+    if (rf__handle_kind(batch->handle) != RF__HANDLE_BATCH ||
+        slot >= l->slots || l->slot_info[slot].where != SLOT_WITH_USER ||
+        (l->slot_info[slot].seq & RF__SEQ_MASK) !=
+            rf__handle_seq(batch->handle))
+        return set_error(l, -EINVAL,
+                         "rf_loader_release: batch (handle 0x%016llx) is "
+                         "not held by the caller; was it released twice?",
+                         (unsigned long long)batch->handle);
+    if (l->fatal) {
+        l->slot_info[slot].where = SLOT_FREE;
+        return 0;
+    }
+    issue_order(l, slot);
+    return 0;
+}
+
+void rf_loader_close(rf_loader *l)
+{
+    if (!l)
+        return;
+    if (l->children)
+        stop_producers(l);
+    rf__segment_detach(&l->seg);
+    if (l->fds.control >= 0)
+        close(l->fds.control);
+    if (l->fds.arena >= 0)
+        close(l->fds.arena);
+    if (l->fds.bell >= 0)
+        close(l->fds.bell);
+    free(l->children);
+    free(l->orders);
+    free(l->pfds);
+    free(l->slot_info);
+    free(l->ready);
+    free(l);
+}
+
+const char *rf_loader_error(const rf_loader *l)
+{
+    return l ? l->error : "";
+}
+
+int rf_loader_stats(const rf_loader *l, rf_stats *st)
+{
+    if (!l || !st)
+        return -EINVAL;
+    memset(st, 0, sizeof(*st));
+    st->batches = l->delivered;
+    st->samples = l->samples_out;
+    st->bytes = l->bytes_out;
+    st->wait_ns = l->wait_ns;
+    st->elapsed_ns = rf__now_ns() - l->open_ns;
+    st->producers = l->producers;
+    st->slots = l->slots;
+    for (uint32_t p = 0; p < l->producers && p < 64; p++)
+        st->producer_busy_ns[p] =
+            rf__load_relaxed64(&rf__segment_producer(&l->seg, p)->busy_ns);
+    return 0;
+}

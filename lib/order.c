@@ -1,0 +1,67 @@
+/*
+ * order.c - which sample goes where: batches per epoch, and a keyed
+ * bijection of [0, N) that shuffles each epoch in O(1) memory.
+ *
+ * The bijection is a balanced Feistel network over the smallest even
+ * number of bits that covers N, with cycle walking: a value that lands
+ * outside [0, N) is encrypted again until it lands inside. The domain is
+ * at most 4N, so the expected number of walks is below 4. Because the
+ * order depends only on (seed, epoch, position), batch k holds the same
+ * samples whatever the number of producers, and resuming needs nothing
+ * more than those three numbers.
+ */
+#include "config.h"
+
+#include "internal.h"
+
+#define FEISTEL_ROUNDS 6
+
+uint64_t rf__mix64(uint64_t a, uint64_t b)
+{
+    uint64_t z = a + 0x9e3779b97f4a7c15u * (b + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+uint64_t rf__batches_per_epoch(uint64_t samples, uint32_t batch_size,
+                               bool drop_last)
+{
+    if (drop_last)
+        return samples / batch_size;
+    return (samples + batch_size - 1) / batch_size;
+}
+
+static unsigned half_bits_for(uint64_t n)
+{
+    unsigned bits = 0;
+    while (bits < 64 && (UINT64_C(1) << bits) < n)
+        bits++;
+    return (bits + 1) / 2;
+}
+
+static uint64_t feistel(uint64_t key, unsigned half, uint64_t v)
+{
+    const uint64_t mask = (UINT64_C(1) << half) - 1;
+    uint64_t left = v >> half, right = v & mask;
+    for (unsigned r = 0; r < FEISTEL_ROUNDS; r++) {
+        const uint64_t next = left ^ (rf__mix64(key + r, right) & mask);
+        left = right;
+        right = next;
+    }
+    return (left << half) | right;
+}
+
+uint64_t rf__sample_at(uint64_t seed, uint64_t epoch, uint64_t position,
+                       uint64_t samples, bool shuffle)
+{
+    if (!shuffle || samples < 2)
+        return position;
+    const uint64_t key = rf__mix64(rf__mix64(seed, 0x5348554646ull), epoch);
+    const unsigned half = half_bits_for(samples);
+    uint64_t v = position;
+    do
+        v = feistel(key, half, v);
+    while (v >= samples);
+    return v;
+}

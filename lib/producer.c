@@ -1,0 +1,282 @@
+/*
+ * producer.c - the producer process: takes orders {slot, batch} from its
+ * EMPTY ring, fills the slot, and publishes it on its FULL ring. Single
+ * threaded; owns nothing but its mappings; touches only its own ring pair,
+ * its own state record and the slots it was ordered to fill.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "segment.h"
+
+/* How often an idle producer checks that its parent still exists (the
+ * PR_SET_PDEATHSIG signal normally ends it first). */
+#define PARENT_CHECK_MS 250
+
+struct producer {
+    struct rf__segment seg;
+    uint32_t index;
+    int parent_pid;
+    int bell_fd;
+    struct rf__producer_state *state;
+    struct rf__ring *empty, *full;
+    struct rf__bell *consumer_bell;
+    /* The configuration, read once from the control segment. */
+    uint32_t batch_size, height, width, channels, classes;
+    rf_layout layout;
+    rf_source_kind source;
+    uint64_t seed, samples, batches_per_epoch, spin_ns, sample_bytes;
+    bool shuffle;
+};
+
+static int fail(struct producer *pr, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Records why this producer stops, for the consumer to report. */
+static int fail(struct producer *pr, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pr->state->error_text, sizeof(pr->state->error_text), fmt, ap);
+    va_end(ap);
+    rf__store_release32(&pr->state->failed, 1);
+    return 2;
+}
+
+static void read_config(struct producer *pr)
+{
+    const int64_t *p = pr->seg.params;
+    pr->batch_size = (uint32_t)p[RF_PARAM_BATCH_SIZE];
+    pr->height = (uint32_t)p[RF_PARAM_HEIGHT];
+    pr->width = (uint32_t)p[RF_PARAM_WIDTH];
+    pr->channels = (uint32_t)p[RF_PARAM_CHANNELS];
+    pr->classes = (uint32_t)p[RF_PARAM_CLASSES];
+    pr->layout = (rf_layout)p[RF_PARAM_LAYOUT];
+    pr->source = (rf_source_kind)p[RF_PARAM_SOURCE];
+    pr->seed = (uint64_t)p[RF_PARAM_SEED];
+    pr->samples = (uint64_t)p[RF_PARAM_SAMPLES];
+    pr->shuffle = p[RF_PARAM_SHUFFLE] != 0;
+    pr->spin_ns = (uint64_t)p[RF_PARAM_SPIN_NS];
+    pr->sample_bytes = (uint64_t)pr->height * pr->width * pr->channels;
+    pr->batches_per_epoch = rf__batches_per_epoch(
+        pr->samples, pr->batch_size, p[RF_PARAM_DROP_LAST] != 0);
+}
+
+static int check_config(struct producer *pr)
+{
+    if (pr->batch_size != pr->seg.header->batch_size ||
+        pr->sample_bytes * pr->batch_size > pr->seg.header->slot_data_bytes ||
+        pr->batches_per_epoch == 0)
+        return fail(pr, "producer %u: configuration in the control segment "
+                        "does not match its layout",
+                    pr->index);
+    return 0;
+}
+
+static void fill_sample(const struct producer *pr, uint64_t index,
+                        uint8_t *dst)
+{
+    if (pr->source == RF_SOURCE_SYNTHETIC)
+        rf_synthetic_fill(pr->seed, index, pr->height, pr->width,
+                          pr->channels, pr->layout, dst);
+}
+
+static void fill_batch(struct producer *pr, uint32_t slot, uint64_t seq)
+{
+    const uint64_t epoch = seq / pr->batches_per_epoch;
+    const uint64_t number = seq % pr->batches_per_epoch;
+    const uint64_t first = number * pr->batch_size;
+    const uint64_t left = pr->samples - first;
+    const uint32_t count =
+        left < pr->batch_size ? (uint32_t)left : pr->batch_size;
+
+    uint8_t *data = rf__slot_data(&pr->seg, slot);
+    int64_t *labels = rf__slot_labels(&pr->seg, slot);
+    uint64_t *indices = rf__slot_indices(&pr->seg, slot);
+    for (uint32_t i = 0; i < count; i++) {
+        const uint64_t index =
+            rf__sample_at(pr->seed, epoch, first + i, pr->samples, pr->shuffle);
+        rf__store_relaxed64(&pr->state->current_sample, index);
+        indices[i] = index;
+        labels[i] = rf_synthetic_label(pr->seed, index, pr->classes);
+        fill_sample(pr, index, data + i * pr->sample_bytes);
+    }
+    struct rf__slot_meta *meta = rf__slot_meta(&pr->seg, slot);
+    meta->sequence = seq;
+    meta->epoch = epoch;
+    meta->number = number;
+    meta->samples = count;
+    meta->producer = pr->index;
+    meta->failed_samples = 0;
+    meta->error_text[0] = '\0';
+}
+
+static void publish(struct producer *pr, uint64_t handle)
+{
+    /* The ring has room for every slot plus a stop, so this cannot fail
+     * unless the consumer corrupted it; then the consumer finds out. */
+    (void)rf__ring_push(pr->full, handle);
+    rf__bell_ring_eventfd(pr->consumer_bell, pr->bell_fd);
+}
+
+static int handle_order(struct producer *pr, uint64_t h)
+{
+    const uint32_t slot = rf__handle_slot(h);
+    const uint64_t seq = rf__handle_seq(h);
+    if (rf__handle_kind(h) != RF__HANDLE_BATCH ||
+        slot >= pr->seg.header->slots)
+        return fail(pr, "producer %u: invalid order 0x%016llx on its ring",
+                    pr->index, (unsigned long long)h);
+    const uint64_t start = rf__now_ns();
+    rf__store_relaxed64(&pr->state->current_seq, seq);
+    fill_batch(pr, slot, seq);
+    rf__store_relaxed64(&pr->state->current_seq, UINT64_MAX);
+    rf__add_relaxed64(&pr->state->busy_ns, rf__now_ns() - start);
+    rf__add_relaxed64(&pr->state->batches, 1);
+    publish(pr, h);
+    return 0;
+}
+
+static bool parent_gone(const struct producer *pr)
+{
+    return pr->parent_pid > 0 && getppid() != pr->parent_pid;
+}
+
+static int serve(struct producer *pr)
+{
+    for (;;) {
+        uint64_t h;
+        int rc = rf__ring_pop(pr->empty, &h);
+        if (rc == 0) {
+            rc = rf__ring_wait_futex(pr->empty, &pr->state->bell,
+                                     pr->spin_ns, PARENT_CHECK_MS);
+            if (rc <= 0 && parent_gone(pr))
+                return 0;
+            continue;
+        }
+        if (rc < 0)
+            return fail(pr, "producer %u: its order ring is corrupted",
+                        pr->index);
+        if (rf__handle_kind(h) == RF__HANDLE_STOP) {
+            publish(pr, rf__handle_make(RF__HANDLE_STOP, 0, 0));
+            return 0;
+        }
+        rc = handle_order(pr, h);
+        if (rc != 0)
+            return rc;
+    }
+}
+
+static void pin_to(int cpu)
+{
+    if (cpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    /* Failure (a CPU removed from the cgroup since) only costs locality. */
+    (void)sched_setaffinity(0, sizeof(set), &set);
+}
+
+int rf__producer_run(int control_fd, int arena_fd, int bell_fd,
+                     uint32_t index, int cpu, int parent_pid)
+{
+    /* Die with the consumer; then make sure it did not die already. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (parent_pid > 0 && getppid() != parent_pid)
+        return 0;
+    /* Ctrl-C belongs to the training process, which then closes us. */
+    signal(SIGINT, SIG_IGN);
+    char name[16];
+    rf__format(name, sizeof(name), "rf-producer-%u", index);
+    prctl(PR_SET_NAME, name);
+    pin_to(cpu);
+
+    struct producer pr = {.index = index, .parent_pid = parent_pid,
+                          .bell_fd = bell_fd};
+    char why[RF__ERROR_TEXT];
+    int rc = rf__segment_attach(&pr.seg, control_fd, arena_fd, why,
+                                sizeof(why));
+    if (rc < 0) {
+        /* No shared state to write to: stderr is all we have. */
+        fprintf(stderr, "ringfeed-producer %u: %s\n", index, why);
+        return 3;
+    }
+    if (index >= pr.seg.header->producers) {
+        fprintf(stderr, "ringfeed-producer: index %u out of range\n", index);
+        rf__segment_detach(&pr.seg);
+        return 3;
+    }
+    pr.state = rf__segment_producer(&pr.seg, index);
+    pr.empty = rf__segment_empty_ring(&pr.seg, index);
+    pr.full = rf__segment_full_ring(&pr.seg, index);
+    pr.consumer_bell = rf__segment_consumer_bell(&pr.seg);
+    rf__store_relaxed32(&pr.state->pid, (uint32_t)getpid());
+    read_config(&pr);
+    rc = check_config(&pr);
+    if (rc == 0)
+        rc = serve(&pr);
+    rf__segment_detach(&pr.seg);
+    return rc;
+}
+
+/* ---- the ringfeed-producer command line -------------------------------- */
+
+static bool parse_int(const char *s, long min, long max, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+static const char usage[] =
+    "usage: ringfeed-producer --control-fd N --arena-fd N --bell-fd N\n"
+    "                         --index I [--cpu C] [--parent PID]\n"
+    "A ringfeed producer process. rf_loader_open() starts these; there is\n"
+    "no reason to run one by hand.\n";
+
+int rf_producer_main(int argc, char **argv)
+{
+    long control = -1, arena = -1, bell = -1, index = -1, cpu = -1;
+    long parent = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        long *dst = strcmp(argv[i], "--control-fd") == 0 ? &control
+                    : strcmp(argv[i], "--arena-fd") == 0 ? &arena
+                    : strcmp(argv[i], "--bell-fd") == 0  ? &bell
+                    : strcmp(argv[i], "--index") == 0    ? &index
+                    : strcmp(argv[i], "--cpu") == 0      ? &cpu
+                    : strcmp(argv[i], "--parent") == 0   ? &parent
+                                                         : NULL;
+        if (!dst || i + 1 >= argc ||
+            !parse_int(argv[i + 1], -1, INT_MAX, dst)) {
+            fprintf(stderr, "ringfeed-producer: bad argument '%s'\n%s",
+                    argv[i], usage);
+            return 64;
+        }
+        i++;
+    }
+    if (control < 0 || arena < 0 || bell < 0 || index < 0) {
+        fputs(usage, stderr);
+        return 64;
+    }
+    return rf__producer_run((int)control, (int)arena, (int)bell,
+                            (uint32_t)index, (int)cpu, (int)parent);
+}

@@ -1,0 +1,282 @@
+/*
+ * segment.c - layout, formatting, validation and mapping of the control
+ * segment and the arena. Owns no state of its own: callers hold the
+ * struct rf__segment.
+ */
+#include "config.h"
+
+#include "segment.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "ringfeed.h"
+
+static uint64_t round_up(uint64_t v, uint64_t align)
+{
+    return (v + align - 1) / align * align;
+}
+
+static uint32_t next_pow2(uint32_t v)
+{
+    uint32_t p = 2;
+    while (p < v)
+        p <<= 1;
+    return p;
+}
+
+/* Per slot after the pixels: meta, labels, indices. */
+static uint64_t slot_meta_bytes(uint32_t batch_size)
+{
+    return sizeof(struct rf__slot_meta) +
+           (uint64_t)batch_size * (sizeof(int64_t) + sizeof(uint64_t));
+}
+
+int rf__layout_compute(struct rf__layout *lay, uint32_t producers,
+                       uint32_t slots, uint32_t batch_size,
+                       uint64_t sample_bytes)
+{
+    memset(lay, 0, sizeof(*lay));
+    if (sample_bytes > (UINT64_C(1) << 40) / batch_size)
+        return -EOVERFLOW;
+    lay->producers = producers;
+    lay->slots = slots;
+    lay->batch_size = batch_size;
+    /* Each ring carries at most every slot plus a stop sentinel. */
+    lay->ring_entries = next_pow2(slots + 2);
+    lay->slot_data_bytes = round_up(sample_bytes * batch_size, RF__PAGE);
+    lay->slot_bytes =
+        lay->slot_data_bytes + round_up(slot_meta_bytes(batch_size), RF__PAGE);
+    if (lay->slot_bytes > (UINT64_C(1) << 46) / slots)
+        return -EOVERFLOW;
+    lay->arena_size = lay->slot_bytes * slots;
+
+    uint64_t off = RF__PAGE; /* the header has the first page */
+    lay->params_offset = off;
+    off += round_up(RF__PARAMS * sizeof(int64_t), RF__CACHELINE);
+    lay->producers_offset = off;
+    off += round_up((uint64_t)producers * sizeof(struct rf__producer_state),
+                    RF__CACHELINE);
+    lay->consumer_bell_offset = off;
+    off += round_up(sizeof(struct rf__bell), RF__CACHELINE);
+    lay->rings_offset = off;
+    lay->ring_stride = round_up(rf__ring_bytes(lay->ring_entries),
+                                RF__CACHELINE);
+    off += lay->ring_stride * 2 * producers;
+    lay->control_size = round_up(off, RF__PAGE);
+    return 0;
+}
+
+void rf__segment_format(struct rf__segment *seg, const struct rf__layout *lay,
+                        const int64_t *params)
+{
+    struct rf__header *h = seg->header;
+    memset(h, 0, sizeof(*h));
+    h->magic = RF__MAGIC;
+    h->abi_version = RF__ABI_VERSION;
+    h->header_size = sizeof(*h);
+    h->segment_size = lay->control_size;
+    h->arena_size = lay->arena_size;
+    h->producers = lay->producers;
+    h->slots = lay->slots;
+    h->ring_entries = lay->ring_entries;
+    h->batch_size = lay->batch_size;
+    h->slot_bytes = lay->slot_bytes;
+    h->slot_data_bytes = lay->slot_data_bytes;
+    h->params_offset = lay->params_offset;
+    h->producers_offset = lay->producers_offset;
+    h->consumer_bell_offset = lay->consumer_bell_offset;
+    h->rings_offset = lay->rings_offset;
+    h->ring_stride = lay->ring_stride;
+
+    seg->params = (int64_t *)((uint8_t *)h + lay->params_offset);
+    memcpy(seg->params, params, RF__PARAMS * sizeof(int64_t));
+    for (uint32_t p = 0; p < lay->producers; p++) {
+        rf__ring_init(rf__segment_empty_ring(seg, p), lay->ring_entries);
+        rf__ring_init(rf__segment_full_ring(seg, p), lay->ring_entries);
+        struct rf__producer_state *st = rf__segment_producer(seg, p);
+        memset(st, 0, sizeof(*st));
+        rf__store_relaxed64(&st->current_seq, UINT64_MAX);
+    }
+    memset(rf__segment_consumer_bell(seg), 0, sizeof(struct rf__bell));
+}
+
+static bool region_fits(uint64_t off, uint64_t len, uint64_t size)
+{
+    return off >= RF__PAGE && off <= size && len <= size - off;
+}
+
+static int reject(char *why, size_t why_len, const char *reason)
+{
+    snprintf(why, why_len, "control segment rejected: %s", reason);
+    return RF_E_ABI;
+}
+
+static int validate_regions(const struct rf__header *h, uint64_t size,
+                            char *why, size_t why_len)
+{
+    if (h->producers == 0 || h->slots == 0 || h->slots > RF__MAX_SLOTS)
+        return reject(why, why_len, "producer or slot count out of range");
+    if (h->ring_entries < h->slots + 2 ||
+        (h->ring_entries & (h->ring_entries - 1)) != 0)
+        return reject(why, why_len, "ring size is not a power of two");
+    if (h->ring_stride < rf__ring_bytes(h->ring_entries) ||
+        h->ring_stride > size)
+        return reject(why, why_len, "ring stride too small");
+    if (!region_fits(h->params_offset, RF__PARAMS * sizeof(int64_t),
+                     size) ||
+        !region_fits(h->producers_offset,
+                     (uint64_t)h->producers *
+                         sizeof(struct rf__producer_state),
+                     size) ||
+        !region_fits(h->consumer_bell_offset, sizeof(struct rf__bell),
+                     size) ||
+        !region_fits(h->rings_offset,
+                     h->ring_stride * 2 * (uint64_t)h->producers, size))
+        return reject(why, why_len, "an offset points outside the segment");
+    if (h->batch_size == 0 || h->slot_data_bytes > h->slot_bytes ||
+        h->slot_bytes - h->slot_data_bytes < slot_meta_bytes(h->batch_size) ||
+        h->arena_size / h->slots != h->slot_bytes)
+        return reject(why, why_len, "slot sizes are inconsistent");
+    return 0;
+}
+
+int rf__segment_validate(const void *base, size_t size, char *why,
+                         size_t why_len)
+{
+    const struct rf__header *h = base;
+    if (size < RF__PAGE)
+        return reject(why, why_len, "smaller than its header");
+    if (h->magic != RF__MAGIC)
+        return reject(why, why_len, "wrong magic (not a ringfeed segment)");
+    if (h->abi_version != RF__ABI_VERSION) {
+        snprintf(why, why_len,
+                 "control segment rejected: ABI version %u, this build "
+                 "speaks %u; use the ringfeed-producer of the same build",
+                 h->abi_version, RF__ABI_VERSION);
+        return RF_E_ABI;
+    }
+    if (h->header_size != sizeof(*h))
+        return reject(why, why_len, "header size differs from this build's");
+    if (h->segment_size != size)
+        return reject(why, why_len, "recorded size differs from the file's");
+    return validate_regions(h, size, why, why_len);
+}
+
+static int map_fd(int fd, size_t *size, void **out, char *why,
+                  size_t why_len, const char *what)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        snprintf(why, why_len, "%s fd %d: %s", what, fd, strerror(errno));
+        return -errno;
+    }
+    *size = (size_t)st.st_size;
+    void *p = mmap(NULL, *size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED) {
+        snprintf(why, why_len, "cannot map %s (%zu bytes): %s", what, *size,
+                 strerror(errno));
+        return -errno;
+    }
+    *out = p;
+    return 0;
+}
+
+int rf__segment_attach(struct rf__segment *seg, int control_fd, int arena_fd,
+                       char *why, size_t why_len)
+{
+    memset(seg, 0, sizeof(*seg));
+    void *base = NULL;
+    int rc = map_fd(control_fd, &seg->control_size, &base, why, why_len,
+                    "control segment");
+    if (rc < 0)
+        return rc;
+    seg->header = base;
+    rc = rf__segment_validate(base, seg->control_size, why, why_len);
+    if (rc < 0)
+        goto fail;
+    void *arena = NULL;
+    rc = map_fd(arena_fd, &seg->arena_size, &arena, why, why_len, "arena");
+    if (rc < 0)
+        goto fail;
+    seg->arena = arena;
+    if (seg->arena_size != seg->header->arena_size) {
+        rc = reject(why, why_len, "arena size differs from the header's");
+        goto fail;
+    }
+    seg->params = (int64_t *)((uint8_t *)base + seg->header->params_offset);
+    return 0;
+fail:
+    rf__segment_detach(seg);
+    return rc;
+}
+
+void rf__segment_detach(struct rf__segment *seg)
+{
+    if (seg->arena)
+        munmap(seg->arena, seg->arena_size);
+    if (seg->header)
+        munmap(seg->header, seg->control_size);
+    memset(seg, 0, sizeof(*seg));
+}
+
+static uint8_t *control_at(const struct rf__segment *seg, uint64_t off)
+{
+    return (uint8_t *)seg->header + off;
+}
+
+struct rf__ring *rf__segment_empty_ring(const struct rf__segment *seg,
+                                        uint32_t producer)
+{
+    const struct rf__header *h = seg->header;
+    return (struct rf__ring *)control_at(
+        seg, h->rings_offset + h->ring_stride * (2 * (uint64_t)producer));
+}
+
+struct rf__ring *rf__segment_full_ring(const struct rf__segment *seg,
+                                       uint32_t producer)
+{
+    const struct rf__header *h = seg->header;
+    return (struct rf__ring *)control_at(
+        seg, h->rings_offset + h->ring_stride * (2 * (uint64_t)producer + 1));
+}
+
+struct rf__producer_state *
+rf__segment_producer(const struct rf__segment *seg, uint32_t producer)
+{
+    return (struct rf__producer_state *)control_at(
+               seg, seg->header->producers_offset) +
+           producer;
+}
+
+struct rf__bell *rf__segment_consumer_bell(const struct rf__segment *seg)
+{
+    return (struct rf__bell *)control_at(seg,
+                                         seg->header->consumer_bell_offset);
+}
+
+uint8_t *rf__slot_data(const struct rf__segment *seg, uint32_t slot)
+{
+    return seg->arena + (uint64_t)slot * seg->header->slot_bytes;
+}
+
+struct rf__slot_meta *rf__slot_meta(const struct rf__segment *seg,
+                                    uint32_t slot)
+{
+    return (struct rf__slot_meta *)(rf__slot_data(seg, slot) +
+                                    seg->header->slot_data_bytes);
+}
+
+int64_t *rf__slot_labels(const struct rf__segment *seg, uint32_t slot)
+{
+    return (int64_t *)(rf__slot_meta(seg, slot) + 1);
+}
+
+uint64_t *rf__slot_indices(const struct rf__segment *seg, uint32_t slot)
+{
+    return (uint64_t *)(rf__slot_labels(seg, slot) + seg->header->batch_size);
+}

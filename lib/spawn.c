@@ -1,0 +1,244 @@
+/*
+ * spawn.c - starting, watching and reaping producer processes. Owns the
+ * child records it is handed, nothing else. No threads: death is noticed
+ * through each child's pidfd, which the consumer polls.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+extern char **environ;
+
+/* The fds a spawned producer finds its segments on. */
+enum { CHILD_CONTROL_FD = 3, CHILD_ARENA_FD = 4, CHILD_BELL_FD = 5 };
+
+int rf__producer_path(char *path, size_t len, char *why, size_t why_len)
+{
+    const char *env = getenv("RINGFEED_PRODUCER");
+    const char *from = env && *env ? "RINGFEED_PRODUCER" : "installed path";
+    rf__format(path, len, "%s",
+               env && *env ? env : RF_PKGLIBEXECDIR "/ringfeed-producer");
+    if (access(path, X_OK) == 0)
+        return 0;
+    rf__format(why, why_len,
+               "producer helper '%s' (%s) cannot be executed: %s; set "
+               "RINGFEED_PRODUCER to the path of ringfeed-producer, or "
+               "reinstall ringfeed",
+               path, from, strerror(errno));
+    return RF_E_NO_PRODUCER_BINARY;
+}
+
+static int open_pidfd(int pid)
+{
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* Moves fds to 3, 4, 5 without clobbering: first above everything
+ * involved, then down. */
+static int plan_fds(posix_spawn_file_actions_t *fa,
+                    const struct rf__producer_fds *fds)
+{
+    const int src[3] = {fds->control, fds->arena, fds->bell};
+    int high = CHILD_BELL_FD;
+    for (int i = 0; i < 3; i++)
+        if (src[i] > high)
+            high = src[i];
+    int rc = 0;
+    for (int i = 0; i < 3 && rc == 0; i++)
+        rc = posix_spawn_file_actions_adddup2(fa, src[i], high + 1 + i);
+    for (int i = 0; i < 3 && rc == 0; i++)
+        rc = posix_spawn_file_actions_adddup2(fa, high + 1 + i,
+                                              CHILD_CONTROL_FD + i);
+#ifdef HAVE_POSIX_SPAWN_FILE_ACTIONS_ADDCLOSEFROM_NP
+    /* The caller's sockets and files stay out of the producers. */
+    if (rc == 0)
+        rc = posix_spawn_file_actions_addclosefrom_np(fa, CHILD_BELL_FD + 1);
+#endif
+    return rc;
+}
+
+static int plan_signals(posix_spawnattr_t *attr)
+{
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    int rc = posix_spawnattr_setsigmask(attr, &none);
+    if (rc == 0)
+        rc = posix_spawnattr_setsigdefault(attr, &all);
+    if (rc == 0)
+        rc = posix_spawnattr_setflags(
+            attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    return rc;
+}
+
+static int watch_child(int pid, struct rf__child *child, char *why,
+                       size_t why_len)
+{
+    child->pid = pid;
+    child->pidfd = open_pidfd(pid);
+    if (child->pidfd >= 0)
+        return 0;
+    const int err = errno;
+    rf__format(why, why_len,
+               "pidfd_open(%d) failed: %s; ringfeed needs Linux 5.3 or later "
+               "and a free file descriptor",
+               pid, strerror(err));
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    child->pid = 0;
+    return -err;
+}
+
+int rf__spawn_producer(const char *path, const struct rf__producer_fds *fds,
+                       uint32_t index, int cpu, struct rf__child *child,
+                       char *why, size_t why_len)
+{
+    char a_index[16], a_cpu[16], a_parent[16];
+    rf__format(a_index, sizeof(a_index), "%u", index);
+    rf__format(a_cpu, sizeof(a_cpu), "%d", cpu);
+    rf__format(a_parent, sizeof(a_parent), "%d", (int)getpid());
+    char *argv[] = {"ringfeed-producer", "--control-fd", "3", "--arena-fd",
+                    "4", "--bell-fd", "5", "--index", a_index, "--cpu",
+                    a_cpu, "--parent", a_parent, NULL};
+
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&attr);
+    int pid = 0;
+    int rc = plan_fds(&fa, fds);
+    if (rc == 0)
+        rc = plan_signals(&attr);
+    if (rc == 0)
+        rc = posix_spawn(&pid, path, &fa, &attr, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+        rf__format(why, why_len, "cannot start producer %u from '%s': %s",
+                   index, path, strerror(rc));
+        return rc == ENOENT || rc == EACCES ? RF_E_NO_PRODUCER_BINARY : -rc;
+    }
+    return watch_child(pid, child, why, why_len);
+}
+
+static int count_threads(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    if (!f)
+        return -1;
+    char line[256];
+    int threads = -1;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, "Threads:", 8) == 0)
+            threads = (int)strtol(line + 8, NULL, 10);
+    fclose(f);
+    return threads;
+}
+
+static int find_cuda(struct dl_phdr_info *info, size_t size, void *found)
+{
+    (void)size;
+    if (info->dlpi_name && strstr(info->dlpi_name, "libcuda.so")) {
+        *(int *)found = 1;
+        return 1;
+    }
+    return 0;
+}
+
+int rf__fork_is_safe(char *why, size_t why_len)
+{
+    const int threads = count_threads();
+    if (threads != 1) {
+        rf__format(why, why_len,
+                   "fork mode refused: this process has %d threads (a child "
+                   "of fork() could inherit a held lock and hang); use "
+                   "RF_START_SPAWN",
+                   threads);
+        return RF_E_FORK_UNSAFE;
+    }
+    int cuda = 0;
+    dl_iterate_phdr(find_cuda, &cuda);
+    if (cuda) {
+        rf__format(why, why_len,
+                   "fork mode refused: the CUDA driver is loaded in this "
+                   "process and CUDA does not survive fork(); use "
+                   "RF_START_SPAWN");
+        return RF_E_FORK_UNSAFE;
+    }
+    return 0;
+}
+
+int rf__fork_producer(const struct rf__producer_fds *fds, uint32_t index,
+                      int cpu, struct rf__child *child, char *why,
+                      size_t why_len)
+{
+    const int parent = (int)getpid();
+    const int pid = (int)fork();
+    if (pid < 0) {
+        const int err = errno;
+        rf__format(why, why_len, "fork() for producer %u failed: %s", index,
+                   strerror(err));
+        return -err;
+    }
+    if (pid == 0)
+        _exit(rf__producer_run(fds->control, fds->arena, fds->bell, index,
+                               cpu, parent));
+    return watch_child(pid, child, why, why_len);
+}
+
+static void describe_status(int status, char *how, size_t how_len)
+{
+    if (WIFSIGNALED(status))
+        rf__format(how, how_len, "was killed by signal %d (%s)",
+                   WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else if (WIFEXITED(status))
+        rf__format(how, how_len, "exited with status %d",
+                   WEXITSTATUS(status));
+    else
+        rf__format(how, how_len, "ended (wait status 0x%x)", status);
+}
+
+int rf__child_reap(struct rf__child *child, int timeout_ms, char *how,
+                   size_t how_len)
+{
+    if (child->pid <= 0)
+        return 1;
+    if (child->pidfd >= 0) {
+        struct pollfd pfd = {.fd = child->pidfd, .events = POLLIN};
+        while (poll(&pfd, 1, timeout_ms) < 0 && errno == EINTR)
+            ;
+        if (!(pfd.revents & POLLIN))
+            return 0;
+    }
+    int status = 0;
+    pid_t r;
+    do
+        r = waitpid(child->pid, &status, child->pidfd >= 0 ? WNOHANG : 0);
+    while (r < 0 && errno == EINTR);
+    if (r == child->pid)
+        describe_status(status, how, how_len);
+    else if (r < 0)
+        rf__format(how, how_len, "ended (status unknown: %s)",
+                   strerror(errno));
+    else
+        return 0;
+    if (child->pidfd >= 0)
+        close(child->pidfd);
+    child->pidfd = -1;
+    child->pid = 0;
+    return 1;
+}
