@@ -1,5 +1,236 @@
+/*
+ * test-lifecycle.c - what happens around the stream: closing mid-epoch
+ * leaves no child process, no fd and nothing in /dev/shm; holding every
+ * slot is an error, not a hang; a killed producer is reported with its pid
+ * and signal; bad configurations, a missing helper and unsafe fork mode
+ * are refused with a reason; errors have names.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"
 #include "test.h"
+
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int n = 0;
+    const struct dirent *e;
+    while ((e = readdir(d)))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Fills pids with the live children of this process; returns the count. */
+static int list_children(int *pids, int max)
+{
+    DIR *d = opendir("/proc");
+    CHECK(d);
+    int n = 0;
+    const struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[300], buf[512];
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        const size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        const char *close_paren = strrchr(buf, ')');
+        char state;
+        int pid = 0, ppid = 0;
+        if (!close_paren || sscanf(buf, "%d", &pid) != 1 ||
+            sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2)
+            continue;
+        if (ppid == getpid() && n < max)
+            pids[n++] = pid;
+    }
+    closedir(d);
+    return n;
+}
+
+static rf_loader *open_small(int64_t producers, int64_t slots)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, producers));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SLOTS, slots));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 1000000));
+    rf_loader *l = NULL;
+    char *err = NULL;
+    const int rc = rf_loader_open(&l, cfg, &err);
+    if (rc < 0)
+        fprintf(stderr, "open: %s\n", err);
+    CHECK_OK(rc);
+    rf_config_free(cfg);
+    return l;
+}
+
+static void test_close_mid_epoch_leaves_nothing(void)
+{
+    const int fds_before = count_entries("/proc/self/fd");
+    const int shm_before = count_entries("/dev/shm");
+    rf_loader *l = open_small(3, 6);
+    rf_batch held, b;
+    CHECK_EQ(rf_loader_next(l, &held), 1);
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    int pids[16];
+    CHECK_EQ(list_children(pids, 16), 3);
+    rf_loader_close(l); /* with `held` still out */
+    CHECK_EQ(list_children(pids, 16), 0);
+    CHECK_EQ(waitpid(-1, NULL, WNOHANG), -1); /* no zombie either */
+    CHECK_EQ(errno, ECHILD);
+    CHECK_EQ(count_entries("/proc/self/fd"), fds_before);
+    CHECK_EQ(count_entries("/dev/shm"), shm_before);
+}
+
+static void test_holding_every_slot_is_an_error(void)
+{
+    rf_loader *l = open_small(1, 2);
+    rf_batch a, b, c;
+    CHECK_EQ(rf_loader_next(l, &a), 1);
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_EQ(rf_loader_next(l, &c), RF_E_ALL_SLOTS_HELD);
+    CHECK_CONTAINS(rf_loader_error(l), "release a batch");
+    CHECK_OK(rf_loader_release(l, &a));
+    CHECK_EQ(rf_loader_next(l, &c), 1); /* recoverable */
+    CHECK_EQ(c.sequence, 2);
+    CHECK_EQ(rf_loader_release(l, &a), -EINVAL); /* twice */
+    CHECK_CONTAINS(rf_loader_error(l), "released twice");
+    rf_loader_close(l);
+}
+
+static void test_killed_producer_is_reported(void)
+{
+    rf_loader *l = open_small(2, 4);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    int pids[16];
+    const int n = list_children(pids, 16);
+    CHECK_EQ(n, 2);
+    for (int i = 0; i < n; i++)
+        CHECK_EQ(kill(pids[i], SIGKILL), 0);
+    int rc;
+    int delivered = 0;
+    while ((rc = rf_loader_next(l, &b)) == 1) {
+        CHECK_OK(rf_loader_release(l, &b));
+        CHECK_LT(++delivered, 8); /* at most what was already in the ring */
+    }
+    CHECK_EQ(rc, RF_E_PRODUCER_DIED);
+    CHECK_CONTAINS(rf_loader_error(l), "killed by signal 9");
+    char pid_text[32];
+    snprintf(pid_text, sizeof(pid_text), "pid %d", pids[0]);
+    const char *msg = rf_loader_error(l);
+    char pid_text2[32];
+    snprintf(pid_text2, sizeof(pid_text2), "pid %d", pids[1]);
+    CHECK(strstr(msg, pid_text) || strstr(msg, pid_text2));
+    CHECK_EQ(rf_loader_next(l, &b), RF_E_PRODUCER_DIED); /* sticky */
+    rf_loader_close(l);
+    CHECK_EQ(list_children(pids, 16), 0);
+}
+
+static void test_bad_configurations(void)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_EQ(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 0), -EINVAL);
+    CHECK_CONTAINS(rf_config_error(cfg), "batch_size = 0 is out of range");
+    CHECK_EQ(rf_config_set(cfg, (rf_param)999, 1), -EINVAL);
+    CHECK_CONTAINS(rf_config_error(cfg), "not a parameter");
+    int64_t v = 0;
+    CHECK_OK(rf_config_get(cfg, RF_PARAM_BATCH_SIZE, &v));
+    CHECK_EQ(v, 32); /* unchanged by the failed set */
+
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 10));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_DROP_LAST, 1));
+    rf_loader *l = NULL;
+    char *err = NULL;
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
+    CHECK(l == NULL);
+    CHECK_CONTAINS(err, "leaves no batch");
+    free(err);
+    rf_config_free(cfg);
+}
+
+static void test_missing_producer_binary(void)
+{
+    const char *saved = getenv("RINGFEED_PRODUCER");
+    char *copy = saved ? strdup(saved) : NULL;
+    setenv("RINGFEED_PRODUCER", "/nonexistent/ringfeed-producer", 1);
+    rf_config *cfg = rf_config_create();
+    rf_loader *l = NULL;
+    char *err = NULL;
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), RF_E_NO_PRODUCER_BINARY);
+    CHECK_CONTAINS(err, "/nonexistent/ringfeed-producer");
+    CHECK_CONTAINS(err, "set RINGFEED_PRODUCER");
+    free(err);
+    rf_config_free(cfg);
+    if (copy)
+        setenv("RINGFEED_PRODUCER", copy, 1);
+    free(copy);
+}
+
+static void *idle_thread(void *arg)
+{
+    pause();
+    return arg;
+}
+
+static void test_fork_refused_with_threads(void)
+{
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, idle_thread, NULL), 0);
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, RF_START_FORK));
+    rf_loader *l = NULL;
+    char *err = NULL;
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), RF_E_FORK_UNSAFE);
+    CHECK_CONTAINS(err, "2 threads");
+    CHECK_CONTAINS(err, "RF_START_SPAWN");
+    free(err);
+    rf_config_free(cfg);
+    /* The thread stays parked until exit; spawn mode must still work. */
+    rf_loader_close(open_small(1, 2));
+}
+
+static void test_error_names(void)
+{
+    static const int codes[] = {
+#define RF_CODE_(name, value, message) value,
+        RF_ERROR_MAP(RF_CODE_)
+#undef RF_CODE_
+    };
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+        CHECK_LT(codes[i], -4096); /* no errno reaches the range */
+        for (size_t j = 0; j < i; j++)
+            CHECK(strcmp(rf_strerror(codes[i]), rf_strerror(codes[j])) != 0);
+    }
+    CHECK_CONTAINS(rf_strerror(-ENOMEM), "memory");
+    CHECK_CONTAINS(rf_strerror(0), "success");
+    CHECK_EQ(rf_version(), RF_VERSION_NUMBER);
+}
+
 int main(void)
 {
-    return 77;
+    test_close_mid_epoch_leaves_nothing();
+    test_holding_every_slot_is_an_error();
+    test_killed_producer_is_reported();
+    test_bad_configurations();
+    test_missing_producer_binary();
+    test_error_names();
+    test_fork_refused_with_threads(); /* last: leaves a thread behind */
+    return 0;
 }

@@ -1,0 +1,64 @@
+/*
+ * test.h - assertions for ringfeed's test programs. A failed check prints
+ * the file, line, the expression and both values, then exits 1; exit 77
+ * means "skipped" (automake's convention).
+ */
+#ifndef RF_TEST_H
+#define RF_TEST_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TEST_SKIP 77
+
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__,   \
+                    #cond);                                                    \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+#define CHECK_INT_OP_(a, op, b)                                                \
+    do {                                                                       \
+        const long long a_ = (long long)(a), b_ = (long long)(b);              \
+        if (!(a_ op b_)) {                                                     \
+            fprintf(stderr, "%s:%d: %s %s %s failed: %lld vs %lld\n",          \
+                    __FILE__, __LINE__, #a, #op, #b, a_, b_);                  \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+#define CHECK_EQ(a, b) CHECK_INT_OP_(a, ==, b)
+#define CHECK_NE(a, b) CHECK_INT_OP_(a, !=, b)
+#define CHECK_LT(a, b) CHECK_INT_OP_(a, <, b)
+#define CHECK_LE(a, b) CHECK_INT_OP_(a, <=, b)
+#define CHECK_GT(a, b) CHECK_INT_OP_(a, >, b)
+#define CHECK_GE(a, b) CHECK_INT_OP_(a, >=, b)
+
+/* Checks that `haystack` contains `needle`, printing both otherwise. */
+#define CHECK_CONTAINS(haystack, needle)                                       \
+    do {                                                                       \
+        const char *h_ = (haystack), *n_ = (needle);                           \
+        if (!h_ || !strstr(h_, n_)) {                                          \
+            fprintf(stderr, "%s:%d: \"%s\" does not contain \"%s\"\n",         \
+                    __FILE__, __LINE__, h_ ? h_ : "(null)", n_);               \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+/* A call returning 0 / -errno / RF_E_*: fails with rf_strerror's words. */
+#define CHECK_OK(call)                                                         \
+    do {                                                                       \
+        const int rc_ = (call);                                                \
+        if (rc_ < 0) {                                                         \
+            fprintf(stderr, "%s:%d: %s returned %d (%s)\n", __FILE__,          \
+                    __LINE__, #call, rc_, rf_strerror(rc_));                   \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+#endif /* RF_TEST_H */
