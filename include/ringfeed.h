@@ -76,8 +76,7 @@ RF_API unsigned rf_version(void);
       "a producer process exited or was killed while it owed batches")         \
     X(PRODUCER_FAILED, -10004,                                                 \
       "a producer process reported an error and stopped")                      \
-    X(CORRUPT_SAMPLE, -10005,                                                  \
-      "a sample could not be read or decoded")                                 \
+    X(CORRUPT_SAMPLE, -10005, "a sample could not be read or decoded")         \
     X(ALL_SLOTS_HELD, -10006,                                                  \
       "every slot is held by the caller; release a batch before asking for "   \
       "the next one, or configure more slots")                                 \
@@ -89,7 +88,7 @@ RF_API unsigned rf_version(void);
       "CUDA context; use spawn mode")
 
 enum rf_error {
-#define RF_ERROR_ENUM_(name, value, message) RF_E_##name = value,
+#define RF_ERROR_ENUM_(name, value, message) RF_E_##name = (value),
     RF_ERROR_MAP(RF_ERROR_ENUM_)
 #undef RF_ERROR_ENUM_
 };
@@ -135,28 +134,28 @@ typedef enum rf_start_mode {
  * seed is taken as its 64-bit pattern.
  */
 typedef enum rf_param {
-    RF_PARAM_BATCH_SIZE = 1,   /* samples per batch, 1..65536; default 32 */
-    RF_PARAM_HEIGHT = 2,       /* sample height in pixels; default 224 */
-    RF_PARAM_WIDTH = 3,        /* sample width in pixels; default 224 */
-    RF_PARAM_CHANNELS = 4,     /* 1..4; default 3 */
-    RF_PARAM_LAYOUT = 5,       /* rf_layout; default RF_LAYOUT_NHWC */
-    RF_PARAM_PRODUCERS = 6,    /* 0 = one per CPU of the affinity mask
-                                  (default); at most 1024 */
-    RF_PARAM_SLOTS = 7,        /* batches in the ring; 0 = 2 per producer,
-                                  at least 4 (default); at most 65536 */
-    RF_PARAM_SEED = 8,         /* order and synthetic content; default 0 */
-    RF_PARAM_EPOCHS = 9,       /* 0 = no end; default 1 */
-    RF_PARAM_DROP_LAST = 10,   /* 1: drop the partial last batch; default 0 */
-    RF_PARAM_ORDERED = 11,     /* 1: batches in batch order (default);
-                                  0: as soon as each is ready */
-    RF_PARAM_SOURCE = 12,      /* rf_source_kind; default synthetic */
-    RF_PARAM_SAMPLES = 13,     /* synthetic/empty: samples per epoch;
-                                  default 10000 */
-    RF_PARAM_CLASSES = 14,     /* synthetic/empty: label range; default 1000 */
-    RF_PARAM_SHUFFLE = 15,     /* 1: new sample order each epoch (default) */
-    RF_PARAM_START_MODE = 16,  /* rf_start_mode; default spawn */
-    RF_PARAM_SPIN_NS = 17,     /* how long a waiting side spins before it
-                                  sleeps in the kernel; default 20000 */
+    RF_PARAM_BATCH_SIZE = 1,    /* samples per batch, 1..65536; default 32 */
+    RF_PARAM_HEIGHT = 2,        /* sample height in pixels; default 224 */
+    RF_PARAM_WIDTH = 3,         /* sample width in pixels; default 224 */
+    RF_PARAM_CHANNELS = 4,      /* 1..4; default 3 */
+    RF_PARAM_LAYOUT = 5,        /* rf_layout; default RF_LAYOUT_NHWC */
+    RF_PARAM_PRODUCERS = 6,     /* 0 = one per CPU of the affinity mask
+                                   (default); at most 1024 */
+    RF_PARAM_SLOTS = 7,         /* batches in the ring; 0 = 2 per producer,
+                                   at least 4 (default); at most 65536 */
+    RF_PARAM_SEED = 8,          /* order and synthetic content; default 0 */
+    RF_PARAM_EPOCHS = 9,        /* 0 = no end; default 1 */
+    RF_PARAM_DROP_LAST = 10,    /* 1: drop the partial last batch; default 0 */
+    RF_PARAM_ORDERED = 11,      /* 1: batches in batch order (default);
+                                   0: as soon as each is ready */
+    RF_PARAM_SOURCE = 12,       /* rf_source_kind; default synthetic */
+    RF_PARAM_SAMPLES = 13,      /* synthetic/empty: samples per epoch;
+                                   default 10000 */
+    RF_PARAM_CLASSES = 14,      /* synthetic/empty: label range; default 1000 */
+    RF_PARAM_SHUFFLE = 15,      /* 1: new sample order each epoch (default) */
+    RF_PARAM_START_MODE = 16,   /* rf_start_mode; default spawn */
+    RF_PARAM_SPIN_NS = 17,      /* how long a waiting side spins before it
+                                   sleeps in the kernel; default 20000 */
     RF_PARAM_PIN_PRODUCERS = 18 /* 1: pin producer i to the i-th CPU of the
                                    affinity mask (default); 0: leave alone */
 } rf_param;
@@ -175,8 +174,7 @@ RF_API void rf_config_free(rf_config *cfg);
 RF_API int rf_config_set(rf_config *cfg, rf_param param, int64_t value);
 
 /* Reads one parameter into *value. Returns 0 or -EINVAL (unknown param). */
-RF_API int rf_config_get(const rf_config *cfg, rf_param param,
-                         int64_t *value);
+RF_API int rf_config_get(const rf_config *cfg, rf_param param, int64_t *value);
 
 /* The detail of the last failed call on cfg, or "" when none. The string
  * belongs to cfg and stays valid until the next call on it. */
@@ -195,11 +193,11 @@ typedef struct rf_loader rf_loader;
  * convention (the producers will overwrite it after release).
  */
 typedef struct rf_batch {
-    void *data;              /* samples * sample_bytes bytes, page-aligned */
-    size_t bytes;            /* bytes of pixel data actually filled */
-    size_t sample_bytes;     /* height * width * channels */
-    uint32_t samples;        /* samples in this batch (last may be short) */
-    uint32_t height;         /* as configured */
+    void *data;          /* samples * sample_bytes bytes, page-aligned */
+    size_t bytes;        /* bytes of pixel data actually filled */
+    size_t sample_bytes; /* height * width * channels */
+    uint32_t samples;    /* samples in this batch (last may be short) */
+    uint32_t height;     /* as configured */
     uint32_t width;
     uint32_t channels;
     rf_layout layout;
@@ -224,8 +222,7 @@ typedef struct rf_batch {
  * of a failed system call. On error *out is NULL and, when errp is not NULL,
  * *errp receives a malloc'd detail message for the caller to free().
  */
-RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg,
-                          char **errp);
+RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp);
 
 /*
  * Waits for the next batch and fills *batch with a zero-copy view of it.
@@ -264,13 +261,13 @@ RF_API const char *rf_loader_error(const rf_loader *loader);
 
 /* Counters since open. Filled by rf_loader_stats(). */
 typedef struct rf_stats {
-    uint64_t batches;          /* batches handed out */
-    uint64_t samples;          /* samples handed out */
-    uint64_t bytes;            /* pixel bytes handed out */
-    uint64_t wait_ns;          /* time spent waiting inside next() */
-    uint64_t elapsed_ns;       /* time since open */
-    uint32_t producers;        /* producer processes */
-    uint32_t slots;            /* slots in the ring */
+    uint64_t batches;              /* batches handed out */
+    uint64_t samples;              /* samples handed out */
+    uint64_t bytes;                /* pixel bytes handed out */
+    uint64_t wait_ns;              /* time spent waiting inside next() */
+    uint64_t elapsed_ns;           /* time since open */
+    uint32_t producers;            /* producer processes */
+    uint32_t slots;                /* slots in the ring */
     uint64_t producer_busy_ns[64]; /* per producer (first 64): time spent
                                       filling batches */
     uint64_t reserved_[8];

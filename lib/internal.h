@@ -48,8 +48,8 @@ uint64_t rf__mix64(uint64_t a, uint64_t b);
 /* Runs a producer in this process until it is told to stop or its parent
  * dies. Returns the exit status. Used by rf_producer_main() (spawn mode)
  * and by fork mode directly. */
-int rf__producer_run(int control_fd, int arena_fd, int bell_fd,
-                     uint32_t index, int cpu, int parent_pid);
+int rf__producer_run(int control_fd, int arena_fd, int bell_fd, uint32_t index,
+                     int cpu, int parent_pid);
 
 /* ---- processes --------------------------------------------------------- */
 

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,30 +55,24 @@ struct rf_loader {
 
     uint64_t total_batches; /* UINT64_MAX: no end */
     uint64_t batches_per_epoch;
-    uint64_t next_issue;    /* sequence number of the next order */
-    uint64_t next_deliver;  /* ordered: the batch to hand out next */
+    uint64_t next_issue;   /* sequence number of the next order */
+    uint64_t next_deliver; /* ordered: the batch to hand out next */
     uint64_t delivered;
-    int32_t *ready;         /* ordered: [seq % slots] -> slot or -1;
-                               any order: FIFO of slots */
+    int32_t *ready; /* ordered: [seq % slots] -> slot or -1;
+                       any order: FIFO of slots */
     uint32_t ready_head, ready_count;
-    uint32_t at_producers;  /* slots with state AT_PRODUCER */
+    uint32_t at_producers; /* slots with state AT_PRODUCER */
 
     int fatal; /* sticky error; the loader can only be closed */
     uint64_t open_ns, wait_ns, samples_out, bytes_out;
     char error[RF__DETAIL];
 };
 
-static int set_error(rf_loader *l, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int set_error(rf_loader *l, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(l->error, sizeof(l->error), fmt, ap);
-    va_end(ap);
-    return code;
-}
+/* Keeps the detail of an error in the loader and evaluates to `code`. A
+ * macro rather than a variadic function: the text is formatted by
+ * rf__format() in one place. */
+#define set_error(l, code, ...)                                                \
+    (rf__format((l)->error, sizeof((l)->error), __VA_ARGS__), (code))
 
 static int set_fatal(rf_loader *l, int code)
 {
@@ -116,7 +111,8 @@ static int resolve_config(rf_loader *l, const rf_config *cfg)
         return rc;
     const int64_t *p = l->params;
     l->batch_size = (uint32_t)p[RF_PARAM_BATCH_SIZE];
-    l->sample_bytes = (uint64_t)p[RF_PARAM_HEIGHT] * (uint64_t)p[RF_PARAM_WIDTH] *
+    l->sample_bytes = (uint64_t)p[RF_PARAM_HEIGHT] *
+                      (uint64_t)p[RF_PARAM_WIDTH] *
                       (uint64_t)p[RF_PARAM_CHANNELS];
     l->spin_ns = (uint64_t)p[RF_PARAM_SPIN_NS];
     l->ordered = p[RF_PARAM_ORDERED] != 0;
@@ -217,13 +213,13 @@ static int start_producers(rf_loader *l)
                        : rf__producer_path(path, sizeof(path), l->error,
                                            sizeof(l->error));
     for (uint32_t i = 0; i < l->producers && rc == 0; i++) {
-        const int cpu = pin ? cpus[i % (uint32_t)(ncpu < 1024 ? ncpu : 1024)]
-                            : -1;
-        rc = fork_mode ? rf__fork_producer(&l->fds, i, cpu, &l->children[i],
-                                           l->error, sizeof(l->error))
-                       : rf__spawn_producer(path, &l->fds, i, cpu,
-                                            &l->children[i], l->error,
-                                            sizeof(l->error));
+        const int cpu =
+            pin ? cpus[i % (uint32_t)(ncpu < 1024 ? ncpu : 1024)] : -1;
+        rc = fork_mode
+                 ? rf__fork_producer(&l->fds, i, cpu, &l->children[i], l->error,
+                                     sizeof(l->error))
+                 : rf__spawn_producer(path, &l->fds, i, cpu, &l->children[i],
+                                      l->error, sizeof(l->error));
         l->pfds[1 + i].fd = l->children[i].pidfd;
         l->pfds[1 + i].events = POLLIN;
     }
@@ -245,8 +241,7 @@ static void stop_producers(rf_loader *l)
     char how[128];
     for (uint32_t i = 0; i < l->producers; i++) {
         const uint64_t now = rf__now_ns();
-        const int left =
-            now < deadline ? (int)((deadline - now) / 1000000) : 0;
+        const int left = now < deadline ? (int)((deadline - now) / 1000000) : 0;
         if (rf__child_reap(&l->children[i], left, how, sizeof(how)))
             continue;
         kill(l->children[i].pid, SIGKILL);
@@ -365,8 +360,7 @@ static int fill_view(rf_loader *l, uint32_t slot, rf_batch *b)
 {
     struct slot_info *s = &l->slot_info[slot];
     const struct rf__slot_meta *m = rf__slot_meta(&l->seg, slot);
-    if (m->sequence != s->seq || m->samples == 0 ||
-        m->samples > l->batch_size)
+    if (m->sequence != s->seq || m->samples == 0 || m->samples > l->batch_size)
         return set_error(l, RF_E_BAD_HANDLE,
                          "slot %u claims batch %llu with %u samples; "
                          "expected batch %llu",
@@ -431,15 +425,15 @@ static int report_dead_producer(rf_loader *l, uint32_t p)
                          p, pid, (int)sizeof(st->error_text), st->error_text);
     const uint64_t seq = rf__load_relaxed64(&st->current_seq);
     if (seq != UINT64_MAX)
-        return set_error(l, RF_E_PRODUCER_DIED,
-                         "producer %u (pid %d) %s while filling batch %llu "
-                         "(sample %llu)",
-                         p, pid, how, (unsigned long long)seq,
-                         (unsigned long long)rf__load_relaxed64(
-                             &st->current_sample));
+        return set_error(
+            l, RF_E_PRODUCER_DIED,
+            "producer %u (pid %d) %s while filling batch %llu "
+            "(sample %llu)",
+            p, pid, how, (unsigned long long)seq,
+            (unsigned long long)rf__load_relaxed64(&st->current_sample));
     return set_error(l, RF_E_PRODUCER_DIED,
-                     "producer %u (pid %d) %s while it owed %u batches", p,
-                     pid, how, l->orders[p]);
+                     "producer %u (pid %d) %s while it owed %u batches", p, pid,
+                     how, l->orders[p]);
 }
 
 /* Sleeps until a producer rings the eventfd or one of them exits. */

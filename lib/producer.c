@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,19 +40,19 @@ struct producer {
     bool shuffle;
 };
 
-static int fail(struct producer *pr, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-/* Records why this producer stops, for the consumer to report. */
-static int fail(struct producer *pr, const char *fmt, ...)
+/* Flags the producer as failed (the consumer reports error_text) and
+ * returns its exit status. */
+static int mark_failed(struct producer *pr)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(pr->state->error_text, sizeof(pr->state->error_text), fmt, ap);
-    va_end(ap);
     rf__store_release32(&pr->state->failed, 1);
     return 2;
 }
+
+/* Records why this producer stops, for the consumer to report. */
+#define fail(pr, ...)                                                          \
+    (rf__format((pr)->state->error_text, sizeof((pr)->state->error_text),      \
+                __VA_ARGS__),                                                  \
+     mark_failed(pr))
 
 static void read_config(struct producer *pr)
 {
@@ -68,8 +69,8 @@ static void read_config(struct producer *pr)
     pr->shuffle = p[RF_PARAM_SHUFFLE] != 0;
     pr->spin_ns = (uint64_t)p[RF_PARAM_SPIN_NS];
     pr->sample_bytes = (uint64_t)pr->height * pr->width * pr->channels;
-    pr->batches_per_epoch = rf__batches_per_epoch(
-        pr->samples, pr->batch_size, p[RF_PARAM_DROP_LAST] != 0);
+    pr->batches_per_epoch = rf__batches_per_epoch(pr->samples, pr->batch_size,
+                                                  p[RF_PARAM_DROP_LAST] != 0);
 }
 
 static int check_config(struct producer *pr)
@@ -77,18 +78,18 @@ static int check_config(struct producer *pr)
     if (pr->batch_size != pr->seg.header->batch_size ||
         pr->sample_bytes * pr->batch_size > pr->seg.header->slot_data_bytes ||
         pr->batches_per_epoch == 0)
-        return fail(pr, "producer %u: configuration in the control segment "
-                        "does not match its layout",
+        return fail(pr,
+                    "producer %u: configuration in the control segment "
+                    "does not match its layout",
                     pr->index);
     return 0;
 }
 
-static void fill_sample(const struct producer *pr, uint64_t index,
-                        uint8_t *dst)
+static void fill_sample(const struct producer *pr, uint64_t index, uint8_t *dst)
 {
     if (pr->source == RF_SOURCE_SYNTHETIC)
-        rf_synthetic_fill(pr->seed, index, pr->height, pr->width,
-                          pr->channels, pr->layout, dst);
+        rf_synthetic_fill(pr->seed, index, pr->height, pr->width, pr->channels,
+                          pr->layout, dst);
 }
 
 static void fill_batch(struct producer *pr, uint32_t slot, uint64_t seq)
@@ -133,8 +134,7 @@ static int handle_order(struct producer *pr, uint64_t h)
 {
     const uint32_t slot = rf__handle_slot(h);
     const uint64_t seq = rf__handle_seq(h);
-    if (rf__handle_kind(h) != RF__HANDLE_BATCH ||
-        slot >= pr->seg.header->slots)
+    if (rf__handle_kind(h) != RF__HANDLE_BATCH || slot >= pr->seg.header->slots)
         return fail(pr, "producer %u: invalid order 0x%016llx on its ring",
                     pr->index, (unsigned long long)h);
     const uint64_t start = rf__now_ns();
@@ -158,8 +158,8 @@ static int serve(struct producer *pr)
         uint64_t h;
         int rc = rf__ring_pop(pr->empty, &h);
         if (rc == 0) {
-            rc = rf__ring_wait_futex(pr->empty, &pr->state->bell,
-                                     pr->spin_ns, PARENT_CHECK_MS);
+            rc = rf__ring_wait_futex(pr->empty, &pr->state->bell, pr->spin_ns,
+                                     PARENT_CHECK_MS);
             if (rc <= 0 && parent_gone(pr))
                 return 0;
             continue;
@@ -188,8 +188,8 @@ static void pin_to(int cpu)
     (void)sched_setaffinity(0, sizeof(set), &set);
 }
 
-int rf__producer_run(int control_fd, int arena_fd, int bell_fd,
-                     uint32_t index, int cpu, int parent_pid)
+int rf__producer_run(int control_fd, int arena_fd, int bell_fd, uint32_t index,
+                     int cpu, int parent_pid)
 {
     /* Die with the consumer; then make sure it did not die already. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -202,11 +202,11 @@ int rf__producer_run(int control_fd, int arena_fd, int bell_fd,
     prctl(PR_SET_NAME, name);
     pin_to(cpu);
 
-    struct producer pr = {.index = index, .parent_pid = parent_pid,
-                          .bell_fd = bell_fd};
+    struct producer pr = {
+        .index = index, .parent_pid = parent_pid, .bell_fd = bell_fd};
     char why[RF__ERROR_TEXT];
-    int rc = rf__segment_attach(&pr.seg, control_fd, arena_fd, why,
-                                sizeof(why));
+    int rc =
+        rf__segment_attach(&pr.seg, control_fd, arena_fd, why, sizeof(why));
     if (rc < 0) {
         /* No shared state to write to: stderr is all we have. */
         fprintf(stderr, "ringfeed-producer %u: %s\n", index, why);
@@ -267,8 +267,8 @@ int rf_producer_main(int argc, char **argv)
                                                          : NULL;
         if (!dst || i + 1 >= argc ||
             !parse_int(argv[i + 1], -1, INT_MAX, dst)) {
-            fprintf(stderr, "ringfeed-producer: bad argument '%s'\n%s",
-                    argv[i], usage);
+            fprintf(stderr, "ringfeed-producer: bad argument '%s'\n%s", argv[i],
+                    usage);
             return 64;
         }
         i++;

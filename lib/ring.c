@@ -66,8 +66,7 @@ int rf__ring_pop(struct rf__ring *ring, uint64_t *h)
 
 bool rf__ring_empty(const struct rf__ring *ring)
 {
-    return rf__load_acquire32(&ring->tail) ==
-           rf__load_relaxed32(&ring->head);
+    return rf__load_acquire32(&ring->tail) == rf__load_relaxed32(&ring->head);
 }
 
 static long futex(_Atomic uint32_t *word, int op, uint32_t val,
@@ -122,16 +121,15 @@ int rf__ring_wait_futex(struct rf__ring *ring, struct rf__bell *bell,
 {
     if (spin_until_ready(ring, spin_ns))
         return 1;
-    const uint32_t seq =
-        atomic_load_explicit(&bell->seq, memory_order_acquire);
+    const uint32_t seq = atomic_load_explicit(&bell->seq, memory_order_acquire);
     rf__store_relaxed32(&bell->sleeping, 1);
     rf__fence_full(); /* pairs with the fence in rf__bell_ring_futex() */
     int rc = 1;
     if (rf__ring_empty(ring)) {
         struct timespec ts = {timeout_ms / 1000,
                               (long)(timeout_ms % 1000) * 1000000};
-        long r = futex(&bell->seq, FUTEX_WAIT, seq,
-                       timeout_ms < 0 ? NULL : &ts);
+        long r =
+            futex(&bell->seq, FUTEX_WAIT, seq, timeout_ms < 0 ? NULL : &ts);
         if (r < 0 && errno == EINTR)
             rc = -EINTR;
         else

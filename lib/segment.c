@@ -63,8 +63,8 @@ int rf__layout_compute(struct rf__layout *lay, uint32_t producers,
     lay->consumer_bell_offset = off;
     off += round_up(sizeof(struct rf__bell), RF__CACHELINE);
     lay->rings_offset = off;
-    lay->ring_stride = round_up(rf__ring_bytes(lay->ring_entries),
-                                RF__CACHELINE);
+    lay->ring_stride =
+        round_up(rf__ring_bytes(lay->ring_entries), RF__CACHELINE);
     off += lay->ring_stride * 2 * producers;
     lay->control_size = round_up(off, RF__PAGE);
     return 0;
@@ -126,14 +126,11 @@ static int validate_regions(const struct rf__header *h, uint64_t size,
     if (h->ring_stride < rf__ring_bytes(h->ring_entries) ||
         h->ring_stride > size)
         return reject(why, why_len, "ring stride too small");
-    if (!region_fits(h->params_offset, RF__PARAMS * sizeof(int64_t),
-                     size) ||
+    if (!region_fits(h->params_offset, RF__PARAMS * sizeof(int64_t), size) ||
         !region_fits(h->producers_offset,
-                     (uint64_t)h->producers *
-                         sizeof(struct rf__producer_state),
+                     (uint64_t)h->producers * sizeof(struct rf__producer_state),
                      size) ||
-        !region_fits(h->consumer_bell_offset, sizeof(struct rf__bell),
-                     size) ||
+        !region_fits(h->consumer_bell_offset, sizeof(struct rf__bell), size) ||
         !region_fits(h->rings_offset,
                      h->ring_stride * 2 * (uint64_t)h->producers, size))
         return reject(why, why_len, "an offset points outside the segment");
@@ -148,7 +145,7 @@ int rf__segment_validate(const void *base, size_t size, char *why,
                          size_t why_len)
 {
     const struct rf__header *h = base;
-    if (size < RF__PAGE)
+    if (!base || size < RF__PAGE)
         return reject(why, why_len, "smaller than its header");
     if (h->magic != RF__MAGIC)
         return reject(why, why_len, "wrong magic (not a ringfeed segment)");
@@ -166,21 +163,27 @@ int rf__segment_validate(const void *base, size_t size, char *why,
     return validate_regions(h, size, why, why_len);
 }
 
-static int map_fd(int fd, size_t *size, void **out, char *why,
-                  size_t why_len, const char *what)
+static int map_fd(int fd, size_t *size, void **out, char *why, size_t why_len,
+                  const char *what)
 {
     struct stat st;
     if (fstat(fd, &st) < 0) {
-        snprintf(why, why_len, "%s fd %d: %s", what, fd, strerror(errno));
-        return -errno;
+        const int err = errno;
+        snprintf(why, why_len, "%s fd %d: %s", what, fd, strerror(err));
+        return -err;
     }
     *size = (size_t)st.st_size;
+    if (*size == 0) {
+        snprintf(why, why_len, "%s fd %d is empty", what, fd);
+        return RF_E_ABI;
+    }
     void *p = mmap(NULL, *size, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED) {
+        const int err = errno;
         snprintf(why, why_len, "cannot map %s (%zu bytes): %s", what, *size,
-                 strerror(errno));
-        return -errno;
+                 strerror(err));
+        return -err;
     }
     *out = p;
     return 0;
@@ -245,8 +248,8 @@ struct rf__ring *rf__segment_full_ring(const struct rf__segment *seg,
         seg, h->rings_offset + h->ring_stride * (2 * (uint64_t)producer + 1));
 }
 
-struct rf__producer_state *
-rf__segment_producer(const struct rf__segment *seg, uint32_t producer)
+struct rf__producer_state *rf__segment_producer(const struct rf__segment *seg,
+                                                uint32_t producer)
 {
     return (struct rf__producer_state *)control_at(
                seg, seg->header->producers_offset) +

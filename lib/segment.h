@@ -23,7 +23,7 @@
 #define RF__ABI_VERSION 1u
 #define RF__PAGE 4096u
 
-#define RF__ERROR_TEXT 512   /* bytes of error text kept per slot/producer */
+#define RF__ERROR_TEXT 512 /* bytes of error text kept per slot/producer */
 
 /* ---- handles ----------------------------------------------------------- */
 
@@ -72,22 +72,22 @@ static inline uint64_t rf__handle_seq(uint64_t h)
 struct rf__header {
     uint64_t magic;
     uint32_t abi_version;
-    uint32_t header_size;       /* sizeof(struct rf__header) */
-    uint64_t segment_size;      /* bytes of the whole control segment */
-    uint64_t arena_size;        /* bytes of the arena memfd */
+    uint32_t header_size;  /* sizeof(struct rf__header) */
+    uint64_t segment_size; /* bytes of the whole control segment */
+    uint64_t arena_size;   /* bytes of the arena memfd */
     uint32_t producers;
     uint32_t slots;
-    uint32_t ring_entries;      /* per ring, a power of two */
-    uint32_t features;          /* none yet */
-    uint32_t batch_size;        /* samples per slot */
+    uint32_t ring_entries; /* per ring, a power of two */
+    uint32_t features;     /* none yet */
+    uint32_t batch_size;   /* samples per slot */
     uint32_t reserved32_;
-    uint64_t slot_bytes;        /* stride of slots in the arena */
-    uint64_t slot_data_bytes;   /* pixel area at the start of each slot */
-    uint64_t params_offset;     /* int64_t[RF__PARAMS] */
-    uint64_t producers_offset;  /* struct rf__producer_state[producers] */
+    uint64_t slot_bytes;           /* stride of slots in the arena */
+    uint64_t slot_data_bytes;      /* pixel area at the start of each slot */
+    uint64_t params_offset;        /* int64_t[RF__PARAMS] */
+    uint64_t producers_offset;     /* struct rf__producer_state[producers] */
     uint64_t consumer_bell_offset; /* struct rf__bell */
-    uint64_t rings_offset;      /* per producer: EMPTY ring, FULL ring */
-    uint64_t ring_stride;       /* bytes of one ring, cache-line rounded */
+    uint64_t rings_offset;         /* per producer: EMPTY ring, FULL ring */
+    uint64_t ring_stride;          /* bytes of one ring, cache-line rounded */
     uint64_t reserved[16];
 };
 
@@ -162,8 +162,8 @@ struct rf__ring *rf__segment_empty_ring(const struct rf__segment *seg,
                                         uint32_t producer);
 struct rf__ring *rf__segment_full_ring(const struct rf__segment *seg,
                                        uint32_t producer);
-struct rf__producer_state *
-rf__segment_producer(const struct rf__segment *seg, uint32_t producer);
+struct rf__producer_state *rf__segment_producer(const struct rf__segment *seg,
+                                                uint32_t producer);
 struct rf__bell *rf__segment_consumer_bell(const struct rf__segment *seg);
 
 /* Pointers into slot `slot` of the arena. */

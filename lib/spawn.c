@@ -80,8 +80,8 @@ static int plan_signals(posix_spawnattr_t *attr)
     if (rc == 0)
         rc = posix_spawnattr_setsigdefault(attr, &all);
     if (rc == 0)
-        rc = posix_spawnattr_setflags(
-            attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+        rc = posix_spawnattr_setflags(attr, POSIX_SPAWN_SETSIGMASK |
+                                                POSIX_SPAWN_SETSIGDEF);
     return rc;
 }
 
@@ -111,10 +111,6 @@ int rf__spawn_producer(const char *path, const struct rf__producer_fds *fds,
     rf__format(a_index, sizeof(a_index), "%u", index);
     rf__format(a_cpu, sizeof(a_cpu), "%d", cpu);
     rf__format(a_parent, sizeof(a_parent), "%d", (int)getpid());
-    char *argv[] = {"ringfeed-producer", "--control-fd", "3", "--arena-fd",
-                    "4", "--bell-fd", "5", "--index", a_index, "--cpu",
-                    a_cpu, "--parent", a_parent, NULL};
-
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&fa);
@@ -123,8 +119,23 @@ int rf__spawn_producer(const char *path, const struct rf__producer_fds *fds,
     int rc = plan_fds(&fa, fds);
     if (rc == 0)
         rc = plan_signals(&attr);
-    if (rc == 0)
+    if (rc == 0) {
+        char *argv[] = {"ringfeed-producer",
+                        "--control-fd",
+                        "3",
+                        "--arena-fd",
+                        "4",
+                        "--bell-fd",
+                        "5",
+                        "--index",
+                        a_index,
+                        "--cpu",
+                        a_cpu,
+                        "--parent",
+                        a_parent,
+                        NULL};
         rc = posix_spawn(&pid, path, &fa, &attr, argv, environ);
+    }
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) {
@@ -195,8 +206,8 @@ int rf__fork_producer(const struct rf__producer_fds *fds, uint32_t index,
         return -err;
     }
     if (pid == 0)
-        _exit(rf__producer_run(fds->control, fds->arena, fds->bell, index,
-                               cpu, parent));
+        _exit(rf__producer_run(fds->control, fds->arena, fds->bell, index, cpu,
+                               parent));
     return watch_child(pid, child, why, why_len);
 }
 
@@ -206,8 +217,7 @@ static void describe_status(int status, char *how, size_t how_len)
         rf__format(how, how_len, "was killed by signal %d (%s)",
                    WTERMSIG(status), strsignal(WTERMSIG(status)));
     else if (WIFEXITED(status))
-        rf__format(how, how_len, "exited with status %d",
-                   WEXITSTATUS(status));
+        rf__format(how, how_len, "exited with status %d", WEXITSTATUS(status));
     else
         rf__format(how, how_len, "ended (wait status 0x%x)", status);
 }
@@ -232,8 +242,7 @@ int rf__child_reap(struct rf__child *child, int timeout_ms, char *how,
     if (r == child->pid)
         describe_status(status, how, how_len);
     else if (r < 0)
-        rf__format(how, how_len, "ended (status unknown: %s)",
-                   strerror(errno));
+        rf__format(how, how_len, "ended (status unknown: %s)", strerror(errno));
     else
         return 0;
     if (child->pidfd >= 0)

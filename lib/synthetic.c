@@ -39,6 +39,5 @@ int64_t rf_synthetic_label(uint64_t seed, uint64_t index, uint32_t classes)
 {
     if (classes == 0)
         return 0;
-    return (int64_t)(rf__mix64(sample_key(seed, index), UINT64_MAX) %
-                     classes);
+    return (int64_t)(rf__mix64(sample_key(seed, index), UINT64_MAX) % classes);
 }

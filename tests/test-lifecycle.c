@@ -46,12 +46,13 @@ static int list_children(int *pids, int max)
         const size_t len = fread(buf, 1, sizeof(buf) - 1, f);
         fclose(f);
         buf[len] = '\0';
+        /* "pid (comm) state ppid ...": comm may hold spaces, so parse
+         * after the last ')'. */
         const char *close_paren = strrchr(buf, ')');
-        char state;
-        int pid = 0, ppid = 0;
-        if (!close_paren || sscanf(buf, "%d", &pid) != 1 ||
-            sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2)
+        if (!close_paren || strlen(close_paren) < 4)
             continue;
+        const int pid = (int)strtol(buf, NULL, 10);
+        const int ppid = (int)strtol(close_paren + 4, NULL, 10);
         if (ppid == getpid() && n < max)
             pids[n++] = pid;
     }

@@ -12,13 +12,20 @@
 
 struct run_spec {
     int64_t producers, slots, batch, samples, epochs;
-    int64_t drop_last, ordered, layout, start_mode, hold;
+    int64_t drop_last, ordered, layout, start_mode;
     int64_t height, width, channels, seed;
 };
 
-static const struct run_spec defaults = {
-    .producers = 2, .slots = 4, .batch = 8, .samples = 100, .epochs = 2,
-    .ordered = 1, .height = 6, .width = 5, .channels = 3, .seed = 11};
+static const struct run_spec defaults = {.producers = 2,
+                                         .slots = 4,
+                                         .batch = 8,
+                                         .samples = 100,
+                                         .epochs = 2,
+                                         .ordered = 1,
+                                         .height = 6,
+                                         .width = 5,
+                                         .channels = 3,
+                                         .seed = 11};
 
 /* What a run delivered: a digest per batch sequence number. */
 struct run_result {

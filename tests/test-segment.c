@@ -22,7 +22,7 @@ struct fixture {
 static void fixture_make(struct fixture *f)
 {
     int64_t params[RF__PARAMS] = {0};
-    CHECK_OK(rf__layout_compute(&f->lay, 3, 6, 8, 32 * 32 * 3));
+    CHECK_OK(rf__layout_compute(&f->lay, 3, 6, 8, (uint64_t)32 * 32 * 3));
     f->control_fd = memfd_create("test-control", MFD_CLOEXEC);
     f->arena_fd = memfd_create("test-arena", MFD_CLOEXEC);
     CHECK(f->control_fd >= 0 && f->arena_fd >= 0);
@@ -31,8 +31,7 @@ static void fixture_make(struct fixture *f)
     void *p = mmap(NULL, f->lay.control_size, PROT_READ | PROT_WRITE,
                    MAP_SHARED, f->control_fd, 0);
     CHECK(p != MAP_FAILED);
-    struct rf__segment seg = {.header = p,
-                              .control_size = f->lay.control_size};
+    struct rf__segment seg = {.header = p, .control_size = f->lay.control_size};
     rf__segment_format(&seg, &f->lay, params);
     f->header = p;
 }
@@ -150,9 +149,9 @@ static void test_truncated_segment_is_refused(void)
     CHECK_EQ(ftruncate(f.control_fd, 100), 0);
     struct rf__segment seg;
     char why[256] = "";
-    CHECK_EQ(rf__segment_attach(&seg, f.control_fd, f.arena_fd, why,
-                                sizeof(why)),
-             RF_E_ABI);
+    CHECK_EQ(
+        rf__segment_attach(&seg, f.control_fd, f.arena_fd, why, sizeof(why)),
+        RF_E_ABI);
     CHECK_CONTAINS(why, "smaller than its header");
     munmap(f.header, f.lay.control_size);
     close(f.control_fd);
