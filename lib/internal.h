@@ -28,6 +28,11 @@ void rf__format(char *buf, size_t len, const char *fmt, ...)
  * count (>= 1) and stores at most `max` of them in cpus. */
 int rf__affinity_cpus(int *cpus, int max);
 
+/* Bytes of memory this process can still take: the smaller of the
+ * kernel's MemAvailable and the room under its cgroup's memory.max
+ * (UINT64_MAX when neither can be read). *limited_by names the limit. */
+uint64_t rf__memory_room(const char **limited_by);
+
 /* ---- order ------------------------------------------------------------- */
 
 /* Batches in one epoch. */

@@ -184,6 +184,23 @@ static void test_missing_producer_binary(void)
     free(copy);
 }
 
+static void test_ring_larger_than_memory(void)
+{
+    /* 64 slots of 4096 samples of 1024 x 1024 x 3: about 768 GiB. */
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SLOTS, 64));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4096));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 1024));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 1024));
+    rf_loader *l = NULL;
+    char *err = NULL;
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), -ENOMEM);
+    CHECK_CONTAINS(err, "the ring needs 824638");
+    CHECK_CONTAINS(err, "use fewer slots");
+    free(err);
+    rf_config_free(cfg);
+}
+
 static void *idle_thread(void *arg)
 {
     pause();
@@ -231,6 +248,7 @@ int main(void)
     test_killed_producer_is_reported();
     test_bad_configurations();
     test_missing_producer_binary();
+    test_ring_larger_than_memory();
     test_error_names();
     test_fork_refused_with_threads(); /* last: leaves a thread behind */
     return 0;

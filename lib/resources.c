@@ -1,0 +1,86 @@
+/*
+ * resources.c - how much memory this process may still take, so that a
+ * ring too large for the machine or the cgroup is refused at open with a
+ * clear message instead of waking the OOM killer half-way through
+ * reserving it.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Reads "Key: N kB" from /proc/meminfo; returns bytes or UINT64_MAX. */
+static uint64_t meminfo_bytes(const char *key)
+{
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (!f)
+        return UINT64_MAX;
+    char line[256];
+    uint64_t bytes = UINT64_MAX;
+    const size_t key_len = strlen(key);
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, key, key_len) == 0 && line[key_len] == ':') {
+            bytes = strtoull(line + key_len + 1, NULL, 10) * 1024;
+            break;
+        }
+    }
+    fclose(f);
+    return bytes;
+}
+
+/* Reads one number from a cgroup file; "max" and errors give
+ * UINT64_MAX. */
+static uint64_t cgroup_value(const char *dir, const char *file)
+{
+    char path[4200];
+    rf__format(path, sizeof(path), "/sys/fs/cgroup%s/%s", dir, file);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return UINT64_MAX;
+    char text[64] = "";
+    const char *got = fgets(text, sizeof(text), f);
+    fclose(f);
+    if (!got || strncmp(text, "max", 3) == 0)
+        return UINT64_MAX;
+    char *end = NULL;
+    const uint64_t v = strtoull(text, &end, 10);
+    return end == text ? UINT64_MAX : v;
+}
+
+/* Room left under this process's cgroup v2 memory.max, or UINT64_MAX. */
+static uint64_t cgroup_room(void)
+{
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f)
+        return UINT64_MAX;
+    char line[4096];
+    uint64_t room = UINT64_MAX;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "0::", 3) != 0)
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        const char *dir = strcmp(line + 3, "/") == 0 ? "" : line + 3;
+        const uint64_t max = cgroup_value(dir, "memory.max");
+        const uint64_t used = cgroup_value(dir, "memory.current");
+        if (max != UINT64_MAX && used != UINT64_MAX)
+            room = used < max ? max - used : 0;
+        break;
+    }
+    fclose(f);
+    return room;
+}
+
+uint64_t rf__memory_room(const char **limited_by)
+{
+    const uint64_t available = meminfo_bytes("MemAvailable");
+    const uint64_t cgroup = cgroup_room();
+    if (cgroup < available) {
+        *limited_by = "the cgroup's memory.max";
+        return cgroup;
+    }
+    *limited_by = "MemAvailable in /proc/meminfo";
+    return available;
+}
