@@ -221,6 +221,14 @@ typedef struct rf_batch {
  * them), -EMFILE, RF_E_NO_PRODUCER_BINARY, RF_E_FORK_UNSAFE, or the -errno
  * of a failed system call. On error *out is NULL and, when errp is not NULL,
  * *errp receives a malloc'd detail message for the caller to free().
+ *
+ * Processes: the producers are children of the calling thread. They are
+ * killed (PR_SET_PDEATHSIG) when that thread exits, so open the loader
+ * from a thread that outlives it, e.g. the main thread. They inherit no fd
+ * of the caller's besides the ring's own, and ignore SIGINT so that Ctrl-C
+ * reaches only the training process, which then closes the loader. The
+ * caller must not reap them (waitpid(-1, ...) would steal their status)
+ * nor set SIGCHLD to SIG_IGN.
  */
 RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp);
 
