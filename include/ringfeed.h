@@ -194,7 +194,7 @@ typedef struct rf_loader rf_loader;
  */
 typedef struct rf_batch {
     void *data;          /* samples * sample_bytes bytes, page-aligned */
-    size_t bytes;        /* bytes of pixel data actually filled */
+    size_t bytes;        /* samples * sample_bytes: the pixel area in use */
     size_t sample_bytes; /* height * width * channels */
     uint32_t samples;    /* samples in this batch (last may be short) */
     uint32_t height;     /* as configured */

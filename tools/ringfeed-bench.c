@@ -42,6 +42,8 @@ enum { EXIT_RUN_FAILED = 1, EXIT_USAGE = 2 };
 /* Producers whose busy share fits in rf_stats. */
 #define STATS_MAX_PRODUCERS 64
 
+#define COUNT_OF(array) (sizeof(array) / sizeof((array)[0]))
+
 /* ---- options ----------------------------------------------------------- */
 
 struct bench_options {
@@ -112,6 +114,8 @@ enum option_id {
 #undef OPTION_ID_
 };
 
+/* clang-format cannot see that the macros expand to whole rows. */
+/* clang-format off */
 static const struct option long_options[] = {
 #define NUMBER_LONG_(id, name, field, min, max, help)                          \
     {name, required_argument, NULL, OPT_##id},
@@ -122,6 +126,7 @@ static const struct option long_options[] = {
 #undef OTHER_LONG_
     {NULL, 0, NULL, 0},
 };
+/* clang-format on */
 
 /* Indexed by the enums, for parsing and for reports. */
 static const char *const source_names[] = {
@@ -201,8 +206,8 @@ static void die_usage(const char *fmt, ...)
 
 /* Parses all of text as a decimal integer in [min, max]. Anything else
  * (nothing, trailing junk, overflow, out of range) is a usage error. */
-static int64_t parse_integer(const char *option, const char *text,
-                             int64_t min, int64_t max)
+static int64_t parse_integer(const char *option, const char *text, int64_t min,
+                             int64_t max)
 {
     char *end;
     errno = 0;
@@ -210,8 +215,7 @@ static int64_t parse_integer(const char *option, const char *text,
     /* strtoll skips leading blanks; on the command line they are a typo. */
     if (errno != 0 || end == text || *end != '\0' ||
         isspace((unsigned char)text[0]) || value < min || value > max)
-        die_usage("--%s wants an integer in %" PRId64 "..%" PRId64
-                  ", not '%s'",
+        die_usage("--%s wants an integer in %" PRId64 "..%" PRId64 ", not '%s'",
                   option, min, max, text);
     return value;
 }
@@ -230,13 +234,13 @@ static uint64_t parse_seed(const char *text)
 
 /* Returns the position of text in names[], or exits listing them. */
 static int parse_choice(const char *option, const char *text,
-                        const char *const *names, int count)
+                        const char *const *names, size_t count)
 {
-    for (int i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++)
         if (strcmp(text, names[i]) == 0)
-            return i;
+            return (int)i;
     fprintf(stderr, PROGRAM ": --%s wants", option);
-    for (int i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++)
         fprintf(stderr, "%s %s", i == 0 ? "" : " or", names[i]);
     fprintf(stderr, ", not '%s'\n", text);
     usage_failure();
@@ -264,13 +268,14 @@ static void apply_other_option(struct bench_options *o, int code,
     switch (code) {
     case OPT_SOURCE:
         o->source = (rf_source_kind)parse_choice("source", arg, source_names,
-                                                 2);
+                                                 COUNT_OF(source_names));
         break;
     case OPT_SEED:
         o->seed = parse_seed(arg);
         break;
     case OPT_LAYOUT:
-        o->layout = (rf_layout)parse_choice("layout", arg, layout_names, 2);
+        o->layout = (rf_layout)parse_choice("layout", arg, layout_names,
+                                            COUNT_OF(layout_names));
         break;
     case OPT_UNORDERED:
         o->unordered = true;
@@ -287,7 +292,8 @@ static void apply_other_option(struct bench_options *o, int code,
     case OPT_QUIET:
         o->quiet = true;
         break;
-    default: /* --help, -h */
+    case OPT_HELP:
+    case 'h':
         print_usage();
         exit(EXIT_SUCCESS);
     }
@@ -312,7 +318,7 @@ static void parse_options(int argc, char **argv, struct bench_options *o)
 {
     int code;
     *o = default_options();
-    opterr = 0; /* its messages would name the libtool wrapper's path */
+    opterr = 0; /* getopt's messages name argv[0], a libtool path */
     while ((code = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
         if (code == '?')
             reject_option(argv[optind - 1]);
@@ -447,8 +453,8 @@ static void check_order(struct verifier *v, const rf_batch *b)
 {
     if (v->ordered && b->sequence != v->next_sequence) {
         v->out_of_order++;
-        describe_failure(v, "batch %" PRIu64 " arrived when %" PRIu64
-                            " was due",
+        describe_failure(v,
+                         "batch %" PRIu64 " arrived when %" PRIu64 " was due",
                          b->sequence, v->next_sequence);
     }
     /* Continue from what arrived, so that one slip is counted once. */
@@ -463,9 +469,9 @@ static bool position_is_consistent(struct verifier *v, const rf_batch *b)
         b->epoch == b->sequence / per_epoch &&
         b->number == b->sequence % per_epoch)
         return true;
-    describe_failure(v, "batch %" PRIu64 " says epoch %" PRIu64
-                        ", number %" PRIu64 "; a run has %" PRIu64
-                        " epochs of %" PRIu64 " batches",
+    describe_failure(v,
+                     "batch %" PRIu64 " says epoch %" PRIu64 ", number %" PRIu64
+                     "; a run has %" PRIu64 " epochs of %" PRIu64 " batches",
                      b->sequence, b->epoch, b->number, v->epochs, per_epoch);
     return false;
 }
@@ -487,12 +493,12 @@ static bool shape_is_expected(struct verifier *v, const rf_batch *b)
         b->height == v->height && b->width == v->width &&
         b->channels == v->channels && b->layout == v->layout && bytes_ok)
         return true;
-    describe_failure(v, "batch %" PRIu64 " holds %" PRIu32 " samples of %"
-                        PRIu32 "x%" PRIu32 "x%" PRIu32 " (%zu bytes); expected %"
-                        PRIu64 " of %" PRIu32 "x%" PRIu32 "x%" PRIu32,
-                     b->sequence, b->samples, b->height, b->width,
-                     b->channels, b->bytes, samples, v->height, v->width,
-                     v->channels);
+    describe_failure(v,
+                     "batch %" PRIu64 " holds %" PRIu32 " samples of %" PRIu32
+                     "x%" PRIu32 "x%" PRIu32 " (%zu bytes); expected %" PRIu64
+                     " of %" PRIu32 "x%" PRIu32 "x%" PRIu32,
+                     b->sequence, b->samples, b->height, b->width, b->channels,
+                     b->bytes, samples, v->height, v->width, v->channels);
     return false;
 }
 
@@ -512,8 +518,8 @@ static void close_epoch(struct verifier *v, struct epoch_seen *rec)
 {
     const uint64_t missing = v->samples_per_epoch - rec->distinct;
     if (missing > 0)
-        describe_failure(v, "epoch %" PRIu64 ": %" PRIu64
-                            " samples never arrived",
+        describe_failure(v,
+                         "epoch %" PRIu64 ": %" PRIu64 " samples never arrived",
                          rec->epoch, missing);
     v->missing += missing;
     free(rec->bits);
@@ -524,14 +530,14 @@ static struct epoch_seen *open_epoch(struct verifier *v, uint64_t epoch)
 {
     if (v->open_count == v->open_capacity) {
         const size_t capacity = v->open_capacity ? 2 * v->open_capacity : 4;
-        struct epoch_seen *grown =
-            realloc(v->open, capacity * sizeof(*grown));
+        struct epoch_seen *grown = realloc(v->open, capacity * sizeof(*grown));
         if (!grown)
             return NULL;
         v->open = grown;
         v->open_capacity = capacity;
     }
-    uint64_t *bits = calloc(ceil_div(v->samples_per_epoch, 64), 8);
+    uint64_t *bits =
+        calloc(ceil_div(v->samples_per_epoch, 64), sizeof(uint64_t));
     if (!bits)
         return NULL;
     struct epoch_seen *rec = &v->open[v->open_count++];
@@ -557,8 +563,8 @@ static void mark_seen(struct verifier *v, struct epoch_seen *rec,
     const uint64_t bit = UINT64_C(1) << (index % 64);
     if (*word & bit) {
         v->duplicated++;
-        describe_failure(v, "epoch %" PRIu64 ": sample %" PRIu64
-                            " arrived again",
+        describe_failure(v,
+                         "epoch %" PRIu64 ": sample %" PRIu64 " arrived again",
                          rec->epoch, index);
         return;
     }
@@ -592,9 +598,9 @@ static void check_sample(struct verifier *v, const rf_batch *b, uint32_t i,
     }
     if (wrong) {
         v->corrupt++;
-        describe_failure(v, "batch %" PRIu64 ", sample %" PRIu32
-                            " (index %" PRIu64 "): %s",
-                         b->sequence, i, index, wrong);
+        describe_failure(
+            v, "batch %" PRIu64 ", sample %" PRIu32 " (index %" PRIu64 "): %s",
+            b->sequence, i, index, wrong);
     }
 }
 
@@ -605,8 +611,8 @@ static int verify_batch(struct verifier *v, const rf_batch *b)
         return 0;
     struct epoch_seen *rec = epoch_record(v, b->epoch);
     if (!rec) {
-        fprintf(stderr, PROGRAM ": verify: no memory to track epoch %" PRIu64
-                                "\n",
+        fprintf(stderr,
+                PROGRAM ": verify: no memory to track epoch %" PRIu64 "\n",
                 b->epoch);
         return -ENOMEM;
     }
@@ -637,9 +643,9 @@ static uint64_t verifier_report(const struct verifier *v)
            " duplicated, %" PRIu64 " corrupt\n",
            v->verified, v->missing, v->duplicated, v->corrupt);
     if (v->out_of_order > 0 || v->malformed > 0)
-        fprintf(stderr, PROGRAM ": verify: %" PRIu64
-                                " batches out of order, %" PRIu64
-                                " malformed\n",
+        fprintf(stderr,
+                PROGRAM ": verify: %" PRIu64 " batches out of order, %" PRIu64
+                        " malformed\n",
                 v->out_of_order, v->malformed);
     return v->missing + v->duplicated + v->corrupt + v->out_of_order +
            v->malformed;
@@ -685,7 +691,7 @@ static int configure(rf_config *cfg, const struct bench_options *o)
         {RF_PARAM_ORDERED, !o->unordered},
         {RF_PARAM_START_MODE, o->fork_mode ? RF_START_FORK : RF_START_SPAWN},
     };
-    for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
+    for (size_t i = 0; i < COUNT_OF(settings); i++) {
         const int rc = set_param(cfg, settings[i].param, settings[i].value);
         if (rc < 0)
             return rc;
@@ -835,8 +841,8 @@ static void print_summary(const struct bench_options *o,
 {
     const rf_stats *s = &run->stats;
     const double secs = run->elapsed_s;
-    printf("%" PRIu64 " samples in %" PRIu64 " batches of %" PRId64
-           " (%" PRId64 "x%" PRId64 "x%" PRId64 " %s, %s) in %.3f s\n",
+    printf("%" PRIu64 " samples in %" PRIu64 " batches of %" PRId64 " (%" PRId64
+           "x%" PRId64 "x%" PRId64 " %s, %s) in %.3f s\n",
            s->samples, s->batches, o->batch, o->size, o->size, o->channels,
            layout_names[o->layout], source_names[o->source], secs);
     printf("  startup       %.3f s\n", run->startup_s);
