@@ -141,8 +141,10 @@ typedef enum rf_param {
     RF_PARAM_LAYOUT = 5,        /* rf_layout; default RF_LAYOUT_NHWC */
     RF_PARAM_PRODUCERS = 6,     /* 0 = one per CPU of the affinity mask
                                    (default); at most 1024 */
-    RF_PARAM_SLOTS = 7,         /* batches in the ring; 0 = 2 per producer,
-                                   at least 4 (default); at most 65536 */
+    RF_PARAM_SLOTS = 7,         /* batches in the ring; 0 = 3 per producer,
+                                   at least 4 (default): one being filled,
+                                   one ready, one of slack for uneven
+                                   samples; at most 65536 */
     RF_PARAM_SEED = 8,          /* order and synthetic content; default 0 */
     RF_PARAM_EPOCHS = 9,        /* 0 = no end; default 1 */
     RF_PARAM_DROP_LAST = 10,    /* 1: drop the partial last batch; default 0 */

@@ -91,7 +91,7 @@ static int resolve_counts(rf_loader *l)
         producers = ncpu;
     int64_t slots = l->params[RF_PARAM_SLOTS];
     if (slots == 0)
-        slots = producers * 2 < 4 ? 4 : producers * 2;
+        slots = producers * 3 < 4 ? 4 : producers * 3;
     if (slots > RF__MAX_SLOTS)
         return set_error(l, -EINVAL,
                          "slots = %lld is more than %u; set RF_PARAM_SLOTS",
