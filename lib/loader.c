@@ -179,15 +179,15 @@ static int create_segments(rf_loader *l)
     const char *limit = NULL;
     const uint64_t room = rf__memory_room(&limit);
     if (lay.arena_size + lay.control_size > room)
-        return set_error(l, -ENOMEM,
-                         "the ring needs %llu bytes (%u slots of %llu "
-                         "bytes) but %s allows only %llu more; use fewer "
-                         "slots, a smaller batch or sample size, or raise "
-                         "the memory limit",
-                         (unsigned long long)(lay.arena_size +
-                                              lay.control_size),
-                         l->slots, (unsigned long long)lay.slot_bytes, limit,
-                         (unsigned long long)room);
+        return set_error(
+            l, -ENOMEM,
+            "the ring needs %llu bytes (%u slots of %llu "
+            "bytes) but %s allows only %llu more; use fewer "
+            "slots, a smaller batch or sample size, or raise "
+            "the memory limit",
+            (unsigned long long)(lay.arena_size + lay.control_size), l->slots,
+            (unsigned long long)lay.slot_bytes, limit,
+            (unsigned long long)room);
     char purpose[128];
     rf__format(purpose, sizeof(purpose), "%u slots of %llu bytes", l->slots,
                (unsigned long long)lay.slot_bytes);
