@@ -167,6 +167,23 @@ static int map_segment(rf_loader *l, int fd, uint64_t size, void **out)
     return 0;
 }
 
+/* Refuses a ring that the machine or the cgroup cannot hold, before
+ * reserving it can wake the OOM killer. */
+static int check_memory(rf_loader *l, const struct rf__layout *lay)
+{
+    const char *limit = NULL;
+    const uint64_t room = rf__memory_room(&limit);
+    if (lay->arena_size + lay->control_size <= room)
+        return 0;
+    return set_error(
+        l, -ENOMEM,
+        "the ring needs %llu bytes (%u slots of %llu bytes) but %s allows "
+        "only %llu more; use fewer slots, a smaller batch or sample size, "
+        "or raise the memory limit",
+        (unsigned long long)(lay->arena_size + lay->control_size), l->slots,
+        (unsigned long long)lay->slot_bytes, limit, (unsigned long long)room);
+}
+
 static int create_segments(rf_loader *l)
 {
     struct rf__layout lay;
@@ -176,24 +193,15 @@ static int create_segments(rf_loader *l)
                          "a slot of %u samples of %llu bytes is too large; "
                          "lower the batch size or sample shape",
                          l->batch_size, (unsigned long long)l->sample_bytes);
-    const char *limit = NULL;
-    const uint64_t room = rf__memory_room(&limit);
-    if (lay.arena_size + lay.control_size > room)
-        return set_error(
-            l, -ENOMEM,
-            "the ring needs %llu bytes (%u slots of %llu "
-            "bytes) but %s allows only %llu more; use fewer "
-            "slots, a smaller batch or sample size, or raise "
-            "the memory limit",
-            (unsigned long long)(lay.arena_size + lay.control_size), l->slots,
-            (unsigned long long)lay.slot_bytes, limit,
-            (unsigned long long)room);
+    int rc = check_memory(l, &lay);
+    if (rc < 0)
+        return rc;
     char purpose[128];
     rf__format(purpose, sizeof(purpose), "%u slots of %llu bytes", l->slots,
                (unsigned long long)lay.slot_bytes);
     void *control = NULL, *arena = NULL;
-    int rc = make_memfd(l, "ringfeed-control", lay.control_size,
-                        "the control segment", &l->fds.control);
+    rc = make_memfd(l, "ringfeed-control", lay.control_size,
+                    "the control segment", &l->fds.control);
     if (rc == 0)
         rc = make_memfd(l, "ringfeed-arena", lay.arena_size, purpose,
                         &l->fds.arena);
