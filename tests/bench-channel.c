@@ -527,7 +527,7 @@ struct samples {
 };
 
 struct pingpong_run {
-    uint64_t median_ns, p99_ns;             /* per-trip samples */
+    uint64_t median_ns, p99_ns, max_ns;     /* per-trip samples */
     uint64_t block_median_ns, block_p99_ns; /* block means */
     double parent_sleeps, child_sleeps;     /* switches per round trip */
     uint64_t errors;
@@ -762,6 +762,7 @@ static int pingpong_run(struct channel *ch, const struct opts *o,
         const double n = (double)o->count;
         out->median_ns = percentile(a.s.each, a.s.n_each, 0.5);
         out->p99_ns = percentile(a.s.each, a.s.n_each, 0.99);
+        out->max_ns = percentile(a.s.each, a.s.n_each, 1.0);
         out->block_median_ns = percentile(a.s.block, a.s.n_block, 0.5);
         out->block_p99_ns = percentile(a.s.block, a.s.n_block, 0.99);
         out->parent_sleeps = (double)a.switches / n;
@@ -862,6 +863,7 @@ static int bench_throughput(struct channel *ch, const struct opts *o,
 /* The across-run medians of each pingpong figure. */
 struct pingpong_summary {
     uint64_t median_ns, p99_ns, block_median_ns, block_p99_ns;
+    uint64_t max_ns; /* the worst trip of all runs: preemption shows here */
     double parent_sleeps, child_sleeps;
     uint64_t errors;
 };
@@ -897,6 +899,8 @@ static void summarise(const struct pingpong_run *runs, uint64_t n,
         s->parent_sleeps += runs[r].parent_sleeps / (double)n;
         s->child_sleeps += runs[r].child_sleeps / (double)n;
         s->errors += runs[r].errors;
+        if (runs[r].max_ns > s->max_ns)
+            s->max_ns = runs[r].max_ns;
     }
 }
 
@@ -904,10 +908,10 @@ static void print_pingpong_run(const struct opts *o, uint64_t r,
                                const struct pingpong_run *p)
 {
     printf("  run %" PRIu64 ": median %" PRIu64 " ns, p99 %" PRIu64
-           " ns; blocks of %" PRIu64 ": median %" PRIu64 " ns, p99 %" PRIu64
-           " ns",
-           r + 1, p->median_ns, p->p99_ns, o->block, p->block_median_ns,
-           p->block_p99_ns);
+           " ns, max %" PRIu64 " ns; blocks of %" PRIu64 ": median %" PRIu64
+           " ns, p99 %" PRIu64 " ns",
+           r + 1, p->median_ns, p->p99_ns, p->max_ns, o->block,
+           p->block_median_ns, p->block_p99_ns);
     if (o->mode == MODE_SLEEP)
         printf("; sleeps per trip: parent %.2f, child %.2f", p->parent_sleeps,
                p->child_sleeps);
@@ -923,8 +927,8 @@ static void print_pingpong_summary(const struct opts *o, const struct cpus *c,
            " ns (each trip timed, median of %" PRIu64 " runs)\n",
            mode_names[o->mode], s->median_ns, s->p99_ns, o->repeat);
     printf("  block means (no clock read inside): median %" PRIu64
-           " ns, p99 %" PRIu64 " ns\n",
-           s->block_median_ns, s->block_p99_ns);
+           " ns, p99 %" PRIu64 " ns; worst single trip %" PRIu64 " ns\n",
+           s->block_median_ns, s->block_p99_ns, s->max_ns);
     if (o->mode == MODE_SLEEP)
         printf("  voluntary context switches per round trip: parent %.2f, "
                "child %.2f (about 1 each: both really sleep)\n",
@@ -933,11 +937,12 @@ static void print_pingpong_summary(const struct opts *o, const struct cpus *c,
         return;
     json_common(o, c, clock_ns);
     printf(",\"rtt_median_ns\":%" PRIu64 ",\"rtt_p99_ns\":%" PRIu64
-           ",\"block_median_ns\":%" PRIu64 ",\"block_p99_ns\":%" PRIu64
+           ",\"rtt_max_ns\":%" PRIu64 ",\"block_median_ns\":%" PRIu64
+           ",\"block_p99_ns\":%" PRIu64
            ",\"parent_sleeps_per_trip\":%.3f,\"child_sleeps_per_trip\":%.3f"
            ",\"errors\":%" PRIu64 "}\n",
-           s->median_ns, s->p99_ns, s->block_median_ns, s->block_p99_ns,
-           s->parent_sleeps, s->child_sleeps, s->errors);
+           s->median_ns, s->p99_ns, s->max_ns, s->block_median_ns,
+           s->block_p99_ns, s->parent_sleeps, s->child_sleeps, s->errors);
 }
 
 static int bench_pingpong(struct channel *ch, const struct opts *o,
