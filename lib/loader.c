@@ -425,11 +425,9 @@ static bool spin_for_batches(const rf_loader *l)
         return false;
     const uint64_t deadline = rf__now_ns() + l->spin_ns;
     do {
-        for (int i = 0; i < 32; i++) {
-            if (any_full_ring_ready(l))
-                return true;
-            rf__cpu_relax();
-        }
+        if (any_full_ring_ready(l))
+            return true;
+        rf__spin_step();
     } while (rf__now_ns() < deadline);
     return false;
 }

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -99,6 +100,11 @@ void rf__bell_ring_eventfd(struct rf__bell *bell, int eventfd)
     (void)n;
 }
 
+void rf__spin_step(void)
+{
+    sched_yield();
+}
+
 static bool spin_until_ready(const struct rf__ring *ring, uint64_t spin_ns)
 {
     if (!rf__ring_empty(ring))
@@ -107,11 +113,9 @@ static bool spin_until_ready(const struct rf__ring *ring, uint64_t spin_ns)
         return false;
     const uint64_t deadline = rf__now_ns() + spin_ns;
     do {
-        for (int i = 0; i < 64; i++) {
-            rf__cpu_relax();
-            if (!rf__ring_empty(ring))
-                return true;
-        }
+        rf__spin_step();
+        if (!rf__ring_empty(ring))
+            return true;
     } while (rf__now_ns() < deadline);
     return false;
 }

