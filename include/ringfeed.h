@@ -134,32 +134,50 @@ typedef enum rf_start_mode {
  * seed is taken as its 64-bit pattern.
  */
 typedef enum rf_param {
-    RF_PARAM_BATCH_SIZE = 1,    /* samples per batch, 1..65536; default 32 */
-    RF_PARAM_HEIGHT = 2,        /* sample height in pixels; default 224 */
-    RF_PARAM_WIDTH = 3,         /* sample width in pixels; default 224 */
-    RF_PARAM_CHANNELS = 4,      /* 1..4; default 3 */
-    RF_PARAM_LAYOUT = 5,        /* rf_layout; default RF_LAYOUT_NHWC */
-    RF_PARAM_PRODUCERS = 6,     /* 0 = one per CPU of the affinity mask
-                                   (default); at most 1024 */
-    RF_PARAM_SLOTS = 7,         /* batches in the ring; 0 = 3 per producer,
-                                   at least 4 (default): one being filled,
-                                   one ready, one of slack for uneven
-                                   samples; at most 65536 */
-    RF_PARAM_SEED = 8,          /* order and synthetic content; default 0 */
-    RF_PARAM_EPOCHS = 9,        /* 0 = no end; default 1 */
-    RF_PARAM_DROP_LAST = 10,    /* 1: drop the partial last batch; default 0 */
-    RF_PARAM_ORDERED = 11,      /* 1: batches in batch order (default);
-                                   0: as soon as each is ready */
-    RF_PARAM_SOURCE = 12,       /* rf_source_kind; default synthetic */
-    RF_PARAM_SAMPLES = 13,      /* synthetic/empty: samples per epoch;
-                                   default 10000 */
-    RF_PARAM_CLASSES = 14,      /* synthetic/empty: label range; default 1000 */
-    RF_PARAM_SHUFFLE = 15,      /* 1: new sample order each epoch (default) */
-    RF_PARAM_START_MODE = 16,   /* rf_start_mode; default spawn */
-    RF_PARAM_SPIN_NS = 17,      /* how long a waiting side spins before it
-                                   sleeps in the kernel; default 20000 */
-    RF_PARAM_PIN_PRODUCERS = 18 /* 1: pin producer i to the i-th CPU of the
-                                   affinity mask (default); 0: leave alone */
+    RF_PARAM_BATCH_SIZE = 1,  /* samples per batch, 1..65536; default 32 */
+    RF_PARAM_HEIGHT = 2,      /* sample height in pixels; default 224 */
+    RF_PARAM_WIDTH = 3,       /* sample width in pixels; default 224 */
+    RF_PARAM_CHANNELS = 4,    /* 1..4; default 3 */
+    RF_PARAM_LAYOUT = 5,      /* rf_layout; default RF_LAYOUT_NHWC */
+    RF_PARAM_PRODUCERS = 6,   /* 0 = one per CPU of the affinity mask
+                                 (default); at most 1024 */
+    RF_PARAM_SLOTS = 7,       /* batches in the ring; 0 = 3 per producer,
+                                 at least 4 (default): one being filled,
+                                 one ready, one of slack for uneven
+                                 samples; at most 65536 */
+    RF_PARAM_SEED = 8,        /* order and synthetic content; default 0 */
+    RF_PARAM_EPOCHS = 9,      /* 0 = no end; default 1 */
+    RF_PARAM_DROP_LAST = 10,  /* 1: drop the partial last batch; default 0 */
+    RF_PARAM_ORDERED = 11,    /* 1: batches in batch order (default);
+                                 0: as soon as each is ready */
+    RF_PARAM_SOURCE = 12,     /* rf_source_kind; default synthetic */
+    RF_PARAM_SAMPLES = 13,    /* synthetic/empty: samples per epoch;
+                                 default 10000 */
+    RF_PARAM_CLASSES = 14,    /* synthetic/empty: label range; default 1000 */
+    RF_PARAM_SHUFFLE = 15,    /* 1: new sample order each epoch (default) */
+    RF_PARAM_START_MODE = 16, /* rf_start_mode; default spawn */
+    RF_PARAM_SPIN_NS = 17,    /* how long a waiting side spins before it
+                                 sleeps in the kernel; default 20000 */
+    RF_PARAM_PIN_PRODUCERS = 18, /* 1: pin producer i to the i-th CPU of
+                                    the affinity mask (default); 0: leave
+                                    alone */
+    /* Sharding for data-parallel training: rank r of W sees positions
+     * r, r + W, r + 2W, ... of each epoch's global order, and every rank
+     * gets the same number of batches. */
+    RF_PARAM_RANK = 19,       /* -1 (default): $RANK, else
+                                 $OMPI_COMM_WORLD_RANK, else 0 */
+    RF_PARAM_WORLD_SIZE = 20, /* 0 (default): $WORLD_SIZE, else
+                                 $OMPI_COMM_WORLD_SIZE, else 1 */
+    RF_PARAM_SHARD_PAD = 21,  /* when W does not divide N: 1 (default)
+                                 repeats the first samples of the order so
+                                 every rank has ceil(N/W), like PyTorch's
+                                 DistributedSampler; 0 drops the rest so
+                                 every rank has floor(N/W) */
+    /* Resuming: start at batch START_BATCH of epoch START_EPOCH and yield
+     * exactly the batches an uninterrupted run would have from there. */
+    RF_PARAM_START_EPOCH = 22, /* default 0; must be < EPOCHS unless
+                                  EPOCHS is 0 */
+    RF_PARAM_START_BATCH = 23  /* default 0; < batches per epoch */
 } rf_param;
 
 /* Creates a configuration holding every default. Returns NULL when out of

@@ -41,6 +41,11 @@ static const struct param_rule rules[RF__PARAMS] = {
                              RF_START_SPAWN},
     [RF_PARAM_SPIN_NS] = {"spin_ns", 0, 1000000000, 20000},
     [RF_PARAM_PIN_PRODUCERS] = {"pin_producers", 0, 1, 1},
+    [RF_PARAM_RANK] = {"rank", -1, INT32_MAX, -1},
+    [RF_PARAM_WORLD_SIZE] = {"world_size", 0, INT32_MAX, 0},
+    [RF_PARAM_SHARD_PAD] = {"shard_pad", 0, 1, 1},
+    [RF_PARAM_START_EPOCH] = {"start_epoch", 0, INT64_C(1) << 30, 0},
+    [RF_PARAM_START_BATCH] = {"start_batch", 0, INT64_C(1) << 40, 0},
 };
 
 void rf__format(char *buf, size_t len, const char *fmt, ...)

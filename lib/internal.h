@@ -35,7 +35,32 @@ uint64_t rf__memory_room(const char **limited_by);
 
 /* ---- order ------------------------------------------------------------- */
 
-/* Batches in one epoch. */
+/* Which sample goes where, as both the consumer and the producers derive
+ * it from the parameters. */
+struct rf__order {
+    uint64_t seed;
+    uint64_t samples;           /* N, the whole dataset */
+    uint64_t per_rank;          /* samples this rank sees each epoch */
+    uint64_t batches_per_epoch; /* for this rank */
+    uint32_t batch_size, rank, world;
+    bool shuffle, pad_shards;
+};
+
+/* Fills *o from resolved parameters (rank and world size already taken
+ * from the environment). Returns 0, or -EINVAL with a reason in why when
+ * the configuration leaves a rank without a batch. */
+int rf__order_init(struct rf__order *o, const int64_t *params, char *why,
+                   size_t why_len);
+
+/* The dataset index at `position` (0 <= position < per_rank) of this
+ * rank's part of epoch `epoch`. */
+uint64_t rf__order_sample(const struct rf__order *o, uint64_t epoch,
+                          uint64_t position);
+
+/* Samples in batch `number` of an epoch (the last one may be short). */
+uint32_t rf__order_batch_samples(const struct rf__order *o, uint64_t number);
+
+/* Batches in one epoch of `samples`. */
 uint64_t rf__batches_per_epoch(uint64_t samples, uint32_t batch_size,
                                bool drop_last);
 

@@ -53,10 +53,12 @@ struct rf_loader {
     struct slot_info *slot_info; /* [slots] */
     struct pollfd *pfds;         /* [1 + producers]: eventfd, pidfds */
 
-    uint64_t total_batches; /* UINT64_MAX: no end */
-    uint64_t batches_per_epoch;
-    uint64_t next_issue;   /* sequence number of the next order */
-    uint64_t next_deliver; /* ordered: the batch to hand out next */
+    struct rf__order order;
+    uint64_t first_batch;   /* sequence number the run starts at */
+    uint64_t total_batches; /* sequence number it ends at; UINT64_MAX:
+                               no end */
+    uint64_t next_issue;    /* sequence number of the next order */
+    uint64_t next_deliver;  /* ordered: the batch to hand out next */
     uint64_t delivered;
     int32_t *ready; /* ordered: [seq % slots] -> slot or -1;
                        any order: FIFO of slots */
@@ -103,12 +105,67 @@ static int resolve_counts(rf_loader *l)
     return 0;
 }
 
+/* An environment variable as a non-negative int, or -1. */
+static int64_t env_int(const char *name)
+{
+    const char *text = getenv(name);
+    if (!text || !*text)
+        return -1;
+    char *end = NULL;
+    errno = 0;
+    const long long v = strtoll(text, &end, 10);
+    return errno || *end || v < 0 || v > INT32_MAX ? -1 : v;
+}
+
+/* Rank and world size not set by the caller come from torchrun's or Open
+ * MPI's environment, else a single process. */
+static void resolve_rank(rf_loader *l)
+{
+    int64_t *p = l->params;
+    if (p[RF_PARAM_RANK] < 0) {
+        const int64_t torch = env_int("RANK");
+        const int64_t mpi = env_int("OMPI_COMM_WORLD_RANK");
+        p[RF_PARAM_RANK] = torch >= 0 ? torch : mpi >= 0 ? mpi : 0;
+    }
+    if (p[RF_PARAM_WORLD_SIZE] == 0) {
+        const int64_t torch = env_int("WORLD_SIZE");
+        const int64_t mpi = env_int("OMPI_COMM_WORLD_SIZE");
+        p[RF_PARAM_WORLD_SIZE] = torch > 0 ? torch : mpi > 0 ? mpi : 1;
+    }
+}
+
+/* The run covers sequence numbers [first_batch, total_batches). */
+static int resolve_span(rf_loader *l)
+{
+    const int64_t *p = l->params;
+    const uint64_t per_epoch = l->order.batches_per_epoch;
+    const uint64_t epochs = (uint64_t)p[RF_PARAM_EPOCHS];
+    const uint64_t start_epoch = (uint64_t)p[RF_PARAM_START_EPOCH];
+    const uint64_t start_batch = (uint64_t)p[RF_PARAM_START_BATCH];
+    if (start_batch >= per_epoch || (epochs && start_epoch >= epochs))
+        return set_error(
+            l, -EINVAL,
+            "cannot resume at batch %llu of epoch %llu: an epoch "
+            "has %llu batches and the run %llu epochs",
+            (unsigned long long)start_batch, (unsigned long long)start_epoch,
+            (unsigned long long)per_epoch, (unsigned long long)epochs);
+    l->total_batches = epochs == 0 ? UINT64_MAX : epochs * per_epoch;
+    if (epochs != 0 && l->total_batches > RF__SEQ_MASK)
+        return set_error(l, -EINVAL,
+                         "%llu batches in all is more than a handle can "
+                         "count (2^40); use fewer epochs",
+                         (unsigned long long)l->total_batches);
+    l->first_batch = start_epoch * per_epoch + start_batch;
+    return 0;
+}
+
 static int resolve_config(rf_loader *l, const rf_config *cfg)
 {
     memcpy(l->params, cfg->params, sizeof(l->params));
     int rc = resolve_counts(l);
     if (rc < 0)
         return rc;
+    resolve_rank(l);
     const int64_t *p = l->params;
     l->batch_size = (uint32_t)p[RF_PARAM_BATCH_SIZE];
     l->sample_bytes = (uint64_t)p[RF_PARAM_HEIGHT] *
@@ -116,23 +173,10 @@ static int resolve_config(rf_loader *l, const rf_config *cfg)
                       (uint64_t)p[RF_PARAM_CHANNELS];
     l->spin_ns = (uint64_t)p[RF_PARAM_SPIN_NS];
     l->ordered = p[RF_PARAM_ORDERED] != 0;
-    l->batches_per_epoch =
-        rf__batches_per_epoch((uint64_t)p[RF_PARAM_SAMPLES], l->batch_size,
-                              p[RF_PARAM_DROP_LAST] != 0);
-    if (l->batches_per_epoch == 0)
-        return set_error(l, -EINVAL,
-                         "drop_last with %lld samples and batch size %u "
-                         "leaves no batch; lower the batch size or clear "
-                         "drop_last",
-                         (long long)p[RF_PARAM_SAMPLES], l->batch_size);
-    const uint64_t epochs = (uint64_t)p[RF_PARAM_EPOCHS];
-    l->total_batches = epochs == 0 ? UINT64_MAX : epochs * l->batches_per_epoch;
-    if (epochs != 0 && l->total_batches > RF__SEQ_MASK)
-        return set_error(l, -EINVAL,
-                         "%llu batches in all is more than a handle can "
-                         "count (2^40); use fewer epochs",
-                         (unsigned long long)l->total_batches);
-    return 0;
+    rc = rf__order_init(&l->order, p, l->error, sizeof(l->error));
+    if (rc < 0)
+        return rc;
+    return resolve_span(l);
 }
 
 /* ---- shared memory -------------------------------------------------- */
@@ -399,8 +443,8 @@ static int fill_view(rf_loader *l, uint32_t slot, rf_batch *b)
     b->labels = rf__slot_labels(&l->seg, slot);
     b->indices = rf__slot_indices(&l->seg, slot);
     b->sequence = s->seq;
-    b->epoch = s->seq / l->batches_per_epoch;
-    b->number = s->seq % l->batches_per_epoch;
+    b->epoch = s->seq / l->order.batches_per_epoch;
+    b->number = s->seq % l->order.batches_per_epoch;
     b->handle = rf__handle_make(RF__HANDLE_BATCH, slot, s->seq);
     s->where = SLOT_WITH_USER;
     l->delivered++;
@@ -523,6 +567,7 @@ static int open_loader(rf_loader *l, const rf_config *cfg)
     rc = start_producers(l);
     if (rc < 0)
         return rc;
+    l->next_issue = l->next_deliver = l->first_batch;
     for (uint32_t s = 0; s < l->slots; s++)
         issue_order(l, s);
     return 0;
@@ -557,7 +602,7 @@ int rf_loader_next(rf_loader *l, rf_batch *batch)
         return -EINVAL;
     if (l->fatal)
         return l->fatal;
-    if (l->delivered >= l->total_batches)
+    if (l->first_batch + l->delivered >= l->total_batches)
         return 0;
     const uint64_t start = rf__now_ns();
     int rc;

@@ -12,6 +12,8 @@
  */
 #include "config.h"
 
+#include <errno.h>
+
 #include "internal.h"
 
 #define FEISTEL_ROUNDS 6
@@ -64,4 +66,52 @@ uint64_t rf__sample_at(uint64_t seed, uint64_t epoch, uint64_t position,
         v = feistel(key, half, v);
     while (v >= samples);
     return v;
+}
+
+int rf__order_init(struct rf__order *o, const int64_t *params, char *why,
+                   size_t why_len)
+{
+    o->seed = (uint64_t)params[RF_PARAM_SEED];
+    o->samples = (uint64_t)params[RF_PARAM_SAMPLES];
+    o->shuffle = params[RF_PARAM_SHUFFLE] != 0;
+    o->batch_size = (uint32_t)params[RF_PARAM_BATCH_SIZE];
+    o->rank = (uint32_t)params[RF_PARAM_RANK];
+    o->world = (uint32_t)params[RF_PARAM_WORLD_SIZE];
+    o->pad_shards = params[RF_PARAM_SHARD_PAD] != 0;
+    if (o->world == 0 || o->rank >= o->world) {
+        rf__format(why, why_len,
+                   "rank %u is not below world size %u; set RF_PARAM_RANK "
+                   "and RF_PARAM_WORLD_SIZE (or RANK and WORLD_SIZE)",
+                   o->rank, o->world);
+        return -EINVAL;
+    }
+    o->per_rank = o->pad_shards ? (o->samples + o->world - 1) / o->world
+                                : o->samples / o->world;
+    o->batches_per_epoch = rf__batches_per_epoch(
+        o->per_rank, o->batch_size, params[RF_PARAM_DROP_LAST] != 0);
+    if (o->batches_per_epoch == 0) {
+        rf__format(why, why_len,
+                   "%llu samples over %u ranks with batch size %u and "
+                   "drop_last leave no batch; lower the batch size, clear "
+                   "drop_last or set shard_pad",
+                   (unsigned long long)o->samples, o->world, o->batch_size);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+uint64_t rf__order_sample(const struct rf__order *o, uint64_t epoch,
+                          uint64_t position)
+{
+    /* Interleaved like DistributedSampler; padding wraps to the start of
+     * the epoch's order. */
+    const uint64_t global = (position * o->world + o->rank) % o->samples;
+    return rf__sample_at(o->seed, epoch, global, o->samples, o->shuffle);
+}
+
+uint32_t rf__order_batch_samples(const struct rf__order *o, uint64_t number)
+{
+    const uint64_t first = number * o->batch_size;
+    const uint64_t left = o->per_rank - first;
+    return left < o->batch_size ? (uint32_t)left : o->batch_size;
 }

@@ -33,11 +33,11 @@ struct producer {
     struct rf__ring *empty, *full;
     struct rf__bell *consumer_bell;
     /* The configuration, read once from the control segment. */
-    uint32_t batch_size, height, width, channels, classes;
+    struct rf__order order;
+    uint32_t height, width, channels, classes;
     rf_layout layout;
     rf_source_kind source;
-    uint64_t seed, samples, batches_per_epoch, spin_ns, sample_bytes;
-    bool shuffle;
+    uint64_t spin_ns, sample_bytes;
 };
 
 /* Flags the producer as failed (the consumer reports error_text) and
@@ -54,30 +54,25 @@ static int mark_failed(struct producer *pr)
                 __VA_ARGS__),                                                  \
      mark_failed(pr))
 
-static void read_config(struct producer *pr)
+/* Reads the configuration once from the control segment and checks it
+ * against the segment's layout. */
+static int read_config(struct producer *pr)
 {
     const int64_t *p = pr->seg.params;
-    pr->batch_size = (uint32_t)p[RF_PARAM_BATCH_SIZE];
     pr->height = (uint32_t)p[RF_PARAM_HEIGHT];
     pr->width = (uint32_t)p[RF_PARAM_WIDTH];
     pr->channels = (uint32_t)p[RF_PARAM_CHANNELS];
     pr->classes = (uint32_t)p[RF_PARAM_CLASSES];
     pr->layout = (rf_layout)p[RF_PARAM_LAYOUT];
     pr->source = (rf_source_kind)p[RF_PARAM_SOURCE];
-    pr->seed = (uint64_t)p[RF_PARAM_SEED];
-    pr->samples = (uint64_t)p[RF_PARAM_SAMPLES];
-    pr->shuffle = p[RF_PARAM_SHUFFLE] != 0;
     pr->spin_ns = (uint64_t)p[RF_PARAM_SPIN_NS];
     pr->sample_bytes = (uint64_t)pr->height * pr->width * pr->channels;
-    pr->batches_per_epoch = rf__batches_per_epoch(pr->samples, pr->batch_size,
-                                                  p[RF_PARAM_DROP_LAST] != 0);
-}
-
-static int check_config(struct producer *pr)
-{
-    if (pr->batch_size != pr->seg.header->batch_size ||
-        pr->sample_bytes * pr->batch_size > pr->seg.header->slot_data_bytes ||
-        pr->batches_per_epoch == 0)
+    char why[256];
+    if (rf__order_init(&pr->order, p, why, sizeof(why)) < 0)
+        return fail(pr, "producer %u: %s", pr->index, why);
+    if (pr->order.batch_size != pr->seg.header->batch_size ||
+        pr->sample_bytes * pr->order.batch_size >
+            pr->seg.header->slot_data_bytes)
         return fail(pr,
                     "producer %u: configuration in the control segment "
                     "does not match its layout",
@@ -88,28 +83,26 @@ static int check_config(struct producer *pr)
 static void fill_sample(const struct producer *pr, uint64_t index, uint8_t *dst)
 {
     if (pr->source == RF_SOURCE_SYNTHETIC)
-        rf_synthetic_fill(pr->seed, index, pr->height, pr->width, pr->channels,
-                          pr->layout, dst);
+        rf_synthetic_fill(pr->order.seed, index, pr->height, pr->width,
+                          pr->channels, pr->layout, dst);
 }
 
 static void fill_batch(struct producer *pr, uint32_t slot, uint64_t seq)
 {
-    const uint64_t epoch = seq / pr->batches_per_epoch;
-    const uint64_t number = seq % pr->batches_per_epoch;
-    const uint64_t first = number * pr->batch_size;
-    const uint64_t left = pr->samples - first;
-    const uint32_t count =
-        left < pr->batch_size ? (uint32_t)left : pr->batch_size;
+    const struct rf__order *o = &pr->order;
+    const uint64_t epoch = seq / o->batches_per_epoch;
+    const uint64_t number = seq % o->batches_per_epoch;
+    const uint64_t first = number * o->batch_size;
+    const uint32_t count = rf__order_batch_samples(o, number);
 
     uint8_t *data = rf__slot_data(&pr->seg, slot);
     int64_t *labels = rf__slot_labels(&pr->seg, slot);
     uint64_t *indices = rf__slot_indices(&pr->seg, slot);
     for (uint32_t i = 0; i < count; i++) {
-        const uint64_t index =
-            rf__sample_at(pr->seed, epoch, first + i, pr->samples, pr->shuffle);
+        const uint64_t index = rf__order_sample(o, epoch, first + i);
         rf__store_relaxed64(&pr->state->current_sample, index);
         indices[i] = index;
-        labels[i] = rf_synthetic_label(pr->seed, index, pr->classes);
+        labels[i] = rf_synthetic_label(o->seed, index, pr->classes);
         fill_sample(pr, index, data + i * pr->sample_bytes);
     }
     struct rf__slot_meta *meta = rf__slot_meta(&pr->seg, slot);
@@ -222,8 +215,7 @@ int rf__producer_run(int control_fd, int arena_fd, int bell_fd, uint32_t index,
     pr.full = rf__segment_full_ring(&pr.seg, index);
     pr.consumer_bell = rf__segment_consumer_bell(&pr.seg);
     rf__store_relaxed32(&pr.state->pid, (uint32_t)getpid());
-    read_config(&pr);
-    rc = check_config(&pr);
+    rc = read_config(&pr);
     if (rc == 0)
         rc = serve(&pr);
     rf__segment_detach(&pr.seg);

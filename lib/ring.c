@@ -7,7 +7,6 @@
 #include "ring.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <stdint.h>
@@ -86,7 +85,7 @@ void rf__bell_ring_futex(struct rf__bell *bell)
     if (!rf__load_relaxed32(&bell->sleeping))
         return;
     atomic_fetch_add_explicit(&bell->seq, 1, memory_order_release);
-    futex(&bell->seq, FUTEX_WAKE, INT_MAX, NULL);
+    futex(&bell->seq, FUTEX_WAKE, 1, NULL); /* one reader per bell */
 }
 
 void rf__bell_ring_eventfd(struct rf__bell *bell, int eventfd)

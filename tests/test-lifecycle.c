@@ -161,7 +161,7 @@ static void test_bad_configurations(void)
     char *err = NULL;
     CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
     CHECK(l == NULL);
-    CHECK_CONTAINS(err, "leaves no batch");
+    CHECK_CONTAINS(err, "leave no batch");
     free(err);
     rf_config_free(cfg);
 }

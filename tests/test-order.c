@@ -5,6 +5,8 @@
  */
 #include "config.h"
 
+#include <errno.h>
+
 #include "internal.h"
 #include "test.h"
 
@@ -86,8 +88,79 @@ static void test_batches_per_epoch(void)
     CHECK_EQ(rf__batches_per_epoch(9, 10, false), 1);
 }
 
+static void order_for(struct rf__order *o, uint64_t n, int64_t rank,
+                      int64_t world, int64_t pad, int64_t batch)
+{
+    int64_t params[RF__PARAMS] = {0};
+    params[RF_PARAM_SEED] = 5;
+    params[RF_PARAM_SAMPLES] = (int64_t)n;
+    params[RF_PARAM_SHUFFLE] = 1;
+    params[RF_PARAM_BATCH_SIZE] = batch;
+    params[RF_PARAM_RANK] = rank;
+    params[RF_PARAM_WORLD_SIZE] = world;
+    params[RF_PARAM_SHARD_PAD] = pad;
+    char why[256];
+    CHECK_OK(rf__order_init(o, params, why, sizeof(why)));
+}
+
+/* Over all ranks of one epoch: with padding every sample appears and only
+ * the padding repeats; without, no sample repeats and only the remainder
+ * is missing. Every rank has the same number of batches. */
+static void check_shards(uint64_t n, uint32_t world, int64_t pad)
+{
+    unsigned *count = calloc(n, sizeof(*count));
+    CHECK(count);
+    uint64_t batches = 0, total = 0;
+    for (uint32_t r = 0; r < world; r++) {
+        struct rf__order o;
+        order_for(&o, n, r, world, pad, 3);
+        if (r == 0)
+            batches = o.batches_per_epoch;
+        CHECK_EQ(o.batches_per_epoch, batches);
+        for (uint64_t pos = 0; pos < o.per_rank; pos++, total++)
+            count[rf__order_sample(&o, 2, pos)]++;
+    }
+    uint64_t distinct = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        distinct += count[i] > 0;
+        CHECK_LE(count[i], pad ? 2 : 1);
+    }
+    if (pad) {
+        CHECK_EQ(distinct, n);
+        CHECK_EQ(total, (n + world - 1) / world * world);
+    } else {
+        CHECK_EQ(distinct, n / world * world);
+        CHECK_EQ(total, n / world * world);
+    }
+    free(count);
+}
+
+static void test_shards(void)
+{
+    for (uint64_t n = 8; n <= 300; n += 7)
+        for (uint32_t world = 1; world <= 8; world++) {
+            check_shards(n, world, 1);
+            check_shards(n, world, 0);
+        }
+}
+
+static void test_bad_rank_is_refused(void)
+{
+    int64_t params[RF__PARAMS] = {0};
+    params[RF_PARAM_SAMPLES] = 10;
+    params[RF_PARAM_BATCH_SIZE] = 2;
+    params[RF_PARAM_RANK] = 4;
+    params[RF_PARAM_WORLD_SIZE] = 4;
+    struct rf__order o;
+    char why[256];
+    CHECK_EQ(rf__order_init(&o, params, why, sizeof(why)), -EINVAL);
+    CHECK_CONTAINS(why, "rank 4 is not below world size 4");
+}
+
 int main(void)
 {
+    test_shards();
+    test_bad_rank_is_refused();
     test_bijection_many_sizes();
     test_orders_differ();
     test_first_positions_are_spread();

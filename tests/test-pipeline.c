@@ -13,6 +13,7 @@
 struct run_spec {
     int64_t producers, slots, batch, samples, epochs;
     int64_t drop_last, ordered, layout, start_mode;
+    int64_t start_epoch, start_batch;
     int64_t height, width, channels, seed;
 };
 
@@ -62,6 +63,10 @@ static rf_config *config_of(const struct run_spec *s)
     CHECK_OK(rf_config_set(cfg, RF_PARAM_CHANNELS, s->channels));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SEED, s->seed));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_CLASSES, 10));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_EPOCH, s->start_epoch));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_BATCH, s->start_batch));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_RANK, 0));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WORLD_SIZE, 1));
     return cfg;
 }
 
@@ -123,6 +128,7 @@ static void run(const struct run_spec *s, struct run_result *out)
     rf_config_free(cfg);
     const uint64_t per_epoch = expected_batches(s);
     const uint64_t total = per_epoch * (uint64_t)s->epochs;
+    const uint64_t first = per_epoch * s->start_epoch + s->start_batch;
     uint8_t *seen = calloc((size_t)s->epochs * s->samples, 1);
     uint8_t *got_seq = calloc(total, 1);
     CHECK(seen && got_seq);
@@ -132,7 +138,7 @@ static void run(const struct run_spec *s, struct run_result *out)
     while ((r = rf_loader_next(l, &b)) > 0) {
         CHECK_LT(b.sequence, total);
         if (s->ordered)
-            CHECK_EQ(b.sequence, out->batches);
+            CHECK_EQ(b.sequence, first + out->batches);
         CHECK_EQ(got_seq[b.sequence], 0);
         got_seq[b.sequence] = 1;
         CHECK_EQ(b.epoch, b.sequence / per_epoch);
@@ -148,8 +154,8 @@ static void run(const struct run_spec *s, struct run_result *out)
         fprintf(stderr, "next: %s\n", rf_loader_error(l));
     CHECK_EQ(r, 0);
     CHECK_EQ(rf_loader_next(l, &b), 0); /* stays at the end */
-    CHECK_EQ(out->batches, total);
-    for (int64_t e = 0; e < s->epochs; e++)
+    CHECK_EQ(out->batches, total - first);
+    for (int64_t e = first ? s->start_epoch + 1 : 0; e < s->epochs; e++)
         check_epoch_complete(s, seen + e * s->samples);
     rf_loader_close(l);
     free(seen);
@@ -239,8 +245,58 @@ static void test_epochs_reshuffle(void)
     CHECK_NE(r.digest[1], r.digest[2]);
 }
 
+static void test_resume_gives_the_same_batches(void)
+{
+    struct run_spec s = defaults; /* 13 batches per epoch, 2 epochs */
+    struct run_result whole, resumed;
+    run(&s, &whole);
+    s.start_epoch = 1;
+    s.start_batch = 3;
+    run(&s, &resumed);
+    CHECK_EQ(resumed.batches, whole.batches - 16);
+    for (uint64_t seq = 16; seq < whole.batches; seq++)
+        CHECK_EQ(resumed.digest[seq], whole.digest[seq]);
+}
+
+static void test_rank_from_environment(void)
+{
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "3", 1);
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 100));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 5));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 2));
+    rf_loader *l = NULL;
+    CHECK_OK(rf_loader_open(&l, cfg, NULL));
+    int64_t params[RF__PARAMS];
+    memcpy(params, cfg->params, sizeof(params));
+    params[RF_PARAM_RANK] = 1;
+    params[RF_PARAM_WORLD_SIZE] = 3;
+    struct rf__order o;
+    char why[256];
+    CHECK_OK(rf__order_init(&o, params, why, sizeof(why)));
+    CHECK_EQ(o.batches_per_epoch, 7); /* ceil(100 / 3) = 34 samples */
+    rf_batch b;
+    uint64_t batches = 0;
+    while (rf_loader_next(l, &b) > 0) {
+        for (uint32_t i = 0; i < b.samples; i++)
+            CHECK_EQ(b.indices[i],
+                     rf__order_sample(&o, b.epoch, b.number * 5 + i));
+        batches++;
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    CHECK_EQ(batches, 7);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+}
+
 int main(void)
 {
+    test_resume_gives_the_same_batches();
+    test_rank_from_environment();
     test_matrix();
     test_partial_and_dropped_last_batch();
     test_unordered_same_content();
