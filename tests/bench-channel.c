@@ -2,9 +2,12 @@
  * bench-channel.c - how fast is the channel itself? Two processes share one
  * anonymous MAP_SHARED mapping that holds two rf__rings and two rf__bells;
  * this program measures one-way throughput and round-trip latency between
- * them, with the receiver either spinning or sleeping in the kernel.
+ * them, with the receiver either spinning or sleeping in the kernel. For
+ * scale it also times the same round trip over a pair of pipes: the
+ * operating system's floor for a trip in which the receiver really sleeps.
  *
- *   bench-channel [--mode throughput|pingpong-spin|pingpong-sleep]
+ *   bench-channel [--mode throughput|pingpong-spin|pingpong-sleep|
+ *                         pingpong-pipe]
  *                 [--count N] [--repeat R] [--json] [--help] ...
  *
  * A benchmark, not a test: it prints figures and is never run by `make
@@ -40,13 +43,21 @@
 
 /* ---- options ------------------------------------------------------------ */
 
-enum mode { MODE_THROUGHPUT, MODE_SPIN, MODE_SLEEP };
+/* MODE_PIPE is no ring at all: one byte each way through two pipes, with
+ * blocking reads, as the yardstick for MODE_SLEEP. */
+enum mode { MODE_THROUGHPUT, MODE_SPIN, MODE_SLEEP, MODE_PIPE };
 
 static const char *const mode_names[] = {"throughput", "pingpong-spin",
-                                         "pingpong-sleep"};
+                                         "pingpong-sleep", "pingpong-pipe"};
 
 /* Defaults per mode: sleeping round trips cost microseconds, so fewer. */
-static const uint64_t default_count[] = {20000000, 1000000, 100000};
+static const uint64_t default_count[] = {20000000, 1000000, 100000, 100000};
+
+/* The modes in which the receiver sleeps in the kernel until woken. */
+static bool mode_sleeps(enum mode m)
+{
+    return m == MODE_SLEEP || m == MODE_PIPE;
+}
 
 struct opts {
     enum mode mode;
@@ -63,13 +74,20 @@ static void usage(FILE *f)
     fputs("usage: bench-channel [options]\n"
           "Measures the rf__ring channel between two processes sharing "
           "memory.\n"
-          "  --mode M      throughput | pingpong-spin | pingpong-sleep\n"
-          "                (default throughput)\n"
+          "  --mode M      throughput | pingpong-spin | pingpong-sleep |\n"
+          "                pingpong-pipe (default throughput); pingpong-pipe "
+          "is\n"
+          "                the same round trip with one byte over two pipes "
+          "and\n"
+          "                blocking reads instead of the rings: the OS floor\n"
+          "                for a receiver that sleeps\n"
           "  --count N     handles one way (default 20000000), or round "
           "trips\n"
-          "                (spin: 1000000, sleep: 100000)\n"
+          "                (spin: 1000000, sleep and pipe: 100000)\n"
           "  --repeat R    runs, median reported (default 5)\n"
-          "  --entries E   ring entries, a power of two (default 1024)\n"
+          "  --entries E   ring entries, a power of two (default 1024; "
+          "unused\n"
+          "                by pingpong-pipe)\n"
           "  --block B     round trips per timed block (default 1000)\n"
           "  --timeout S   seconds before a run counts as hung (default "
           "300)\n"
@@ -319,6 +337,9 @@ struct channel {
     struct shared *sh;
     struct rf__ring *ring[2]; /* [enum direction] */
     uint32_t entries;
+    /* pingpong-pipe only: [enum direction][0 read end, 1 write end]; -1
+     * when not open. */
+    int pipe_fd[2][2];
 };
 
 static size_t round_up(size_t x, size_t to)
@@ -344,6 +365,8 @@ static int channel_map(struct channel *ch, uint32_t entries)
     ch->ring[TO_CHILD] = (struct rf__ring *)((char *)ch->base + head);
     ch->ring[TO_PARENT] = (struct rf__ring *)((char *)ch->base + head + ring);
     ch->entries = entries;
+    for (int d = 0; d < 2; d++)
+        ch->pipe_fd[d][0] = ch->pipe_fd[d][1] = -1;
     return 0;
 }
 
@@ -414,6 +437,103 @@ static int receive_one(struct channel *ch, enum direction d, bool sleep,
         else
             spin_pause();
     }
+}
+
+/* ---- the same over pipes (pingpong-pipe) ------------------------------ */
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+static void pipes_close(struct channel *ch)
+{
+    for (int d = 0; d < 2; d++) {
+        close_fd(&ch->pipe_fd[d][0]);
+        close_fd(&ch->pipe_fd[d][1]);
+    }
+}
+
+/* Fresh pipes for every run, so no byte of a failed run is left in them. */
+static int pipes_open(struct channel *ch)
+{
+    for (int d = 0; d < 2; d++) {
+        if (pipe(ch->pipe_fd[d]) != 0) {
+            perror("bench-channel: pipe");
+            pipes_close(ch);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Side s keeps only the read end it receives on and the write end it sends
+ * on, so that when the other side dies its reads see EOF instead of
+ * blocking for ever. */
+static void pipes_keep(struct channel *ch, enum side s)
+{
+    const enum direction in = s == CHILD ? TO_CHILD : TO_PARENT;
+    const enum direction out = s == CHILD ? TO_PARENT : TO_CHILD;
+    close_fd(&ch->pipe_fd[in][1]);
+    close_fd(&ch->pipe_fd[out][0]);
+}
+
+/* EINTR is one of our own signals: go on, unless the run timed out. After
+ * SIGCHLD going on cannot hang, as a dead writer's pipe reads as EOF. */
+static bool pipe_retry(ssize_t n)
+{
+    return n < 0 && errno == EINTR && g_stop != SIGALRM;
+}
+
+/* A pipe carries only the low byte of h: consecutive handles still differ
+ * in it, and so does a reply from its ping. */
+static int pipe_send(struct channel *ch, enum direction d, uint64_t h)
+{
+    const unsigned char b = (unsigned char)h;
+    ssize_t n;
+    while ((n = write(ch->pipe_fd[d][1], &b, 1)) != 1) {
+        if (!pipe_retry(n))
+            return -1;
+    }
+    return 0;
+}
+
+/* Sleeps in read() until a byte comes, and widens it back to `expect`, the
+ * handle due next, when it is that handle's low byte; any other byte reads
+ * as 0, which is no handle of ours. Returns 1, or -EINTR when the run timed
+ * out or the writer is gone. */
+static int pipe_receive(struct channel *ch, enum direction d, uint64_t expect,
+                        uint64_t *h)
+{
+    unsigned char b;
+    ssize_t n;
+    while ((n = read(ch->pipe_fd[d][0], &b, 1)) != 1) {
+        if (!pipe_retry(n))
+            return -EINTR;
+    }
+    *h = b == (unsigned char)expect ? expect : 0;
+    return 1;
+}
+
+/* One handle over direction d by the mode's transport. */
+static int send_handle(struct channel *ch, enum direction d, uint64_t h,
+                       enum mode m)
+{
+    if (m == MODE_PIPE)
+        return pipe_send(ch, d, h);
+    return send_one(ch, d, h, m == MODE_SLEEP);
+}
+
+/* As receive_one(); `expect` is the handle due next, which only a pipe,
+ * carrying one byte of it, needs. */
+static int receive_handle(struct channel *ch, enum direction d, enum mode m,
+                          uint64_t expect, uint64_t *h)
+{
+    if (m == MODE_PIPE)
+        return pipe_receive(ch, d, expect, h);
+    return receive_one(ch, d, m == MODE_SLEEP, h);
 }
 
 /* ---- checking the order ----------------------------------------------- */
@@ -541,7 +661,6 @@ static uint64_t warmup_trips(const struct opts *o)
 /* Child: answers every ping, checking it is the next one. */
 static void pong_all(struct channel *ch, const struct opts *o)
 {
-    const bool sleep = o->mode == MODE_SLEEP;
     const uint64_t total = warmup_trips(o) + o->count;
     struct report *rep = &ch->sh->report;
     struct checker ck = {.count = total};
@@ -549,12 +668,13 @@ static void pong_all(struct channel *ch, const struct opts *o)
     barrier(ch->sh);
     const uint64_t sw0 = voluntary_switches();
     while (ck.received < total) {
-        if (receive_one(ch, TO_CHILD, sleep, &h) != 1) {
+        const uint64_t due = handle_of(ck.next);
+        if (receive_handle(ch, TO_CHILD, o->mode, due, &h) != 1) {
             ck.bad++;
             break;
         }
         check_handle(&ck, h);
-        send_one(ch, TO_PARENT, reply_of(h), sleep);
+        send_handle(ch, TO_PARENT, reply_of(h), o->mode);
     }
     rep->switches = voluntary_switches() - sw0;
     checker_finish(&ck, rep);
@@ -562,23 +682,24 @@ static void pong_all(struct channel *ch, const struct opts *o)
 
 /* Parent: one ping and its answer. Returns 0, 1 for a wrong answer, or -1
  * when it must give up. */
-static int round_trip(struct channel *ch, uint64_t i, bool sleep)
+static int round_trip(struct channel *ch, uint64_t i, enum mode m)
 {
+    const uint64_t reply = reply_of(handle_of(i));
     uint64_t h;
-    if (send_one(ch, TO_CHILD, handle_of(i), sleep) != 0)
+    if (send_handle(ch, TO_CHILD, handle_of(i), m) != 0)
         return -1;
-    int rc = receive_one(ch, TO_PARENT, sleep, &h);
+    int rc = receive_handle(ch, TO_PARENT, m, reply, &h);
     if (rc == -EINTR)
         return -1;
-    return rc == 1 && h == reply_of(handle_of(i)) ? 0 : 1;
+    return rc == 1 && h == reply ? 0 : 1;
 }
 
 /* Runs trips [*i, *i + n); counts wrong answers in *bad. */
-static int trips(struct channel *ch, uint64_t *i, uint64_t n, bool sleep,
+static int trips(struct channel *ch, uint64_t *i, uint64_t n, enum mode m,
                  uint64_t *bad)
 {
     for (uint64_t end = *i + n; *i < end; ++*i) {
-        int rc = round_trip(ch, *i, sleep);
+        int rc = round_trip(ch, *i, m);
         if (rc < 0)
             return -1;
         *bad += (uint64_t)rc;
@@ -586,12 +707,12 @@ static int trips(struct channel *ch, uint64_t *i, uint64_t n, bool sleep,
     return 0;
 }
 
-static int timed_each(struct channel *ch, uint64_t *i, uint64_t n, bool sleep,
+static int timed_each(struct channel *ch, uint64_t *i, uint64_t n, enum mode m,
                       struct samples *s, uint64_t *bad)
 {
     uint64_t t = rf__now_ns();
     for (uint64_t k = 0; k < n; k++) {
-        if (trips(ch, i, 1, sleep, bad) != 0)
+        if (trips(ch, i, 1, m, bad) != 0)
             return -1;
         const uint64_t now = rf__now_ns();
         s->each[s->n_each++] = now - t;
@@ -600,11 +721,11 @@ static int timed_each(struct channel *ch, uint64_t *i, uint64_t n, bool sleep,
     return 0;
 }
 
-static int timed_block(struct channel *ch, uint64_t *i, uint64_t n, bool sleep,
+static int timed_block(struct channel *ch, uint64_t *i, uint64_t n, enum mode m,
                        struct samples *s, uint64_t *bad)
 {
     const uint64_t t0 = rf__now_ns();
-    if (trips(ch, i, n, sleep, bad) != 0)
+    if (trips(ch, i, n, m, bad) != 0)
         return -1;
     s->block[s->n_block++] = (rf__now_ns() - t0 + n / 2) / n;
     return 0;
@@ -615,16 +736,16 @@ static int timed_block(struct channel *ch, uint64_t *i, uint64_t n, bool sleep,
 static int ping_all(struct channel *ch, const struct opts *o, struct samples *s,
                     uint64_t *bad, uint64_t *switches)
 {
-    const bool sleep = o->mode == MODE_SLEEP;
+    const enum mode m = o->mode;
     const uint64_t total = warmup_trips(o) + o->count;
     uint64_t i = 0;
-    if (barrier(ch->sh) != 0 || trips(ch, &i, warmup_trips(o), sleep, bad))
+    if (barrier(ch->sh) != 0 || trips(ch, &i, warmup_trips(o), m, bad))
         return -1;
     const uint64_t sw0 = voluntary_switches();
     for (uint64_t b = 0; i < total; b++) {
         const uint64_t n = total - i < o->block ? total - i : o->block;
-        int rc = b % 2 == 0 ? timed_each(ch, &i, n, sleep, s, bad)
-                            : timed_block(ch, &i, n, sleep, s, bad);
+        int rc = b % 2 == 0 ? timed_each(ch, &i, n, m, s, bad)
+                            : timed_block(ch, &i, n, m, s, bad);
         if (rc != 0)
             return -1;
     }
@@ -648,6 +769,7 @@ static void child_main(struct channel *ch, const struct opts *o,
         _exit(3);
     if (c->child >= 0 && pin_to(c->child) != 0)
         perror("bench-channel: sched_setaffinity (child)");
+    pipes_keep(ch, CHILD);
     if (o->mode == MODE_THROUGHPUT)
         pop_all(ch, o);
     else
@@ -696,21 +818,27 @@ static int run_once(struct channel *ch, const struct opts *o,
                     void *arg)
 {
     channel_reset(ch);
+    if (o->mode == MODE_PIPE && pipes_open(ch) != 0)
+        return -1;
     g_stop = 0;
     const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid < 0) {
         perror("bench-channel: fork");
+        pipes_close(ch);
         return -1;
     }
     if (pid == 0)
         child_main(ch, o, c, parent);
+    pipes_keep(ch, PARENT);
     alarm((unsigned)o->timeout);
     const int rc = role(ch, o, arg);
     alarm(0);
     if (rc != 0)
         explain_stop();
-    return reap(pid, rc != 0);
+    const int reaped = reap(pid, rc != 0);
+    pipes_close(ch);
+    return reaped;
 }
 
 static int throughput_role(struct channel *ch, const struct opts *o, void *arg)
@@ -791,11 +919,13 @@ static uint64_t median_of(const uint64_t *v, size_t n)
 static void print_header(const struct opts *o, const struct cpus *c,
                          uint64_t clock_ns)
 {
-    printf("bench-channel: %s, %" PRIu64 " %s x %" PRIu64
-           " runs, rings of %" PRIu64 " entries\n",
+    printf("bench-channel: %s, %" PRIu64 " %s x %" PRIu64 " runs, ",
            mode_names[o->mode], o->count,
-           o->mode == MODE_THROUGHPUT ? "handles" : "round trips", o->repeat,
-           o->entries);
+           o->mode == MODE_THROUGHPUT ? "handles" : "round trips", o->repeat);
+    if (o->mode == MODE_PIPE)
+        printf("one byte each way over a pair of pipes\n");
+    else
+        printf("rings of %" PRIu64 " entries\n", o->entries);
     if (c->parent >= 0)
         printf("cpus: parent pinned to CPU %d, child to CPU %d (%d "
                "available)\n",
@@ -912,7 +1042,7 @@ static void print_pingpong_run(const struct opts *o, uint64_t r,
            " ns, p99 %" PRIu64 " ns",
            r + 1, p->median_ns, p->p99_ns, p->max_ns, o->block,
            p->block_median_ns, p->block_p99_ns);
-    if (o->mode == MODE_SLEEP)
+    if (mode_sleeps(o->mode))
         printf("; sleeps per trip: parent %.2f, child %.2f", p->parent_sleeps,
                p->child_sleeps);
     printf("; %" PRIu64 " errors\n", p->errors);
@@ -929,7 +1059,7 @@ static void print_pingpong_summary(const struct opts *o, const struct cpus *c,
     printf("  block means (no clock read inside): median %" PRIu64
            " ns, p99 %" PRIu64 " ns; worst single trip %" PRIu64 " ns\n",
            s->block_median_ns, s->block_p99_ns, s->max_ns);
-    if (o->mode == MODE_SLEEP)
+    if (mode_sleeps(o->mode))
         printf("  voluntary context switches per round trip: parent %.2f, "
                "child %.2f (about 1 each: both really sleep)\n",
                s->parent_sleeps, s->child_sleeps);
@@ -970,8 +1100,9 @@ static int bench_pingpong(struct channel *ch, const struct opts *o,
 /* ---- main ------------------------------------------------------------- */
 
 /* The parent learns of a dead child (SIGCHLD) or a hung run (SIGALRM)
- * through g_stop. No SA_RESTART: a futex wait must return so the loop can
- * look at the flag. */
+ * through g_stop. No SA_RESTART: a futex wait or a pipe read must return
+ * so the loop can look at the flag. SIGPIPE is ignored so that writing to
+ * a dead side's pipe fails with EPIPE instead of killing us. */
 static int install_handlers(void)
 {
     struct sigaction sa;
@@ -980,7 +1111,8 @@ static int install_handlers(void)
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_NOCLDSTOP;
     if (sigaction(SIGCHLD, &sa, NULL) != 0 ||
-        sigaction(SIGALRM, &sa, NULL) != 0) {
+        sigaction(SIGALRM, &sa, NULL) != 0 ||
+        signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
         perror("bench-channel: sigaction");
         return -1;
     }
