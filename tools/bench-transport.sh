@@ -4,7 +4,9 @@
 #
 #   1. the bare channel between two processes (tests/bench-channel):
 #      one-way handles/s, and round trips with the reader spinning or
-#      sleeping on its futex bell;
+#      sleeping on its futex bell, then the same round trip over a pair of
+#      pipes: the OS floor for a reader that sleeps, measured in the same
+#      run so the sleeping figure can be read as a ratio to it;
 #   2. the transport ceiling of the whole loader: ringfeed-bench with an
 #      empty source and 1-sample batches, so every batch is pure overhead.
 #
@@ -104,7 +106,7 @@ channel_mode() {
 
 say "== the channel between two processes ($channel)"
 if [ -x "$channel" ]; then
-    for mode in throughput pingpong-spin pingpong-sleep; do
+    for mode in throughput pingpong-spin pingpong-sleep pingpong-pipe; do
         channel_mode "$mode"
     done
 else
@@ -172,6 +174,16 @@ round_trip() {
     [ -n "$med" ] && printf '%s (p99 %s)\n' "$(ns "$med")" "$(ns "$p99")"
 }
 
+# sleep_over_pipe: median sleeping round trip / median pipe round trip, to
+# 2 decimals, or empty when either is missing.
+sleep_over_pipe() {
+    sleep_ns=$(channel_figure pingpong-sleep rtt_median_ns)
+    pipe_ns=$(channel_figure pingpong-pipe rtt_median_ns)
+    [ -n "$sleep_ns" ] && [ -n "$pipe_ns" ] &&
+        awk -v s="$sleep_ns" -v p="$pipe_ns" \
+            'BEGIN { if (p > 0) printf "%.2f\n", s / p }'
+}
+
 ceiling_figure() {
     [ -s "$tmp/ceiling-$1" ] || return 0
     m=$(median <"$tmp/ceiling-$1") && human "$m" batches/s
@@ -187,6 +199,8 @@ row "machine" "$(nproc 2>/dev/null || echo '?') CPUs, ${cpu:-unknown CPU}"
 row "channel one way" "$([ -n "$rate" ] && human "$rate" handles/s)"
 row "round trip, spinning reader" "$(round_trip pingpong-spin)"
 row "round trip, sleeping reader" "$(round_trip pingpong-sleep)"
+row "round trip, pipe (OS floor)" "$(round_trip pingpong-pipe)"
+row "sleeping / pipe ratio" "$(sleep_over_pipe)"
 row "transport ceiling, producers default" "$(ceiling_figure default)"
 row "transport ceiling, 1 producer" "$(ceiling_figure one)"
 [ "$failed" -eq 0 ] || say "bench-transport: some parts FAILED (see above)"
