@@ -111,12 +111,44 @@ typedef enum rf_layout {
 
 /* Where samples come from. */
 typedef enum rf_source_kind {
-    /* Images computed from (seed, sample index): see rf_synthetic_fill(). */
+    /* Images computed from (seed, sample index): see rf_synthetic_fill().
+     * Written straight into the slot; RF_PARAM_TRANSFORM does not apply. */
     RF_SOURCE_SYNTHETIC = 0,
     /* No pixels at all: producers only stamp sample indices and labels.
      * Measures the transport alone. */
-    RF_SOURCE_EMPTY = 1
+    RF_SOURCE_EMPTY = 1,
+    /* A dataset on disk, named with rf_config_set_path(): a folder of
+     * class folders (torchvision ImageFolder's labels) or a packed file
+     * written by ringfeed-pack / rf_pack_writer. */
+    RF_SOURCE_PATH = 2,
+    /* The synthetic images encoded as JPEG in memory (quality 90, 4:2:0),
+     * then decoded and transformed like files: the JPEG path without
+     * disk I/O. Labels as rf_synthetic_label(). */
+    RF_SOURCE_SYNTHETIC_JPEG = 3
 } rf_source_kind;
+
+/* How each image is cut to the output size (RF_PARAM_HEIGHT x WIDTH). */
+typedef enum rf_transform {
+    /* Decode as is: the image must already have the output size. */
+    RF_TRANSFORM_NONE = 0,
+    /* torchvision's RandomResizedCrop(scale=(min_scale, 1), ratio=(3/4,
+     * 4/3)) with its exact algorithm, then a horizontal flip with p = 0.5
+     * (RF_PARAM_FLIP). Randomness keyed on (seed, epoch, sample index). */
+    RF_TRANSFORM_TRAIN = 1,
+    /* Resize of the short side to RF_PARAM_RESIZE, then the centre crop. */
+    RF_TRANSFORM_EVAL = 2
+} rf_transform;
+
+/* What a sample that cannot be read or decoded does to its batch. */
+typedef enum rf_on_error {
+    /* rf_loader_next() returns RF_E_CORRUPT_SAMPLE naming the sample. */
+    RF_ON_ERROR_FAIL = 0,
+    /* The sample is left out: the batch comes out shorter (rf_batch.samples
+     * and .skipped say so) and the failure is counted and listed
+     * (rf_loader_sample_errors()). Too many failures (RF_PARAM_MAX_ERRORS,
+     * RF_PARAM_MAX_ERROR_PPM) end the run with RF_E_CORRUPT_SAMPLE. */
+    RF_ON_ERROR_SKIP = 1
+} rf_on_error;
 
 /* How producer processes are started. */
 typedef enum rf_start_mode {
@@ -177,7 +209,37 @@ typedef enum rf_param {
      * exactly the batches an uninterrupted run would have from there. */
     RF_PARAM_START_EPOCH = 22, /* default 0; must be < EPOCHS unless
                                   EPOCHS is 0 */
-    RF_PARAM_START_BATCH = 23  /* default 0; < batches per epoch */
+    RF_PARAM_START_BATCH = 23, /* default 0; < batches per epoch */
+    /* Decoding and augmentation (RF_SOURCE_PATH, RF_SOURCE_SYNTHETIC_JPEG) */
+    RF_PARAM_TRANSFORM = 24,        /* rf_transform; default train */
+    RF_PARAM_RESIZE = 25,           /* eval: short side before the centre crop;
+                                       0 (default) = 8/7 of the output size,
+                                       i.e. 256 for 224 */
+    RF_PARAM_MIN_SCALE_PPM = 26,    /* train: smallest crop area, in parts per
+                                       million of the image; default 80000
+                                       (torchvision's 0.08) */
+    RF_PARAM_FLIP = 27,             /* train: 1 (default) flips half the
+                                       samples horizontally */
+    RF_PARAM_ON_ERROR = 28,         /* rf_on_error; default fail */
+    RF_PARAM_MAX_ERRORS = 29,       /* skip: fail once more samples than this
+                                       have failed in the run; 0 (default) =
+                                       no count limit */
+    RF_PARAM_MAX_ERROR_PPM = 30,    /* skip: fail once the failures of one
+                                       epoch exceed this share of its samples,
+                                       in parts per million; default 10000
+                                       (1%) */
+    RF_PARAM_MAX_PIXELS = 31,       /* refuse larger images; default 89478485
+                                       (as PIL) */
+    RF_PARAM_MAX_SCANS = 32,        /* refuse progressive JPEGs with more scans;
+                                       default 100 */
+    RF_PARAM_JPEG_WARNINGS = 33,    /* 0 (default): libjpeg warnings (corrupt
+                                       data it decoded around) fail the sample;
+                                       1: accept the image */
+    RF_PARAM_EXIF_ORIENTATION = 34, /* 1: apply the EXIF orientation tag;
+                                       0 (default, as torchvision) ignore */
+    RF_PARAM_INDEX_CACHE = 35       /* folder: 1 reads and writes the listing
+                                       in FOLDER/.ringfeed-index so a restart
+                                       does not list again; default 0 */
 } rf_param;
 
 /* Creates a configuration holding every default. Returns NULL when out of
@@ -199,6 +261,15 @@ RF_API int rf_config_get(const rf_config *cfg, rf_param param, int64_t *value);
 /* The detail of the last failed call on cfg, or "" when none. The string
  * belongs to cfg and stays valid until the next call on it. */
 RF_API const char *rf_config_error(const rf_config *cfg);
+
+/* Sets the dataset to read (a folder of class folders or a packed file)
+ * and RF_PARAM_SOURCE to RF_SOURCE_PATH. The path is copied; it must be
+ * shorter than 4096 bytes (else -ENAMETOOLONG). Whether it exists is
+ * checked by rf_loader_open(). */
+RF_API int rf_config_set_path(rf_config *cfg, const char *path);
+
+/* The path set by rf_config_set_path(), or "" when none. Owned by cfg. */
+RF_API const char *rf_config_get_path(const rf_config *cfg);
 
 /* ------------------------------------------------------------------------
  * Loader (the consumer side)
@@ -228,7 +299,10 @@ typedef struct rf_batch {
     uint64_t number;         /* batch number within the epoch, 0-based */
     uint64_t sequence;       /* batch number across all epochs */
     uint64_t handle;         /* opaque; identifies the batch to release */
-    uint64_t reserved_[6];
+    uint32_t skipped;        /* RF_ON_ERROR_SKIP: samples of this batch
+                                left out because they failed */
+    uint32_t reserved32_;
+    uint64_t reserved_[5];
 } rf_batch;
 
 /*
@@ -298,12 +372,111 @@ typedef struct rf_stats {
     uint32_t slots;                /* slots in the ring */
     uint64_t producer_busy_ns[64]; /* per producer (first 64): time spent
                                       filling batches */
-    uint64_t reserved_[8];
+    uint64_t failed_samples;       /* samples that failed (skip policy) */
+    uint64_t reserved_[7];
 } rf_stats;
 
 /* Fills *stats. Returns 0 or -EINVAL (NULL argument). Cheap: reads
  * counters only. */
 RF_API int rf_loader_stats(const rf_loader *loader, rf_stats *stats);
+
+/* One failed sample, as listed by rf_loader_sample_errors(). */
+typedef struct rf_sample_error {
+    uint64_t index; /* dataset index */
+    uint64_t epoch;
+    char message[496]; /* "sample 18231 (train/n01/x.jpg): premature end
+                          of data" */
+} rf_sample_error;
+
+/* Copies the first min(max, count) sample failures of the run (oldest
+ * first; at most the first 1024 are kept) into out and returns how many
+ * samples have failed in all. out may be NULL when max is 0. */
+RF_API uint64_t rf_loader_sample_errors(const rf_loader *loader,
+                                        rf_sample_error *out, size_t max);
+
+/* ------------------------------------------------------------------------
+ * Datasets on disk, for tools and for checking what a loader delivers.
+ * ------------------------------------------------------------------------ */
+
+/* How a sample is stored. The numbers are part of the packed format. */
+typedef enum rf_sample_kind {
+    RF_SAMPLE_JPEG = 1, /* a JPEG file's bytes */
+    RF_SAMPLE_ZSTD = 2  /* a zstd frame holding exactly height x width x
+                           channels bytes in the packed file's layout */
+} rf_sample_kind;
+
+typedef struct rf_dataset rf_dataset;
+
+/* Raw bytes of one sample, filled by rf_dataset_read(). */
+typedef struct rf_sample_info {
+    const void *data; /* valid until the next call on the dataset */
+    size_t size;
+    int64_t label;
+    rf_sample_kind kind;
+    const char *name; /* path below the folder, or "packed offset N" */
+} rf_sample_info;
+
+/* Opens a folder of class folders or a packed file, read-only. Returns 0,
+ * -ENOENT, -ENOTDIR, RF_E_CORRUPT_SAMPLE (a packed file whose header or
+ * index is damaged), or -errno; on error *errp (if errp is not NULL) gets
+ * a malloc'd detail. Listing a folder reads directories only, never the
+ * files. Not thread-safe; open one per thread. */
+RF_API int rf_dataset_open(rf_dataset **out, const char *path, char **errp);
+
+/* Samples in the dataset. */
+RF_API uint64_t rf_dataset_size(const rf_dataset *ds);
+
+/* Classes (folders; or the largest label + 1 of a packed file). */
+RF_API uint32_t rf_dataset_classes(const rf_dataset *ds);
+
+/* Reads sample `index` into *info. Returns 0, -ERANGE, or -errno of the
+ * read, with the detail in rf_dataset_error(). */
+RF_API int rf_dataset_read(rf_dataset *ds, uint64_t index,
+                           rf_sample_info *info);
+
+/* Decodes sample `index` the way a producer would for `epoch` under cfg
+ * (source shape, layout, transform, limits), into dst (height x width x
+ * channels bytes). Returns 0 or RF_E_CORRUPT_SAMPLE with the reason in
+ * rf_dataset_error(). */
+RF_API int rf_dataset_decode(rf_dataset *ds, const rf_config *cfg,
+                             uint64_t epoch, uint64_t index, void *dst);
+
+/* The detail of the last error on ds, or "". */
+RF_API const char *rf_dataset_error(const rf_dataset *ds);
+
+/* NULL is fine. */
+RF_API void rf_dataset_close(rf_dataset *ds);
+
+typedef struct rf_pack_writer rf_pack_writer;
+
+/* Starts a packed file at path (written to path.tmp, renamed into place
+ * by rf_pack_writer_finish()). dict (may be NULL) is a zstd dictionary
+ * stored in the file for RF_SAMPLE_ZSTD samples. For RF_SAMPLE_ZSTD the
+ * shape of every sample is height x width x channels in layout (pass
+ * zeros when the file holds JPEGs only). Returns 0 or -errno with a
+ * malloc'd detail in *errp. */
+RF_API int rf_pack_writer_create(rf_pack_writer **out, const char *path,
+                                 uint32_t height, uint32_t width,
+                                 uint32_t channels, rf_layout layout,
+                                 const void *dict, size_t dict_size,
+                                 char **errp);
+
+/* Appends one sample; name (may be NULL) is kept for error messages.
+ * Returns 0 or -errno (the detail in rf_pack_writer_error()). */
+RF_API int rf_pack_writer_add(rf_pack_writer *w, rf_sample_kind kind,
+                              const void *data, size_t size, int64_t label,
+                              const char *name);
+
+/* The detail of the last error on w, or "". */
+RF_API const char *rf_pack_writer_error(const rf_pack_writer *w);
+
+/* Writes the index and header, flushes and renames the file into place,
+ * then frees w. Returns 0 or -errno with a malloc'd detail in *errp (the
+ * temporary file is removed). */
+RF_API int rf_pack_writer_finish(rf_pack_writer *w, char **errp);
+
+/* Abandons the file (removes path.tmp) and frees w. NULL is fine. */
+RF_API void rf_pack_writer_abort(rf_pack_writer *w);
 
 /* ------------------------------------------------------------------------
  * The synthetic source, so that any consumer can check what it received.

@@ -1,0 +1,36 @@
+/*
+ * dataset.h - the parts of rf_dataset (lib/dataset.c) that the loader
+ * and producers need beyond the public API: a folder is listed once, by
+ * the consumer, into a memfd that every producer maps instead of listing
+ * the folder again; a packed file's zstd dictionary and sample shape.
+ */
+#ifndef RF_DATASET_H
+#define RF_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringfeed.h"
+
+/* Opens `path` like rf_dataset_open(); for a folder, uses the listing in
+ * index_fd (made by rf__dataset_index_fd() in the consumer) instead of
+ * listing again; index_fd < 0 lists. Returns 0 or a negative code with
+ * the reason in why. */
+int rf__dataset_open_indexed(rf_dataset **out, const char *path,
+                             int index_fd, char *why, size_t why_len);
+
+/* Consumer: a memfd holding this folder dataset's listing, for producers
+ * (the caller closes it), or -1 in *fd for a packed file. Returns 0 or
+ * -errno. */
+int rf__dataset_index_fd(rf_dataset *ds, int *fd);
+
+/* A packed file's zstd dictionary (NULL, 0 when none, and for folders). */
+const void *rf__dataset_dict(const rf_dataset *ds, size_t *size);
+
+/* A packed file's RF_SAMPLE_ZSTD sample shape; all zero when it has none
+ * (and for folders). */
+void rf__dataset_raw_shape(const rf_dataset *ds, uint32_t *height,
+                           uint32_t *width, uint32_t *channels,
+                           rf_layout *layout);
+
+#endif /* RF_DATASET_H */

@@ -1,0 +1,3 @@
+#ifndef RF_PACK_H
+#define RF_PACK_H
+#endif

@@ -1,0 +1,3 @@
+#ifndef RF_RESIZE_H
+#define RF_RESIZE_H
+#endif

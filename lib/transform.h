@@ -1,0 +1,52 @@
+/*
+ * transform.h - where in the source image a sample's pixels come from:
+ * the crop box and flip of the `train` transform (torchvision's
+ * RandomResizedCrop + RandomHorizontalFlip, exactly its algorithm), of
+ * `eval` (resize of the short side + centre crop) and of `none`.
+ *
+ * Every random choice comes from a counter-based generator keyed on
+ * (seed, epoch, sample index), never from the producer: the same sample
+ * gets the same crop whatever the number of producers, and a resumed run
+ * repeats it. Pure functions; no state, no allocation.
+ */
+#ifndef RF_TRANSFORM_H
+#define RF_TRANSFORM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ringfeed.h"
+
+/* A box of the source image, in source pixels, possibly fractional (the
+ * eval transform's centre crop falls between pixels, as with PIL's
+ * resize(box=...)), and whether to mirror the result horizontally. The
+ * box is scaled to the output size. */
+struct rf__crop {
+    double x, y, width, height;
+    bool flip;
+};
+
+struct rf__transform_spec {
+    rf_transform kind;
+    uint32_t out_width, out_height;
+    /* train: RandomResizedCrop(scale=(scale_min, scale_max),
+     * ratio=(ratio_min, ratio_max)), then a flip with probability flip_p */
+    double scale_min, scale_max, ratio_min, ratio_max, flip_p;
+    /* eval: the short side is resized to `resize`, then the centre
+     * out_width x out_height is cut out */
+    uint32_t resize;
+};
+
+/* Fills *t from the parameters (RF_PARAM_TRANSFORM, HEIGHT, WIDTH,
+ * RESIZE, ...). */
+void rf__transform_from_params(struct rf__transform_spec *t,
+                               const int64_t *params);
+
+/* The crop of sample `index` in epoch `epoch` for an image of width x
+ * height pixels (after EXIF orientation, when applied). For `none` the
+ * whole image. Deterministic in (seed, epoch, index). */
+void rf__transform_crop(const struct rf__transform_spec *t, uint64_t seed,
+                        uint64_t epoch, uint64_t index, uint32_t width,
+                        uint32_t height, struct rf__crop *out);
+
+#endif /* RF_TRANSFORM_H */

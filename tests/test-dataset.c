@@ -1,0 +1,5 @@
+#include "test.h"
+int main(void)
+{
+    return 77;
+}

@@ -1,0 +1,5 @@
+#include <ringfeed.h>
+int main(void)
+{
+    return 0;
+}
