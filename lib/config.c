@@ -32,8 +32,8 @@ static const struct param_rule rules[RF__PARAMS] = {
     [RF_PARAM_EPOCHS] = {"epochs", 0, INT64_C(1) << 30, 1},
     [RF_PARAM_DROP_LAST] = {"drop_last", 0, 1, 0},
     [RF_PARAM_ORDERED] = {"ordered", 0, 1, 1},
-    [RF_PARAM_SOURCE] = {"source", RF_SOURCE_SYNTHETIC, RF_SOURCE_EMPTY,
-                         RF_SOURCE_SYNTHETIC},
+    [RF_PARAM_SOURCE] = {"source", RF_SOURCE_SYNTHETIC,
+                         RF_SOURCE_SYNTHETIC_JPEG, RF_SOURCE_SYNTHETIC},
     [RF_PARAM_SAMPLES] = {"samples", 1, INT64_C(1) << 38, 10000},
     [RF_PARAM_CLASSES] = {"classes", 1, INT64_C(1) << 31, 1000},
     [RF_PARAM_SHUFFLE] = {"shuffle", 0, 1, 1},
@@ -46,6 +46,20 @@ static const struct param_rule rules[RF__PARAMS] = {
     [RF_PARAM_SHARD_PAD] = {"shard_pad", 0, 1, 1},
     [RF_PARAM_START_EPOCH] = {"start_epoch", 0, INT64_C(1) << 30, 0},
     [RF_PARAM_START_BATCH] = {"start_batch", 0, INT64_C(1) << 40, 0},
+    [RF_PARAM_TRANSFORM] = {"transform", RF_TRANSFORM_NONE, RF_TRANSFORM_EVAL,
+                            RF_TRANSFORM_TRAIN},
+    [RF_PARAM_RESIZE] = {"resize", 0, 65536, 0},
+    [RF_PARAM_MIN_SCALE_PPM] = {"min_scale_ppm", 1, 1000000, 80000},
+    [RF_PARAM_FLIP] = {"flip", 0, 1, 1},
+    [RF_PARAM_ON_ERROR] = {"on_error", RF_ON_ERROR_FAIL, RF_ON_ERROR_SKIP,
+                           RF_ON_ERROR_FAIL},
+    [RF_PARAM_MAX_ERRORS] = {"max_errors", 0, INT64_MAX, 0},
+    [RF_PARAM_MAX_ERROR_PPM] = {"max_error_ppm", 0, 1000000, 10000},
+    [RF_PARAM_MAX_PIXELS] = {"max_pixels", 1, INT64_C(1) << 40, 89478485},
+    [RF_PARAM_MAX_SCANS] = {"max_scans", 1, 100000, 100},
+    [RF_PARAM_JPEG_WARNINGS] = {"jpeg_warnings", 0, 1, 0},
+    [RF_PARAM_EXIF_ORIENTATION] = {"exif_orientation", 0, 1, 0},
+    [RF_PARAM_INDEX_CACHE] = {"index_cache", 0, 1, 0},
 };
 
 void rf__format(char *buf, size_t len, const char *fmt, ...)
@@ -135,6 +149,31 @@ int rf_config_get(const rf_config *cfg, rf_param param, int64_t *value)
 const char *rf_config_error(const rf_config *cfg)
 {
     return cfg->error;
+}
+
+int rf_config_set_path(rf_config *cfg, const char *path)
+{
+    if (!path || !*path) {
+        rf__format(cfg->error, sizeof(cfg->error),
+                   "rf_config_set_path: the path is empty");
+        return -EINVAL;
+    }
+    if (strlen(path) >= sizeof(cfg->path)) {
+        rf__format(cfg->error, sizeof(cfg->error),
+                   "rf_config_set_path: the path is %zu bytes; the limit is "
+                   "%zu",
+                   strlen(path), sizeof(cfg->path) - 1);
+        return -ENAMETOOLONG;
+    }
+    memcpy(cfg->path, path, strlen(path) + 1);
+    cfg->params[RF_PARAM_SOURCE] = RF_SOURCE_PATH;
+    cfg->error[0] = '\0';
+    return 0;
+}
+
+const char *rf_config_get_path(const rf_config *cfg)
+{
+    return cfg->path;
 }
 
 int rf__affinity_cpus(int *cpus, int max)

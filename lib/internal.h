@@ -13,10 +13,12 @@
 #include "ringfeed.h"
 
 #define RF__DETAIL 1024 /* bytes of detail text kept per object */
-#define RF__PARAMS 32   /* room for rf_param values 0..31 */
+#define RF__PARAMS 64   /* room for rf_param values 0..63 */
+#define RF__PATH_MAX 4096
 
 struct rf_config {
     int64_t params[RF__PARAMS]; /* indexed by rf_param */
+    char path[RF__PATH_MAX];    /* RF_SOURCE_PATH's dataset */
     char error[RF__DETAIL];
 };
 

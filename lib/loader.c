@@ -40,6 +40,7 @@ struct slot_info {
 
 struct rf_loader {
     int64_t params[RF__PARAMS];
+    char path[RF__PATH_MAX];
     struct rf__segment seg;
     struct rf__producer_fds fds; /* control memfd, arena memfd, eventfd */
     uint32_t producers, slots, batch_size;
@@ -162,6 +163,7 @@ static int resolve_span(rf_loader *l)
 static int resolve_config(rf_loader *l, const rf_config *cfg)
 {
     memcpy(l->params, cfg->params, sizeof(l->params));
+    memcpy(l->path, cfg->path, sizeof(l->path));
     int rc = resolve_counts(l);
     if (rc < 0)
         return rc;
@@ -260,7 +262,7 @@ static int create_segments(rf_loader *l)
         return rc;
     l->seg.arena = arena;
     l->seg.arena_size = lay.arena_size;
-    rf__segment_format(&l->seg, &lay, l->params);
+    rf__segment_format(&l->seg, &lay, l->params, l->path);
     return 0;
 }
 

@@ -57,6 +57,8 @@ int rf__layout_compute(struct rf__layout *lay, uint32_t producers,
     uint64_t off = RF__PAGE; /* the header has the first page */
     lay->params_offset = off;
     off += round_up(RF__PARAMS * sizeof(int64_t), RF__CACHELINE);
+    lay->path_offset = off;
+    off += RF__PATH_MAX;
     lay->producers_offset = off;
     off += round_up((uint64_t)producers * sizeof(struct rf__producer_state),
                     RF__CACHELINE);
@@ -71,7 +73,7 @@ int rf__layout_compute(struct rf__layout *lay, uint32_t producers,
 }
 
 void rf__segment_format(struct rf__segment *seg, const struct rf__layout *lay,
-                        const int64_t *params)
+                        const int64_t *params, const char *path)
 {
     struct rf__header *h = seg->header;
     memset(h, 0, sizeof(*h));
@@ -87,6 +89,7 @@ void rf__segment_format(struct rf__segment *seg, const struct rf__layout *lay,
     h->slot_bytes = lay->slot_bytes;
     h->slot_data_bytes = lay->slot_data_bytes;
     h->params_offset = lay->params_offset;
+    h->path_offset = lay->path_offset;
     h->producers_offset = lay->producers_offset;
     h->consumer_bell_offset = lay->consumer_bell_offset;
     h->rings_offset = lay->rings_offset;
@@ -94,6 +97,9 @@ void rf__segment_format(struct rf__segment *seg, const struct rf__layout *lay,
 
     seg->params = (int64_t *)((uint8_t *)h + lay->params_offset);
     memcpy(seg->params, params, RF__PARAMS * sizeof(int64_t));
+    char *dst_path = (char *)h + lay->path_offset;
+    rf__format(dst_path, RF__PATH_MAX, "%s", path);
+    seg->path = dst_path;
     for (uint32_t p = 0; p < lay->producers; p++) {
         rf__ring_init(rf__segment_empty_ring(seg, p), lay->ring_entries);
         rf__ring_init(rf__segment_full_ring(seg, p), lay->ring_entries);
@@ -127,6 +133,7 @@ static int validate_regions(const struct rf__header *h, uint64_t size,
         h->ring_stride > size)
         return reject(why, why_len, "ring stride too small");
     if (!region_fits(h->params_offset, RF__PARAMS * sizeof(int64_t), size) ||
+        !region_fits(h->path_offset, RF__PATH_MAX, size) ||
         !region_fits(h->producers_offset,
                      (uint64_t)h->producers * sizeof(struct rf__producer_state),
                      size) ||
@@ -212,6 +219,12 @@ int rf__segment_attach(struct rf__segment *seg, int control_fd, int arena_fd,
         goto fail;
     }
     seg->params = (int64_t *)((uint8_t *)base + seg->header->params_offset);
+    char *path = (char *)base + seg->header->path_offset;
+    if (!memchr(path, '\0', RF__PATH_MAX)) {
+        rc = reject(why, why_len, "the dataset path is not terminated");
+        goto fail;
+    }
+    seg->path = path;
     return 0;
 fail:
     rf__segment_detach(seg);

@@ -88,7 +88,8 @@ struct rf__header {
     uint64_t consumer_bell_offset; /* struct rf__bell */
     uint64_t rings_offset;         /* per producer: EMPTY ring, FULL ring */
     uint64_t ring_stride;          /* bytes of one ring, cache-line rounded */
-    uint64_t reserved[16];
+    uint64_t path_offset;          /* char[RF__PATH_MAX]: the dataset path */
+    uint64_t reserved[15];
 };
 
 /* Written by producer i, read by the consumer. */
@@ -124,13 +125,14 @@ struct rf__segment {
     uint8_t *arena;
     size_t arena_size;
     int64_t *params;
+    const char *path; /* terminated inside the segment */
 };
 
 /* The layout that a configuration implies. */
 struct rf__layout {
     uint32_t producers, slots, ring_entries, batch_size;
     uint64_t slot_data_bytes, slot_bytes, arena_size;
-    uint64_t params_offset, producers_offset, consumer_bell_offset;
+    uint64_t params_offset, path_offset, producers_offset, consumer_bell_offset;
     uint64_t rings_offset, ring_stride, control_size;
 };
 
@@ -142,7 +144,7 @@ int rf__layout_compute(struct rf__layout *lay, uint32_t producers,
 /* Writes a fresh header and initialises rings, bells and states in the
  * mapped control segment. */
 void rf__segment_format(struct rf__segment *seg, const struct rf__layout *lay,
-                        const int64_t *params);
+                        const int64_t *params, const char *path);
 
 /* Checks a mapped control segment of `size` bytes before it is trusted:
  * magic, ABI version, header size, segment size and that every offset lies

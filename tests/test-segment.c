@@ -32,7 +32,7 @@ static void fixture_make(struct fixture *f)
                    MAP_SHARED, f->control_fd, 0);
     CHECK(p != MAP_FAILED);
     struct rf__segment seg = {.header = p, .control_size = f->lay.control_size};
-    rf__segment_format(&seg, &f->lay, params);
+    rf__segment_format(&seg, &f->lay, params, "/data/train");
     f->header = p;
 }
 
