@@ -16,8 +16,8 @@
  * index_fd (made by rf__dataset_index_fd() in the consumer) instead of
  * listing again; index_fd < 0 lists. Returns 0 or a negative code with
  * the reason in why. */
-int rf__dataset_open_indexed(rf_dataset **out, const char *path,
-                             int index_fd, char *why, size_t why_len);
+int rf__dataset_open_indexed(rf_dataset **out, const char *path, int index_fd,
+                             char *why, size_t why_len);
 
 /* Consumer: a memfd holding this folder dataset's listing, for producers
  * (the caller closes it), or -1 in *fd for a packed file. Returns 0 or
@@ -32,5 +32,9 @@ const void *rf__dataset_dict(const rf_dataset *ds, size_t *size);
 void rf__dataset_raw_shape(const rf_dataset *ds, uint32_t *height,
                            uint32_t *width, uint32_t *channels,
                            rf_layout *layout);
+
+/* The buffer behind rf_dataset_error(), for rf_dataset_decode() (which
+ * lives in lib/decode.c) to write its reason into. */
+char *rf__dataset_error_buffer(rf_dataset *ds, size_t *len);
 
 #endif /* RF_DATASET_H */

@@ -77,10 +77,16 @@ uint64_t rf__mix64(uint64_t a, uint64_t b);
 
 /* ---- producer ---------------------------------------------------------- */
 
+/* The fds a producer inherits: both segments, the consumer's eventfd and
+ * a folder dataset's listing (-1 when there is none). */
+struct rf__producer_fds {
+    int control, arena, bell, listing;
+};
+
 /* Runs a producer in this process until it is told to stop or its parent
  * dies. Returns the exit status. Used by rf_producer_main() (spawn mode)
  * and by fork mode directly. */
-int rf__producer_run(int control_fd, int arena_fd, int bell_fd, uint32_t index,
+int rf__producer_run(const struct rf__producer_fds *fds, uint32_t index,
                      int cpu, int parent_pid);
 
 /* ---- processes --------------------------------------------------------- */
@@ -89,11 +95,6 @@ int rf__producer_run(int control_fd, int arena_fd, int bell_fd, uint32_t index,
 struct rf__child {
     int pid;   /* 0 once reaped */
     int pidfd; /* readable when the process has exited; -1 once closed */
-};
-
-/* The fds a producer inherits. */
-struct rf__producer_fds {
-    int control, arena, bell;
 };
 
 /* Finds the ringfeed-producer helper: $RINGFEED_PRODUCER, else the

@@ -24,6 +24,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "dataset.h"
+#include "decode.h"
+#include "failures.h"
 #include "internal.h"
 #include "segment.h"
 
@@ -66,6 +69,8 @@ struct rf_loader {
     uint32_t ready_head, ready_count;
     uint32_t at_producers; /* slots with state AT_PRODUCER */
 
+    struct rf__failures failures; /* samples that failed */
+    bool skip_errors;             /* RF_ON_ERROR_SKIP */
     int fatal; /* sticky error; the loader can only be closed */
     uint64_t open_ns, wait_ns, samples_out, bytes_out;
     char error[RF__DETAIL];
@@ -160,11 +165,69 @@ static int resolve_span(rf_loader *l)
     return 0;
 }
 
+/* Checks now what the producers would otherwise find out one sample at a
+ * time: that the decoders accept this shape for this dataset. */
+static int check_decoder(rf_loader *l, const rf_dataset *ds)
+{
+    const int64_t channels = l->params[RF_PARAM_CHANNELS];
+    if (ds == NULL && channels != 1 && channels != 3)
+        return set_error(l, -EINVAL,
+                         "JPEG samples decode to 1 or 3 channels, not %lld; "
+                         "set RF_PARAM_CHANNELS",
+                         (long long)channels);
+    struct rf__decoder *d = NULL;
+    const int rc =
+        rf__decoder_new(&d, l->params, ds, l->error, sizeof(l->error));
+    rf__decoder_free(d);
+    return rc;
+}
+
+/* RF_SOURCE_PATH: lists the dataset once (the producers map the listing),
+ * takes its size and classes, and checks the decoders against it. */
+static int open_dataset(rf_loader *l)
+{
+    rf_dataset *ds = NULL;
+    char *why = NULL;
+    int rc = rf_dataset_open(&ds, l->path, &why);
+    if (rc < 0) {
+        (void)set_error(l, rc, "cannot open dataset '%s': %s", l->path,
+                        why ? why : rf_strerror(rc));
+        free(why);
+        return rc;
+    }
+    l->params[RF_PARAM_SAMPLES] = (int64_t)rf_dataset_size(ds);
+    l->params[RF_PARAM_CLASSES] = rf_dataset_classes(ds);
+    rc = l->params[RF_PARAM_SAMPLES] == 0
+             ? set_error(l, -ENOENT,
+                         "dataset '%s' has no samples; a folder needs class "
+                         "folders holding .jpg files",
+                         l->path)
+             : check_decoder(l, ds);
+    if (rc == 0)
+        rc = rf__dataset_index_fd(ds, &l->fds.listing);
+    rf_dataset_close(ds);
+    return rc;
+}
+
+static int open_source(rf_loader *l)
+{
+    switch (l->params[RF_PARAM_SOURCE]) {
+    case RF_SOURCE_PATH:
+        return open_dataset(l);
+    case RF_SOURCE_SYNTHETIC_JPEG:
+        return check_decoder(l, NULL);
+    default:
+        return 0;
+    }
+}
+
 static int resolve_config(rf_loader *l, const rf_config *cfg)
 {
     memcpy(l->params, cfg->params, sizeof(l->params));
     memcpy(l->path, cfg->path, sizeof(l->path));
-    int rc = resolve_counts(l);
+    int rc = open_source(l);
+    if (rc == 0)
+        rc = resolve_counts(l);
     if (rc < 0)
         return rc;
     resolve_rank(l);
@@ -178,6 +241,8 @@ static int resolve_config(rf_loader *l, const rf_config *cfg)
     rc = rf__order_init(&l->order, p, l->error, sizeof(l->error));
     if (rc < 0)
         return rc;
+    l->skip_errors = p[RF_PARAM_ON_ERROR] == RF_ON_ERROR_SKIP;
+    rf__failures_init(&l->failures, p, l->order.per_rank);
     return resolve_span(l);
 }
 
@@ -422,17 +487,50 @@ static bool take_ready(rf_loader *l, uint32_t *slot)
     return true;
 }
 
+/* Failed samples of a batch: with the fail policy the first one is the
+ * error; with skip they are counted against the limits. */
+static int account_failures(rf_loader *l, const struct rf__slot_meta *m)
+{
+    const uint32_t recorded = m->failed_samples < RF__SLOT_FAILURES
+                                  ? m->failed_samples
+                                  : RF__SLOT_FAILURES;
+    if (m->failed_samples && !l->skip_errors)
+        return set_error(l, RF_E_CORRUPT_SAMPLE,
+                         "%.*s; set RF_PARAM_ON_ERROR to RF_ON_ERROR_SKIP to "
+                         "leave failing samples out",
+                         (int)sizeof(m->failures[0].text), m->failures[0].text);
+    for (uint32_t i = 0; i < m->failed_samples; i++) {
+        char text[sizeof(m->failures[0].text) + 1];
+        rf__format(text, sizeof(text), "%.*s", (int)sizeof(text) - 1,
+                   i < recorded ? m->failures[i].text
+                                : "(details not kept: too many failures in "
+                                  "one batch)");
+        const int rc = rf__failures_add(&l->failures, m->epoch,
+                                        i < recorded ? m->failures[i].index : 0,
+                                        text, l->error, sizeof(l->error));
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 static int fill_view(rf_loader *l, uint32_t slot, rf_batch *b)
 {
     struct slot_info *s = &l->slot_info[slot];
     const struct rf__slot_meta *m = rf__slot_meta(&l->seg, slot);
-    if (m->sequence != s->seq || m->samples == 0 || m->samples > l->batch_size)
+    if (m->sequence != s->seq || m->samples > l->batch_size ||
+        m->failed_samples > l->batch_size ||
+        (m->samples == 0 && m->failed_samples == 0))
         return set_error(l, RF_E_BAD_HANDLE,
                          "slot %u claims batch %llu with %u samples; "
                          "expected batch %llu",
                          slot, (unsigned long long)m->sequence, m->samples,
                          (unsigned long long)s->seq);
+    const int rc = account_failures(l, m);
+    if (rc < 0)
+        return rc;
     memset(b, 0, sizeof(*b));
+    b->skipped = m->failed_samples;
     b->data = rf__slot_data(&l->seg, slot);
     b->samples = m->samples;
     b->sample_bytes = l->sample_bytes;
@@ -585,7 +683,7 @@ int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp)
     rf_loader *l = calloc(1, sizeof(*l));
     if (!l)
         return -ENOMEM;
-    l->fds.control = l->fds.arena = l->fds.bell = -1;
+    l->fds.control = l->fds.arena = l->fds.bell = l->fds.listing = -1;
     l->open_ns = rf__now_ns();
     const int rc = open_loader(l, cfg);
     if (rc < 0) {
@@ -671,6 +769,9 @@ void rf_loader_close(rf_loader *l)
         close(l->fds.arena);
     if (l->fds.bell >= 0)
         close(l->fds.bell);
+    if (l->fds.listing >= 0)
+        close(l->fds.listing);
+    rf__failures_free(&l->failures);
     free(l->children);
     free(l->orders);
     free(l->pfds);
@@ -694,10 +795,19 @@ int rf_loader_stats(const rf_loader *l, rf_stats *st)
     st->bytes = l->bytes_out;
     st->wait_ns = l->wait_ns;
     st->elapsed_ns = rf__now_ns() - l->open_ns;
+    st->failed_samples = l->failures.total;
     st->producers = l->producers;
     st->slots = l->slots;
     for (uint32_t p = 0; p < l->producers && p < 64; p++)
         st->producer_busy_ns[p] =
             rf__load_relaxed64(&rf__segment_producer(&l->seg, p)->busy_ns);
     return 0;
+}
+
+uint64_t rf_loader_sample_errors(const rf_loader *l, rf_sample_error *out,
+                                 size_t max)
+{
+    if (!l)
+        return 0;
+    return rf__failures_copy(&l->failures, out, out ? max : 0);
 }

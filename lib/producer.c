@@ -17,6 +17,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "dataset.h"
+#include "decode.h"
 #include "internal.h"
 #include "segment.h"
 
@@ -38,6 +40,11 @@ struct producer {
     rf_layout layout;
     rf_source_kind source;
     uint64_t spin_ns, sample_bytes;
+    bool skip_errors;
+    /* RF_SOURCE_PATH and RF_SOURCE_SYNTHETIC_JPEG */
+    int index_fd; /* the consumer's listing of a folder, or -1 */
+    rf_dataset *dataset;
+    struct rf__decoder *decoder;
 };
 
 /* Flags the producer as failed (the consumer reports error_text) and
@@ -67,6 +74,7 @@ static int read_config(struct producer *pr)
     pr->source = (rf_source_kind)p[RF_PARAM_SOURCE];
     pr->spin_ns = (uint64_t)p[RF_PARAM_SPIN_NS];
     pr->sample_bytes = (uint64_t)pr->height * pr->width * pr->channels;
+    pr->skip_errors = p[RF_PARAM_ON_ERROR] == RF_ON_ERROR_SKIP;
     char why[256];
     if (rf__order_init(&pr->order, p, why, sizeof(why)) < 0)
         return fail(pr, "producer %u: %s", pr->index, why);
@@ -80,13 +88,107 @@ static int read_config(struct producer *pr)
     return 0;
 }
 
-static void fill_sample(const struct producer *pr, uint64_t index, uint8_t *dst)
+/* Opens the dataset and decoders the source needs, once. */
+static int open_source(struct producer *pr)
 {
-    if (pr->source == RF_SOURCE_SYNTHETIC)
-        rf_synthetic_fill(pr->order.seed, index, pr->height, pr->width,
-                          pr->channels, pr->layout, dst);
+    char why[RF__ERROR_TEXT];
+    int rc = 0;
+    if (pr->source == RF_SOURCE_PATH)
+        rc = rf__dataset_open_indexed(&pr->dataset, pr->seg.path, pr->index_fd,
+                                      why, sizeof(why));
+    if (rc == 0 && (pr->source == RF_SOURCE_PATH ||
+                    pr->source == RF_SOURCE_SYNTHETIC_JPEG))
+        rc = rf__decoder_new(&pr->decoder, pr->seg.params, pr->dataset, why,
+                             sizeof(why));
+    if (rc < 0)
+        return fail(pr, "producer %u: %s", pr->index, why);
+    return 0;
 }
 
+static void close_source(struct producer *pr)
+{
+    rf__decoder_free(pr->decoder);
+    rf_dataset_close(pr->dataset);
+}
+
+static int fill_from_dataset(struct producer *pr, uint64_t epoch,
+                             uint64_t index, uint8_t *dst, int64_t *label,
+                             char *err, size_t err_len)
+{
+    rf_sample_info info;
+    if (rf_dataset_read(pr->dataset, index, &info) < 0) {
+        rf__format(err, err_len, "sample %llu: %s", (unsigned long long)index,
+                   rf_dataset_error(pr->dataset));
+        return -1;
+    }
+    *label = info.label;
+    char reason[RF__ERROR_TEXT];
+    if (rf__decode_sample(pr->decoder, &info, epoch, index, dst, reason,
+                          sizeof(reason)) == 0)
+        return 0;
+    rf__format(err, err_len, "sample %llu (%s): %s", (unsigned long long)index,
+               info.name, reason);
+    return -1;
+}
+
+/* The synthetic images, encoded to JPEG here and decoded like files. */
+static int fill_from_synthetic_jpeg(struct producer *pr, uint64_t epoch,
+                                    uint64_t index, uint8_t *dst, char *err,
+                                    size_t err_len)
+{
+    rf_sample_info info = {.kind = RF_SAMPLE_JPEG};
+    void *jpeg = NULL;
+    if (rf_synthetic_jpeg(pr->order.seed, index, 0, 0, &jpeg, &info.size) < 0) {
+        rf__format(err, err_len, "sample %llu: cannot encode it",
+                   (unsigned long long)index);
+        return -1;
+    }
+    info.data = jpeg;
+    char reason[RF__ERROR_TEXT];
+    const int rc = rf__decode_sample(pr->decoder, &info, epoch, index, dst,
+                                     reason, sizeof(reason));
+    free(jpeg);
+    if (rc < 0)
+        rf__format(err, err_len, "sample %llu (synthetic JPEG): %s",
+                   (unsigned long long)index, reason);
+    return rc;
+}
+
+/* Puts sample `index` at dst and its label at *label. Returns 0, or -1
+ * with "sample N (name): reason" in err. */
+static int fill_sample(struct producer *pr, uint64_t epoch, uint64_t index,
+                       uint8_t *dst, int64_t *label, char *err, size_t err_len)
+{
+    *label = rf_synthetic_label(pr->order.seed, index, pr->classes);
+    switch (pr->source) {
+    case RF_SOURCE_SYNTHETIC:
+        rf_synthetic_fill(pr->order.seed, index, pr->height, pr->width,
+                          pr->channels, pr->layout, dst);
+        return 0;
+    case RF_SOURCE_EMPTY:
+        return 0;
+    case RF_SOURCE_PATH:
+        return fill_from_dataset(pr, epoch, index, dst, label, err, err_len);
+    case RF_SOURCE_SYNTHETIC_JPEG:
+        return fill_from_synthetic_jpeg(pr, epoch, index, dst, err, err_len);
+    }
+    rf__format(err, err_len, "unknown source kind %d", (int)pr->source);
+    return -1;
+}
+
+static void record_failure(struct rf__slot_meta *meta, uint64_t index,
+                           const char *text)
+{
+    const uint32_t k = meta->failed_samples++;
+    if (k >= RF__SLOT_FAILURES)
+        return;
+    meta->failures[k].index = index;
+    rf__format(meta->failures[k].text, sizeof(meta->failures[k].text), "%s",
+               text);
+}
+
+/* Fills the slot's samples in order, packing the good ones at the front:
+ * a failed sample is recorded and, with the skip policy, left out. */
 static void fill_batch(struct producer *pr, uint32_t slot, uint64_t seq)
 {
     const struct rf__order *o = &pr->order;
@@ -98,21 +200,27 @@ static void fill_batch(struct producer *pr, uint32_t slot, uint64_t seq)
     uint8_t *data = rf__slot_data(&pr->seg, slot);
     int64_t *labels = rf__slot_labels(&pr->seg, slot);
     uint64_t *indices = rf__slot_indices(&pr->seg, slot);
+    struct rf__slot_meta *meta = rf__slot_meta(&pr->seg, slot);
+    meta->failed_samples = 0;
+    uint32_t filled = 0;
     for (uint32_t i = 0; i < count; i++) {
         const uint64_t index = rf__order_sample(o, epoch, first + i);
         rf__store_relaxed64(&pr->state->current_sample, index);
-        indices[i] = index;
-        labels[i] = rf_synthetic_label(o->seed, index, pr->classes);
-        fill_sample(pr, index, data + i * pr->sample_bytes);
+        char err[RF__ERROR_TEXT];
+        if (fill_sample(pr, epoch, index, data + filled * pr->sample_bytes,
+                        &labels[filled], err, sizeof(err)) == 0) {
+            indices[filled++] = index;
+            continue;
+        }
+        record_failure(meta, index, err);
+        if (!pr->skip_errors)
+            break; /* the consumer fails on this batch anyway */
     }
-    struct rf__slot_meta *meta = rf__slot_meta(&pr->seg, slot);
     meta->sequence = seq;
     meta->epoch = epoch;
     meta->number = number;
-    meta->samples = count;
+    meta->samples = filled;
     meta->producer = pr->index;
-    meta->failed_samples = 0;
-    meta->error_text[0] = '\0';
 }
 
 static void publish(struct producer *pr, uint64_t handle)
@@ -181,7 +289,7 @@ static void pin_to(int cpu)
     (void)sched_setaffinity(0, sizeof(set), &set);
 }
 
-int rf__producer_run(int control_fd, int arena_fd, int bell_fd, uint32_t index,
+int rf__producer_run(const struct rf__producer_fds *fds, uint32_t index,
                      int cpu, int parent_pid)
 {
     /* Die with the consumer; then make sure it did not die already. */
@@ -195,11 +303,13 @@ int rf__producer_run(int control_fd, int arena_fd, int bell_fd, uint32_t index,
     prctl(PR_SET_NAME, name);
     pin_to(cpu);
 
-    struct producer pr = {
-        .index = index, .parent_pid = parent_pid, .bell_fd = bell_fd};
+    struct producer pr = {.index = index,
+                          .parent_pid = parent_pid,
+                          .bell_fd = fds->bell,
+                          .index_fd = fds->listing};
     char why[RF__ERROR_TEXT];
     int rc =
-        rf__segment_attach(&pr.seg, control_fd, arena_fd, why, sizeof(why));
+        rf__segment_attach(&pr.seg, fds->control, fds->arena, why, sizeof(why));
     if (rc < 0) {
         /* No shared state to write to: stderr is all we have. */
         fprintf(stderr, "ringfeed-producer %u: %s\n", index, why);
@@ -217,7 +327,10 @@ int rf__producer_run(int control_fd, int arena_fd, int bell_fd, uint32_t index,
     rf__store_relaxed32(&pr.state->pid, (uint32_t)getpid());
     rc = read_config(&pr);
     if (rc == 0)
+        rc = open_source(&pr);
+    if (rc == 0)
         rc = serve(&pr);
+    close_source(&pr);
     rf__segment_detach(&pr.seg);
     return rc;
 }
@@ -237,26 +350,28 @@ static bool parse_int(const char *s, long min, long max, long *out)
 
 static const char usage[] =
     "usage: ringfeed-producer --control-fd N --arena-fd N --bell-fd N\n"
+    "                         [--listing-fd N]\n"
     "                         --index I [--cpu C] [--parent PID]\n"
     "A ringfeed producer process. rf_loader_open() starts these; there is\n"
     "no reason to run one by hand.\n";
 
 int rf_producer_main(int argc, char **argv)
 {
-    long control = -1, arena = -1, bell = -1, index = -1, cpu = -1;
-    long parent = 0;
+    long control = -1, arena = -1, bell = -1, listing = -1, index = -1;
+    long cpu = -1, parent = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0) {
             fputs(usage, stdout);
             return 0;
         }
-        long *dst = strcmp(argv[i], "--control-fd") == 0 ? &control
-                    : strcmp(argv[i], "--arena-fd") == 0 ? &arena
-                    : strcmp(argv[i], "--bell-fd") == 0  ? &bell
-                    : strcmp(argv[i], "--index") == 0    ? &index
-                    : strcmp(argv[i], "--cpu") == 0      ? &cpu
-                    : strcmp(argv[i], "--parent") == 0   ? &parent
-                                                         : NULL;
+        long *dst = strcmp(argv[i], "--control-fd") == 0   ? &control
+                    : strcmp(argv[i], "--arena-fd") == 0   ? &arena
+                    : strcmp(argv[i], "--bell-fd") == 0    ? &bell
+                    : strcmp(argv[i], "--listing-fd") == 0 ? &listing
+                    : strcmp(argv[i], "--index") == 0      ? &index
+                    : strcmp(argv[i], "--cpu") == 0        ? &cpu
+                    : strcmp(argv[i], "--parent") == 0     ? &parent
+                                                           : NULL;
         if (!dst || i + 1 >= argc ||
             !parse_int(argv[i + 1], -1, INT_MAX, dst)) {
             fprintf(stderr, "ringfeed-producer: bad argument '%s'\n%s", argv[i],
@@ -269,6 +384,7 @@ int rf_producer_main(int argc, char **argv)
         fputs(usage, stderr);
         return 64;
     }
-    return rf__producer_run((int)control, (int)arena, (int)bell,
-                            (uint32_t)index, (int)cpu, (int)parent);
+    const struct rf__producer_fds fds = {(int)control, (int)arena, (int)bell,
+                                         (int)listing};
+    return rf__producer_run(&fds, (uint32_t)index, (int)cpu, (int)parent);
 }

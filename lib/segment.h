@@ -106,16 +106,25 @@ struct rf__producer_state {
 
 /* ---- arena ------------------------------------------------------------- */
 
+/* A sample that could not be read or decoded, as its producer saw it. */
+struct rf__sample_failure {
+    uint64_t index;
+    char text[RF__ERROR_TEXT - 8]; /* "sample N (name): reason" */
+};
+
+/* How many failures a slot records in full; more are only counted. */
+#define RF__SLOT_FAILURES 4
+
 /* Follows the pixel area of each slot; then labels, indices. */
 struct rf__slot_meta {
     uint64_t sequence;
     uint64_t epoch;
     uint64_t number;
-    uint32_t samples;
+    uint32_t samples; /* filled, packed at the front of the slot */
     uint32_t producer;
-    uint32_t failed_samples;
+    uint32_t failed_samples; /* left out because they failed */
     uint32_t reserved_;
-    char error_text[RF__ERROR_TEXT];
+    struct rf__sample_failure failures[RF__SLOT_FAILURES];
 };
 
 /* Everything a process needs to find its way around both segments. */

@@ -24,7 +24,12 @@
 extern char **environ;
 
 /* The fds a spawned producer finds its segments on. */
-enum { CHILD_CONTROL_FD = 3, CHILD_ARENA_FD = 4, CHILD_BELL_FD = 5 };
+enum {
+    CHILD_CONTROL_FD = 3,
+    CHILD_ARENA_FD = 4,
+    CHILD_BELL_FD = 5,
+    CHILD_LISTING_FD = 6
+};
 
 int rf__producer_path(char *path, size_t len, char *why, size_t why_len)
 {
@@ -47,26 +52,27 @@ static int open_pidfd(int pid)
     return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-/* Moves fds to 3, 4, 5 without clobbering: first above everything
+/* Moves fds to 3, 4, 5 (and 6) without clobbering: first above everything
  * involved, then down. */
 static int plan_fds(posix_spawn_file_actions_t *fa,
                     const struct rf__producer_fds *fds)
 {
-    const int src[3] = {fds->control, fds->arena, fds->bell};
-    int high = CHILD_BELL_FD;
-    for (int i = 0; i < 3; i++)
+    const int src[4] = {fds->control, fds->arena, fds->bell, fds->listing};
+    const int n = fds->listing >= 0 ? 4 : 3;
+    int high = CHILD_LISTING_FD;
+    for (int i = 0; i < n; i++)
         if (src[i] > high)
             high = src[i];
     int rc = 0;
-    for (int i = 0; i < 3 && rc == 0; i++)
+    for (int i = 0; i < n && rc == 0; i++)
         rc = posix_spawn_file_actions_adddup2(fa, src[i], high + 1 + i);
-    for (int i = 0; i < 3 && rc == 0; i++)
+    for (int i = 0; i < n && rc == 0; i++)
         rc = posix_spawn_file_actions_adddup2(fa, high + 1 + i,
                                               CHILD_CONTROL_FD + i);
 #ifdef HAVE_POSIX_SPAWN_FILE_ACTIONS_ADDCLOSEFROM_NP
     /* The caller's sockets and files stay out of the producers. */
     if (rc == 0)
-        rc = posix_spawn_file_actions_addclosefrom_np(fa, CHILD_BELL_FD + 1);
+        rc = posix_spawn_file_actions_addclosefrom_np(fa, CHILD_CONTROL_FD + n);
 #endif
     return rc;
 }
@@ -206,8 +212,7 @@ int rf__fork_producer(const struct rf__producer_fds *fds, uint32_t index,
         return -err;
     }
     if (pid == 0)
-        _exit(rf__producer_run(fds->control, fds->arena, fds->bell, index, cpu,
-                               parent));
+        _exit(rf__producer_run(fds, index, cpu, parent));
     return watch_child(pid, child, why, why_len);
 }
 

@@ -1,5 +1,319 @@
+/*
+ * test-samples.c - real samples through real producers: a folder of JPEG
+ * files and a packed file of zstd frames. Every sample arrives once per
+ * epoch with the bytes rf_dataset_decode() gives and its class label,
+ * whatever the number of producers. Bad files (empty, truncated, random
+ * bytes, a PNG named .jpg, an image over the pixel limit) fail the batch
+ * with an error naming the sample, the file and the reason, or are left
+ * out and listed under the skip policy, until a limit is crossed.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "internal.h"
 #include "test.h"
+
+#define CLASSES 3
+#define PER_CLASS 8
+#define OUT 24 /* output height and width */
+
+static char root[256];
+
+static void write_file(const char *path, const void *data, size_t size)
+{
+    const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    CHECK(fd >= 0);
+    CHECK_EQ(write(fd, data, size), (long long)size);
+    close(fd);
+}
+
+/* ROOT/class_c/img_i.jpg: small synthetic JPEGs of varied shape. */
+static void make_folder(void)
+{
+    rf__format(root, sizeof(root), "%s/rf-samples-XXXXXX",
+               getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    CHECK(mkdtemp(root));
+    for (int c = 0; c < CLASSES; c++) {
+        char dir[512];
+        rf__format(dir, sizeof(dir), "%s/class_%d", root, c);
+        CHECK_EQ(mkdir(dir, 0755), 0);
+        for (int i = 0; i < PER_CLASS; i++) {
+            void *jpeg = NULL;
+            size_t size = 0;
+            const uint32_t w = 40 + 7 * (uint32_t)i, h = 30 + 5 * (uint32_t)c;
+            CHECK_OK(rf_synthetic_jpeg(9, (uint64_t)(c * 100 + i), w, h, &jpeg,
+                                       &size));
+            char path[600];
+            rf__format(path, sizeof(path), "%s/img_%d.jpg", dir, i);
+            write_file(path, jpeg, size);
+            free(jpeg);
+        }
+    }
+}
+
+static void remove_tree(const char *path)
+{
+    char cmd[600];
+    rf__format(cmd, sizeof(cmd), "rm -rf '%s'", path);
+    CHECK_EQ(system(cmd), 0);
+}
+
+static rf_config *folder_config(int64_t producers, rf_transform transform)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set_path(cfg, root));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, producers));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 5));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, OUT));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, OUT));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_TRANSFORM, transform));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SEED, 3));
+    return cfg;
+}
+
+static rf_loader *open_or_die(const rf_config *cfg)
+{
+    rf_loader *l = NULL;
+    char *err = NULL;
+    const int rc = rf_loader_open(&l, cfg, &err);
+    if (rc < 0)
+        fprintf(stderr, "open: %s\n", err);
+    CHECK_OK(rc);
+    return l;
+}
+
+/* Runs to the end checking each sample against rf_dataset_decode();
+ * returns a digest of everything delivered. */
+static uint64_t run_and_check(const rf_config *cfg)
+{
+    rf_dataset *ds = NULL;
+    CHECK_OK(rf_dataset_open(&ds, root, NULL));
+    const uint64_t n = rf_dataset_size(ds);
+    CHECK_EQ(n, CLASSES * PER_CLASS);
+    rf_loader *l = open_or_die(cfg);
+    uint8_t *seen = calloc(2 * n, 1), expect[OUT * OUT * 3];
+    uint64_t digest = 0;
+    rf_batch b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) > 0) {
+        for (uint32_t i = 0; i < b.samples; i++) {
+            const uint64_t index = b.indices[i];
+            CHECK_EQ(seen[b.epoch * n + index]++, 0);
+            CHECK_EQ(b.labels[i], (int64_t)(index / PER_CLASS));
+            CHECK_OK(rf_dataset_decode(ds, cfg, b.epoch, index, expect));
+            CHECK(memcmp((uint8_t *)b.data + i * b.sample_bytes, expect,
+                         b.sample_bytes) == 0);
+            digest = rf__mix64(digest, index);
+        }
+        for (size_t k = 0; k < b.bytes; k++)
+            digest = rf__mix64(digest, ((uint8_t *)b.data)[k]);
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    CHECK_EQ(rc, 0);
+    for (uint64_t k = 0; k < 2 * n; k++)
+        CHECK_EQ(seen[k], 1);
+    free(seen);
+    rf_loader_close(l);
+    rf_dataset_close(ds);
+    return digest;
+}
+
+static void test_folder_exactly_once_any_producers(void)
+{
+    const rf_transform kinds[] = {RF_TRANSFORM_TRAIN, RF_TRANSFORM_EVAL};
+    for (size_t k = 0; k < 2; k++) {
+        rf_config *one = folder_config(1, kinds[k]);
+        rf_config *three = folder_config(3, kinds[k]);
+        CHECK_EQ(run_and_check(one), run_and_check(three));
+        rf_config_free(one);
+        rf_config_free(three);
+    }
+}
+
+/* Adds the bad files every loader must survive; returns how many. */
+static int add_bad_files(void)
+{
+    char path[600];
+    rf__format(path, sizeof(path), "%s/class_1/empty.jpg", root);
+    write_file(path, "", 0);
+    rf__format(path, sizeof(path), "%s/class_1/noise.jpg", root);
+    write_file(path, "\x13\x37 random bytes, not an image", 29);
+    rf__format(path, sizeof(path), "%s/class_2/png.jpg", root);
+    write_file(path, "\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16);
+    void *jpeg = NULL;
+    size_t size = 0;
+    CHECK_OK(rf_synthetic_jpeg(1, 1, 64, 64, &jpeg, &size));
+    rf__format(path, sizeof(path), "%s/class_2/truncated.jpg", root);
+    write_file(path, jpeg, size / 2);
+    free(jpeg);
+    /* Over the limit the test sets (10,000 pixels). */
+    CHECK_OK(rf_synthetic_jpeg(1, 2, 200, 100, &jpeg, &size));
+    rf__format(path, sizeof(path), "%s/class_0/huge.jpg", root);
+    write_file(path, jpeg, size);
+    free(jpeg);
+    return 5;
+}
+
+static void test_bad_file_fails_with_its_name(void)
+{
+    rf_config *cfg = folder_config(2, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
+    rf_loader *l = open_or_die(cfg);
+    rf_batch b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) > 0)
+        CHECK_OK(rf_loader_release(l, &b));
+    CHECK_EQ(rc, RF_E_CORRUPT_SAMPLE);
+    /* Unshuffled, the first bad sample in order is class_0/huge.jpg. */
+    CHECK_CONTAINS(rf_loader_error(l), "(class_0/huge.jpg)");
+    CHECK_CONTAINS(rf_loader_error(l), "sample ");
+    CHECK_CONTAINS(rf_loader_error(l), "RF_PARAM_MAX_PIXELS");
+    CHECK_CONTAINS(rf_loader_error(l), "RF_ON_ERROR_SKIP");
+    CHECK_EQ(rf_loader_next(l, &b), RF_E_CORRUPT_SAMPLE);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+}
+
+static void test_bad_files_skipped_and_listed(int bad)
+{
+    rf_config *cfg = folder_config(2, RF_TRANSFORM_TRAIN);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, 500000));
+    rf_loader *l = open_or_die(cfg);
+    rf_batch b;
+    uint64_t samples = 0, skipped = 0;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) > 0) {
+        samples += b.samples;
+        skipped += b.skipped;
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(samples, 2 * CLASSES * PER_CLASS);
+    CHECK_EQ(skipped, 2 * (uint64_t)bad);
+    rf_sample_error errors[16];
+    CHECK_EQ(rf_loader_sample_errors(l, errors, 16), 2 * (uint64_t)bad);
+    const char *names[] = {"empty.jpg", "noise.jpg", "png.jpg", "truncated.jpg",
+                           "huge.jpg"};
+    for (int k = 0; k < bad; k++) {
+        int found = 0;
+        for (int e = 0; e < 2 * bad; e++)
+            found += strstr(errors[e].message, names[k]) != NULL;
+        CHECK_EQ(found, 2); /* once per epoch */
+    }
+    rf_loader_close(l);
+    rf_config_free(cfg);
+}
+
+static void test_error_limit_ends_the_run(void)
+{
+    rf_config *cfg = folder_config(2, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERRORS, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, 1000000));
+    rf_loader *l = open_or_die(cfg);
+    rf_batch b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) > 0)
+        CHECK_OK(rf_loader_release(l, &b));
+    CHECK_EQ(rc, RF_E_CORRUPT_SAMPLE);
+    CHECK_CONTAINS(rf_loader_error(l), "RF_PARAM_MAX_ERRORS = 2");
+    rf_loader_close(l);
+    rf_config_free(cfg);
+}
+
+/* ---- zstd frames in a packed file ------------------------------------- */
+
+static void add_frame(rf_pack_writer *w, uint64_t index, size_t bytes)
+{
+    uint8_t raw[8 * 8 * 3 + 16];
+    rf_synthetic_fill(5, index, 8, 8, 3, RF_LAYOUT_NHWC, raw);
+    uint8_t frame[1024];
+    const size_t size = ZSTD_compress(frame, sizeof(frame), raw, bytes, 3);
+    CHECK(!ZSTD_isError(size));
+    CHECK_OK(rf_pack_writer_add(w, RF_SAMPLE_ZSTD, frame, size,
+                                (int64_t)index % 4, NULL));
+}
+
+static void test_zstd_pack(void)
+{
+    char path[300];
+    rf__format(path, sizeof(path), "%s/raw.pack", root);
+    rf_pack_writer *w = NULL;
+    CHECK_OK(rf_pack_writer_create(&w, path, 8, 8, 3, RF_LAYOUT_NHWC, NULL, 0,
+                                   NULL));
+    for (uint64_t i = 0; i < 20; i++)
+        add_frame(w, i, i == 13 ? 100 : 8 * 8 * 3); /* 13: wrong size */
+    CHECK_OK(rf_pack_writer_finish(w, NULL));
+
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set_path(cfg, path));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_TRANSFORM, RF_TRANSFORM_NONE));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 3));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, 100000));
+    rf_loader *l = open_or_die(cfg);
+    rf_batch b;
+    uint8_t expect[8 * 8 * 3];
+    uint64_t samples = 0;
+    while (rf_loader_next(l, &b) > 0) {
+        for (uint32_t i = 0; i < b.samples; i++) {
+            rf_synthetic_fill(5, b.indices[i], 8, 8, 3, RF_LAYOUT_NHWC, expect);
+            CHECK(memcmp((uint8_t *)b.data + i * 192, expect, 192) == 0);
+            CHECK_EQ(b.labels[i], (int64_t)b.indices[i] % 4);
+        }
+        samples += b.samples;
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    CHECK_EQ(samples, 19);
+    rf_sample_error e;
+    CHECK_EQ(rf_loader_sample_errors(l, &e, 1), 1);
+    CHECK_EQ(e.index, 13);
+    CHECK_CONTAINS(e.message, "declares 100 bytes");
+    rf_loader_close(l);
+
+    /* The wrong shape is refused at open, not per sample. */
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 16));
+    char *err = NULL;
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
+    CHECK_CONTAINS(err, "holds 8x8x3");
+    free(err);
+    rf_config_free(cfg);
+}
+
+static void test_missing_dataset(void)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set_path(cfg, "/nonexistent/imagenet/train"));
+    rf_loader *l = NULL;
+    char *err = NULL;
+    CHECK_LT(rf_loader_open(&l, cfg, &err), 0);
+    CHECK_CONTAINS(err, "/nonexistent/imagenet/train");
+    free(err);
+    rf_config_free(cfg);
+}
+
 int main(void)
 {
-    return 77;
+    make_folder();
+    test_folder_exactly_once_any_producers();
+    const int bad = add_bad_files();
+    test_bad_file_fails_with_its_name();
+    test_bad_files_skipped_and_listed(bad);
+    test_error_limit_ends_the_run();
+    test_zstd_pack();
+    test_missing_dataset();
+    remove_tree(root);
+    return 0;
 }

@@ -1,0 +1,47 @@
+/*
+ * failures.h - the consumer's record of samples that failed under the
+ * skip policy: the first ones kept in full for rf_loader_sample_errors(),
+ * all of them counted, per run and per epoch, against the limits that
+ * turn too many failures into a fatal error.
+ */
+#ifndef RF_FAILURES_H
+#define RF_FAILURES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringfeed.h"
+
+#define RF__FAILURES_KEPT 1024
+#define RF__FAILURE_EPOCHS                                                     \
+    4 /* epochs counted at once (any-order delivery                            \
+         interleaves neighbouring epochs) */
+
+struct rf__failures {
+    rf_sample_error *kept; /* [RF__FAILURES_KEPT], allocated on first use */
+    size_t kept_count;
+    uint64_t total;
+    struct {
+        uint64_t epoch, count;
+    } by_epoch[RF__FAILURE_EPOCHS];
+    uint64_t max_errors;   /* 0: no count limit */
+    uint64_t max_in_epoch; /* failures an epoch may have */
+};
+
+/* Sets the limits from RF_PARAM_MAX_ERRORS, RF_PARAM_MAX_ERROR_PPM and the
+ * samples one epoch gives this rank. */
+void rf__failures_init(struct rf__failures *f, const int64_t *params,
+                       uint64_t samples_per_epoch);
+
+/* Records one failure. Returns 0, or RF_E_CORRUPT_SAMPLE with why filled
+ * when a limit is now exceeded. */
+int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
+                     const char *text, char *why, size_t why_len);
+
+/* Copies the first min(max, kept) failures; returns the total count. */
+uint64_t rf__failures_copy(const struct rf__failures *f, rf_sample_error *out,
+                           size_t max);
+
+void rf__failures_free(struct rf__failures *f);
+
+#endif /* RF_FAILURES_H */
