@@ -58,6 +58,9 @@ struct bench_options {
     int64_t spin_ns; /* -1: leave the library's default alone */
     uint64_t seed;
     rf_source_kind source;
+    const char *path; /* RF_SOURCE_PATH: a folder or packed file */
+    rf_transform transform;
+    rf_on_error on_error;
     rf_layout layout;
     bool unordered;
     bool fork_mode;
@@ -92,7 +95,15 @@ struct bench_options {
 /* The other options: X(ID, name, has_arg, metavar, help). */
 #define OTHER_OPTIONS(X)                                                       \
     X(SOURCE, "source", required_argument, "KIND",                             \
-      "synthetic (default), or empty: indices only, no pixels")                \
+      "synthetic (default); empty: indices only, no pixels; synthetic-jpeg: "  \
+      "synthetic images through the JPEG path; or the PATH of a folder of "    \
+      "class folders or of a packed file")                                     \
+    X(TRANSFORM, "transform", required_argument, "T",                          \
+      "train (default): random-resized crop + flip; eval: resize + centre "    \
+      "crop; none: images already of the output size")                         \
+    X(ON_ERROR, "on-error", required_argument, "P",                            \
+      "fail (default): stop at a bad sample; skip: leave it out and count "    \
+      "it")                                                                    \
     X(SEED, "seed", required_argument, "N",                                    \
       "sample order and content, 0..2^64-1 (default 0)")                       \
     X(LAYOUT, "layout", required_argument, "L", "nhwc (default) or nchw")      \
@@ -132,6 +143,17 @@ static const struct option long_options[] = {
 static const char *const source_names[] = {
     [RF_SOURCE_SYNTHETIC] = "synthetic",
     [RF_SOURCE_EMPTY] = "empty",
+    [RF_SOURCE_PATH] = "path",
+    [RF_SOURCE_SYNTHETIC_JPEG] = "synthetic-jpeg",
+};
+static const char *const transform_names[] = {
+    [RF_TRANSFORM_NONE] = "none",
+    [RF_TRANSFORM_TRAIN] = "train",
+    [RF_TRANSFORM_EVAL] = "eval",
+};
+static const char *const on_error_names[] = {
+    [RF_ON_ERROR_FAIL] = "fail",
+    [RF_ON_ERROR_SKIP] = "skip",
 };
 static const char *const layout_names[] = {
     [RF_LAYOUT_NHWC] = "nhwc",
@@ -149,6 +171,7 @@ static struct bench_options default_options(void)
         .classes = 1000,
         .spin_ns = -1,
         .source = RF_SOURCE_SYNTHETIC,
+        .transform = RF_TRANSFORM_TRAIN,
         .layout = RF_LAYOUT_NHWC,
     };
     return defaults;
@@ -164,8 +187,8 @@ static void print_option_help(const char *name, const char *metavar,
 static void print_usage(void)
 {
     fputs("Usage: " PROGRAM " [OPTION]...\n"
-          "Measures how fast ringfeed hands out batches of synthetic "
-          "images.\n\n",
+          "Measures how fast ringfeed hands out batches of images: "
+          "synthetic ones, or a\ndataset's (--source PATH).\n\n",
           stdout);
 #define NUMBER_HELP_(id, name, field, min, max, help)                          \
     print_option_help(name, "N", help);
@@ -246,6 +269,19 @@ static int parse_choice(const char *option, const char *text,
     usage_failure();
 }
 
+/* A source kind by name, or else a dataset path. */
+static void parse_source(struct bench_options *o, const char *arg)
+{
+    for (size_t i = 0; i < COUNT_OF(source_names); i++) {
+        if (i != RF_SOURCE_PATH && strcmp(arg, source_names[i]) == 0) {
+            o->source = (rf_source_kind)i;
+            return;
+        }
+    }
+    o->source = RF_SOURCE_PATH;
+    o->path = arg;
+}
+
 /* Stores a numeric option; returns false when code is not one. */
 static bool apply_number_option(struct bench_options *o, int code,
                                 const char *arg)
@@ -267,8 +303,15 @@ static void apply_other_option(struct bench_options *o, int code,
 {
     switch (code) {
     case OPT_SOURCE:
-        o->source = (rf_source_kind)parse_choice("source", arg, source_names,
-                                                 COUNT_OF(source_names));
+        parse_source(o, arg);
+        break;
+    case OPT_TRANSFORM:
+        o->transform = (rf_transform)parse_choice(
+            "transform", arg, transform_names, COUNT_OF(transform_names));
+        break;
+    case OPT_ON_ERROR:
+        o->on_error = (rf_on_error)parse_choice("on-error", arg, on_error_names,
+                                                COUNT_OF(on_error_names));
         break;
     case OPT_SEED:
         o->seed = parse_seed(arg);
@@ -356,6 +399,7 @@ struct epoch_seen {
     uint64_t epoch;
     uint64_t batches;  /* batches of this epoch checked so far */
     uint64_t distinct; /* indices seen at least once */
+    uint64_t skipped;  /* left out by the skip policy: not missing */
     uint64_t *bits;
 };
 
@@ -371,7 +415,11 @@ struct verifier {
     uint64_t batch_size;
     uint64_t batches_per_epoch;
     uint64_t epochs;
-    unsigned char *expected; /* one sample, as rf_synthetic_fill() makes it */
+    unsigned char *expected; /* one sample, as the source makes it */
+    /* RF_SOURCE_PATH: the dataset, read again to check labels and pixels
+     * (rf_dataset_decode() with the loader's configuration). */
+    rf_dataset *dataset;
+    rf_config *config;
 
     /* Epochs with batches still to come. Without ordering, batches of
      * neighbouring epochs interleave, so more than one can be open. */
@@ -394,6 +442,8 @@ static void verifier_free(struct verifier *v)
         free(v->open[i].bits);
     free(v->open);
     free(v->expected);
+    rf_dataset_close(v->dataset);
+    rf_config_free(v->config);
     free(v);
 }
 
@@ -405,13 +455,34 @@ static void verifier_expect(struct verifier *v, const struct bench_options *o)
     v->channels = (uint32_t)o->channels;
     v->classes = (uint32_t)o->classes;
     v->layout = o->layout;
-    v->check_pixels = o->source == RF_SOURCE_SYNTHETIC;
+    v->check_pixels =
+        o->source == RF_SOURCE_SYNTHETIC || o->source == RF_SOURCE_PATH;
     v->ordered = !o->unordered;
     v->sample_bytes = (size_t)o->size * (size_t)o->size * (size_t)o->channels;
     v->samples_per_epoch = (uint64_t)o->samples;
     v->batch_size = (uint64_t)o->batch;
     v->batches_per_epoch = ceil_div(v->samples_per_epoch, v->batch_size);
     v->epochs = (uint64_t)o->epochs;
+}
+
+static int configure(rf_config *cfg, const struct bench_options *o);
+
+/* The dataset gives the sample count, the labels and (decoded with the
+ * loader's own configuration) the pixels to expect. */
+static int open_dataset_for(struct verifier *v, const struct bench_options *o)
+{
+    char *detail = NULL;
+    const int rc = rf_dataset_open(&v->dataset, o->path, &detail);
+    if (rc < 0) {
+        fprintf(stderr, PROGRAM ": --verify: %s\n",
+                detail ? detail : rf_strerror(rc));
+        free(detail);
+        return rc;
+    }
+    v->samples_per_epoch = rf_dataset_size(v->dataset);
+    v->batches_per_epoch = ceil_div(v->samples_per_epoch, v->batch_size);
+    v->config = rf_config_create();
+    return v->config ? configure(v->config, o) : -ENOMEM;
 }
 
 /* Returns NULL after saying why. */
@@ -421,12 +492,17 @@ static struct verifier *verifier_create(const struct bench_options *o)
     if (!v)
         goto no_memory;
     verifier_expect(v, o);
+    if (o->source == RF_SOURCE_PATH && open_dataset_for(v, o) < 0)
+        goto fail;
     if (v->check_pixels) {
         v->expected = malloc(v->sample_bytes);
         if (!v->expected)
             goto no_memory;
     }
     return v;
+fail:
+    verifier_free(v);
+    return NULL;
 no_memory:
     fprintf(stderr, PROGRAM ": no memory for --verify\n");
     verifier_free(v);
@@ -489,9 +565,10 @@ static bool shape_is_expected(struct verifier *v, const rf_batch *b)
     const uint64_t samples = samples_in_batch(v, b->number);
     const bool bytes_ok =
         !v->check_pixels || b->bytes == b->samples * v->sample_bytes;
-    if (b->samples == samples && b->sample_bytes == v->sample_bytes &&
-        b->height == v->height && b->width == v->width &&
-        b->channels == v->channels && b->layout == v->layout && bytes_ok)
+    if (b->samples + b->skipped == samples &&
+        b->sample_bytes == v->sample_bytes && b->height == v->height &&
+        b->width == v->width && b->channels == v->channels &&
+        b->layout == v->layout && bytes_ok)
         return true;
     describe_failure(v,
                      "batch %" PRIu64 " holds %" PRIu32 " samples of %" PRIu32
@@ -516,7 +593,8 @@ static bool batch_is_checkable(struct verifier *v, const rf_batch *b)
 /* Ends the bookkeeping of one epoch: whatever did not arrive is missing. */
 static void close_epoch(struct verifier *v, struct epoch_seen *rec)
 {
-    const uint64_t missing = v->samples_per_epoch - rec->distinct;
+    const uint64_t missing =
+        v->samples_per_epoch - rec->distinct - rec->skipped;
     if (missing > 0)
         describe_failure(v,
                          "epoch %" PRIu64 ": %" PRIu64 " samples never arrived",
@@ -577,9 +655,23 @@ static bool pixels_match(struct verifier *v, const rf_batch *b, uint32_t i,
 {
     const unsigned char *const got =
         (const unsigned char *)b->data + (size_t)i * v->sample_bytes;
-    rf_synthetic_fill(v->seed, index, v->height, v->width, v->channels,
-                      v->layout, v->expected);
+    if (v->dataset) {
+        if (rf_dataset_decode(v->dataset, v->config, b->epoch, index,
+                              v->expected) < 0)
+            return false;
+    } else {
+        rf_synthetic_fill(v->seed, index, v->height, v->width, v->channels,
+                          v->layout, v->expected);
+    }
     return memcmp(got, v->expected, v->sample_bytes) == 0;
+}
+
+static int64_t expected_label(struct verifier *v, uint64_t index)
+{
+    if (!v->dataset)
+        return rf_synthetic_label(v->seed, index, v->classes);
+    rf_sample_info info;
+    return rf_dataset_read(v->dataset, index, &info) < 0 ? -1 : info.label;
 }
 
 static void check_sample(struct verifier *v, const rf_batch *b, uint32_t i,
@@ -591,7 +683,7 @@ static void check_sample(struct verifier *v, const rf_batch *b, uint32_t i,
         wrong = "index out of range";
     } else {
         mark_seen(v, rec, index);
-        if (b->labels[i] != rf_synthetic_label(v->seed, index, v->classes))
+        if (b->labels[i] != expected_label(v, index))
             wrong = "wrong label";
         else if (v->check_pixels && !pixels_match(v, b, i, index))
             wrong = "wrong pixels";
@@ -616,6 +708,7 @@ static int verify_batch(struct verifier *v, const rf_batch *b)
                 b->epoch);
         return -ENOMEM;
     }
+    rec->skipped += b->skipped;
     for (uint32_t i = 0; i < b->samples; i++)
         check_sample(v, b, i, rec);
     v->verified += b->samples;
@@ -675,7 +768,6 @@ static int configure(rf_config *cfg, const struct bench_options *o)
         rf_param param;
         int64_t value;
     } settings[] = {
-        {RF_PARAM_SOURCE, o->source},
         {RF_PARAM_PRODUCERS, o->producers},
         {RF_PARAM_BATCH_SIZE, o->batch},
         {RF_PARAM_SLOTS, o->slots},
@@ -690,7 +782,14 @@ static int configure(rf_config *cfg, const struct bench_options *o)
         {RF_PARAM_LAYOUT, o->layout},
         {RF_PARAM_ORDERED, !o->unordered},
         {RF_PARAM_START_MODE, o->fork_mode ? RF_START_FORK : RF_START_SPAWN},
+        {RF_PARAM_SOURCE, o->source},
+        {RF_PARAM_TRANSFORM, o->transform},
+        {RF_PARAM_ON_ERROR, o->on_error},
     };
+    if (o->path && rf_config_set_path(cfg, o->path) < 0) {
+        fprintf(stderr, PROGRAM ": %s\n", rf_config_error(cfg));
+        return -EINVAL;
+    }
     for (size_t i = 0; i < COUNT_OF(settings); i++) {
         const int rc = set_param(cfg, settings[i].param, settings[i].value);
         if (rc < 0)
