@@ -1,2 +1,1267 @@
-/* stub: being written */
+/*
+ * dataset.c - rf_dataset: the samples of a folder of class folders (with
+ * torchvision ImageFolder's classes, labels and order) or of a packed
+ * file, read by index.
+ *
+ * A folder is listed once, with readdir() and d_type so that only
+ * symbolic links cost a stat(), into the folder index format of lib/pack.h
+ * (one block: header, entries, names). The consumer hands that block to
+ * its producers in a sealed memfd, and they map it instead of listing the
+ * folder again. A packed file's index and names are mapped read-only and
+ * checked once at open; payloads are read with pread() and checked
+ * against their CRC-32C on every read. rf_dataset_decode() is in
+ * lib/decode.c.
+ */
 #include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dataset.h"
+#include "internal.h"
+#include "pack.h"
+
+/* A sample file larger than this is refused before it is read: no image
+ * the decoders accept comes near it, and a mistaken multi-gigabyte file
+ * would otherwise be read into memory. */
+#define MAX_SAMPLE_FILE (UINT64_C(1) << 30)
+
+/* Folder trees deeper than this are refused (the loop guard keeps a
+ * well-formed tree far below it). */
+#define MAX_DEPTH 256
+
+/* Longest sample name below the folder, without the terminator. */
+#define MAX_NAME 4095
+
+enum dataset_kind { DATASET_FOLDER, DATASET_PACK };
+
+struct rf_dataset {
+    enum dataset_kind kind;
+    char *path;
+    int fd; /* the folder (names are opened relative to it) or the file */
+    uint64_t samples;
+    uint32_t classes;
+    /* Folder: the listing in the folder index format; malloc'd when it
+     * was listed here, mapped when it came from an index fd. */
+    uint8_t *listing;
+    size_t listing_size;
+    bool listing_mapped;
+    /* Packed file: the header and the mapping of its metadata. */
+    struct rf__pack_header header;
+    uint8_t *meta_map;
+    size_t meta_map_size;
+    const uint8_t *dict;
+    /* Both: encoded index entries and the names they point into. */
+    const uint8_t *entries;
+    const char *names;
+    uint64_t names_size;
+    /* The last sample read, reused (grown, never shrunk). */
+    uint8_t *buffer;
+    size_t buffer_size;
+    struct rf__crc32c crc;
+    char name[48]; /* "packed offset N" for a sample without a name */
+    char error[RF__DETAIL];
+};
+
+/* ---- growing arrays ----------------------------------------------------- */
+
+/* Returns `array` grown (doubling) to hold at least `need` elements of
+ * `size` bytes, or NULL when out of memory (then `array` is untouched). */
+static void *grow_array(void *array, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return array;
+    size_t bigger = *cap ? *cap * 2 : 1024;
+    if (bigger < need)
+        bigger = need;
+    void *grown = reallocarray(array, bigger, size);
+    if (grown)
+        *cap = bigger;
+    return grown;
+}
+
+/* NUL-terminated strings kept back to back, addressed by offset (the
+ * block moves as it grows). */
+struct text {
+    char *data;
+    size_t used, cap;
+};
+
+static int text_add(struct text *t, const char *s, size_t length,
+                    uint64_t *offset)
+{
+    char *data = grow_array(t->data, &t->cap, t->used + length + 1, 1);
+    if (!data)
+        return -ENOMEM;
+    t->data = data;
+    memcpy(t->data + t->used, s, length);
+    t->data[t->used + length] = '\0';
+    *offset = t->used;
+    t->used += length + 1;
+    return 0;
+}
+
+/* Strings of a struct text, by their offsets. */
+struct offsets {
+    uint64_t *at;
+    size_t count, cap;
+};
+
+static int offsets_add(struct offsets *o, struct text *t, const char *s,
+                       size_t length)
+{
+    uint64_t *at = grow_array(o->at, &o->cap, o->count + 1, sizeof(*at));
+    if (!at)
+        return -ENOMEM;
+    o->at = at;
+    if (text_add(t, s, length, &o->at[o->count]) < 0)
+        return -ENOMEM;
+    o->count++;
+    return 0;
+}
+
+/* qsort_r() comparator of text offsets, in byte order: Python's sorted()
+ * on str for ASCII, and code point order for UTF-8 names. */
+static int compare_text_offsets(const void *a, const void *b, void *text)
+{
+    const char *base = text;
+    return strcmp(base + *(const uint64_t *)a, base + *(const uint64_t *)b);
+}
+
+/* ---- listing a folder --------------------------------------------------- */
+
+/* A folder found below a class folder, and its image files: the slice
+ * [first_file, first_file + files) of walker.files. */
+struct walk_dir {
+    uint64_t path; /* text offset of its path below the root */
+    uint32_t path_length;
+    uint32_t label;
+    size_t first_file, files;
+};
+
+struct walk_file {
+    uint64_t name; /* text offset of the file name alone */
+    uint32_t length;
+};
+
+struct walker {
+    int root_fd;
+    const char *root;
+    struct text text;
+    struct offsets classes; /* the class folder names, sorted */
+    struct walk_dir *dirs;
+    size_t dir_count, dir_cap;
+    struct walk_file *files;
+    size_t file_count, file_cap;
+    struct stat ancestors[MAX_DEPTH]; /* the folders being walked */
+    unsigned depth;
+    char path[MAX_NAME + 1]; /* the folder being walked, below the root */
+    size_t path_length;
+    char *why;
+    size_t why_len;
+};
+
+static int walk_no_memory(struct walker *w)
+{
+    rf__format(w->why, w->why_len,
+               "%s: out of memory while listing it (%zu files so far)", w->root,
+               w->file_count);
+    return -ENOMEM;
+}
+
+/* A failed system call on the folder being walked (or `name` in it). */
+static int walk_failed(struct walker *w, const char *what, const char *name,
+                       int error)
+{
+    rf__format(w->why, w->why_len,
+               "%s%s%s%s%s: %s: %s; fix it or move it out of the dataset",
+               w->root, w->path_length ? "/" : "", w->path, name ? "/" : "",
+               name ? name : "", what, strerror(error));
+    return -error;
+}
+
+/* torchvision's IMG_EXTENSIONS, compared as path.lower().endswith(). */
+static bool has_image_extension(const char *name, size_t length)
+{
+    static const char *const extensions[] = {".jpg", ".jpeg", ".png",
+                                             ".ppm", ".bmp",  ".pgm",
+                                             ".tif", ".tiff", ".webp"};
+    for (size_t i = 0; i < sizeof(extensions) / sizeof(*extensions); i++) {
+        const size_t n = strlen(extensions[i]);
+        if (length < n)
+            continue;
+        size_t k = 0;
+        /* ASCII lower case, whatever the locale says */
+        while (k < n && (name[length - n + k] | 0x20) == extensions[i][k])
+            k++;
+        if (k == n)
+            return true;
+    }
+    return false;
+}
+
+/* Whether an entry is a folder, following symbolic links as os.scandir's
+ * is_dir() does: d_type answers for all but links (and file systems that
+ * do not fill it), so a listing costs no stat() per file. A dangling link
+ * is not a folder: torchvision lists it as a file. */
+static bool entry_is_folder(int dir_fd, const struct dirent *de)
+{
+    struct stat st;
+    if (de->d_type == DT_DIR)
+        return true;
+    if (de->d_type != DT_LNK && de->d_type != DT_UNKNOWN)
+        return false;
+    return fstatat(dir_fd, de->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode);
+}
+
+static bool is_dot_or_dotdot(const char *name)
+{
+    return name[0] == '.' &&
+           (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
+static int add_file(struct walker *w, const char *name, size_t length)
+{
+    struct walk_file *files =
+        grow_array(w->files, &w->file_cap, w->file_count + 1, sizeof(*files));
+    if (!files)
+        return walk_no_memory(w);
+    w->files = files;
+    struct walk_file *f = &w->files[w->file_count];
+    if (text_add(&w->text, name, length, &f->name) < 0)
+        return walk_no_memory(w);
+    f->length = (uint32_t)length;
+    w->file_count++;
+    return 0;
+}
+
+/* Records the folder being walked; returns its position in w->dirs (the
+ * array moves as it grows, so positions are kept, not pointers). */
+static int add_dir(struct walker *w, uint32_t label, size_t *position)
+{
+    struct walk_dir *dirs =
+        grow_array(w->dirs, &w->dir_cap, w->dir_count + 1, sizeof(*dirs));
+    if (!dirs)
+        return walk_no_memory(w);
+    w->dirs = dirs;
+    struct walk_dir *d = &w->dirs[w->dir_count];
+    if (text_add(&w->text, w->path, w->path_length, &d->path) < 0)
+        return walk_no_memory(w);
+    d->path_length = (uint32_t)w->path_length;
+    d->label = label;
+    d->first_file = w->file_count;
+    d->files = 0;
+    *position = w->dir_count++;
+    return 0;
+}
+
+/* Reads one folder: image files go to w->files (contiguous, since this
+ * folder's entries are read in one go), subfolders to *subfolders. */
+static int read_entries(struct walker *w, DIR *dir, struct offsets *subfolders)
+{
+    for (;;) {
+        errno = 0;
+        const struct dirent *de = readdir(dir);
+        if (!de)
+            break;
+        if (is_dot_or_dotdot(de->d_name))
+            continue;
+        const size_t length = strlen(de->d_name);
+        int rc = 0;
+        if (entry_is_folder(dirfd(dir), de))
+            rc = offsets_add(subfolders, &w->text, de->d_name, length);
+        else if (has_image_extension(de->d_name, length))
+            rc = add_file(w, de->d_name, length);
+        if (rc < 0)
+            return walk_no_memory(w);
+    }
+    return errno ? walk_failed(w, "cannot read the folder", NULL, errno) : 0;
+}
+
+static int compare_files(const void *a, const void *b, void *text)
+{
+    const char *base = text;
+    return strcmp(base + ((const struct walk_file *)a)->name,
+                  base + ((const struct walk_file *)b)->name);
+}
+
+/* torchvision sorts the file names of each folder on their own. */
+static void sort_files(struct walker *w, size_t position)
+{
+    struct walk_dir *d = &w->dirs[position];
+    d->files = w->file_count - d->first_file;
+    qsort_r(w->files + d->first_file, d->files, sizeof(*w->files),
+            compare_files, w->text.data);
+}
+
+/* A symbolic link back to a folder being walked would make os.walk go
+ * round until the kernel refuses the path (ELOOP); such a folder is
+ * skipped instead. */
+static bool is_being_walked(const struct walker *w, const struct stat *st)
+{
+    for (unsigned i = 0; i < w->depth; i++)
+        if (w->ancestors[i].st_dev == st->st_dev &&
+            w->ancestors[i].st_ino == st->st_ino)
+            return true;
+    return false;
+}
+
+static int walk_folder(struct walker *w, int fd, uint32_t label);
+
+/* Walks each subfolder, with w->path extended by its name. */
+static int walk_subfolders(struct walker *w, DIR *dir,
+                           const struct offsets *subfolders, uint32_t label)
+{
+    const size_t parent_length = w->path_length;
+    for (size_t i = 0; i < subfolders->count; i++) {
+        const char *name = w->text.data + subfolders->at[i];
+        const size_t length = strlen(name);
+        if (parent_length + 1 + length > MAX_NAME)
+            return walk_failed(w, "cannot list it", name, ENAMETOOLONG);
+        const int fd =
+            openat(dirfd(dir), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            return walk_failed(w, "cannot open it", name, errno);
+        w->path[parent_length] = '/';
+        memcpy(w->path + parent_length + 1, name, length + 1);
+        w->path_length = parent_length + 1 + length;
+        const int rc = walk_folder(w, fd, label);
+        w->path_length = parent_length;
+        w->path[parent_length] = '\0';
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Lists the folder open at fd (which it closes) and, recursively, its
+ * subfolders, as os.walk(followlinks=True) does. */
+static int walk_folder(struct walker *w, int fd, uint32_t label)
+{
+    struct stat st;
+    struct offsets subfolders = {0};
+    size_t position;
+    DIR *dir = NULL;
+    int rc =
+        fstat(fd, &st) < 0 ? walk_failed(w, "cannot stat", NULL, errno) : 0;
+    if (rc < 0 || is_being_walked(w, &st))
+        goto out;
+    if (w->depth == MAX_DEPTH) {
+        rc = walk_failed(w, "cannot list it", NULL, ELOOP);
+        goto out;
+    }
+    dir = fdopendir(fd);
+    if (!dir) {
+        rc = walk_failed(w, "cannot open it", NULL, errno);
+        goto out;
+    }
+    fd = -1; /* the DIR owns it now */
+    w->ancestors[w->depth++] = st;
+    rc = add_dir(w, label, &position);
+    if (rc == 0)
+        rc = read_entries(w, dir, &subfolders);
+    if (rc == 0) {
+        sort_files(w, position);
+        rc = walk_subfolders(w, dir, &subfolders, label);
+    }
+    w->depth--;
+out:
+    free(subfolders.at);
+    if (dir)
+        closedir(dir);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* Files right below the root belong to no class and are left out. */
+static int read_entries_of_root(struct walker *w, DIR *dir)
+{
+    for (;;) {
+        errno = 0;
+        const struct dirent *de = readdir(dir);
+        if (!de)
+            break;
+        if (is_dot_or_dotdot(de->d_name) || !entry_is_folder(dirfd(dir), de))
+            continue;
+        if (offsets_add(&w->classes, &w->text, de->d_name, strlen(de->d_name)) <
+            0)
+            return walk_no_memory(w);
+    }
+    return errno ? walk_failed(w, "cannot read the folder", NULL, errno) : 0;
+}
+
+/* The class folders: the folders (or links to folders) right below the
+ * root, sorted, as torchvision's find_classes(). */
+static int list_classes(struct walker *w)
+{
+    const int fd = openat(w->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *dir = fd < 0 ? NULL : fdopendir(fd);
+    if (!dir) {
+        const int error = errno;
+        if (fd >= 0)
+            close(fd);
+        return walk_failed(w, "cannot open it", NULL, error);
+    }
+    int rc = read_entries_of_root(w, dir);
+    closedir(dir);
+    if (rc < 0)
+        return rc;
+    if (w->classes.count == 0) {
+        rf__format(w->why, w->why_len,
+                   "%s: no class folders in it; a dataset folder holds one "
+                   "folder of images per class, as torchvision's "
+                   "ImageFolder reads",
+                   w->root);
+        return -ENOENT;
+    }
+    qsort_r(w->classes.at, w->classes.count, sizeof(*w->classes.at),
+            compare_text_offsets, w->text.data);
+    return 0;
+}
+
+/* Walks every class folder; label = the class's position. */
+static int walk_classes(struct walker *w)
+{
+    for (size_t label = 0; label < w->classes.count; label++) {
+        const char *name = w->text.data + w->classes.at[label];
+        w->path_length = strlen(name);
+        if (w->path_length > MAX_NAME)
+            return walk_failed(w, "cannot list it", NULL, ENAMETOOLONG);
+        memcpy(w->path, name, w->path_length + 1);
+        const int fd =
+            openat(w->root_fd, w->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            return walk_failed(w, "cannot open it", NULL, errno);
+        const int rc = walk_folder(w, fd, (uint32_t)label);
+        if (rc < 0)
+            return rc;
+    }
+    w->path_length = 0;
+    w->path[0] = '\0';
+    return 0;
+}
+
+/* torchvision refuses a class folder without images (FileNotFoundError
+ * "Found no valid file for the classes ..."), and so do we: it is
+ * usually a wrong path or a copy that did not finish. */
+static int check_no_empty_class(struct walker *w)
+{
+    bool *has_files = calloc(w->classes.count, sizeof(*has_files));
+    if (!has_files)
+        return walk_no_memory(w);
+    for (size_t d = 0; d < w->dir_count; d++)
+        if (w->dirs[d].files > 0)
+            has_files[w->dirs[d].label] = true;
+    char names[512] = "";
+    size_t empty = 0, used = 0;
+    for (size_t label = 0; label < w->classes.count; label++) {
+        if (has_files[label])
+            continue;
+        if (used < sizeof(names))
+            used += (size_t)snprintf(names + used, sizeof(names) - used,
+                                     "%s'%s'", empty ? ", " : "",
+                                     w->text.data + w->classes.at[label]);
+        empty++;
+    }
+    free(has_files);
+    if (empty == 0)
+        return 0;
+    rf__format(w->why, w->why_len,
+               "%s: %zu class folder%s without image files: %s; images end "
+               "in .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff or .webp (any "
+               "case), as for torchvision's ImageFolder: add images or "
+               "remove the folder%s",
+               w->root, empty, empty == 1 ? "" : "s", names,
+               empty == 1 ? "" : "s");
+    return -ENOENT;
+}
+
+/* torchvision walks sorted(os.walk(class_dir)): folders in the order of
+ * their path strings, which is not a depth-first order ("a-b" sorts
+ * between "a" and "a/x", since '-' < '/'). */
+static int compare_dirs(const void *a, const void *b, void *text)
+{
+    const struct walk_dir *x = a, *y = b;
+    if (x->label != y->label)
+        return x->label < y->label ? -1 : 1;
+    return strcmp((const char *)text + x->path, (const char *)text + y->path);
+}
+
+/* Writes entries and names ("folder/below/file.jpg") into the listing. */
+static void fill_listing(const struct walker *w, uint8_t *entries, char *names)
+{
+    uint64_t at = 0;
+    for (size_t d = 0; d < w->dir_count; d++) {
+        const struct walk_dir *dir = &w->dirs[d];
+        const char *path = w->text.data + dir->path;
+        for (size_t f = dir->first_file; f < dir->first_file + dir->files;
+             f++) {
+            const struct walk_file *file = &w->files[f];
+            const struct rf__index_entry e = {.name_offset = at,
+                                              .label = dir->label,
+                                              .name_length = dir->path_length +
+                                                             1 + file->length};
+            rf__index_entry_encode(&e, entries);
+            entries += RF__INDEX_ENTRY_SIZE;
+            memcpy(names + at, path, dir->path_length);
+            names[at + dir->path_length] = '/';
+            memcpy(names + at + dir->path_length + 1, w->text.data + file->name,
+                   file->length + 1);
+            at += e.name_length + 1;
+        }
+    }
+}
+
+static int build_listing(struct walker *w, const struct rf__crc32c *crc,
+                         uint8_t **out, size_t *out_size)
+{
+    qsort_r(w->dirs, w->dir_count, sizeof(*w->dirs), compare_dirs,
+            w->text.data);
+    struct rf__index_header h = {.version = RF__INDEX_VERSION,
+                                 .header_size = RF__INDEX_HEADER_SIZE,
+                                 .entry_size = RF__INDEX_ENTRY_SIZE,
+                                 .classes = (uint32_t)w->classes.count,
+                                 .samples = w->file_count};
+    for (size_t d = 0; d < w->dir_count; d++)
+        h.names_size += (uint64_t)w->dirs[d].files *
+                        (w->dirs[d].path_length + 2); /* '/' and NUL */
+    for (size_t f = 0; f < w->file_count; f++)
+        h.names_size += w->files[f].length;
+    h.names_offset = RF__INDEX_HEADER_SIZE + h.samples * RF__INDEX_ENTRY_SIZE;
+    h.total_size = h.names_offset + h.names_size;
+    uint8_t *listing = malloc(h.total_size);
+    if (!listing)
+        return walk_no_memory(w);
+    fill_listing(w, listing + RF__INDEX_HEADER_SIZE,
+                 (char *)listing + h.names_offset);
+    h.body_crc = rf__crc32c(crc, 0, listing + RF__INDEX_HEADER_SIZE,
+                            h.total_size - RF__INDEX_HEADER_SIZE);
+    rf__index_header_encode(&h, listing);
+    *out = listing;
+    *out_size = h.total_size;
+    return 0;
+}
+
+static void walker_free(struct walker *w)
+{
+    free(w->text.data);
+    free(w->classes.at);
+    free(w->dirs);
+    free(w->files);
+    free(w);
+}
+
+/* Lists the folder open at root_fd into a malloc'd listing in the folder
+ * index format. Reads folders only, never the files. */
+static int list_folder(int root_fd, const char *root,
+                       const struct rf__crc32c *crc, uint8_t **listing,
+                       size_t *size, char *why, size_t why_len)
+{
+    struct walker *w = calloc(1, sizeof(*w));
+    if (!w) {
+        rf__format(why, why_len, "%s: out of memory", root);
+        return -ENOMEM;
+    }
+    w->root_fd = root_fd;
+    w->root = root;
+    w->why = why;
+    w->why_len = why_len;
+    int rc = list_classes(w);
+    if (rc == 0)
+        rc = walk_classes(w);
+    if (rc == 0)
+        rc = check_no_empty_class(w);
+    if (rc == 0)
+        rc = build_listing(w, crc, listing, size);
+    walker_free(w);
+    return rc;
+}
+
+/* ---- checking a listing from an index fd -------------------------------- */
+
+/* A name from an index must stay inside the folder: relative and without
+ * ".." components, so that a damaged or planted index cannot make a
+ * producer read files elsewhere. */
+static bool name_stays_inside(const char *name, size_t length)
+{
+    if (length == 0 || name[0] == '/')
+        return false;
+    for (size_t start = 0; start < length;) {
+        size_t end = start;
+        while (end < length && name[end] != '/')
+            end++;
+        if (end - start == 2 && name[start] == '.' && name[start + 1] == '.')
+            return false;
+        start = end + 1;
+    }
+    return true;
+}
+
+/* Whether the name is inside the names area, ends with its NUL and holds
+ * no other. */
+static bool name_is_whole(const char *names, uint64_t names_size,
+                          uint64_t offset, uint32_t length)
+{
+    return offset < names_size && length < names_size - offset &&
+           names[offset + length] == '\0' &&
+           memchr(names + offset, '\0', length) == NULL;
+}
+
+static const char *listing_entry_problem(const struct rf__index_header *h,
+                                         const char *names,
+                                         const struct rf__index_entry *e)
+{
+    if (e->label >= h->classes)
+        return "its label is not below the number of classes";
+    if (!name_is_whole(names, h->names_size, e->name_offset, e->name_length))
+        return "its name lies outside the names area";
+    if (!name_stays_inside(names + e->name_offset, e->name_length))
+        return "its name leads out of the folder";
+    return NULL;
+}
+
+static int check_listing_entries(const struct rf__index_header *h,
+                                 const uint8_t *listing, char *why,
+                                 size_t why_len)
+{
+    const char *names = (const char *)listing + h->names_offset;
+    for (uint64_t i = 0; i < h->samples; i++) {
+        struct rf__index_entry e;
+        rf__index_entry_decode(&e, listing + RF__INDEX_HEADER_SIZE +
+                                       i * RF__INDEX_ENTRY_SIZE);
+        const char *problem = listing_entry_problem(h, names, &e);
+        if (problem) {
+            rf__format(why, why_len,
+                       "entry %llu: %s (label %u, name at %llu, %u bytes)",
+                       (unsigned long long)i, problem, e.label,
+                       (unsigned long long)e.name_offset, e.name_length);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Checks everything a reader relies on: header, sizes, checksum, and
+ * that every entry's name lies inside the names area. */
+static int check_listing(const uint8_t *listing, size_t size,
+                         const struct rf__crc32c *crc, char *why,
+                         size_t why_len)
+{
+    struct rf__index_header h;
+    if (size < RF__INDEX_HEADER_SIZE) {
+        rf__format(why, why_len, "it has %zu bytes, less than a header", size);
+        return -1;
+    }
+    if (rf__index_header_decode(&h, listing, why, why_len) < 0)
+        return -1;
+    const uint64_t room = (size - RF__INDEX_HEADER_SIZE) / RF__INDEX_ENTRY_SIZE;
+    if (h.total_size != size || h.samples > room ||
+        h.names_offset !=
+            RF__INDEX_HEADER_SIZE + h.samples * RF__INDEX_ENTRY_SIZE ||
+        h.names_size != size - h.names_offset) {
+        rf__format(why, why_len,
+                   "its header says %llu samples, names at %llu (%llu bytes) "
+                   "and %llu bytes in all, but it has %zu bytes",
+                   (unsigned long long)h.samples,
+                   (unsigned long long)h.names_offset,
+                   (unsigned long long)h.names_size,
+                   (unsigned long long)h.total_size, size);
+        return -1;
+    }
+    if (rf__crc32c(crc, 0, listing + RF__INDEX_HEADER_SIZE,
+                   size - RF__INDEX_HEADER_SIZE) != h.body_crc) {
+        rf__format(why, why_len, "its checksum does not match");
+        return -1;
+    }
+    return check_listing_entries(&h, listing, why, why_len);
+}
+
+/* Points the dataset at a listing (already checked) that it now owns. */
+static void use_listing(rf_dataset *ds, uint8_t *listing, size_t size,
+                        bool mapped)
+{
+    ds->listing = listing;
+    ds->listing_size = size;
+    ds->listing_mapped = mapped;
+    ds->samples = rf__get_le64(listing + 24);
+    ds->classes = rf__get_le32(listing + 20);
+    ds->entries = listing + RF__INDEX_HEADER_SIZE;
+    ds->names = (const char *)listing + rf__get_le64(listing + 32);
+    ds->names_size = rf__get_le64(listing + 40);
+}
+
+static int map_listing(rf_dataset *ds, int index_fd, char *why, size_t why_len)
+{
+    struct stat st;
+    if (fstat(index_fd, &st) < 0 || st.st_size <= 0) {
+        rf__format(why, why_len,
+                   "%s: the listing handed over (fd %d) "
+                   "cannot be read",
+                   ds->path, index_fd);
+        return -EBADF;
+    }
+    const size_t size = (size_t)st.st_size;
+    void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, index_fd, 0);
+    if (map == MAP_FAILED) {
+        const int rc = -errno;
+        rf__format(why, why_len, "%s: cannot map its listing (fd %d): %s",
+                   ds->path, index_fd, strerror(errno));
+        return rc;
+    }
+    char reason[RF__DETAIL / 2];
+    if (check_listing(map, size, &ds->crc, reason, sizeof(reason)) < 0) {
+        munmap(map, size);
+        rf__format(why, why_len,
+                   "%s: its listing (fd %d) is refused: %s; list the folder "
+                   "again (delete its index cache file, if it has one)",
+                   ds->path, index_fd, reason);
+        return RF_E_CORRUPT_SAMPLE;
+    }
+    use_listing(ds, map, size, true);
+    return 0;
+}
+
+static int open_folder(rf_dataset *ds, int index_fd, char *why, size_t why_len)
+{
+    ds->kind = DATASET_FOLDER;
+    if (index_fd >= 0)
+        return map_listing(ds, index_fd, why, why_len);
+    uint8_t *listing;
+    size_t size;
+    const int rc =
+        list_folder(ds->fd, ds->path, &ds->crc, &listing, &size, why, why_len);
+    if (rc == 0)
+        use_listing(ds, listing, size, false);
+    return rc;
+}
+
+/* ---- opening a packed file ---------------------------------------------- */
+
+/* The areas the header names must tile the file exactly: payloads from
+ * the header to the index, then index, names and dictionary to the end. */
+static int check_pack_areas(const struct rf__pack_header *h, uint64_t size,
+                            char *why, size_t why_len)
+{
+    if (h->file_size != size) {
+        rf__format(
+            why, why_len, "it has %llu bytes but its header says %llu (%s)",
+            (unsigned long long)size, (unsigned long long)h->file_size,
+            size < h->file_size ? "truncated" : "something was appended to it");
+        return -1;
+    }
+    const uint64_t index_room =
+        h->index_offset <= size ? (size - h->index_offset) / h->entry_size : 0;
+    if (h->index_offset < h->header_size || h->samples > index_room ||
+        h->names_offset != h->index_offset + h->samples * h->entry_size ||
+        h->names_size > size - h->names_offset ||
+        h->dict_offset != h->names_offset + h->names_size ||
+        h->dict_size != size - h->dict_offset ||
+        !(h->flags & RF__PACK_FLAG_NAMES) != !h->names_size ||
+        !(h->flags & RF__PACK_FLAG_DICT) != !h->dict_size) {
+        rf__format(
+            why, why_len,
+            "its header's index (%llu entries at %llu), names (%llu "
+            "bytes at %llu) and dictionary (%llu bytes at %llu) do not "
+            "fit its %llu bytes",
+            (unsigned long long)h->samples, (unsigned long long)h->index_offset,
+            (unsigned long long)h->names_size,
+            (unsigned long long)h->names_offset,
+            (unsigned long long)h->dict_size,
+            (unsigned long long)h->dict_offset, (unsigned long long)size);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_pack_entry(const rf_dataset *ds,
+                            const struct rf__pack_entry *e, char *why,
+                            size_t why_len)
+{
+    const struct rf__pack_header *h = &ds->header;
+    const char *problem = NULL;
+    if (e->kind != RF_SAMPLE_JPEG && e->kind != RF_SAMPLE_ZSTD)
+        problem = "its kind is unknown";
+    else if (e->kind == RF_SAMPLE_ZSTD && h->channels == 0)
+        problem = "it is zstd but the file has no sample shape";
+    else if (e->offset < h->header_size || e->offset > h->index_offset ||
+             e->size > h->index_offset - e->offset)
+        problem = "its payload lies outside the payload area";
+    else if (e->label < 0 || e->label >= (int64_t)h->classes)
+        problem = "its label is outside 0..classes-1";
+    else if (e->name_length && !name_is_whole(ds->names, ds->names_size,
+                                              e->name_offset, e->name_length))
+        problem = "its name lies outside the names area";
+    if (!problem)
+        return 0;
+    rf__format(why, why_len,
+               "%s (offset %llu, %u bytes, kind %u, label %lld, name at "
+               "%llu, %u bytes)",
+               problem, (unsigned long long)e->offset, e->size, e->kind,
+               (long long)e->label, (unsigned long long)e->name_offset,
+               e->name_length);
+    return -1;
+}
+
+static int check_pack_entries(const rf_dataset *ds, char *why, size_t why_len)
+{
+    char reason[RF__DETAIL / 2];
+    for (uint64_t i = 0; i < ds->samples; i++) {
+        struct rf__pack_entry e;
+        rf__pack_entry_decode(&e, ds->entries + i * RF__PACK_ENTRY_SIZE);
+        if (check_pack_entry(ds, &e, reason, sizeof(reason)) < 0) {
+            rf__format(why, why_len, "index entry %llu: %s",
+                       (unsigned long long)i, reason);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Maps index, names and dictionary (the end of the file, from the page
+ * that holds the index's start) and checks their checksum. */
+static int map_pack_metadata(rf_dataset *ds, char *why, size_t why_len)
+{
+    const struct rf__pack_header *h = &ds->header;
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    const uint64_t start = h->index_offset / page * page;
+    ds->meta_map_size = (size_t)(h->file_size - start);
+    if (h->file_size > h->index_offset) {
+        void *map = mmap(NULL, ds->meta_map_size, PROT_READ, MAP_SHARED, ds->fd,
+                         (off_t)start);
+        if (map == MAP_FAILED) {
+            ds->meta_map_size = 0;
+            rf__format(why, why_len, "cannot map its index: %s",
+                       strerror(errno));
+            return -1;
+        }
+        ds->meta_map = map;
+    }
+    if (h->file_size == h->index_offset)
+        return 0; /* no samples, names or dictionary: nothing to check */
+    const uint8_t *meta = ds->meta_map + (h->index_offset - start);
+    ds->entries = meta;
+    ds->names = (const char *)meta + (h->names_offset - h->index_offset);
+    ds->names_size = h->names_size;
+    ds->dict = h->dict_size ? meta + (h->dict_offset - h->index_offset) : NULL;
+    if (rf__crc32c(&ds->crc, 0, meta, h->file_size - h->index_offset) !=
+        h->meta_crc) {
+        rf__format(why, why_len, "the checksum of its index does not match");
+        return -1;
+    }
+    return 0;
+}
+
+static int read_pack_header(rf_dataset *ds, char *why, size_t why_len)
+{
+    uint8_t raw[RF__PACK_HEADER_SIZE];
+    const ssize_t got = pread(ds->fd, raw, sizeof(raw), 0);
+    if (got < 0) {
+        rf__format(why, why_len, "cannot read it: %s", strerror(errno));
+        return RF__FORMAT_DAMAGED;
+    }
+    if ((size_t)got < sizeof(raw)) {
+        rf__format(why, why_len,
+                   "not a ringfeed packed file: it has %zd bytes, fewer than "
+                   "a header",
+                   got);
+        return RF__FORMAT_FOREIGN;
+    }
+    return rf__pack_header_decode(&ds->header, raw, why, why_len);
+}
+
+/* What the user can do about a file that is refused. */
+static const char *pack_advice(int problem)
+{
+    switch (problem) {
+    case RF__FORMAT_FOREIGN:
+        return "; pass a folder of class folders or a file written by "
+               "ringfeed-pack";
+    case RF__FORMAT_NEWER:
+        return ""; /* the reason says it: upgrade */
+    default:
+        return "; the file is damaged: copy it again, or write it again "
+               "with ringfeed-pack";
+    }
+}
+
+static int open_pack(rf_dataset *ds, uint64_t size, char *why, size_t why_len)
+{
+    char reason[RF__DETAIL / 2];
+    ds->kind = DATASET_PACK;
+    int rc = read_pack_header(ds, reason, sizeof(reason));
+    if (rc == 0)
+        rc = check_pack_areas(&ds->header, size, reason, sizeof(reason));
+    if (rc == 0) {
+        ds->samples = ds->header.samples;
+        ds->classes = ds->header.classes;
+        rc = map_pack_metadata(ds, reason, sizeof(reason));
+    }
+    if (rc == 0)
+        rc = check_pack_entries(ds, reason, sizeof(reason));
+    if (rc == 0)
+        return 0;
+    rf__format(why, why_len, "%s: %s%s", ds->path, reason, pack_advice(rc));
+    return RF_E_CORRUPT_SAMPLE;
+}
+
+/* ---- opening ------------------------------------------------------------ */
+
+static int open_path(rf_dataset *ds, int index_fd, char *why, size_t why_len)
+{
+    struct stat st;
+    /* O_NONBLOCK: opening a FIFO by mistake must not hang */
+    ds->fd = open(ds->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (ds->fd < 0 || fstat(ds->fd, &st) < 0) {
+        const int rc = -errno;
+        rf__format(why, why_len,
+                   "%s: %s; pass a folder of class folders or a packed file",
+                   ds->path, strerror(errno));
+        return rc;
+    }
+    if (S_ISDIR(st.st_mode))
+        return open_folder(ds, index_fd, why, why_len);
+    if (S_ISREG(st.st_mode))
+        return open_pack(ds, (uint64_t)st.st_size, why, why_len);
+    rf__format(why, why_len,
+               "%s is neither a folder nor a regular file; pass a folder of "
+               "class folders or a packed file",
+               ds->path);
+    return -ENOTDIR;
+}
+
+int rf__dataset_open_indexed(rf_dataset **out, const char *path, int index_fd,
+                             char *why, size_t why_len)
+{
+    *out = NULL;
+    rf_dataset *ds = calloc(1, sizeof(*ds));
+    if (ds)
+        ds->path = strdup(path);
+    if (!ds || !ds->path) {
+        free(ds);
+        rf__format(why, why_len, "%s: out of memory", path);
+        return -ENOMEM;
+    }
+    ds->fd = -1;
+    rf__crc32c_init(&ds->crc);
+    const int rc = open_path(ds, index_fd, why, why_len);
+    if (rc < 0) {
+        rf_dataset_close(ds);
+        return rc;
+    }
+    *out = ds;
+    return 0;
+}
+
+int rf_dataset_open(rf_dataset **out, const char *path, char **errp)
+{
+    char why[RF__DETAIL];
+    const int rc = rf__dataset_open_indexed(out, path, -1, why, sizeof(why));
+    if (rc < 0 && errp)
+        *errp = strdup(why);
+    return rc;
+}
+
+void rf_dataset_close(rf_dataset *ds)
+{
+    if (!ds)
+        return;
+    if (ds->listing_mapped)
+        munmap(ds->listing, ds->listing_size);
+    else
+        free(ds->listing);
+    if (ds->meta_map)
+        munmap(ds->meta_map, ds->meta_map_size);
+    if (ds->fd >= 0)
+        close(ds->fd);
+    free(ds->buffer);
+    free(ds->path);
+    free(ds);
+}
+
+uint64_t rf_dataset_size(const rf_dataset *ds)
+{
+    return ds->samples;
+}
+
+uint32_t rf_dataset_classes(const rf_dataset *ds)
+{
+    return ds->classes;
+}
+
+const char *rf_dataset_error(const rf_dataset *ds)
+{
+    return ds->error;
+}
+
+char *rf__dataset_error_buffer(rf_dataset *ds, size_t *len)
+{
+    *len = sizeof(ds->error);
+    return ds->error;
+}
+
+const void *rf__dataset_dict(const rf_dataset *ds, size_t *size)
+{
+    const bool has = ds->kind == DATASET_PACK && ds->header.dict_size > 0;
+    *size = has ? (size_t)ds->header.dict_size : 0;
+    return has ? ds->dict : NULL;
+}
+
+void rf__dataset_raw_shape(const rf_dataset *ds, uint32_t *height,
+                           uint32_t *width, uint32_t *channels,
+                           rf_layout *layout)
+{
+    /* a folder's header is all zeros (calloc) */
+    *height = ds->header.height;
+    *width = ds->header.width;
+    *channels = ds->header.channels;
+    *layout = (rf_layout)ds->header.layout;
+}
+
+/* ---- the listing for producers ------------------------------------------ */
+
+static int write_all(int fd, const uint8_t *data, size_t size)
+{
+    while (size > 0) {
+        const ssize_t n = write(fd, data, size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        data += n;
+        size -= (size_t)n;
+    }
+    return 0;
+}
+
+int rf__dataset_index_write(const rf_dataset *ds, int fd, char *why,
+                            size_t why_len)
+{
+    if (ds->kind != DATASET_FOLDER) {
+        rf__format(why, why_len, "%s: a packed file has no folder listing",
+                   ds->path);
+        return -EINVAL;
+    }
+    const int rc = write_all(fd, ds->listing, ds->listing_size);
+    if (rc < 0)
+        rf__format(why, why_len, "%s: cannot write its listing: %s", ds->path,
+                   strerror(-rc));
+    return rc;
+}
+
+/* The memfd is sealed once written: a producer that maps it can trust
+ * that it never changes size (no SIGBUS) nor content. */
+int rf__dataset_index_fd(rf_dataset *ds, int *fd)
+{
+    *fd = -1;
+    if (ds->kind != DATASET_FOLDER)
+        return 0;
+    const int mfd =
+        memfd_create("ringfeed-listing", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (mfd < 0) {
+        const int rc = -errno;
+        rf__format(ds->error, sizeof(ds->error),
+                   "%s: cannot create a memfd for its listing: %s", ds->path,
+                   strerror(errno));
+        return rc;
+    }
+    int rc = rf__dataset_index_write(ds, mfd, ds->error, sizeof(ds->error));
+    if (rc == 0 &&
+        fcntl(mfd, F_ADD_SEALS,
+              F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+        rc = -errno;
+        rf__format(ds->error, sizeof(ds->error),
+                   "%s: cannot seal the memfd of its listing: %s", ds->path,
+                   strerror(errno));
+    }
+    if (rc < 0) {
+        close(mfd);
+        return rc;
+    }
+    *fd = mfd;
+    return 0;
+}
+
+/* ---- reading samples ---------------------------------------------------- */
+
+static int reserve_buffer(rf_dataset *ds, size_t size)
+{
+    if (size <= ds->buffer_size && ds->buffer)
+        return 0;
+    /* round up so that slowly growing samples do not realloc each time */
+    const size_t want = (size | 0xffff) + 1;
+    uint8_t *buffer = realloc(ds->buffer, want);
+    if (!buffer)
+        return -ENOMEM;
+    ds->buffer = buffer;
+    ds->buffer_size = want;
+    return 0;
+}
+
+/* Reads up to size bytes at offset; returns the count (short only at the
+ * end of the file) or -errno. */
+static ssize_t pread_all(int fd, uint8_t *data, size_t size, uint64_t offset)
+{
+    size_t done = 0;
+    while (done < size) {
+        const ssize_t n =
+            pread(fd, data + done, size - done, (off_t)(offset + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        done += (size_t)n;
+    }
+    return (ssize_t)done;
+}
+
+static int folder_sample_failed(rf_dataset *ds, uint64_t index,
+                                const char *name, const char *what, int rc)
+{
+    rf__format(ds->error, sizeof(ds->error), "sample %llu (%s/%s): %s%s%s",
+               (unsigned long long)index, ds->path, name, what,
+               rc < 0 && rc > -4096 ? ": " : "",
+               rc < 0 && rc > -4096 ? strerror(-rc) : "");
+    return rc;
+}
+
+/* Opens and checks the file of a folder sample; returns its fd and size. */
+static int open_folder_sample(rf_dataset *ds, uint64_t index, const char *name,
+                              size_t *size)
+{
+    struct stat st;
+    const int fd =
+        openat(ds->fd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return folder_sample_failed(ds, index, name, "cannot open it", -errno);
+    int rc = 0;
+    if (fstat(fd, &st) < 0)
+        rc = folder_sample_failed(ds, index, name, "cannot stat it", -errno);
+    else if (!S_ISREG(st.st_mode))
+        rc = folder_sample_failed(ds, index, name,
+                                  "is not a regular file; remove it",
+                                  RF_E_CORRUPT_SAMPLE);
+    else if ((uint64_t)st.st_size > MAX_SAMPLE_FILE)
+        rc = folder_sample_failed(ds, index, name,
+                                  "is larger than 1 GiB, more than any "
+                                  "image ringfeed decodes; remove it",
+                                  RF_E_CORRUPT_SAMPLE);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    *size = (size_t)st.st_size;
+    return fd;
+}
+
+static int read_folder_sample(rf_dataset *ds, uint64_t index,
+                              rf_sample_info *info)
+{
+    struct rf__index_entry e;
+    size_t size = 0;
+    rf__index_entry_decode(&e, ds->entries + index * RF__INDEX_ENTRY_SIZE);
+    const char *name = ds->names + e.name_offset;
+    const int fd = open_folder_sample(ds, index, name, &size);
+    if (fd < 0)
+        return fd;
+    ssize_t got = reserve_buffer(ds, size);
+    if (got == 0)
+        got = pread_all(fd, ds->buffer, size, 0);
+    close(fd);
+    if (got < 0)
+        return folder_sample_failed(ds, index, name, "cannot read it",
+                                    (int)got);
+    if ((size_t)got < size)
+        return folder_sample_failed(ds, index, name,
+                                    "it became shorter while it was read",
+                                    RF_E_CORRUPT_SAMPLE);
+    *info = (rf_sample_info){.data = ds->buffer,
+                             .size = size,
+                             .label = e.label,
+                             .kind = RF_SAMPLE_JPEG,
+                             .name = name};
+    return 0;
+}
+
+/* The name of a packed sample: its stored name, else "packed offset N". */
+static const char *packed_name(rf_dataset *ds, const struct rf__pack_entry *e)
+{
+    if (e->name_length)
+        return ds->names + e->name_offset;
+    rf__format(ds->name, sizeof(ds->name), "packed offset %llu",
+               (unsigned long long)e->offset);
+    return ds->name;
+}
+
+static int packed_sample_failed(rf_dataset *ds, uint64_t index,
+                                const struct rf__pack_entry *e,
+                                const char *what, int rc)
+{
+    const char *name = e->name_length ? ds->names + e->name_offset : NULL;
+    rf__format(ds->error, sizeof(ds->error),
+               "sample %llu (%s%spacked offset %llu) of %s: %s%s%s",
+               (unsigned long long)index, name ? name : "", name ? ", " : "",
+               (unsigned long long)e->offset, ds->path, what,
+               rc < 0 && rc > -4096 ? ": " : "",
+               rc < 0 && rc > -4096 ? strerror(-rc) : "");
+    return rc;
+}
+
+static int read_packed_sample(rf_dataset *ds, uint64_t index,
+                              rf_sample_info *info)
+{
+    struct rf__pack_entry e;
+    rf__pack_entry_decode(&e, ds->entries + index * RF__PACK_ENTRY_SIZE);
+    ssize_t got = reserve_buffer(ds, e.size);
+    if (got == 0)
+        got = pread_all(ds->fd, ds->buffer, e.size, e.offset);
+    if (got < 0)
+        return packed_sample_failed(ds, index, &e, "cannot read it", (int)got);
+    if ((size_t)got < e.size)
+        return packed_sample_failed(ds, index, &e,
+                                    "the file was truncated after it was "
+                                    "opened; copy it again",
+                                    RF_E_CORRUPT_SAMPLE);
+    const uint32_t crc = rf__crc32c(&ds->crc, 0, ds->buffer, e.size);
+    if (crc != e.crc) {
+        char what[160];
+        rf__format(what, sizeof(what),
+                   "payload checksum mismatch (stored %08x, computed %08x); "
+                   "the file is damaged: copy or write it again",
+                   e.crc, crc);
+        return packed_sample_failed(ds, index, &e, what, RF_E_CORRUPT_SAMPLE);
+    }
+    *info = (rf_sample_info){.data = ds->buffer,
+                             .size = e.size,
+                             .label = e.label,
+                             .kind = (rf_sample_kind)e.kind,
+                             .name = packed_name(ds, &e)};
+    return 0;
+}
+
+int rf_dataset_read(rf_dataset *ds, uint64_t index, rf_sample_info *info)
+{
+    if (index >= ds->samples) {
+        rf__format(ds->error, sizeof(ds->error),
+                   "sample %llu of %s: out of range; it has %llu samples",
+                   (unsigned long long)index, ds->path,
+                   (unsigned long long)ds->samples);
+        return -ERANGE;
+    }
+    const int rc = ds->kind == DATASET_FOLDER
+                       ? read_folder_sample(ds, index, info)
+                       : read_packed_sample(ds, index, info);
+    if (rc == 0)
+        ds->error[0] = '\0';
+    return rc;
+}

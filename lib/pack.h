@@ -1,3 +1,161 @@
+/*
+ * pack.h - ringfeed's two on-disk formats, as docs/packed-format.md
+ * describes them byte by byte: the packed file (header, payloads, index,
+ * names, zstd dictionary) and the folder index (a folder's listing, handed
+ * from the consumer to its producers in a memfd). Both are little-endian
+ * with 64-bit offsets and CRC-32C checksums. lib/pack.c holds the codecs,
+ * the checksum and the packed-file writer; lib/dataset.c the readers.
+ */
 #ifndef RF_PACK_H
 #define RF_PACK_H
-#endif
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringfeed.h"
+
+/* ---- the packed file ---------------------------------------------------- */
+
+#define RF__PACK_MAGIC "RFPACK01" /* 8 bytes, no terminator in the file */
+#define RF__PACK_VERSION 1u
+#define RF__PACK_HEADER_SIZE 128u
+#define RF__PACK_ENTRY_SIZE 40u
+/* Longest sample name kept, in bytes without the terminator. */
+#define RF__PACK_NAME_MAX 4095u
+
+/* Header flags; any other bit set makes a reader refuse the file. */
+#define RF__PACK_FLAG_NAMES 1u /* at least one sample has a name */
+#define RF__PACK_FLAG_DICT 2u  /* dict_size > 0 */
+#define RF__PACK_FLAGS_KNOWN (RF__PACK_FLAG_NAMES | RF__PACK_FLAG_DICT)
+
+/* The header, decoded. The metadata (index, names, dictionary) follows
+ * the payloads and runs to the end of the file, in that order. */
+struct rf__pack_header {
+    uint32_t version, header_size, flags, entry_size;
+    uint64_t samples;
+    uint32_t classes; /* largest label + 1; 0 when empty */
+    uint32_t height, width, channels, layout; /* RF_SAMPLE_ZSTD shape */
+    uint64_t index_offset, names_offset, names_size;
+    uint64_t dict_offset, dict_size, file_size;
+    uint32_t meta_crc;   /* CRC-32C of [index_offset, file_size) */
+    uint32_t header_crc; /* CRC-32C of the header, this field as zero */
+};
+
+/* One index entry, decoded. */
+struct rf__pack_entry {
+    uint64_t offset;      /* of the payload, from the start of the file */
+    uint64_t name_offset; /* in the names area; 0 when name_length is 0 */
+    int64_t label;
+    uint32_t size;        /* payload bytes */
+    uint32_t crc;         /* CRC-32C of the payload */
+    uint32_t name_length; /* 0: no name */
+    uint8_t kind;         /* rf_sample_kind */
+};
+
+/* What the header decoders below found wrong. */
+enum rf__format_problem {
+    RF__FORMAT_DAMAGED = -1, /* the checks failed */
+    RF__FORMAT_FOREIGN = -2, /* not this format at all (magic) */
+    RF__FORMAT_NEWER = -3    /* a later version of the format */
+};
+
+/* Writes h into out, computing header_crc (h->header_crc is ignored). */
+void rf__pack_header_encode(const struct rf__pack_header *h,
+                            uint8_t out[RF__PACK_HEADER_SIZE]);
+
+/* Decodes and checks magic, version, sizes, flags and header_crc; what
+ * the header says about the rest of the file is checked by the reader.
+ * Returns 0 or an rf__format_problem with the reason (without the file
+ * name) in why. */
+int rf__pack_header_decode(struct rf__pack_header *h,
+                           const uint8_t in[RF__PACK_HEADER_SIZE], char *why,
+                           size_t why_len);
+
+void rf__pack_entry_encode(const struct rf__pack_entry *e,
+                           uint8_t out[RF__PACK_ENTRY_SIZE]);
+void rf__pack_entry_decode(struct rf__pack_entry *e,
+                           const uint8_t in[RF__PACK_ENTRY_SIZE]);
+
+/* ---- the folder index --------------------------------------------------- */
+
+#define RF__INDEX_MAGIC "RFLIST01"
+#define RF__INDEX_VERSION 1u
+#define RF__INDEX_HEADER_SIZE 64u
+#define RF__INDEX_ENTRY_SIZE 16u
+
+struct rf__index_header {
+    uint32_t version, header_size, entry_size, classes;
+    uint64_t samples;
+    uint64_t names_offset, names_size, total_size;
+    uint32_t body_crc;   /* CRC-32C of [header_size, total_size) */
+    uint32_t header_crc; /* CRC-32C of the header, this field as zero */
+};
+
+struct rf__index_entry {
+    uint64_t name_offset; /* in the names area */
+    uint32_t label;
+    uint32_t name_length; /* bytes before the terminating NUL */
+};
+
+void rf__index_header_encode(const struct rf__index_header *h,
+                             uint8_t out[RF__INDEX_HEADER_SIZE]);
+/* Like rf__pack_header_decode(): checks the header alone. */
+int rf__index_header_decode(struct rf__index_header *h,
+                            const uint8_t in[RF__INDEX_HEADER_SIZE], char *why,
+                            size_t why_len);
+void rf__index_entry_encode(const struct rf__index_entry *e,
+                            uint8_t out[RF__INDEX_ENTRY_SIZE]);
+void rf__index_entry_decode(struct rf__index_entry *e,
+                            const uint8_t in[RF__INDEX_ENTRY_SIZE]);
+
+/* Writes a folder dataset's listing in this format to fd, from its
+ * current position: the memfd of rf__dataset_index_fd(), or a cache file
+ * that rf__dataset_open_indexed() reads back (it checks everything, so a
+ * damaged or foreign file is refused, never trusted). Returns 0, -EINVAL
+ * for a packed file, or -errno of the write, with the reason in why. */
+int rf__dataset_index_write(const rf_dataset *ds, int fd, char *why,
+                            size_t why_len);
+
+/* ---- CRC-32C (Castagnoli), the checksum of both formats ----------------- */
+
+/* Tables for the portable code; the SSE4.2 instruction is used instead
+ * where the CPU has it. One per object, so that no global is needed. */
+struct rf__crc32c {
+    uint32_t table[8][256];
+    bool hardware;
+};
+
+void rf__crc32c_init(struct rf__crc32c *c);
+
+/* Extends crc (0 to start) over size bytes: crc(crc(0, a), b) equals
+ * crc(0, a followed by b). crc(0, "123456789") is 0xe3069283. */
+uint32_t rf__crc32c(const struct rf__crc32c *c, uint32_t crc, const void *data,
+                    size_t size);
+
+/* ---- little-endian fields ----------------------------------------------- */
+
+static inline uint32_t rf__get_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t rf__get_le64(const uint8_t *p)
+{
+    return (uint64_t)rf__get_le32(p) | (uint64_t)rf__get_le32(p + 4) << 32;
+}
+
+static inline void rf__put_le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void rf__put_le64(uint8_t *p, uint64_t v)
+{
+    rf__put_le32(p, (uint32_t)v);
+    rf__put_le32(p + 4, (uint32_t)(v >> 32));
+}
+
+#endif /* RF_PACK_H */
