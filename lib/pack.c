@@ -99,13 +99,20 @@ static uint32_t crc32c_bitwise(const uint8_t *p, size_t size)
     return ~crc;
 }
 
+/* The magic is 8 bytes in the file, without the string's terminator. */
+static void put_magic(uint8_t *out, const char *magic)
+{
+    for (int i = 0; i < 8; i++)
+        out[i] = (uint8_t)magic[i];
+}
+
 /* ---- packed file header and entries ------------------------------------- */
 
 void rf__pack_header_encode(const struct rf__pack_header *h,
                             uint8_t out[RF__PACK_HEADER_SIZE])
 {
     memset(out, 0, RF__PACK_HEADER_SIZE);
-    memcpy(out, RF__PACK_MAGIC, 8);
+    put_magic(out, RF__PACK_MAGIC);
     rf__put_le32(out + 8, h->version);
     rf__put_le32(out + 12, h->header_size);
     rf__put_le32(out + 16, h->flags);
@@ -269,7 +276,7 @@ void rf__index_header_encode(const struct rf__index_header *h,
                              uint8_t out[RF__INDEX_HEADER_SIZE])
 {
     memset(out, 0, RF__INDEX_HEADER_SIZE);
-    memcpy(out, RF__INDEX_MAGIC, 8);
+    put_magic(out, RF__INDEX_MAGIC);
     rf__put_le32(out + 8, h->version);
     rf__put_le32(out + 12, h->header_size);
     rf__put_le32(out + 16, h->entry_size);

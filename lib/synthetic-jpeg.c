@@ -253,7 +253,7 @@ static void paint_octave(const struct painting *p, size_t o,
     const float chroma = octaves[o].chroma;
     const float luma = octaves[o].luma * (chroma == 0.0f ? p->detail : 1.0f);
     for (uint32_t x = 0; x < p->width; x++) {
-        const float *a = line + 3 * c->left[x], *b = a + 3;
+        const float *a = line + (size_t)3 * c->left[x], *b = a + 3;
         const float t = c->weight[x];
         const float l = (a[0] + (b[0] - a[0]) * t) * luma;
         float ca = 0.0f, cb = 0.0f;
@@ -261,9 +261,10 @@ static void paint_octave(const struct painting *p, size_t o,
             ca = (a[1] + (b[1] - a[1]) * t) * chroma;
             cb = (a[2] + (b[2] - a[2]) * t) * chroma;
         }
-        row[3 * x] += l + ca;
-        row[3 * x + 1] += l - 0.5f * (ca + cb);
-        row[3 * x + 2] += l + cb;
+        float *px = row + (size_t)3 * x;
+        px[0] += l + ca;
+        px[1] += l - 0.5f * (ca + cb);
+        px[2] += l + cb;
     }
 }
 
