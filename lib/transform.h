@@ -27,11 +27,11 @@ struct rf__crop {
 };
 
 struct rf__transform_spec {
-    rf_transform kind;
-    uint32_t out_width, out_height;
     /* train: RandomResizedCrop(scale=(scale_min, scale_max),
      * ratio=(ratio_min, ratio_max)), then a flip with probability flip_p */
     double scale_min, scale_max, ratio_min, ratio_max, flip_p;
+    rf_transform kind;
+    uint32_t out_width, out_height;
     /* eval: the short side is resized to `resize`, then the centre
      * out_width x out_height is cut out */
     uint32_t resize;
