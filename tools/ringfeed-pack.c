@@ -1,5 +1,707 @@
+/*
+ * ringfeed-pack - writes a folder of class folders (or another packed
+ * file) into one ringfeed packed file, and checks packed files.
+ *
+ *     ringfeed-pack train/ train.pack               JPEG bytes as they are
+ *     ringfeed-pack train/ train-160.pack --raw 160x160 --dict-size 112640
+ *     ringfeed-pack --verify train.pack
+ *
+ * With --raw, each image is decoded, resized (short side to 8/7 of the
+ * size) and centre-cropped, as a loader's eval transform does, and the
+ * pixels are stored as zstd frames, optionally with a dictionary trained
+ * on a sample of them: a loader then only decompresses. The format is
+ * described in docs/packed-format.md. Uses the public API, libzstd and
+ * libc only. Exit status: 0 success, 1 failure (or bad samples found by
+ * --verify), 2 bad usage.
+ */
 #include <ringfeed.h>
-int main(void)
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zdict.h>
+#include <zstd.h>
+
+#define PROGRAM "ringfeed-pack"
+
+enum { EXIT_FAILED = 1, EXIT_USAGE = 2 };
+
+#define PROGRESS_INTERVAL_S 0.2 /* redraws of the progress line */
+#define PROGRESS_BAR 30         /* characters of the bar */
+#define VERIFY_SIZE 224         /* --verify decodes JPEG samples at this */
+#define MAX_SIDE 65536
+#define MAX_DICT (UINT64_C(1) << 24)
+/* Dictionary training reads about this many times the dictionary's size
+ * of samples (zstd's advice), within these bounds. */
+#define DICT_TRAINING_FACTOR 100
+#define DICT_MIN_SAMPLES 16
+#define DICT_MAX_SAMPLES 4096
+#define DICT_MAX_TRAINING_BYTES (UINT64_C(1) << 30)
+/* Bad samples listed one by one; the count covers the rest. */
+#define MAX_BAD_LISTED 100
+
+struct pack_options {
+    const char *source, *output, *verify;
+    uint32_t height, width; /* --raw; 0 = keep the JPEG bytes */
+    rf_layout layout;
+    int level;
+    uint64_t dict_size;
+    bool skip_bad;
+    int progress; /* -1 quiet, 0 when stderr is a terminal, 1 always */
+};
+
+/* ---- usage ------------------------------------------------------------- */
+
+static void print_usage(void)
 {
+    fputs("Usage: " PROGRAM " SOURCE OUT.pack [OPTION]...\n"
+          "       " PROGRAM " --verify PATH [OPTION]...\n"
+          "Writes a folder of class folders (as torchvision's ImageFolder "
+          "reads it) or\n"
+          "a packed file into one packed file, or checks one (or a "
+          "folder).\n\n"
+          "  --raw HxW         store decoded pixels (resize to 8/7, centre "
+          "crop HxW,\n"
+          "                    3 channels) as zstd frames, not the JPEG "
+          "bytes\n"
+          "  --layout L        with --raw: nhwc (default) or nchw\n"
+          "  --level L         with --raw: zstd level 1..22 (default 3)\n"
+          "  --dict-size N     with --raw: train a zstd dictionary of N "
+          "bytes on a\n"
+          "                    sample of the images (default 0: none)\n"
+          "  --skip-bad        leave out samples that cannot be read or "
+          "decoded, and\n"
+          "                    list them (default: stop at the first)\n"
+          "  --verify PATH     decode every sample of a packed file or "
+          "folder, as a\n"
+          "                    loader would, and list the bad ones\n"
+          "  --progress        show the progress line even when stderr is "
+          "not a terminal\n"
+          "  --quiet           no progress line\n"
+          "  --help            show this help and exit\n\n"
+          "Exit status: 0 success, 1 failure or bad samples found, 2 bad "
+          "usage.\n",
+          stdout);
+}
+
+static void die_usage(const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 1, 2)));
+
+static void die_usage(const char *fmt, ...)
+{
+    va_list ap;
+    fputs(PROGRAM ": ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry '" PROGRAM " --help'.\n", stderr);
+    exit(EXIT_USAGE);
+}
+
+static uint64_t parse_number(const char *option, const char *text, uint64_t min,
+                             uint64_t max)
+{
+    char *end;
+    errno = 0;
+    const unsigned long long value = strtoull(text, &end, 10);
+    /* strtoull skips blanks and wraps "-1" around; neither is meant */
+    if (errno != 0 || *end != '\0' || !isdigit((unsigned char)text[0]) ||
+        value < min || value > max)
+        die_usage("--%s wants an integer in %" PRIu64 "..%" PRIu64 ", not '%s'",
+                  option, min, max, text);
+    return value;
+}
+
+/* "HxW", e.g. 224x224. */
+static void parse_shape(const char *text, struct pack_options *o)
+{
+    char height[32];
+    const char *x = strchr(text, 'x');
+    if (!x || (size_t)(x - text) >= sizeof(height))
+        die_usage("--raw wants HEIGHTxWIDTH, e.g. 224x224, not '%s'", text);
+    memcpy(height, text, (size_t)(x - text));
+    height[x - text] = '\0';
+    o->height = (uint32_t)parse_number("raw", height, 1, MAX_SIDE);
+    o->width = (uint32_t)parse_number("raw", x + 1, 1, MAX_SIDE);
+}
+
+static const struct option long_options[] = {
+    {"raw", required_argument, NULL, 'r'},
+    {"layout", required_argument, NULL, 'l'},
+    {"level", required_argument, NULL, 'L'},
+    {"dict-size", required_argument, NULL, 'd'},
+    {"skip-bad", no_argument, NULL, 's'},
+    {"verify", required_argument, NULL, 'v'},
+    {"progress", no_argument, NULL, 'p'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static void apply_option(struct pack_options *o, int code, const char *arg)
+{
+    switch (code) {
+    case 'r':
+        parse_shape(arg, o);
+        break;
+    case 'l':
+        if (strcmp(arg, "nhwc") != 0 && strcmp(arg, "nchw") != 0)
+            die_usage("--layout wants nhwc or nchw, not '%s'", arg);
+        o->layout = arg[1] == 'c' ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC;
+        break;
+    case 'L':
+        o->level = (int)parse_number("level", arg, 1, 22);
+        break;
+    case 'd':
+        o->dict_size = parse_number("dict-size", arg, 0, MAX_DICT);
+        break;
+    case 's':
+        o->skip_bad = true;
+        break;
+    case 'v':
+        o->verify = arg;
+        break;
+    case 'p':
+    case 'q':
+        o->progress = code == 'p' ? 1 : -1;
+        break;
+    default:
+        print_usage();
+        exit(EXIT_SUCCESS);
+    }
+}
+
+static void check_combination(const struct pack_options *o, int positional)
+{
+    if (o->verify && positional != 0)
+        die_usage("--verify takes the file to check, and nothing else");
+    if (!o->verify && positional != 2)
+        die_usage("give the SOURCE folder (or file) and the OUT.pack to "
+                  "write");
+    if (o->height == 0 && (o->dict_size || o->layout != RF_LAYOUT_NHWC))
+        die_usage("--layout and --dict-size go with --raw");
+    if (o->dict_size && o->dict_size < 256)
+        die_usage("--dict-size of %" PRIu64 " bytes is too small to train; "
+                  "use 0 for none, or e.g. 112640",
+                  o->dict_size);
+}
+
+static void parse_options(int argc, char **argv, struct pack_options *o)
+{
+    int code;
+    *o = (struct pack_options){.layout = RF_LAYOUT_NHWC, .level = 3};
+    opterr = 0; /* getopt's messages name argv[0], a libtool path */
+    while ((code = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
+        if (code == '?')
+            die_usage("unknown option, or one without its value: '%s'",
+                      argv[optind - 1]);
+        apply_option(o, code, optarg);
+    }
+    check_combination(o, argc - optind);
+    if (!o->verify) {
+        o->source = argv[optind];
+        o->output = argv[optind + 1];
+    }
+}
+
+/* ---- messages and progress ----------------------------------------------- */
+
+static void die(const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 1, 2)));
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    fputs(PROGRAM ": ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(EXIT_FAILED);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct progress {
+    bool shown, on_terminal;
+    const char *what;
+    uint64_t total;
+    double start, drawn;
+};
+
+static void progress_start(struct progress *p, int wanted, const char *what,
+                           uint64_t total)
+{
+    p->on_terminal = isatty(STDERR_FILENO);
+    p->shown = wanted > 0 || (wanted == 0 && p->on_terminal);
+    p->what = what;
+    p->total = total;
+    p->start = now_s();
+    p->drawn = 0;
+}
+
+static void progress_show(struct progress *p, uint64_t done)
+{
+    const double now = now_s();
+    if (!p->shown || (done < p->total && now - p->drawn < PROGRESS_INTERVAL_S))
+        return;
+    p->drawn = now;
+    char bar[PROGRESS_BAR + 1];
+    const uint64_t filled = p->total ? done * PROGRESS_BAR / p->total : 0;
+    for (uint64_t i = 0; i < PROGRESS_BAR; i++)
+        bar[i] = i < filled ? '#' : '.';
+    bar[PROGRESS_BAR] = '\0';
+    const double rate = now > p->start ? (double)done / (now - p->start) : 0;
+    fprintf(stderr,
+            "\r%s [%s] %3.0f%% %" PRIu64 "/%" PRIu64 ", %.0f/s, %.0f s "
+            "left ",
+            p->what, bar,
+            p->total ? 100.0 * (double)done / (double)p->total : 100.0, done,
+            p->total, rate, rate > 0 ? (double)(p->total - done) / rate : 0.0);
+}
+
+/* Takes the progress line away before other output, or ends it. */
+static void progress_clear(const struct progress *p)
+{
+    if (p->shown)
+        fputs(p->on_terminal ? "\r\033[K" : "\n", stderr);
+}
+
+/* Samples that failed: listed (the first MAX_BAD_LISTED), and counted.
+ * --verify lists them on stdout, as its result; packing with --skip-bad
+ * on stderr, as warnings. */
+struct bad_samples {
+    FILE *out;
+    const char *prefix;
+    uint64_t count;
+};
+
+static void report_bad(struct bad_samples *b, struct progress *p,
+                       const char *reason)
+{
+    if (b->count++ >= MAX_BAD_LISTED)
+        return;
+    progress_clear(p);
+    fprintf(b->out, "%s%s\n", b->prefix, reason);
+    fflush(b->out);
+}
+
+/* ---- packing ---------------------------------------------------------------
+ */
+
+struct packer {
+    const struct pack_options *o;
+    rf_dataset *ds;
+    rf_pack_writer *w;
+    rf_config *cfg; /* --raw: how samples are decoded */
+    unsigned char *pixels;
+    size_t pixel_bytes;
+    void *frame;
+    size_t frame_capacity;
+    ZSTD_CCtx *cctx;
+    ZSTD_CDict *cdict;
+    void *dict;
+    size_t dict_size;
+    uint64_t packed, not_jpeg, bytes;
+    struct bad_samples bad;
+    struct progress progress;
+    char name[4200]; /* the sample's name, kept across calls on ds */
+};
+
+static rf_dataset *open_dataset(const char *path)
+{
+    rf_dataset *ds = NULL;
+    char *why = NULL;
+    const int rc = rf_dataset_open(&ds, path, &why);
+    if (rc < 0)
+        die("%s", why ? why : rf_strerror(rc));
+    return ds;
+}
+
+/* A configuration for rf_dataset_decode(): the shape and the transform. */
+static rf_config *decode_config(uint32_t height, uint32_t width,
+                                uint32_t channels, rf_layout layout,
+                                rf_transform transform)
+{
+    rf_config *cfg = rf_config_create();
+    if (!cfg)
+        die("out of memory");
+    const int64_t settings[][2] = {
+        {RF_PARAM_HEIGHT, height},       {RF_PARAM_WIDTH, width},
+        {RF_PARAM_CHANNELS, channels},   {RF_PARAM_LAYOUT, layout},
+        {RF_PARAM_TRANSFORM, transform},
+    };
+    for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
+        if (rf_config_set(cfg, (rf_param)settings[i][0], settings[i][1]) < 0)
+            die("%s", rf_config_error(cfg));
+    return cfg;
+}
+
+/* Decodes sample i into pk->pixels; returns 0 or the failure, with its
+ * label and name in *info (the name copied to pk->name). */
+static int decode_sample(struct packer *pk, uint64_t i, rf_sample_info *info)
+{
+    int rc = rf_dataset_read(pk->ds, i, info);
+    if (rc == 0) {
+        snprintf(pk->name, sizeof(pk->name), "%s", info->name);
+        info->name = pk->name;
+        rc = rf_dataset_decode(pk->ds, pk->cfg, 0, i, pk->pixels);
+    }
+    return rc;
+}
+
+/* A frame of the pixels, with the dictionary when there is one. */
+static size_t compress_pixels(struct packer *pk)
+{
+    const size_t size =
+        pk->cdict
+            ? ZSTD_compress_usingCDict(pk->cctx, pk->frame, pk->frame_capacity,
+                                       pk->pixels, pk->pixel_bytes, pk->cdict)
+            : ZSTD_compressCCtx(pk->cctx, pk->frame, pk->frame_capacity,
+                                pk->pixels, pk->pixel_bytes, pk->o->level);
+    if (ZSTD_isError(size))
+        die("zstd: %s", ZSTD_getErrorName(size));
+    return size;
+}
+
+static void add_sample(struct packer *pk, rf_sample_kind kind, const void *data,
+                       size_t size, const rf_sample_info *info)
+{
+    if (rf_pack_writer_add(pk->w, kind, data, size, info->label, info->name) <
+        0) {
+        progress_clear(&pk->progress);
+        fprintf(stderr, PROGRAM ": %s\n", rf_pack_writer_error(pk->w));
+        rf_pack_writer_abort(pk->w);
+        exit(EXIT_FAILED);
+    }
+    pk->packed++;
+    pk->bytes += size;
+}
+
+/* A sample that cannot be packed: left out with --skip-bad, else the
+ * end of the run. */
+static void sample_failed(struct packer *pk)
+{
+    report_bad(&pk->bad, &pk->progress, rf_dataset_error(pk->ds));
+    if (pk->o->skip_bad)
+        return;
+    fprintf(stderr, PROGRAM ": stopped at that sample; fix or remove the "
+                            "file, or pass --skip-bad to leave such "
+                            "samples out\n");
+    rf_pack_writer_abort(pk->w);
+    exit(EXIT_FAILED);
+}
+
+static void pack_raw(struct packer *pk, uint64_t i)
+{
+    rf_sample_info info;
+    if (decode_sample(pk, i, &info) < 0) {
+        sample_failed(pk);
+        return;
+    }
+    add_sample(pk, RF_SAMPLE_ZSTD, pk->frame, compress_pixels(pk), &info);
+}
+
+/* JPEG bytes go in as they are, even when they are not a JPEG: the
+ * sample then fails when decoded, as it would from the folder. Say so. */
+static void pack_jpeg(struct packer *pk, uint64_t i)
+{
+    rf_sample_info info;
+    if (rf_dataset_read(pk->ds, i, &info) < 0) {
+        sample_failed(pk);
+        return;
+    }
+    if (info.kind != RF_SAMPLE_JPEG)
+        die("%s holds raw (zstd) samples; only JPEG samples can be packed "
+            "again",
+            pk->o->source);
+    const unsigned char *b = info.data;
+    if (info.size < 3 || b[0] != 0xff || b[1] != 0xd8 || b[2] != 0xff) {
+        if (pk->not_jpeg++ < MAX_BAD_LISTED) {
+            progress_clear(&pk->progress);
+            fprintf(stderr,
+                    PROGRAM ": warning: sample %" PRIu64 " (%s) is not a "
+                            "JPEG file; packed as is, it will fail to decode\n",
+                    i, info.name);
+        }
+    }
+    add_sample(pk, info.kind, info.data, info.size, &info);
+}
+
+/* ---- the zstd dictionary
+ * ----------------------------------------------------- */
+
+/* How many samples train the dictionary: about DICT_TRAINING_FACTOR times
+ * its size in pixels, within bounds. */
+static uint64_t training_samples(const struct packer *pk, uint64_t samples)
+{
+    uint64_t k =
+        (pk->o->dict_size * DICT_TRAINING_FACTOR + pk->pixel_bytes - 1) /
+        pk->pixel_bytes;
+    if (k < DICT_MIN_SAMPLES)
+        k = DICT_MIN_SAMPLES;
+    if (k > DICT_MAX_SAMPLES)
+        k = DICT_MAX_SAMPLES;
+    if (k * pk->pixel_bytes > DICT_MAX_TRAINING_BYTES)
+        k = DICT_MAX_TRAINING_BYTES / pk->pixel_bytes;
+    return k < samples ? k : samples;
+}
+
+/* Decodes samples spread over the whole dataset (its first ones would all
+ * be of one class) into one block, as ZDICT wants them. Samples that fail
+ * are left out here; packing reports them. */
+static size_t collect_training(struct packer *pk, uint64_t k,
+                               unsigned char *block, size_t *sizes)
+{
+    const uint64_t samples = rf_dataset_size(pk->ds);
+    size_t count = 0;
+    progress_start(&pk->progress, pk->o->progress, "training", k);
+    for (uint64_t j = 0; j < k; j++) {
+        rf_sample_info info;
+        if (decode_sample(pk, j * samples / k, &info) == 0) {
+            memcpy(block + count * pk->pixel_bytes, pk->pixels,
+                   pk->pixel_bytes);
+            sizes[count++] = pk->pixel_bytes;
+        }
+        progress_show(&pk->progress, j + 1);
+    }
+    progress_clear(&pk->progress);
+    return count;
+}
+
+static void train_dictionary(struct packer *pk)
+{
+    const uint64_t k = training_samples(pk, rf_dataset_size(pk->ds));
+    unsigned char *block = malloc(k * pk->pixel_bytes);
+    size_t *sizes = malloc(k * sizeof(*sizes));
+    pk->dict = malloc(pk->o->dict_size);
+    if (!block || !sizes || !pk->dict)
+        die("out of memory for training a dictionary on %" PRIu64
+            " samples; use a smaller --dict-size",
+            k);
+    const size_t count = collect_training(pk, k, block, sizes);
+    const size_t size = ZDICT_trainFromBuffer(pk->dict, pk->o->dict_size, block,
+                                              sizes, (unsigned)count);
+    if (ZDICT_isError(size))
+        die("cannot train a %" PRIu64 "-byte dictionary on %zu samples: %s; "
+            "use a smaller --dict-size, or none",
+            pk->o->dict_size, count, ZDICT_getErrorName(size));
+    pk->dict_size = size;
+    free(block);
+    free(sizes);
+}
+
+/* ---- the packing run
+ * --------------------------------------------------------- */
+
+static void setup_raw(struct packer *pk)
+{
+    const struct pack_options *o = pk->o;
+    pk->cfg =
+        decode_config(o->height, o->width, 3, o->layout, RF_TRANSFORM_EVAL);
+    pk->pixel_bytes = (size_t)o->height * o->width * 3;
+    pk->frame_capacity = ZSTD_compressBound(pk->pixel_bytes);
+    pk->pixels = malloc(pk->pixel_bytes);
+    pk->frame = malloc(pk->frame_capacity);
+    pk->cctx = ZSTD_createCCtx();
+    if (!pk->pixels || !pk->frame || !pk->cctx)
+        die("out of memory");
+    if (o->dict_size == 0)
+        return;
+    train_dictionary(pk);
+    pk->cdict = ZSTD_createCDict(pk->dict, pk->dict_size, o->level);
+    if (!pk->cdict)
+        die("zstd cannot use the dictionary it trained");
+}
+
+static void start_writer(struct packer *pk)
+{
+    const struct pack_options *o = pk->o;
+    const uint32_t channels = o->height ? 3 : 0;
+    char *why = NULL;
+    if (rf_pack_writer_create(&pk->w, o->output, o->height, o->width, channels,
+                              o->layout, pk->dict, pk->dict_size, &why) < 0)
+        die("%s", why ? why : "cannot create the packed file");
+}
+
+static void print_pack_summary(const struct packer *pk, double seconds)
+{
+    const struct pack_options *o = pk->o;
+    printf("packed %" PRIu64 " samples in %u classes from %s into %s: %.1f "
+           "MB, %.1f KB each",
+           pk->packed, rf_dataset_classes(pk->ds), o->source, o->output,
+           (double)pk->bytes / 1e6,
+           pk->packed ? (double)pk->bytes / 1024.0 / (double)pk->packed : 0.0);
+    if (o->height)
+        printf(
+            " (%.0f%% of the %ux%ux3 pixels, zstd level %d%s)",
+            100.0 * (double)pk->bytes /
+                ((double)pk->pixel_bytes * (double)(pk->packed + !pk->packed)),
+            o->height, o->width, o->level,
+            pk->dict_size ? " with a dictionary" : "");
+    printf(", in %.1f s (%.0f samples/s)", seconds,
+           seconds > 0 ? (double)pk->packed / seconds : 0.0);
+    if (pk->bad.count)
+        printf("; %" PRIu64 " bad samples left out", pk->bad.count);
+    putchar('\n');
+}
+
+static void free_packer(struct packer *pk)
+{
+    rf_dataset_close(pk->ds);
+    rf_config_free(pk->cfg);
+    ZSTD_freeCDict(pk->cdict);
+    ZSTD_freeCCtx(pk->cctx);
+    free(pk->pixels);
+    free(pk->frame);
+    free(pk->dict);
+}
+
+static int pack(const struct pack_options *o)
+{
+    struct packer pk = {.o = o};
+    pk.bad = (struct bad_samples){stderr,
+                                  o->skip_bad ? "skipped: " : PROGRAM ": ", 0};
+    const double start = now_s();
+    pk.ds = open_dataset(o->source);
+    if (o->height)
+        setup_raw(&pk);
+    start_writer(&pk);
+    const uint64_t samples = rf_dataset_size(pk.ds);
+    progress_start(&pk.progress, o->progress, "packing", samples);
+    for (uint64_t i = 0; i < samples; i++) {
+        if (o->height)
+            pack_raw(&pk, i);
+        else
+            pack_jpeg(&pk, i);
+        progress_show(&pk.progress, i + 1);
+    }
+    progress_clear(&pk.progress);
+    char *why = NULL;
+    if (rf_pack_writer_finish(pk.w, &why) < 0)
+        die("%s", why ? why : "cannot finish the packed file");
+    print_pack_summary(&pk, now_s() - start);
+    free_packer(&pk);
     return 0;
+}
+
+/* ---- --verify
+ * ------------------------------------------------------------------ */
+
+struct pack_shape {
+    uint32_t height, width, channels;
+    rf_layout layout;
+};
+
+static uint32_t le32_at(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+/* The zstd sample shape, from the header (docs/packed-format.md): the
+ * public API has no call for it, and the decoder wants it configured.
+ * All zero for a folder, or a pack of JPEG samples. */
+static struct pack_shape read_pack_shape(const char *path)
+{
+    unsigned char header[128];
+    struct pack_shape shape = {0, 0, 0, RF_LAYOUT_NHWC};
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const ssize_t got = fd < 0 ? -1 : pread(fd, header, sizeof(header), 0);
+    if (fd >= 0)
+        close(fd);
+    if (got != (ssize_t)sizeof(header) || memcmp(header, "RFPACK01", 8) != 0)
+        return shape; /* a folder: rf_dataset_open() has checked the rest */
+    shape.height = le32_at(header + 36);
+    shape.width = le32_at(header + 40);
+    shape.channels = le32_at(header + 44);
+    shape.layout = le32_at(header + 48) ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC;
+    return shape;
+}
+
+struct verifier {
+    rf_dataset *ds;
+    rf_config *jpeg_cfg, *raw_cfg;
+    unsigned char *pixels;
+    struct bad_samples bad;
+    struct progress progress;
+};
+
+/* JPEG samples are decoded as a loader's eval transform would, at the
+ * pack's shape when it has one (a loader needs one shape for all), else
+ * at VERIFY_SIZE; zstd samples as they are. */
+static void make_verifier(struct verifier *v, const char *path)
+{
+    v->ds = open_dataset(path);
+    const struct pack_shape s = read_pack_shape(path);
+    const bool raw = s.height != 0;
+    const uint32_t h = raw ? s.height : VERIFY_SIZE;
+    const uint32_t w = raw ? s.width : VERIFY_SIZE;
+    const uint32_t c = raw ? s.channels : 3;
+    v->jpeg_cfg = decode_config(h, w, c, s.layout, RF_TRANSFORM_EVAL);
+    v->raw_cfg = decode_config(h, w, c, s.layout, RF_TRANSFORM_NONE);
+    v->pixels = malloc((size_t)h * w * c);
+    if (!v->pixels)
+        die("out of memory");
+    v->bad = (struct bad_samples){stdout, "bad: ", 0};
+}
+
+static void verify_sample(struct verifier *v, uint64_t i)
+{
+    rf_sample_info info;
+    if (rf_dataset_read(v->ds, i, &info) < 0) {
+        report_bad(&v->bad, &v->progress, rf_dataset_error(v->ds));
+        return;
+    }
+    const rf_config *cfg =
+        info.kind == RF_SAMPLE_ZSTD ? v->raw_cfg : v->jpeg_cfg;
+    if (rf_dataset_decode(v->ds, cfg, 0, i, v->pixels) < 0)
+        report_bad(&v->bad, &v->progress, rf_dataset_error(v->ds));
+}
+
+static int verify(const struct pack_options *o)
+{
+    struct verifier v;
+    make_verifier(&v, o->verify);
+    const uint64_t samples = rf_dataset_size(v.ds);
+    const double start = now_s();
+    progress_start(&v.progress, o->progress, "verifying", samples);
+    for (uint64_t i = 0; i < samples; i++) {
+        verify_sample(&v, i);
+        progress_show(&v.progress, i + 1);
+    }
+    progress_clear(&v.progress);
+    if (v.bad.count > MAX_BAD_LISTED)
+        printf("(only the first %d bad samples are listed)\n", MAX_BAD_LISTED);
+    printf("%s: %" PRIu64 " samples in %u classes checked in %.1f s: %s%" PRIu64
+           " bad\n",
+           o->verify, samples, rf_dataset_classes(v.ds), now_s() - start,
+           v.bad.count ? "" : "all good, ", v.bad.count);
+    rf_dataset_close(v.ds);
+    rf_config_free(v.jpeg_cfg);
+    rf_config_free(v.raw_cfg);
+    free(v.pixels);
+    return v.bad.count ? EXIT_FAILED : 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct pack_options o;
+    parse_options(argc, argv, &o);
+    return o.verify ? verify(&o) : pack(&o);
 }
