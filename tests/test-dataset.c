@@ -348,9 +348,18 @@ static void test_index_round_trip(void)
     close(fd);
     check_tree_listing(copy);
     rf_dataset_close(copy);
+    /* the same bytes in a file (an index cache) */
+    fd = open(at("listing"), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    CHECK(fd >= 0);
+    CHECK_OK(rf__dataset_index_write(ds, fd, why, sizeof(why)));
+    CHECK_OK(rf__dataset_open_indexed(&copy, at("tree"), fd, why, sizeof(why)));
+    close(fd);
+    check_tree_listing(copy);
+    rf_dataset_close(copy);
     remove_tree(at("tree/zzz"));
     rf_dataset_close(ds);
-    printf("index: the memfd listing gives the same samples\n");
+    printf("index: the memfd listing and an index file give the same "
+           "samples\n");
 }
 
 static void check_listing_refused(const void *bytes, size_t size,

@@ -498,7 +498,8 @@ static void train_dictionary(struct packer *pk)
     const size_t size = ZDICT_trainFromBuffer(pk->dict, pk->o->dict_size, block,
                                               sizes, (unsigned)count);
     if (ZDICT_isError(size))
-        die("cannot train a %" PRIu64 "-byte dictionary on %zu samples: %s; "
+        die("cannot train a %" PRIu64 "-byte dictionary on %zu samples (%s): "
+            "too few or too alike; "
             "use a smaller --dict-size, or none",
             pk->o->dict_size, count, ZDICT_getErrorName(size));
     pk->dict_size = size;
