@@ -465,9 +465,12 @@ static void check_add_refused(rf_pack_writer *w, rf_sample_kind kind,
 
 static void add_refusals(rf_pack_writer *w)
 {
-    uint8_t frame[128], raw[RAW_BYTES + 1] = {0};
+    uint8_t frame[128], raw[RAW_BYTES] = {0};
     const size_t n = ZSTD_compress(frame, sizeof(frame), raw, sizeof(raw), 1);
-    check_add_refused(w, RF_SAMPLE_ZSTD, frame, n, 0, "needs 60");
+    check_add_refused(w, RF_SAMPLE_ZSTD, frame, n - 1, 0,
+                      "not exactly one zstd frame");
+    check_add_refused(w, RF_SAMPLE_ZSTD, frame, n + 1, 0,
+                      "more bytes follow it");
     check_add_refused(w, RF_SAMPLE_ZSTD, "not zstd", 8, 0,
                       "not exactly one zstd frame");
     check_add_refused(w, RF_SAMPLE_JPEG, "x", 1, -1, "label -1");
