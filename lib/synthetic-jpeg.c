@@ -63,6 +63,7 @@ static float next_between(struct stream *s, float lo, float hi)
 
 struct ellipse {
     float cx, cy, inv_rx2, inv_ry2, softness, color[3];
+    float reach; /* half the width of its box, rim included */
 };
 
 /* One scale of value noise: a lattice of random values in [-1, 1] for
@@ -116,6 +117,8 @@ static void choose_shapes(struct painting *p, struct stream *s)
         e->softness = next_between(s, 0.05f, 0.6f);
         for (int c = 0; c < 3; c++)
             e->color[c] = next_between(s, 20.0f, 235.0f);
+        /* the rim ends at rx * sqrt(1 + softness) < rx * (1 + softness) */
+        e->reach = rx * (1.0f + e->softness) + 1.0f;
     }
 }
 
@@ -192,6 +195,15 @@ static void paint_background(const struct painting *p, uint32_t y, float *row)
 
 /* Ellipses with a soft rim: fully opaque inside 1 - softness (in units
  * of the squared normalised radius), fading out to 1 + softness. */
+/* The columns [*first, *end) of a row that an ellipse may touch. */
+static void shape_columns(const struct painting *p, const struct ellipse *e,
+                          uint32_t *first, uint32_t *end)
+{
+    const float left = e->cx - e->reach, right = e->cx + e->reach;
+    *first = left <= 0.0f ? 0 : (uint32_t)left;
+    *end = right >= (float)p->width ? p->width : (uint32_t)right + 1;
+}
+
 static void paint_shapes(const struct painting *p, uint32_t y, float *row)
 {
     for (unsigned i = 0; i < p->shape_count; i++) {
@@ -200,15 +212,18 @@ static void paint_shapes(const struct painting *p, uint32_t y, float *row)
         const float dy2 = dy * dy * e->inv_ry2;
         if (dy2 >= 1.0f + e->softness)
             continue;
-        for (uint32_t x = 0; x < p->width; x++) {
+        uint32_t first, end;
+        shape_columns(p, e, &first, &end);
+        for (uint32_t x = first; x < end; x++) {
             const float dx = (float)x - e->cx;
             const float d2 = dx * dx * e->inv_rx2 + dy2;
-            float t = (1.0f + e->softness - d2) / (2.0f * e->softness);
+            const float t = (1.0f + e->softness - d2) / (2.0f * e->softness);
             if (t <= 0.0f)
                 continue;
             const float alpha = t >= 1.0f ? 1.0f : smooth(t);
+            float *px = row + (size_t)3 * x;
             for (int c = 0; c < 3; c++)
-                row[3 * x + c] += (e->color[c] - row[3 * x + c]) * alpha;
+                px[c] += (e->color[c] - px[c]) * alpha;
         }
     }
 }
@@ -243,51 +258,80 @@ static void place_columns(const struct lattice *l, uint32_t width,
     }
 }
 
-/* Adds one octave of value noise: luminance to all channels, and two
- * colour differences (left out of the fine octaves, where the eye and
- * JPEG's chroma subsampling barely see them). */
-static void paint_octave(const struct painting *p, size_t o,
-                         const struct columns *c, const float *restrict line,
-                         float *restrict row)
+/* The value noise of one row, summed over the octaves before it is
+ * added to the pixels: luminance, and two colour differences (left out
+ * of the fine octaves, where the eye and 4:2:0 barely see them). */
+struct texture {
+    float *luma, *color_a, *color_b;
+};
+
+static float lerp_at(const float *line, uint32_t left, float t)
+{
+    const float a = line[(size_t)3 * left], b = line[(size_t)3 * left + 3];
+    return a + (b - a) * t;
+}
+
+static void add_octave(const struct painting *p, size_t o,
+                       const struct columns *c, const float *restrict line,
+                       const struct texture *restrict tex)
 {
     const float chroma = octaves[o].chroma;
     const float luma = octaves[o].luma * (chroma == 0.0f ? p->detail : 1.0f);
+    for (uint32_t x = 0; x < p->width; x++)
+        tex->luma[x] += lerp_at(line, c->left[x], c->weight[x]) * luma;
+    if (chroma == 0.0f)
+        return;
     for (uint32_t x = 0; x < p->width; x++) {
-        const float *a = line + (size_t)3 * c->left[x], *b = a + 3;
-        const float t = c->weight[x];
-        const float l = (a[0] + (b[0] - a[0]) * t) * luma;
-        float ca = 0.0f, cb = 0.0f;
-        if (chroma != 0.0f) {
-            ca = (a[1] + (b[1] - a[1]) * t) * chroma;
-            cb = (a[2] + (b[2] - a[2]) * t) * chroma;
-        }
-        float *px = row + (size_t)3 * x;
-        px[0] += l + ca;
-        px[1] += l - 0.5f * (ca + cb);
-        px[2] += l + cb;
+        tex->color_a[x] += lerp_at(line + 1, c->left[x], c->weight[x]) * chroma;
+        tex->color_b[x] += lerp_at(line + 2, c->left[x], c->weight[x]) * chroma;
     }
 }
 
-/* Adds grain (a triangular distribution in +-grain) and stores the row. */
-static void store_row(const struct painting *p, uint32_t y, const float *row,
-                      uint8_t *out)
+static void apply_texture(const struct painting *p,
+                          const struct texture *restrict tex,
+                          float *restrict row)
+{
+    for (uint32_t x = 0; x < p->width; x++) {
+        const float l = tex->luma[x], a = tex->color_a[x], b = tex->color_b[x];
+        float *px = row + (size_t)3 * x;
+        px[0] += l + a;
+        px[1] += l - 0.5f * (a + b);
+        px[2] += l + b;
+    }
+}
+
+/* Adds grain, a triangular distribution in +-grain from two random bytes
+ * per channel. A 64-bit LCG seeded per row gives them: its top 48 bits
+ * are good enough for grain, and it costs a multiply per pixel where a
+ * full mix would cost five times that. */
+static void add_grain(const struct painting *p, uint32_t y, float *row)
 {
     const float scale = p->grain * p->detail / 255.0f;
-    for (uint32_t x = 0; x < p->width; x++) {
-        const uint64_t w = rf__mix64(p->grain_key, (uint64_t)y * p->width + x);
+    uint64_t state = rf__mix64(p->grain_key, y);
+    for (size_t i = 0; i < (size_t)p->width * 3; i += 3) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        const uint64_t w = state >> 16;
         for (int c = 0; c < 3; c++) {
             const int two = (int)((w >> (16 * c)) & 0xff) +
                             (int)((w >> (16 * c + 8)) & 0xff) - 255;
-            const float v = row[3 * x + c] + (float)two * scale + 0.5f;
-            out[3 * x + c] = v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
+            row[i + c] += (float)two * scale;
         }
     }
 }
 
-/* Scratch for painting: one row of floats, one interpolated line per
- * lattice, and the column placement of every lattice. */
+static void store_row(const float *row, size_t count, uint8_t *out)
+{
+    for (size_t i = 0; i < count; i++) {
+        const float v = row[i] + 0.5f;
+        out[i] = v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
+    }
+}
+
+/* Scratch for painting: one row of floats, its texture, one interpolated
+ * line per lattice, and the column placement of every lattice. */
 struct scratch {
     float *row, *lines[OCTAVES];
+    struct texture texture;
     struct columns columns[OCTAVES];
     float *floats;
     uint32_t *lefts;
@@ -295,7 +339,7 @@ struct scratch {
 
 static int make_scratch(const struct painting *p, struct scratch *s)
 {
-    size_t floats = (size_t)p->width * 3;
+    size_t floats = (size_t)p->width * 6;
     for (size_t o = 0; o < OCTAVES; o++)
         floats += (size_t)p->lattices[o].columns * 3 + p->width;
     s->floats = malloc(floats * sizeof(*s->floats));
@@ -307,7 +351,10 @@ static int make_scratch(const struct painting *p, struct scratch *s)
     }
     float *f = s->floats;
     s->row = f;
-    f += (size_t)p->width * 3;
+    s->texture.luma = f + (size_t)p->width * 3;
+    s->texture.color_a = s->texture.luma + p->width;
+    s->texture.color_b = s->texture.color_a + p->width;
+    f += (size_t)p->width * 6;
     for (size_t o = 0; o < OCTAVES; o++) {
         s->lines[o] = f;
         f += (size_t)p->lattices[o].columns * 3;
@@ -327,11 +374,14 @@ static int paint(const struct painting *p, uint8_t *rgb)
     for (uint32_t y = 0; y < p->height; y++) {
         paint_background(p, y, s.row);
         paint_shapes(p, y, s.row);
+        memset(s.texture.luma, 0, (size_t)p->width * 3 * sizeof(float));
         for (size_t o = 0; o < OCTAVES; o++) {
             lattice_line(&p->lattices[o], y, s.lines[o]);
-            paint_octave(p, o, &s.columns[o], s.lines[o], s.row);
+            add_octave(p, o, &s.columns[o], s.lines[o], &s.texture);
         }
-        store_row(p, y, s.row, rgb + (size_t)y * p->width * 3);
+        apply_texture(p, &s.texture, s.row);
+        add_grain(p, y, s.row);
+        store_row(s.row, (size_t)p->width * 3, rgb + (size_t)y * p->width * 3);
     }
     free(s.floats);
     free(s.lefts);
