@@ -496,9 +496,11 @@ RF_API int64_t rf_synthetic_label(uint64_t seed, uint64_t index,
 /* Encodes synthetic image `index` as a JPEG into a malloc'd buffer (*jpeg,
  * *size; the caller frees it): smooth, photo-like content that compresses
  * like ImageNet. With width and height 0 the size comes from (seed,
- * index): short side 256..500, aspect 3/4..4/3, and half the images 4:4:4
- * at quality 95, the rest 4:2:0 at quality 90. Returns 0, -ENOMEM or
- * -EIO. Thread-safe. */
+ * index): short side 256..500, aspect 3/4..4/3, and the file is 40-150
+ * KB. Whatever the size, half the images (by seed and index) are 4:4:4 at
+ * quality 95, the rest 4:2:0 at quality 90. The same arguments give the
+ * same bytes. Returns 0, -EINVAL (only one of width and height is 0, or
+ * one is above 65535), -ENOMEM or -EIO. Thread-safe. */
 RF_API int rf_synthetic_jpeg(uint64_t seed, uint64_t index, uint32_t width,
                              uint32_t height, void **jpeg, size_t *size);
 
