@@ -429,8 +429,10 @@ RF_API uint64_t rf_dataset_size(const rf_dataset *ds);
 /* Classes (folders; or the largest label + 1 of a packed file). */
 RF_API uint32_t rf_dataset_classes(const rf_dataset *ds);
 
-/* Reads sample `index` into *info. Returns 0, -ERANGE, or -errno of the
- * read, with the detail in rf_dataset_error(). */
+/* Reads sample `index` into *info. Returns 0, -ERANGE, RF_E_CORRUPT_SAMPLE
+ * (a packed sample whose checksum does not match; a folder entry that is
+ * not a regular file, or is above 1 GiB), or -errno of the open or read,
+ * with the detail, naming the sample, in rf_dataset_error(). */
 RF_API int rf_dataset_read(rf_dataset *ds, uint64_t index,
                            rf_sample_info *info);
 
