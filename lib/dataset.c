@@ -831,31 +831,29 @@ static int check_pack_entries(const rf_dataset *ds, char *why, size_t why_len)
 static int map_pack_metadata(rf_dataset *ds, char *why, size_t why_len)
 {
     const struct rf__pack_header *h = &ds->header;
+    const uint64_t size = h->file_size - h->index_offset;
     const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     const uint64_t start = h->index_offset / page * page;
-    ds->meta_map_size = (size_t)(h->file_size - start);
-    if (h->file_size > h->index_offset) {
-        void *map = mmap(NULL, ds->meta_map_size, PROT_READ, MAP_SHARED, ds->fd,
-                         (off_t)start);
+    if (size > 0) { /* else no samples, names or dictionary */
+        void *map = mmap(NULL, (size_t)(h->file_size - start), PROT_READ,
+                         MAP_SHARED, ds->fd, (off_t)start);
         if (map == MAP_FAILED) {
-            ds->meta_map_size = 0;
             rf__format(why, why_len, "cannot map its index: %s",
                        strerror(errno));
-            return -1;
+            return RF__FORMAT_DAMAGED;
         }
         ds->meta_map = map;
+        ds->meta_map_size = (size_t)(h->file_size - start);
+        const uint8_t *meta = ds->meta_map + (h->index_offset - start);
+        ds->entries = meta;
+        ds->names = (const char *)meta + (h->names_offset - h->index_offset);
+        ds->names_size = h->names_size;
+        ds->dict =
+            h->dict_size ? meta + (h->dict_offset - h->index_offset) : NULL;
     }
-    if (h->file_size == h->index_offset)
-        return 0; /* no samples, names or dictionary: nothing to check */
-    const uint8_t *meta = ds->meta_map + (h->index_offset - start);
-    ds->entries = meta;
-    ds->names = (const char *)meta + (h->names_offset - h->index_offset);
-    ds->names_size = h->names_size;
-    ds->dict = h->dict_size ? meta + (h->dict_offset - h->index_offset) : NULL;
-    if (rf__crc32c(&ds->crc, 0, meta, h->file_size - h->index_offset) !=
-        h->meta_crc) {
+    if (rf__crc32c(&ds->crc, 0, ds->entries, size) != h->meta_crc) {
         rf__format(why, why_len, "the checksum of its index does not match");
-        return -1;
+        return RF__FORMAT_DAMAGED;
     }
     return 0;
 }
