@@ -29,7 +29,7 @@ void rf__decoder_free(struct rf__decoder *d);
  * with the reason in err (without the sample's name: the caller adds
  * it). */
 int rf__decode_sample(struct rf__decoder *d, const rf_sample_info *info,
-                      uint64_t epoch, uint64_t index, uint8_t *dst,
-                      char *err, size_t err_len);
+                      uint64_t epoch, uint64_t index, uint8_t *dst, char *err,
+                      size_t err_len);
 
 #endif /* RF_DECODE_H */
