@@ -1,3 +1,117 @@
+/*
+ * resize.h - the antialiased resampler behind JPEG decoding: PIL's
+ * Image.resize(size, BILINEAR, box=...) (its ImagingResample), fed one
+ * decoded row at a time.
+ *
+ * The filter is a triangle of support 1, widened by the scale when
+ * shrinking; each output pixel's weights are normalised and rounded to
+ * 22-bit fixed point, and the image is resampled horizontally into an
+ * intermediate uint8 image first, then vertically, with PIL's rounding.
+ * So at the same input the result is PIL's to the byte.
+ *
+ * The horizontal pass runs as each decoded row arrives; the vertical pass
+ * writes each output row as soon as the rows it needs are in, straight into
+ * the target (NHWC or NCHW, mirrored or transposed by address arithmetic,
+ * never by a copy). Transposed targets (EXIF orientations 5 to 8) swap
+ * the order of the passes, as PIL's would be on the upright image. All buffers
+ * belong to the resizer and only grow, so after the first images no call
+ * allocates.
+ */
 #ifndef RF_RESIZE_H
 #define RF_RESIZE_H
-#endif
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringfeed.h"
+
+/* The weights of one axis: output pixel o reads `count[o]` input pixels
+ * from `first[o]` on, with weights `weights[o * ksize ...]` (sum 1 << 22). */
+struct rf__resample_axis {
+    uint32_t out_size, ksize;
+    int32_t *first, *count, *weights;
+    size_t out_cap, weights_cap; /* allocated entries; only grow */
+};
+
+/* Where result pixel (i, j) goes: i counts the resampled rows and j the
+ * columns, both in the decoded image's own orientation. With `transpose`,
+ * rows become target columns (EXIF orientations 5 to 8); then `mirror_x`
+ * and `mirror_y` reverse the target's x and y. The target is width x
+ * height x channels bytes in `layout`; one working channel is replicated
+ * when channels is 3. */
+struct rf__resize_dest {
+    uint8_t *dst;
+    uint32_t width, height, channels;
+    rf_layout layout;
+    bool transpose, mirror_x, mirror_y;
+};
+
+struct rf__resizer {
+    struct rf__resample_axis horizontal, vertical;
+    uint32_t channels;    /* working channels of the rows pushed: 1 or 3 */
+    uint32_t input_width; /* pixels of each row pushed */
+    /* PIL resizes the upright image's x first. When that is the stored
+     * image's y (a transposed orientation), rows are kept as pushed and
+     * resampled vertically first, so that the rounding between the passes
+     * is PIL's too. */
+    bool vertical_first;
+    uint32_t rows_in;     /* rows pushed so far */
+    uint32_t rows_needed; /* rows the vertical pass reads */
+    uint32_t next_out;    /* next result row to write */
+    /* rows_needed rows: resampled horizontally, or as pushed when
+     * vertical_first */
+    uint8_t *rows;
+    size_t rows_cap;
+    uint8_t *between; /* vertical_first: a row between the passes */
+    size_t between_cap;
+    uint8_t *result; /* one result row, before it is scattered */
+    size_t result_cap;
+    /* the destination as steps: target byte offset of result pixel (i, j)
+     * channel c is origin + i * step_i + j * step_j + c * step_c */
+    uint8_t *dst;
+    ptrdiff_t origin, step_i, step_j, step_c;
+    uint32_t dst_channels;
+};
+
+/*
+ * PIL's precompute_coeffs: weights for resampling the input interval
+ * [in0, in1) of an axis of in_size pixels (the box, possibly fractional,
+ * rounded to float as PIL takes it) onto out_size pixels. Returns 0 or
+ * -ENOMEM (or -EINVAL for a degenerate size).
+ */
+int rf__resample_axis_plan(struct rf__resample_axis *axis, uint32_t in_size,
+                           double in0, double in1, uint32_t out_size);
+
+/* The input pixels [*lo, *hi) that some output pixel reads. */
+void rf__resample_axis_span(const struct rf__resample_axis *axis, uint32_t *lo,
+                            uint32_t *hi);
+
+/* Moves every output's first input pixel by -delta: the input now starts
+ * at pixel `delta` of the axis the weights were planned for. */
+void rf__resample_axis_shift(struct rf__resample_axis *axis, uint32_t delta);
+
+/* Frees the axis's arrays. */
+void rf__resample_axis_free(struct rf__resample_axis *axis);
+
+/*
+ * Starts one image: both axes are already planned and shifted so that
+ * input row 0 and column 0 are the first pushed; each row pushed has
+ * input_width pixels of `channels` (1 or 3) bytes. Returns 0, -ENOMEM, or
+ * -EINVAL when the axes do not fit the destination or the rows.
+ */
+int rf__resizer_begin(struct rf__resizer *rs, uint32_t channels,
+                      uint32_t input_width, const struct rf__resize_dest *dest);
+
+/* Takes the next input row (the vertical axis's input rows 0, 1, ... in
+ * order, each starting at the horizontal axis's input column 0) and writes
+ * every result row that is now complete. */
+void rf__resizer_push_row(struct rf__resizer *rs, const uint8_t *row);
+
+/* True once every result row is written. */
+bool rf__resizer_done(const struct rf__resizer *rs);
+
+/* Frees the resizer's buffers (the struct itself is the caller's). */
+void rf__resizer_free(struct rf__resizer *rs);
+
+#endif /* RF_RESIZE_H */

@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""PIL's answer for one crop, for tests/test-jpeg.c to compare with.
+
+    pil_reference.py JPEG X0 Y0 X1 Y1 WIDTH HEIGHT FLIP [EXIF]
+
+Opens JPEG (no draft(): PIL decodes at full size), applies the EXIF
+orientation when EXIF is 1, converts to RGB, resizes the box (X0, Y0, X1,
+Y1) to WIDTH x HEIGHT with BILINEAR (PIL's antialiased resampler), mirrors
+it when FLIP is 1, and writes the raw RGB bytes to stdout. torchvision's
+RandomResizedCrop and Resize + CenterCrop on PIL images do exactly this.
+Exits 2 on bad arguments.
+"""
+import sys
+
+from PIL import Image, ImageOps
+
+
+def main(argv):
+    if len(argv) not in (9, 10):
+        sys.stderr.write(__doc__)
+        return 2
+    path = argv[1]
+    box = tuple(float(v) for v in argv[2:6])
+    size = (int(argv[6]), int(argv[7]))
+    flip = argv[8] == "1"
+    exif = len(argv) == 10 and argv[9] == "1"
+    with Image.open(path) as im:
+        if exif:
+            im = ImageOps.exif_transpose(im)
+        out = im.convert("RGB").resize(size, Image.BILINEAR, box=box)
+    if flip:
+        out = out.transpose(Image.FLIP_LEFT_RIGHT)
+    sys.stdout.buffer.write(out.tobytes())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
