@@ -570,11 +570,33 @@ static void cmyk_row(const uint8_t *in, uint8_t *out, size_t width,
 
 /* Skips to the first needed row and pushes every needed row, converted
  * to the working channels, into the resizer. */
+/* Rows asked of libjpeg per call: one at a time costs it a pass through
+ * its whole pipeline per row. */
+#define ROW_BATCH 16
+
+static void push_rows(struct rf__jpeg_decoder *dec, struct decode_job *job,
+                      const uint8_t *rows, unsigned count, size_t row_bytes)
+{
+    const size_t width = dec->cinfo.output_width;
+    if (!job->cmyk) {
+        rf__resizer_push_rows(&dec->resizer, rows, count, row_bytes);
+        return;
+    }
+    for (unsigned r = 0; r < count; r++) {
+        cmyk_row(rows + r * row_bytes, dec->converted, width, job->inverted,
+                 job->channels);
+        rf__resizer_push_row(&dec->resizer, dec->converted);
+    }
+}
+
+/* Skips to the first needed row and pushes every needed row, converted
+ * to the working channels, into the resizer. */
 static void read_rows(struct rf__jpeg_decoder *dec, struct decode_job *job)
 {
     j_decompress_ptr ci = &dec->cinfo;
     const size_t width = ci->output_width; /* the cropped width */
-    reserve(dec, &dec->row, &dec->row_cap, width * ci->output_components);
+    const size_t row_bytes = width * ci->output_components;
+    reserve(dec, &dec->row, &dec->row_cap, ROW_BATCH * row_bytes);
     if (job->cmyk)
         reserve(dec, &dec->converted, &dec->converted_cap,
                 width * job->channels);
@@ -582,15 +604,16 @@ static void read_rows(struct rf__jpeg_decoder *dec, struct decode_job *job)
     if (job->rows_lo > 0 &&
         jpeg_skip_scanlines(ci, job->rows_lo) != job->rows_lo)
         raise_error(dec, "libjpeg skipped fewer rows than asked");
+    JSAMPROW rows[ROW_BATCH];
+    for (unsigned r = 0; r < ROW_BATCH; r++)
+        rows[r] = dec->row + r * row_bytes;
     while (ci->output_scanline < job->rows_hi) {
-        JSAMPROW row = dec->row;
-        if (jpeg_read_scanlines(ci, &row, 1) != 1)
+        const unsigned want = job->rows_hi - ci->output_scanline;
+        const unsigned got =
+            jpeg_read_scanlines(ci, rows, want < ROW_BATCH ? want : ROW_BATCH);
+        if (got == 0)
             raise_error(dec, "libjpeg returned no scanline");
-        if (job->cmyk)
-            cmyk_row(dec->row, dec->converted, width, job->inverted,
-                     job->channels);
-        rf__resizer_push_row(&dec->resizer,
-                             job->cmyk ? dec->converted : dec->row);
+        push_rows(dec, job, dec->row, got, row_bytes);
     }
 }
 

@@ -14,6 +14,14 @@
 
 #include "resize.h"
 
+/* SSE2 is part of x86-64, so the SIMD passes need no -m flag and no
+ * dispatch; elsewhere (or with RF_RESIZE_SCALAR, to test the fallback)
+ * the scalar passes compute the same bytes. */
+#if defined(__SSE2__) && !defined(RF_RESIZE_SCALAR)
+#include <emmintrin.h>
+#define RF_RESIZE_SSE2 1
+#endif
+
 /* PIL's PRECISION_BITS for 8-bit images: 32 - 8 bits of sample - 2 bits
  * of headroom for weights above 1 (other filters than bilinear). */
 #define PRECISION_BITS 22
@@ -65,6 +73,12 @@ static int axis_reserve(struct rf__resample_axis *axis, uint32_t out_size,
         grow((void **)&axis->count, &count_cap, out_size, sizeof(int32_t)))
         return -ENOMEM;
     axis->out_cap = first_cap;
+    const size_t pairs = (size_t)out_size * ((ksize + 1) / 2);
+    size_t hi_cap = axis->pairs_cap, lo_cap = axis->pairs_cap;
+    if (grow((void **)&axis->pairs_hi, &hi_cap, pairs, sizeof(int32_t)) ||
+        grow((void **)&axis->pairs_lo, &lo_cap, pairs, sizeof(int32_t)))
+        return -ENOMEM;
+    axis->pairs_cap = hi_cap;
     return grow((void **)&axis->weights, &axis->weights_cap,
                 (size_t)out_size * ksize, sizeof(int32_t));
 }
@@ -104,6 +118,30 @@ static void plan_pixel(struct rf__resample_axis *axis, uint32_t o,
     axis->count[o] = n;
 }
 
+/* Two 16-bit halves in one int32, low half first (memory order). */
+static int32_t two_int16(int32_t first, int32_t second)
+{
+    return (int32_t)((uint32_t)first | (uint32_t)second << 16);
+}
+
+/* The weights of output o split for pmaddwd, which multiplies int16 by
+ * int16 into exact int32 sums of pairs: a 22-bit weight k is hi * 256 +
+ * lo with hi <= 16384 and lo < 256, and sum(p * k) = (sum(p * hi) << 8)
+ * + sum(p * lo) exactly, with no intermediate above 2^31. */
+static void split_pixel(struct rf__resample_axis *axis, uint32_t o)
+{
+    const int32_t *k = axis->weights + (size_t)o * axis->ksize;
+    const int32_t n = axis->count[o];
+    int32_t *hi = axis->pairs_hi + (size_t)o * axis->kpairs;
+    int32_t *lo = axis->pairs_lo + (size_t)o * axis->kpairs;
+    for (uint32_t q = 0; q < axis->kpairs; q++) {
+        const int32_t t = 2 * (int32_t)q;
+        const int32_t k0 = t < n ? k[t] : 0, k1 = t + 1 < n ? k[t + 1] : 0;
+        hi[q] = two_int16(k0 >> 8, k1 >> 8);
+        lo[q] = two_int16(k0 & 255, k1 & 255);
+    }
+}
+
 int rf__resample_axis_plan(struct rf__resample_axis *axis, uint32_t in_size,
                            double in0, double in1, uint32_t out_size)
 {
@@ -120,9 +158,12 @@ int rf__resample_axis_plan(struct rf__resample_axis *axis, uint32_t in_size,
         return -ENOMEM;
     axis->out_size = out_size;
     axis->ksize = ksize;
-    for (uint32_t o = 0; o < out_size; o++)
+    axis->kpairs = (ksize + 1) / 2;
+    for (uint32_t o = 0; o < out_size; o++) {
         plan_pixel(axis, o, in_size, in0f + (o + 0.5) * scale, support,
                    filterscale);
+        split_pixel(axis, o);
+    }
     return 0;
 }
 
@@ -154,6 +195,8 @@ void rf__resample_axis_free(struct rf__resample_axis *axis)
     free(axis->first);
     free(axis->count);
     free(axis->weights);
+    free(axis->pairs_hi);
+    free(axis->pairs_lo);
     memset(axis, 0, sizeof(*axis));
 }
 
@@ -237,6 +280,122 @@ int rf__resizer_begin(struct rf__resizer *rs, uint32_t channels,
 
 /* ---- the two passes ----------------------------------------------------- */
 
+/* One RGB output pixel from its taps. */
+static void rgb_pixel(const uint8_t *restrict p, const int32_t *restrict k,
+                      int32_t taps, uint8_t *restrict out)
+{
+    int32_t r = ROUNDING_HALF, g = ROUNDING_HALF, b = ROUNDING_HALF;
+    for (int32_t t = 0; t < taps; t++, p += 3) {
+        r += p[0] * k[t];
+        g += p[1] * k[t];
+        b += p[2] * k[t];
+    }
+    out[0] = clip8(r);
+    out[1] = clip8(g);
+    out[2] = clip8(b);
+}
+
+#ifdef RF_RESIZE_SSE2
+/* Four bytes as four int16 lanes (the upper four lanes zero). */
+static inline __m128i four_words(const uint8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof(v));
+    return _mm_unpacklo_epi8(_mm_cvtsi32_si128(v), _mm_setzero_si128());
+}
+
+/* PIL's rounding and shift of sums kept as (hi, lo) halves. */
+static inline __m128i finish_sums(__m128i hi, __m128i lo)
+{
+    const __m128i sum = _mm_add_epi32(_mm_slli_epi32(hi, 8), lo);
+    return _mm_srai_epi32(_mm_add_epi32(sum, _mm_set1_epi32(ROUNDING_HALF)),
+                          PRECISION_BITS);
+}
+
+/* One RGB output pixel, two taps per pmaddwd: lanes hold (tap t, tap t+1)
+ * pairs of red, green, blue and a fourth byte that is thrown away. An odd
+ * count reads one tap more, whose weight is 0: the caller makes sure that
+ * the pixel after the last tap and one byte more are readable. */
+static void rgb_pixel_sse2(const uint8_t *p, const int32_t *hi,
+                           const int32_t *lo, int32_t taps, uint8_t *out)
+{
+    __m128i sum_hi = _mm_setzero_si128(), sum_lo = _mm_setzero_si128();
+    for (int32_t q = 0; 2 * q < taps; q++, p += 6) {
+        const __m128i ab = _mm_unpacklo_epi16(four_words(p), four_words(p + 3));
+        sum_hi =
+            _mm_add_epi32(sum_hi, _mm_madd_epi16(ab, _mm_set1_epi32(hi[q])));
+        sum_lo =
+            _mm_add_epi32(sum_lo, _mm_madd_epi16(ab, _mm_set1_epi32(lo[q])));
+    }
+    const __m128i v = finish_sums(sum_hi, sum_lo);
+    const __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(v, v), v);
+    const int32_t rgbx = _mm_cvtsi128_si32(bytes);
+    memcpy(out, &rgbx, 3);
+}
+
+/* The same output pixel of two rows at once: the weights are loaded once
+ * for both, and the two sums are independent chains. */
+static void rgb_pixel2_sse2(const uint8_t *p0, const uint8_t *p1,
+                            const int32_t *hi, const int32_t *lo, int32_t taps,
+                            uint8_t *out0, uint8_t *out1)
+{
+    const __m128i zero = _mm_setzero_si128();
+    __m128i hi0 = zero, lo0 = zero, hi1 = zero, lo1 = zero;
+    for (int32_t q = 0; 2 * q < taps; q++, p0 += 6, p1 += 6) {
+        const __m128i wh = _mm_set1_epi32(hi[q]), wl = _mm_set1_epi32(lo[q]);
+        const __m128i a =
+            _mm_unpacklo_epi16(four_words(p0), four_words(p0 + 3));
+        const __m128i b =
+            _mm_unpacklo_epi16(four_words(p1), four_words(p1 + 3));
+        hi0 = _mm_add_epi32(hi0, _mm_madd_epi16(a, wh));
+        lo0 = _mm_add_epi32(lo0, _mm_madd_epi16(a, wl));
+        hi1 = _mm_add_epi32(hi1, _mm_madd_epi16(b, wh));
+        lo1 = _mm_add_epi32(lo1, _mm_madd_epi16(b, wl));
+    }
+    const __m128i v0 = finish_sums(hi0, lo0), v1 = finish_sums(hi1, lo1);
+    const __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(v0, v1), zero);
+    const int32_t rgbx0 = _mm_cvtsi128_si32(bytes);
+    const int32_t rgbx1 = _mm_cvtsi128_si32(_mm_srli_si128(bytes, 4));
+    memcpy(out0, &rgbx0, 3);
+    memcpy(out1, &rgbx1, 3);
+}
+
+/* 16 bytes of a vertical result row from `taps` rows n bytes apart. */
+static void vertical_block_sse2(const uint8_t *rows, size_t n,
+                                const int32_t *hi, const int32_t *lo,
+                                int32_t taps, uint8_t *out)
+{
+    const __m128i zero = _mm_setzero_si128();
+    __m128i sum_hi[4] = {zero, zero, zero, zero};
+    __m128i sum_lo[4] = {zero, zero, zero, zero};
+    for (int32_t t = 0; t < taps; t += 2) {
+        const uint8_t *row = rows + (size_t)t * n;
+        const __m128i a = _mm_loadu_si128((const __m128i *)row);
+        const __m128i b =
+            t + 1 < taps ? _mm_loadu_si128((const __m128i *)(row + n)) : zero;
+        const __m128i a0 = _mm_unpacklo_epi8(a, zero);
+        const __m128i a1 = _mm_unpackhi_epi8(a, zero);
+        const __m128i b0 = _mm_unpacklo_epi8(b, zero);
+        const __m128i b1 = _mm_unpackhi_epi8(b, zero);
+        const __m128i pairs[4] = {
+            _mm_unpacklo_epi16(a0, b0), _mm_unpackhi_epi16(a0, b0),
+            _mm_unpacklo_epi16(a1, b1), _mm_unpackhi_epi16(a1, b1)};
+        const __m128i wh = _mm_set1_epi32(hi[t / 2]);
+        const __m128i wl = _mm_set1_epi32(lo[t / 2]);
+        for (int j = 0; j < 4; j++) {
+            sum_hi[j] = _mm_add_epi32(sum_hi[j], _mm_madd_epi16(pairs[j], wh));
+            sum_lo[j] = _mm_add_epi32(sum_lo[j], _mm_madd_epi16(pairs[j], wl));
+        }
+    }
+    __m128i v[4];
+    for (int j = 0; j < 4; j++)
+        v[j] = finish_sums(sum_hi[j], sum_lo[j]);
+    const __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(v[0], v[1]),
+                                           _mm_packs_epi32(v[2], v[3]));
+    _mm_storeu_si128((__m128i *)out, bytes);
+}
+#endif
+
 /* The horizontal pass of one RGB row of `width` pixels. Everything the
  * loop reads is copied into restrict locals first: the uint8_t stores
  * could alias any of it, and reloading it every tap was slow. */
@@ -246,21 +405,44 @@ static void horizontal_rgb(const struct rf__resample_axis *axis, uint32_t width,
     const uint32_t n = axis->out_size, ksize = axis->ksize;
     const int32_t *restrict first = axis->first;
     const int32_t *restrict count = axis->count;
-    const int32_t *restrict weights = axis->weights;
     for (uint32_t o = 0; o < n; o++) {
-        const int32_t *restrict k = weights + (size_t)o * ksize;
-        const uint8_t *restrict p = in + (size_t)first[o] * 3;
-        int32_t r = ROUNDING_HALF, g = ROUNDING_HALF, b = ROUNDING_HALF;
-        for (int32_t t = 0; t < count[o]; t++, p += 3) {
-            r += p[0] * k[t];
-            g += p[1] * k[t];
-            b += p[2] * k[t];
+        const uint8_t *p = in + (size_t)first[o] * 3;
+#ifdef RF_RESIZE_SSE2
+        /* the SIMD pixel may read the pixel after its taps, plus a byte */
+        if ((uint32_t)(first[o] + count[o]) + 1 < width) {
+            const size_t q = (size_t)o * axis->kpairs;
+            rgb_pixel_sse2(p, axis->pairs_hi + q, axis->pairs_lo + q, count[o],
+                           out + 3 * o);
+            continue;
         }
-        out[3 * o] = clip8(r);
-        out[3 * o + 1] = clip8(g);
-        out[3 * o + 2] = clip8(b);
+#endif
+        rgb_pixel(p, axis->weights + (size_t)o * ksize, count[o], out + 3 * o);
     }
 }
+
+#ifdef RF_RESIZE_SSE2
+/* horizontal_rgb() of two rows at once. */
+static void horizontal_rgb2(const struct rf__resample_axis *axis,
+                            uint32_t width, const uint8_t *in0,
+                            const uint8_t *in1, uint8_t *out0, uint8_t *out1)
+{
+    const int32_t *restrict first = axis->first;
+    const int32_t *restrict count = axis->count;
+    for (uint32_t o = 0; o < axis->out_size; o++) {
+        const size_t at = (size_t)first[o] * 3;
+        if ((uint32_t)(first[o] + count[o]) + 1 < width) {
+            const size_t q = (size_t)o * axis->kpairs;
+            rgb_pixel2_sse2(in0 + at, in1 + at, axis->pairs_hi + q,
+                            axis->pairs_lo + q, count[o], out0 + 3 * o,
+                            out1 + 3 * o);
+        } else {
+            const int32_t *k = axis->weights + (size_t)o * axis->ksize;
+            rgb_pixel(in0 + at, k, count[o], out0 + 3 * o);
+            rgb_pixel(in1 + at, k, count[o], out1 + 3 * o);
+        }
+    }
+}
+#endif
 
 static void horizontal_grey(const struct rf__resample_axis *axis,
                             const uint8_t *restrict in, uint8_t *restrict out)
@@ -288,8 +470,9 @@ static void horizontal(const struct rf__resizer *rs, const uint8_t *in,
         horizontal_grey(&rs->horizontal, in, out);
 }
 
-/* Result row i of the vertical pass over the kept rows of n bytes each.
- * Blocks of 8 bytes keep their sums in registers across the taps. */
+/* Result row i of the vertical pass over the kept rows of n bytes each:
+ * 16 bytes at a time with SSE2, the rest in blocks of 8 that keep their
+ * sums in registers across the taps. */
 static void vertical(const struct rf__resizer *rs, uint32_t i, size_t n,
                      uint8_t *restrict out)
 {
@@ -299,6 +482,12 @@ static void vertical(const struct rf__resizer *rs, uint32_t i, size_t n,
     const uint8_t *restrict rows =
         rs->rows + (taps > 0 ? (size_t)axis->first[i] * n : 0);
     size_t x = 0;
+#ifdef RF_RESIZE_SSE2
+    const size_t q = (size_t)i * axis->kpairs;
+    for (; x + 16 <= n; x += 16)
+        vertical_block_sse2(rows + x, n, axis->pairs_hi + q, axis->pairs_lo + q,
+                            taps, out + x);
+#endif
     for (; x + 8 <= n; x += 8) {
         int32_t sum[8];
         for (int j = 0; j < 8; j++)
@@ -349,6 +538,16 @@ static void write_result_row(struct rf__resizer *rs, uint32_t i)
     store_row(rs, i);
 }
 
+/* Writes every result row whose input rows are all in. */
+static void write_ready_rows(struct rf__resizer *rs)
+{
+    const struct rf__resample_axis *v = &rs->vertical;
+    while (rs->next_out < v->out_size &&
+           (uint32_t)(v->first[rs->next_out] + v->count[rs->next_out]) <=
+               rs->rows_in)
+        write_result_row(rs, rs->next_out++);
+}
+
 void rf__resizer_push_row(struct rf__resizer *rs, const uint8_t *row)
 {
     if (rs->rows_in >= rs->rows_needed)
@@ -362,11 +561,27 @@ void rf__resizer_push_row(struct rf__resizer *rs, const uint8_t *row)
         horizontal(rs, row, rs->rows + (size_t)rs->rows_in * n);
     }
     rs->rows_in++;
-    const struct rf__resample_axis *v = &rs->vertical;
-    while (rs->next_out < v->out_size &&
-           (uint32_t)(v->first[rs->next_out] + v->count[rs->next_out]) <=
-               rs->rows_in)
-        write_result_row(rs, rs->next_out++);
+    write_ready_rows(rs);
+}
+
+void rf__resizer_push_rows(struct rf__resizer *rs, const uint8_t *rows,
+                           unsigned count, size_t stride)
+{
+    unsigned r = 0;
+#ifdef RF_RESIZE_SSE2
+    const size_t n = (size_t)rs->horizontal.out_size * 3;
+    for (; r + 1 < count && rs->channels == 3 && !rs->vertical_first &&
+           rs->rows_in + 1 < rs->rows_needed;
+         r += 2) {
+        uint8_t *out = rs->rows + (size_t)rs->rows_in * n;
+        horizontal_rgb2(&rs->horizontal, rs->input_width, rows + r * stride,
+                        rows + (r + 1) * stride, out, out + n);
+        rs->rows_in += 2;
+        write_ready_rows(rs);
+    }
+#endif
+    for (; r < count; r++)
+        rf__resizer_push_row(rs, rows + r * stride);
 }
 
 bool rf__resizer_done(const struct rf__resizer *rs)

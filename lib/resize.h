@@ -27,11 +27,15 @@
 #include "ringfeed.h"
 
 /* The weights of one axis: output pixel o reads `count[o]` input pixels
- * from `first[o]` on, with weights `weights[o * ksize ...]` (sum 1 << 22). */
+ * from `first[o]` on, with weights `weights[o * ksize ...]` (sum 1 << 22).
+ * The same weights split for SIMD: `pairs_hi[o * kpairs + q]` holds the
+ * high parts (weight >> 8) of taps 2q and 2q + 1 as two int16 (missing
+ * taps are 0), `pairs_lo` the low parts (weight & 255). */
 struct rf__resample_axis {
-    uint32_t out_size, ksize;
+    uint32_t out_size, ksize, kpairs;
     int32_t *first, *count, *weights;
-    size_t out_cap, weights_cap; /* allocated entries; only grow */
+    int32_t *pairs_hi, *pairs_lo;
+    size_t out_cap, weights_cap, pairs_cap; /* entries; only grow */
 };
 
 /* Where result pixel (i, j) goes: i counts the resampled rows and j the
@@ -107,6 +111,11 @@ int rf__resizer_begin(struct rf__resizer *rs, uint32_t channels,
  * order, each starting at the horizontal axis's input column 0) and writes
  * every result row that is now complete. */
 void rf__resizer_push_row(struct rf__resizer *rs, const uint8_t *row);
+
+/* rf__resizer_push_row() of `count` rows `stride` bytes apart; faster,
+ * as the horizontal pass takes two rows at a time. */
+void rf__resizer_push_rows(struct rf__resizer *rs, const uint8_t *rows,
+                           unsigned count, size_t stride);
 
 /* True once every result row is written. */
 bool rf__resizer_done(const struct rf__resizer *rs);
