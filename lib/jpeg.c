@@ -44,9 +44,9 @@ struct rf__jpeg_decoder {
     struct jpeg_progress_mgr progress;
     uint32_t max_scans; /* of the current image; 0 = no limit */
     struct rf__resizer resizer;
-    uint8_t *row; /* one decoded scanline */
+    uint8_t *row; /* decoded scanlines, ROW_BATCH at most */
     size_t row_cap;
-    uint8_t *converted; /* that scanline in working channels (CMYK) */
+    uint8_t *converted; /* one CMYK scanline as RGB or luminance */
     size_t converted_cap;
 };
 
@@ -142,7 +142,8 @@ static void on_message(j_common_ptr cinfo, int level)
                 text);
 }
 
-/* Called by libjpeg once per iMCU row of every scan it reads: refuses
+/* libjpeg's progress hook, called as it reads (once per iMCU row of each
+ * scan while jpeg_start_decompress absorbs a multi-scan file): refuses
  * files with too many scans before they cost too much (a progressive
  * file of thousands of tiny scans is a decompression bomb). */
 static void count_scans(j_common_ptr cinfo)

@@ -526,9 +526,9 @@ static uint8_t *pil_resize(const char *path, const double box[4],
 {
     char cmd[2048];
     /* %.17g: Python reads back the very doubles the decoder used */
-    snprintf(cmd, sizeof(cmd), "%s %s %s %.17g %.17g %.17g %.17g %u %u %d %d",
-             python, script, path, box[0], box[1], box[2], box[3], width,
-             height, flip, exif);
+    snprintf(cmd, sizeof(cmd),
+             "%s '%s' '%s' %.17g %.17g %.17g %.17g %u %u %d %d", python, script,
+             path, box[0], box[1], box[2], box[3], width, height, flip, exif);
     FILE *p = popen(cmd, "r");
     CHECK(p);
     const size_t n = (size_t)width * height * 3;
