@@ -1,0 +1,377 @@
+/*
+ * bench-decode.c - the floor for decoding a folder of JPEGs: how many images
+ * a second do plain processes decode with TurboJPEG when they do nothing
+ * else? No crop, no scaled decode, no resize, no shared memory, no batches.
+ * tools/bench-pipeline.sh sets ringfeed's figures beside this one.
+ *
+ *   bench-decode DIR [--processes P] [--json] [--help]
+ *
+ * The parent lists every .jpg/.jpeg file under DIR (not timed), sorts the
+ * list, then forks P processes (default: one per CPU it may run on).
+ * Process p decodes files i with i % P == p, each at full scale to RGB,
+ * reading the file with read() into a buffer and decoding into another,
+ * both reused. The parent reports images/s over the wall time from before
+ * the first fork to after the last child was reaped.
+ *
+ * A benchmark, not a test: never run by `make check`. It exits 1 when any
+ * file could not be read or decoded, as a floor that skipped work would
+ * flatter itself.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+#define PROGRAM "bench-decode"
+
+/* ---- options ------------------------------------------------------------ */
+
+struct opts {
+    const char *dir;
+    long processes; /* 0: one per CPU of the affinity mask */
+    bool json;
+};
+
+static void usage(FILE *f)
+{
+    fputs("usage: " PROGRAM " DIR [--processes P] [--json] [--help]\n"
+          "Decodes every .jpg/.jpeg file under DIR once, at full scale to "
+          "RGB with\n"
+          "TurboJPEG, in P forked processes (file i in process i % P), and "
+          "prints\n"
+          "images/s over the wall time.\n"
+          "  --processes P  1..1024; default: one per CPU this process may "
+          "use\n"
+          "  --json         also print one JSON object as the last line\n"
+          "  --help         this text\n"
+          "Exits 1 if any file failed to read or decode, 2 on bad usage.\n",
+          f);
+}
+
+/* Decimal only, no sign, no trailing junk: a typo must not become 0. */
+static int parse_count(const char *s, long max, long *v)
+{
+    char *end;
+    if (*s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    const long x = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || x < 1 || x > max)
+        return -1;
+    *v = x;
+    return 0;
+}
+
+/* Returns 0, 1 for --help, or -1 after saying what is wrong. */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+    *o = (struct opts){0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0)
+            return 1;
+        if (strcmp(a, "--json") == 0) {
+            o->json = true;
+        } else if (strcmp(a, "--processes") == 0 && i + 1 < argc) {
+            if (parse_count(argv[++i], 1024, &o->processes) != 0) {
+                fprintf(stderr, PROGRAM ": --processes wants 1..1024\n");
+                return -1;
+            }
+        } else if (a[0] != '-' && !o->dir) {
+            o->dir = a;
+        } else {
+            fprintf(stderr, PROGRAM ": bad option or value near '%s'\n", a);
+            return -1;
+        }
+    }
+    if (!o->dir) {
+        fprintf(stderr, PROGRAM ": which folder? (see --help)\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* One per CPU we may run on, as ringfeed's producers and the PyTorch
+ * workers of bench-pipeline.sh count them. */
+static long default_processes(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? n : 1;
+}
+
+/* ---- the file list ------------------------------------------------------ */
+
+struct list {
+    char **path;
+    size_t count, capacity;
+};
+
+/* nftw() takes no user pointer, so its callback appends here. */
+static struct list g_list;
+
+static bool is_jpeg_name(const char *path)
+{
+    const char *dot = strrchr(path, '.');
+    return dot &&
+           (strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0);
+}
+
+static int list_add(const char *path)
+{
+    if (g_list.count == g_list.capacity) {
+        const size_t cap = g_list.capacity ? 2 * g_list.capacity : 1024;
+        char **p = realloc(g_list.path, cap * sizeof(*p));
+        if (!p)
+            return -1;
+        g_list.path = p;
+        g_list.capacity = cap;
+    }
+    char *copy = strdup(path);
+    if (!copy)
+        return -1;
+    g_list.path[g_list.count++] = copy;
+    return 0;
+}
+
+static int visit(const char *path, const struct stat *st, int type,
+                 struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (type != FTW_F || !is_jpeg_name(path))
+        return 0;
+    return list_add(path) == 0 ? 0 : -1;
+}
+
+static int cmp_path(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted, so that which process decodes which file does not depend on the
+ * order the file system lists them in. */
+static int list_files(const char *dir)
+{
+    if (nftw(dir, visit, 32, FTW_PHYS) != 0) {
+        fprintf(stderr, PROGRAM ": cannot list %s: %s\n", dir,
+                errno ? strerror(errno) : "out of memory");
+        return -1;
+    }
+    if (g_list.count == 0) {
+        fprintf(stderr, PROGRAM ": no .jpg or .jpeg file under %s\n", dir);
+        return -1;
+    }
+    qsort(g_list.path, g_list.count, sizeof(*g_list.path), cmp_path);
+    return 0;
+}
+
+/* ---- one decoding process ---------------------------------------------- */
+
+/* What child p leaves in the shared mapping for the parent, which reads it
+ * after waitpid() and so after every store the child made. */
+struct result {
+    uint64_t decoded;
+    uint64_t failed;
+    uint64_t pixels;
+};
+
+/* A buffer that only grows, so a run does no allocation in steady state. */
+struct buffer {
+    unsigned char *data;
+    size_t size;
+};
+
+static int buffer_reserve(struct buffer *b, size_t size)
+{
+    if (size <= b->size)
+        return 0;
+    unsigned char *p = realloc(b->data, size);
+    if (!p)
+        return -1;
+    b->data = p;
+    b->size = size;
+    return 0;
+}
+
+/* Reads the whole file into b; returns its size, or -1. */
+static ssize_t read_file(const char *path, struct buffer *b)
+{
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) != 0 || st.st_size <= 0 ||
+        buffer_reserve(b, (size_t)st.st_size) != 0) {
+        close(fd);
+        return -1;
+    }
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        const ssize_t n = read(fd, b->data + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    return got == (size_t)st.st_size ? (ssize_t)got : -1;
+}
+
+/* Full scale, RGB, and flags 0: the accurate integer DCT and fancy
+ * upsampling, the defaults of libjpeg and so what PIL and ringfeed use. */
+static int decode(tjhandle tj, const struct buffer *in, size_t size,
+                  struct buffer *out, uint64_t *pixels)
+{
+    int w, h, subsamp, colorspace;
+    if (tjDecompressHeader3(tj, in->data, (unsigned long)size, &w, &h, &subsamp,
+                            &colorspace) != 0 ||
+        w <= 0 || h <= 0)
+        return -1;
+    if (buffer_reserve(out, (size_t)w * (size_t)h * 3) != 0)
+        return -1;
+    if (tjDecompress2(tj, in->data, (unsigned long)size, out->data, w, 0, h,
+                      TJPF_RGB, 0) != 0)
+        return -1;
+    *pixels += (uint64_t)w * (uint64_t)h;
+    return 0;
+}
+
+static void decode_share(size_t p, size_t procs, struct result *r)
+{
+    struct buffer in = {0}, out = {0};
+    tjhandle tj = tjInitDecompress();
+    for (size_t i = p; i < g_list.count; i += procs) {
+        const ssize_t size = tj ? read_file(g_list.path[i], &in) : -1;
+        if (size > 0 && decode(tj, &in, (size_t)size, &out, &r->pixels) == 0)
+            r->decoded++;
+        else
+            r->failed++;
+    }
+    if (tj)
+        tjDestroy(tj);
+    free(in.data);
+    free(out.data);
+}
+
+/* ---- the run ------------------------------------------------------------ */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Forks procs children over r[procs] and reaps them all. Returns how many
+ * could not be started or did not exit with status 0. */
+static size_t run_children(size_t procs, struct result *r)
+{
+    size_t bad = 0, started = 0;
+    for (size_t p = 0; p < procs; p++) {
+        const pid_t pid = fork();
+        if (pid == 0) {
+            decode_share(p, procs, &r[p]);
+            _exit(0);
+        }
+        if (pid < 0) {
+            perror(PROGRAM ": fork");
+            bad++;
+        } else {
+            started++;
+        }
+    }
+    for (; started > 0; started--) {
+        int status;
+        pid_t pid;
+        while ((pid = wait(&status)) < 0 && errno == EINTR)
+            ;
+        if (pid < 0)
+            break;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            bad++;
+    }
+    return bad + started;
+}
+
+struct totals {
+    uint64_t decoded, failed, pixels;
+};
+
+static struct totals sum_results(const struct result *r, size_t procs)
+{
+    struct totals t = {0};
+    for (size_t p = 0; p < procs; p++) {
+        t.decoded += r[p].decoded;
+        t.failed += r[p].failed;
+        t.pixels += r[p].pixels;
+    }
+    return t;
+}
+
+static void report(const struct opts *o, size_t procs, const struct totals *t,
+                   double secs)
+{
+    const double rate = secs > 0 ? (double)t->decoded / secs : 0;
+    const double mpix = secs > 0 ? (double)t->pixels / secs / 1e6 : 0;
+    printf("decoded %" PRIu64 " of %zu images in %.3f s with %zu processes: "
+           "%.1f images/s, %.1f Mpixel/s\n",
+           t->decoded, g_list.count, secs, procs, rate, mpix);
+    if (t->failed > 0)
+        printf("FAILED: %" PRIu64 " files could not be read or decoded\n",
+               t->failed);
+    if (o->json)
+        printf("{\"images\": %" PRIu64 ", \"failed\": %" PRIu64
+               ", \"seconds\": %.6g, \"images_per_s\": %.6g, "
+               "\"mpixels_per_s\": %.6g, \"processes\": %zu}\n",
+               t->decoded, t->failed, secs, rate, mpix, procs);
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o;
+    const int rc = parse_args(argc, argv, &o);
+    if (rc != 0) {
+        usage(rc > 0 ? stdout : stderr);
+        return rc > 0 ? 0 : 2;
+    }
+    if (list_files(o.dir) != 0)
+        return 1;
+    const size_t procs =
+        (size_t)(o.processes ? o.processes : default_processes());
+    /* MAP_SHARED survives fork() as the same pages: the children's results
+     * need no pipe. */
+    struct result *r = mmap(NULL, procs * sizeof(*r), PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED) {
+        perror(PROGRAM ": mmap");
+        return 1;
+    }
+    const double t0 = now_s();
+    const size_t bad = run_children(procs, r);
+    const double secs = now_s() - t0;
+    const struct totals t = sum_results(r, procs);
+    report(&o, procs, &t, secs);
+    if (bad > 0)
+        fprintf(stderr, PROGRAM ": %zu processes failed\n", bad);
+    return bad > 0 || t.failed > 0 ? 1 : 0;
+}

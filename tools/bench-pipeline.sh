@@ -1,0 +1,475 @@
+#!/bin/sh
+# tools/bench-pipeline.sh - ringfeed beside the two loaders it is meant to
+# beat, on the same JPEG files in one run:
+#
+#   (a) ringfeed: ringfeed-bench on the folder, training transform (random
+#       resized crop + flip) to 224x224 uint8, batches of 64, one producer
+#       per CPU (the default);
+#   (b) a plain decode loop: tests/bench-decode, one process per CPU, each
+#       decoding its share of the files at full scale with TurboJPEG and
+#       doing nothing else. The floor that crop-region and DCT-scaled
+#       decoding should beat;
+#   (c) PyTorch's DataLoader with torchvision (tools/bench_torch.py):
+#       ImageFolder, RandomResizedCrop(224) + RandomHorizontalFlip +
+#       PILToTensor, batches of 64, one worker per CPU.
+#
+# For each: images/s (median of RUNS runs), CPU-seconds per 1,000 images,
+# peak memory, and the ratios a/b and a/c. The runs are interleaved
+# a,b,c,a,b,c,... so that drift in the machine's load hits all three alike.
+#
+# How each figure is taken:
+#   images/s  each program's own clock: ringfeed-bench's samples_per_s (from
+#             rf_loader_open()'s return to the last batch), bench-decode's
+#             images over its wall time (first fork to last reap), and
+#             bench_torch.py's images_per_s (from iter(loader)'s return to
+#             the last batch). Start-up is shown apart.
+#   CPU       user+sys from /usr/bin/time -f around each command: the
+#             process and every descendant it reaped (ringfeed's producers,
+#             the decode processes, PyTorch's workers). For (c) this
+#             includes starting Python and importing torch, so the in-script
+#             getrusage figure over the epoch alone is shown too.
+#   memory    peak of the sum of Pss over the command's process tree, from
+#             /proc/PID/smaps_rollup, by this script: the tree's Rss is
+#             checked every 50 ms and its Pss read at each new Rss high and
+#             every 2 s (see sample_peak). Pss splits shared pages among
+#             their users, so ringfeed's shared slots and PyTorch's shared
+#             tensors count once.
+#
+# The dataset is ringfeed-synth's ImageNet-like JPEGs, written once under
+# BUILD_DIR/bench-data/ and reused. Before every round of runs the files are
+# read once, so the page cache is warm and no disk is measured.
+#
+# Usage: tools/bench-pipeline.sh [--images N] [--runs R] [BUILD_DIR]
+# (defaults 2000, 3, and _build in the source tree). PyTorch runs under
+# /usr/bin/python3 (Debian's python3-torch), or $TORCH_PYTHON. Exits 1 if
+# any run failed, 2 on bad usage.
+set -u
+
+usage() {
+    sed -n '/^# Usage:/,/bad usage\.$/s/^# //p' "$0"
+}
+
+images=2000
+runs=3
+classes=10
+build_arg=
+while [ $# -gt 0 ]; do
+    case $1 in
+    --images | --runs)
+        case ${2-} in '' | *[!0-9]* | 0 | 00*) bad=1 ;; *) bad=0 ;; esac
+        if [ "$bad" -eq 1 ]; then
+            printf 'bench-pipeline: %s wants a number >= 1\n' "$1" >&2
+            exit 2
+        fi
+        if [ "$1" = --images ]; then images=$2; else runs=$2; fi
+        shift 2
+        ;;
+    --help)
+        usage
+        exit 0
+        ;;
+    -*)
+        usage >&2
+        exit 2
+        ;;
+    *)
+        build_arg=$1
+        shift
+        ;;
+    esac
+done
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${build_arg:-$top/_build}" 2>/dev/null && pwd) || {
+    printf 'bench-pipeline: no build directory %s\n' \
+        "${build_arg:-$top/_build}" >&2
+    exit 2
+}
+bench=$build/tools/ringfeed-bench
+producer=$build/tools/ringfeed-producer
+synth=$build/tools/ringfeed-synth
+decode=$build/tests/bench-decode
+torch_py=$top/tools/bench_torch.py
+python=${TORCH_PYTHON:-/usr/bin/python3}
+data=$build/bench-data/synth-$images-$classes
+cpus=$(nproc)
+
+for f in "$bench" "$producer" "$synth" "$decode" "$python"; do
+    [ -x "$f" ] && continue
+    printf 'bench-pipeline: %s is missing; run make in %s\n' "$f" "$build" >&2
+    exit 2
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-pipeline.XXXXXX") || exit 2
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
+failed=0
+
+say() { printf '%s\n' "$*"; }
+
+# ---- the dataset -------------------------------------------------------
+
+# Written beside its final name and renamed when complete, so an
+# interrupted run never leaves a partial dataset to be reused.
+make_data() {
+    [ -d "$data" ] && return 0
+    say "== writing the dataset (once): $data"
+    rm -rf "$data.partial"
+    mkdir -p "$(dirname "$data")" &&
+        "$synth" "$data.partial" --images "$images" --classes "$classes" \
+            --quiet &&
+        mv "$data.partial" "$data"
+}
+
+# Reads every file once so that all three find them in the page cache;
+# imports torch once too, so the first PyTorch run does not page in its
+# libraries from disk.
+warm_up() {
+    find "$data" -type f -exec cat {} + >/dev/null
+    "$python" -c 'import torch, torchvision' 2>/dev/null
+}
+
+# ---- measuring one command ---------------------------------------------
+
+# quote WORD...: the words as a shell command line, each single-quoted
+# unless it is plainly safe.
+quote() {
+    line=
+    for w in "$@"; do
+        case $w in
+        *[!A-Za-z0-9_./=:,+-]* | '')
+            w="'$(printf '%s' "$w" | sed "s/'/'\\\\''/g")'"
+            ;;
+        esac
+        line="${line:+$line }$w"
+    done
+    printf '%s\n' "$line"
+}
+
+# sample_peak ROOT OUT: the peak over the run of the sum of Pss over ROOT's
+# descendants (not ROOT itself, which is /usr/bin/time), in kB, and the
+# sampler's own CPU seconds, written to OUT once the file $tmp/stop
+# appears.
+#
+# Every 50 ms it sums their Rss from /proc/PID/statm, which costs next to
+# nothing. Reading smaps_rollup walks every resident page: for PyTorch's
+# tree that took ~12 ms of kernel time per sample here, 25% of a CPU at 20
+# samples a second, stolen from the runs it measures, and the most from
+# the biggest. So Pss is read when the Rss sum reaches a new high (by 2%)
+# and otherwise every 2 s; that cost ~0.35 s of CPU in a 12 s PyTorch run,
+# and its peak came within 2% of reading Pss at every sample.
+#
+# One Python process samples: it reads /proc cheaply and survives a
+# process that exits under it (mawk dies of the read error, dash reads a
+# byte per system call). This kernel has no /proc/PID/task/TID/children,
+# so the tree comes from the parent pid in /proc/PID/stat, read once per
+# process; listing /proc shows processes but not threads, so none is
+# counted twice.
+sample_peak() {
+    "$python" -c '
+import os, sys, time
+
+root, stop, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
+parent = {}  # pid -> ppid, read once for each pid listed
+
+
+def ppid_of(pid):
+    """Parent pid; the name in parentheses may hold spaces or ")"."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def rss_kb(pid):
+    try:
+        with open("/proc/%d/statm" % pid, "rb") as f:
+            return int(f.read().split()[1]) * page_kb
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def pss_kb(pid):
+    try:
+        with open("/proc/%d/smaps_rollup" % pid, "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def tree():
+    """The descendants of root, as pids."""
+    listed = {int(n) for n in os.listdir("/proc") if n.isdigit()}
+    for pid in list(parent):
+        if pid not in listed:
+            del parent[pid]
+    for pid in listed:
+        if pid not in parent:
+            parent[pid] = ppid_of(pid)
+    children = {}
+    for pid, pp in parent.items():
+        children.setdefault(pp, []).append(pid)
+    found, todo = [], list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, ()))
+    return found
+
+
+peak_pss = peak_rss = n = 0
+while not os.path.exists(stop):
+    pids = tree()
+    rss = sum(rss_kb(p) for p in pids)
+    if rss > peak_rss * 1.02 or n % 40 == 0:
+        peak_pss = max(peak_pss, sum(pss_kb(p) for p in pids))
+    peak_rss = max(peak_rss, rss)
+    n += 1
+    time.sleep(0.05)
+with open(out, "w") as f:
+    t = os.times()
+    f.write("%d %.3f\n" % (peak_pss, t.user + t.system))
+' "$1" "$tmp/stop" "$2"
+}
+
+# measure NAME RUN COMMAND...: runs COMMAND under /usr/bin/time with the
+# sampler beside it. Leaves in $tmp/NAME.RUN.{out,err,time,pss} its
+# stdout, stderr, "wall user sys" and peak Pss in kB; records the command
+# line in $tmp/NAME.cmd. Returns COMMAND's exit status.
+measure() {
+    name=$1
+    run=$2
+    shift 2
+    base=$tmp/$name.$run
+    quote "$@" >"$tmp/$name.cmd"
+    rm -f "$tmp/stop"
+    /usr/bin/time -f '%e %U %S' -o "$base.time" "$@" \
+        >"$base.out" 2>"$base.err" &
+    root=$!
+    sample_peak "$root" "$base.pss" &
+    sampler=$!
+    wait "$root"
+    rc=$?
+    : >"$tmp/stop"
+    wait "$sampler"
+    return "$rc"
+}
+
+# json_field FILE FIELD: the number FIELD of the JSON object on the last
+# line of FILE, or nothing.
+json_field() {
+    tail -n 1 "$1" | "$python" -c '
+import json, sys
+try:
+    v = json.loads(sys.stdin.read()).get(sys.argv[1])
+except ValueError:
+    v = None
+if isinstance(v, (int, float)) and not isinstance(v, bool):
+    print(v)' "$2"
+}
+
+# cpu_s NAME RUN: user+sys seconds from /usr/bin/time (its last line: a
+# failed command's status comes first).
+cpu_s() {
+    tail -n 1 "$tmp/$1.$2.time" | awk '{ printf "%.3f\n", $2 + $3 }'
+}
+
+# record NAME FIGURE VALUE: one value a line, for the medians.
+record() {
+    printf '%s\n' "$3" >>"$tmp/$1.$2"
+}
+
+# fail NAME RUN WHY: says the run failed and shows its output verbatim.
+fail() {
+    failed=1
+    say "  run $2 $1: FAILED ($3); its output:"
+    sed 's/^/    | /' "$tmp/$1.$2.out" "$tmp/$1.$2.err"
+}
+
+# common_figures NAME RUN IMAGES: CPU and memory, which every run has;
+# memory is "?" when the sampler left nothing.
+common_figures() {
+    cpu=$(cpu_s "$1" "$2")
+    record "$1" cpu_per_k "$(awk -v c="$cpu" -v n="$3" \
+        'BEGIN { printf "%.4f\n", c / n * 1000 }')"
+    mb='?'
+    if { read -r pss sampler <"$tmp/$1.$2.pss"; } 2>/dev/null; then
+        mb=$(awk -v k="$pss" 'BEGIN { printf "%.1f\n", k / 1024 }')
+        record "$1" pss_mb "$mb"
+        record "$1" sampler_cpu "$sampler"
+    fi
+    printf 'CPU %s s, peak PSS %s MB' "$cpu" "$mb"
+}
+
+# ---- the three contenders ----------------------------------------------
+
+run_ringfeed() {
+    if ! measure ringfeed "$1" env RINGFEED_PRODUCER="$producer" "$bench" \
+        --source "$data" --transform train --size 224 --batch 64 --json; then
+        fail ringfeed "$1" "exit status $rc"
+        return
+    fi
+    out=$tmp/ringfeed.$1.out
+    n=$(json_field "$out" samples)
+    errors=$(json_field "$out" errors)
+    if [ "${n:-0}" != "$images" ] || [ "${errors:-1}" != 0 ]; then
+        fail ringfeed "$1" "$n of $images images, errors: $errors"
+        return
+    fi
+    rate=$(json_field "$out" samples_per_s)
+    secs=$(json_field "$out" seconds)
+    startup=$(json_field "$out" startup_s)
+    record ringfeed rate "$rate"
+    record ringfeed startup "$startup"
+    record ringfeed rate_all "$(awk -v n="$n" -v s="$secs" -v u="$startup" \
+        'BEGIN { printf "%.1f\n", n / (s + u) }')"
+    printf '  run %s (a) ringfeed: %.1f images/s, start-up %.3f s, %s\n' \
+        "$1" "$rate" "$startup" "$(common_figures ringfeed "$1" "$n")"
+}
+
+run_decode() {
+    if ! measure decode "$1" "$decode" "$data" --processes "$cpus" --json; then
+        fail decode "$1" "exit status $rc"
+        return
+    fi
+    out=$tmp/decode.$1.out
+    n=$(json_field "$out" images)
+    if [ "${n:-0}" != "$images" ]; then
+        fail decode "$1" "$n of $images images"
+        return
+    fi
+    rate=$(json_field "$out" images_per_s)
+    record decode rate "$rate"
+    record decode rate_all "$rate"
+    printf '  run %s (b) decode loop: %.1f images/s, %s\n' \
+        "$1" "$rate" "$(common_figures decode "$1" "$n")"
+}
+
+run_torch() {
+    if ! measure torch "$1" "$python" "$torch_py" "$data" --batch 64 \
+        --size 224 --workers "$cpus"; then
+        fail torch "$1" "exit status $rc"
+        return
+    fi
+    out=$tmp/torch.$1.out
+    n=$(json_field "$out" images)
+    if [ "${n:-0}" != "$images" ]; then
+        fail torch "$1" "$n of $images images"
+        return
+    fi
+    rate=$(json_field "$out" images_per_s)
+    startup=$(json_field "$out" startup_s)
+    first=$(json_field "$out" first_batch_s)
+    inner=$(json_field "$out" cpu_s)
+    record torch rate "$rate"
+    record torch startup "$startup"
+    record torch rate_all "$(json_field "$out" images_per_s_with_startup)"
+    record torch epoch_cpu_per_k "$(awk -v c="$inner" -v n="$n" \
+        'BEGIN { printf "%.4f\n", c / n * 1000 }')"
+    printf '  run %s (c) PyTorch: %.1f images/s, start-up %.3f s (first' \
+        "$1" "$rate" "$startup"
+    printf ' batch %.3f s later), epoch CPU %.2f s, %s\n' "$first" "$inner" \
+        "$(common_figures torch "$1" "$n")"
+}
+
+# ---- the table -----------------------------------------------------------
+
+# median: of the numbers on stdin, one a line (the lower middle one when
+# their count is even).
+median() {
+    sort -n | awk '{ v[n++] = $1 } END { if (n) print v[int((n - 1) / 2)] }'
+}
+
+# figure NAME FIGURE [FORMAT]: the median, or "-" when no run yielded it.
+figure() {
+    if [ -s "$tmp/$1.$2" ]; then
+        median <"$tmp/$1.$2" | awk -v f="${3:-%.1f}" '{ printf f "\n", $1 }'
+    else
+        say -
+    fi
+}
+
+# ratio A B TARGET: A/B to 2 decimals, and whether it meets TARGET.
+ratio() {
+    awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN {
+        if (a == "-" || b == "-" || b <= 0) { print "-"; exit }
+        r = a / b
+        printf "%.2f  (target >= %s: %s)\n", r, t, (r >= t ? "met" : "NOT met")
+    }'
+}
+
+row() {
+    printf '  %-22s %9s %11s %9s %13s %12s\n' "$@"
+}
+
+# ---- the run -------------------------------------------------------------
+
+make_data || {
+    say "bench-pipeline: could not write the dataset $data"
+    exit 1
+}
+say "== $images images in $classes classes: $data" \
+    "($(du -sh "$data" | cut -f 1))"
+say "== machine: $cpus CPUs, $(sed -n 's/^model name[[:space:]]*: *//p' \
+    /proc/cpuinfo | head -n 1), load average $(cut -d ' ' -f 1-3 \
+    /proc/loadavg) at the start"
+say "== library: $(git -C "$top" describe --always --dirty 2>/dev/null ||
+    say unknown) as built in $build; uncommitted in lib/:" \
+    "$(git -C "$top" status --porcelain -- lib 2>/dev/null | wc -l) files"
+
+i=1
+while [ "$i" -le "$runs" ]; do
+    say "== round $i of $runs (page cache warmed first)"
+    warm_up
+    run_ringfeed "$i"
+    run_decode "$i"
+    run_torch "$i"
+    i=$((i + 1))
+done
+
+say ""
+say "== commands"
+say "  dataset (once): $(quote "$synth" "$data.partial" --images \
+    "$images" --classes "$classes" --quiet), then renamed to $data"
+say "  warm-up (every round): $(quote find "$data" -type f -exec cat {} +) \
+>/dev/null"
+say "  then each of these under /usr/bin/time -f '%e %U %S', sampled:"
+for name in ringfeed decode torch; do
+    [ -s "$tmp/$name.cmd" ] && say "  $(cat "$tmp/$name.cmd")"
+done
+
+a=$(figure ringfeed rate)
+b=$(figure decode rate)
+c=$(figure torch rate)
+say ""
+say "== medians of $runs runs; $images images, 224x224 uint8 batches of 64;" \
+    "$cpus processes each"
+say "   load average at the end: $(cut -d ' ' -f 1-3 /proc/loadavg)"
+row "" images/s "incl. start" "start s" "CPU s/1k img" "peak PSS MB"
+row "(a) ringfeed" "$a" "$(figure ringfeed rate_all)" \
+    "$(figure ringfeed startup %.3f)" "$(figure ringfeed cpu_per_k %.2f)" \
+    "$(figure ringfeed pss_mb)"
+row "(b) TurboJPEG loop" "$b" "$(figure decode rate_all)" - \
+    "$(figure decode cpu_per_k %.2f)" "$(figure decode pss_mb)"
+row "(c) PyTorch DataLoader" "$c" "$(figure torch rate_all)" \
+    "$(figure torch startup %.3f)" "$(figure torch cpu_per_k %.2f)" \
+    "$(figure torch pss_mb)"
+say "  CPU s/1k img: user+sys from /usr/bin/time, of the whole command"
+say "    and the children it reaped; (c) over the epoch alone (getrusage"
+say "    in bench_torch.py, no interpreter start or imports):" \
+    "$(figure torch epoch_cpu_per_k %.2f)"
+say "  peak PSS: sum over the process tree; Rss checked every 50 ms, Pss"
+say "    read at each new Rss high and every 2 s. The sampler's own CPU"
+say "    (in no figure above), median per run:" \
+    "(a) $(figure ringfeed sampler_cpu %.2f) s," \
+    "(b) $(figure decode sampler_cpu %.2f) s," \
+    "(c) $(figure torch sampler_cpu %.2f) s"
+say "  a/b  $(ratio "$a" "$b" 1.2)"
+say "  a/c  $(ratio "$a" "$c" 3.5)"
+[ "$failed" -eq 0 ] || say "bench-pipeline: some runs FAILED (see above)"
+exit "$failed"
