@@ -33,6 +33,10 @@ void rf__dataset_raw_shape(const rf_dataset *ds, uint32_t *height,
                            uint32_t *width, uint32_t *channels,
                            rf_layout *layout);
 
+/* rf_dataset_open(), but a folder's listing is read from, or written to,
+ * FOLDER/.ringfeed-index (RF_PARAM_INDEX_CACHE; lib/index-cache.c). */
+int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp);
+
 /* The buffer behind rf_dataset_error(), for rf_dataset_decode() (which
  * lives in lib/decode.c) to write its reason into. */
 char *rf__dataset_error_buffer(rf_dataset *ds, size_t *len);

@@ -188,7 +188,9 @@ static int open_dataset(rf_loader *l)
 {
     rf_dataset *ds = NULL;
     char *why = NULL;
-    int rc = rf_dataset_open(&ds, l->path, &why);
+    int rc = l->params[RF_PARAM_INDEX_CACHE]
+                 ? rf__dataset_open_cached(&ds, l->path, &why)
+                 : rf_dataset_open(&ds, l->path, &why);
     if (rc < 0) {
         (void)set_error(l, rc, "cannot open dataset '%s': %s", l->path,
                         why ? why : rf_strerror(rc));

@@ -292,6 +292,47 @@ static void test_zstd_pack(void)
     rf_config_free(cfg);
 }
 
+static uint64_t samples_seen_by_loader(void)
+{
+    rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_INDEX_CACHE, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, 1000000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 1));
+    rf_loader *l = open_or_die(cfg);
+    rf_batch b;
+    uint64_t samples = 0;
+    while (rf_loader_next(l, &b) > 0) {
+        samples += b.samples + b.skipped;
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    return samples;
+}
+
+static void test_index_cache(void)
+{
+    char cache[300];
+    rf__format(cache, sizeof(cache), "%s/.ringfeed-index", root);
+    const uint64_t before = samples_seen_by_loader();
+    CHECK_EQ(access(cache, R_OK), 0); /* written on the first open */
+    CHECK_EQ(samples_seen_by_loader(), before);
+    /* A new file changes its class folder: the cache is listed again. */
+    sleep(1); /* mtimes of the same second could tie */
+    void *jpeg = NULL;
+    size_t size = 0;
+    CHECK_OK(rf_synthetic_jpeg(2, 7, 50, 40, &jpeg, &size));
+    char path[300];
+    rf__format(path, sizeof(path), "%s/class_0/new.jpg", root);
+    write_file(path, jpeg, size);
+    free(jpeg);
+    CHECK_EQ(samples_seen_by_loader(), before + 1);
+    /* A damaged cache is listed again, never trusted. */
+    write_file(cache, "not an index", 12);
+    CHECK_EQ(samples_seen_by_loader(), before + 1);
+}
+
 static void test_missing_dataset(void)
 {
     rf_config *cfg = rf_config_create();
@@ -313,6 +354,7 @@ int main(void)
     test_bad_files_skipped_and_listed(bad);
     test_error_limit_ends_the_run();
     test_zstd_pack();
+    test_index_cache();
     test_missing_dataset();
     remove_tree(root);
     return 0;
