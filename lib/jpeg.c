@@ -616,6 +616,8 @@ static void read_rows(struct rf__jpeg_decoder *dec, struct decode_job *job)
             raise_error(dec, "libjpeg returned no scanline");
         push_rows(dec, job, dec->row, got, row_bytes);
     }
+    if (!rf__resizer_done(&dec->resizer))
+        raise_error(dec, "internal error: rows missing for the resize");
 }
 
 /*

@@ -506,8 +506,8 @@ static void vertical(const struct rf__resizer *rs, uint32_t i, size_t n,
     }
 }
 
-/* Scatters result row i through the destination's steps: a plain copy
- * for the usual NHWC unmirrored target. */
+/* Scatters result row i through the destination's steps (mirrored,
+ * planar or replicated targets). */
 static void store_row(const struct rf__resizer *rs, uint32_t i)
 {
     uint8_t *restrict base = rs->dst + rs->origin + (ptrdiff_t)i * rs->step_i;
@@ -515,10 +515,6 @@ static void store_row(const struct rf__resizer *rs, uint32_t i)
     const uint32_t cols = rs->horizontal.out_size;
     const uint32_t in_channels = rs->channels;
     const ptrdiff_t sj = rs->step_j, sc = rs->step_c;
-    if (in_channels == rs->dst_channels && sj == in_channels && sc == 1) {
-        memcpy(base, from, (size_t)cols * in_channels);
-        return;
-    }
     for (uint32_t j = 0; j < cols; j++, base += sj) {
         for (uint32_t c = 0; c < rs->dst_channels; c++)
             /* one working channel is replicated into three */
@@ -526,16 +522,29 @@ static void store_row(const struct rf__resizer *rs, uint32_t i)
     }
 }
 
+/* Where result row i can be written as it is (an unmirrored NHWC target
+ * of the working channels), or NULL. */
+static uint8_t *target_row(const struct rf__resizer *rs, uint32_t i)
+{
+    if (rs->dst_channels != rs->channels ||
+        rs->step_j != (ptrdiff_t)rs->channels || rs->step_c != 1)
+        return NULL;
+    return rs->dst + rs->origin + (ptrdiff_t)i * rs->step_i;
+}
+
 static void write_result_row(struct rf__resizer *rs, uint32_t i)
 {
     const size_t c = rs->channels;
+    uint8_t *direct = target_row(rs, i);
+    uint8_t *out = direct ? direct : rs->result;
     if (rs->vertical_first) {
         vertical(rs, i, (size_t)rs->input_width * c, rs->between);
-        horizontal(rs, rs->between, rs->result);
+        horizontal(rs, rs->between, out);
     } else {
-        vertical(rs, i, (size_t)rs->horizontal.out_size * c, rs->result);
+        vertical(rs, i, (size_t)rs->horizontal.out_size * c, out);
     }
-    store_row(rs, i);
+    if (!direct)
+        store_row(rs, i);
 }
 
 /* Writes every result row whose input rows are all in. */

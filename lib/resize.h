@@ -10,12 +10,16 @@
  * So at the same input the result is PIL's to the byte.
  *
  * The horizontal pass runs as each decoded row arrives; the vertical pass
- * writes each output row as soon as the rows it needs are in, straight into
- * the target (NHWC or NCHW, mirrored or transposed by address arithmetic,
- * never by a copy). Transposed targets (EXIF orientations 5 to 8) swap
- * the order of the passes, as PIL's would be on the upright image. All buffers
- * belong to the resizer and only grow, so after the first images no call
- * allocates.
+ * writes each output row as soon as the rows it needs are in: straight
+ * into an unmirrored NHWC target, else through one row of scratch that is
+ * scattered by address arithmetic (NCHW, mirrored, transposed, grey
+ * replicated into RGB), never through an image-sized copy. Transposed
+ * targets (EXIF orientations 5 to 8) swap the order of the passes, as
+ * PIL's would be on the upright image. All buffers belong to the resizer
+ * and only grow, so after the first images no call allocates.
+ *
+ * On x86-64 both passes use SSE2 (pmaddwd on the weights split into
+ * 16-bit halves: still exact); elsewhere plain C computes the same bytes.
  */
 #ifndef RF_RESIZE_H
 #define RF_RESIZE_H
