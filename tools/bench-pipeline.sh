@@ -421,6 +421,10 @@ say "== machine: $cpus CPUs, $(sed -n 's/^model name[[:space:]]*: *//p' \
 say "== library: $(git -C "$top" describe --always --dirty 2>/dev/null ||
     say unknown) as built in $build; uncommitted in lib/:" \
     "$(git -C "$top" status --porcelain -- lib 2>/dev/null | wc -l) files"
+# Others change lib/ while this runs: say when the binaries are older.
+stale=$(find "$top/lib" -name '*.[ch]' -newer "$producer" | wc -l)
+[ "$stale" -eq 0 ] || say "== WARNING: $stale files in lib/ are newer than" \
+    "$producer: run make in $build"
 
 i=1
 while [ "$i" -le "$runs" ]; do
@@ -471,5 +475,15 @@ say "    (in no figure above), median per run:" \
     "(c) $(figure torch sampler_cpu %.2f) s"
 say "  a/b  $(ratio "$a" "$b" 1.2)"
 say "  a/c  $(ratio "$a" "$c" 3.5)"
+# On a busy machine the wall clock says how much CPU the others left us;
+# CPU per image says what each pipeline costs, which on a machine they have
+# to themselves bounds the rate (CPUs / CPU-s per image).
+say "  the same from CPU-s per image (less sensitive to others' load):"
+say "  a/b  $(ratio "$(figure decode cpu_per_k %.4f)" \
+    "$(figure ringfeed cpu_per_k %.4f)" 1.2)"
+say "  a/c  $(ratio "$(figure torch cpu_per_k %.4f)" \
+    "$(figure ringfeed cpu_per_k %.4f)" 3.5); with (c)'s epoch alone:" \
+    "$(ratio "$(figure torch epoch_cpu_per_k %.4f)" \
+        "$(figure ringfeed cpu_per_k %.4f)" 3.5)"
 [ "$failed" -eq 0 ] || say "bench-pipeline: some runs FAILED (see above)"
 exit "$failed"
