@@ -5,7 +5,8 @@
  * Once the header is read, the caller's chooser picks the crop box. The
  * decoder then reads only the MCU rows and columns the box needs
  * (jpeg_crop_scanline, jpeg_skip_scanlines), at the smallest DCT scale M/8
- * whose output still covers the output size, and an antialiased resize
+ * (M = 1, 2, 4 or 8: the scales with SIMD code) whose output still covers
+ * the output size, and an antialiased resize
  * (PIL-style bilinear, the filter widened when shrinking) writes the
  * pixels into dst. No buffer of the whole image is ever made.
  *
@@ -69,10 +70,10 @@ int rf__jpeg_decode(struct rf__jpeg_decoder *dec, const uint8_t *data,
                     const struct rf__jpeg_target *target, char *err,
                     size_t err_len);
 
-/* The DCT scale numerator M (of M/8) that rf__jpeg_decode() uses for a
- * crop of crop_w x crop_h source pixels and an output of out_w x out_h:
- * the smallest whose scaled crop still covers the output. Exposed for
- * tests. */
+/* The DCT scale numerator M (of M/8; 1, 2, 4 or 8) that rf__jpeg_decode()
+ * uses for a crop of crop_w x crop_h source pixels and an output of
+ * out_w x out_h: the smallest whose scaled crop still covers the output.
+ * Exposed for tests. */
 unsigned rf__jpeg_scale_for(double crop_w, double crop_h, uint32_t out_w,
                             uint32_t out_h);
 
