@@ -412,11 +412,12 @@ static void horizontal_rgb(const struct rf__resample_axis *axis, uint32_t width,
         if ((uint32_t)(first[o] + count[o]) + 1 < width) {
             const size_t q = (size_t)o * axis->kpairs;
             rgb_pixel_sse2(p, axis->pairs_hi + q, axis->pairs_lo + q, count[o],
-                           out + 3 * o);
+                           out + (size_t)o * 3);
             continue;
         }
 #endif
-        rgb_pixel(p, axis->weights + (size_t)o * ksize, count[o], out + 3 * o);
+        rgb_pixel(p, axis->weights + (size_t)o * ksize, count[o],
+                  out + (size_t)o * 3);
     }
 }
 
@@ -433,12 +434,12 @@ static void horizontal_rgb2(const struct rf__resample_axis *axis,
         if ((uint32_t)(first[o] + count[o]) + 1 < width) {
             const size_t q = (size_t)o * axis->kpairs;
             rgb_pixel2_sse2(in0 + at, in1 + at, axis->pairs_hi + q,
-                            axis->pairs_lo + q, count[o], out0 + 3 * o,
-                            out1 + 3 * o);
+                            axis->pairs_lo + q, count[o], out0 + (size_t)o * 3,
+                            out1 + (size_t)o * 3);
         } else {
             const int32_t *k = axis->weights + (size_t)o * axis->ksize;
-            rgb_pixel(in0 + at, k, count[o], out0 + 3 * o);
-            rgb_pixel(in1 + at, k, count[o], out1 + 3 * o);
+            rgb_pixel(in0 + at, k, count[o], out0 + (size_t)o * 3);
+            rgb_pixel(in1 + at, k, count[o], out1 + (size_t)o * 3);
         }
     }
 }

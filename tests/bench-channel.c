@@ -128,6 +128,8 @@ static const char *option_value(int argc, char **argv, int *i, const char *name,
                                 bool *missing)
 {
     const char *arg = argv[*i];
+    if (!arg)
+        return NULL;
     size_t len = strlen(name);
     if (strncmp(arg, name, len) != 0)
         return NULL;

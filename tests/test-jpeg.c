@@ -796,6 +796,7 @@ static void test_truncated(struct rf__jpeg_decoder *dec,
 static struct blob corrupt(const struct blob *jpeg)
 {
     struct blob bad = copy_blob(jpeg, jpeg->size);
+    CHECK(bad.size > 256);
     for (size_t i = bad.size / 2; i < bad.size / 2 + 64; i++) {
         bad.data[i] ^= 0xff;
         if (bad.data[i] == 0xff) /* no accidental marker */
@@ -936,7 +937,7 @@ static void check_cmyk_against_pil(const struct blob *b, const uint8_t *rgb)
     write_temp_jpeg(b, path, sizeof(path));
     const double box[4] = {0, 0, 64, 48};
     uint8_t *ref = pil_resize(path, box, 64, 48, false, false);
-    const struct diff d = compare(rgb, ref, 64 * 48 * 3);
+    const struct diff d = compare(rgb, ref, (size_t)64 * 48 * 3);
     printf("  %-32s PIL: max %d mean %.3f\n", "", d.max, d.mean);
     CHECK_EQ(d.max, 0);
     unlink(path);
@@ -946,7 +947,7 @@ static void check_cmyk_against_pil(const struct blob *b, const uint8_t *rgb)
 static void check_cmyk(struct rf__jpeg_decoder *dec, const char *name,
                        J_COLOR_SPACE space, bool adobe)
 {
-    struct image im = {64, 48, 4, malloc(64 * 48 * 4)};
+    struct image im = {64, 48, 4, malloc((size_t)64 * 48 * 4)};
     CHECK(im.px);
     for (uint32_t y = 0; y < 48; y++)
         for (uint32_t x = 0; x < 64; x++)
@@ -1070,7 +1071,8 @@ static void check_oriented(struct rf__jpeg_decoder *dec, const struct blob *b,
                            uy = (uint32_t)crop->y + y;
             const uint32_t fx = crop->flip ? cw - 1 - x : x;
             const size_t s = stored_index(o, ux, uy, w, h);
-            if (memcmp(px + ((size_t)y * cw + fx) * 3, stored + s * 3, 3)) {
+            if (memcmp(px + ((size_t)y * cw + fx) * 3, stored + s * 3, 3) !=
+                0) {
                 fprintf(stderr, "orientation %d: pixel %u,%u differs\n", o, x,
                         y);
                 CHECK(!"oriented pixels");

@@ -270,7 +270,8 @@ static void test_zstd_pack(void)
     while (rf_loader_next(l, &b) > 0) {
         for (uint32_t i = 0; i < b.samples; i++) {
             rf_synthetic_fill(5, b.indices[i], 8, 8, 3, RF_LAYOUT_NHWC, expect);
-            CHECK(memcmp((uint8_t *)b.data + i * 192, expect, 192) == 0);
+            CHECK(memcmp((uint8_t *)b.data + (size_t)i * 192, expect, 192) ==
+                  0);
             CHECK_EQ(b.labels[i], (int64_t)b.indices[i] % 4);
         }
         samples += b.samples;
