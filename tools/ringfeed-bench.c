@@ -11,7 +11,6 @@
  */
 #include <ringfeed.h>
 
-#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -21,16 +20,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
+
+#include "cli.h"
 
 #define PROGRAM "ringfeed-bench"
 
-enum { EXIT_RUN_FAILED = 1, EXIT_USAGE = 2 };
-
-/* The progress line is redrawn at most this often, so that a fast run is
- * not slowed down by its own terminal output. */
-#define PROGRESS_INTERVAL_S 0.2
+enum { EXIT_RUN_FAILED = CLI_EXIT_FAILED, EXIT_USAGE = CLI_EXIT_USAGE };
 
 /* Only the first few verification failures are described one by one; the
  * counts at the end cover the rest. */
@@ -205,56 +200,6 @@ static void print_usage(void)
           stdout);
 }
 
-static void usage_failure(void) __attribute__((noreturn));
-
-static void usage_failure(void)
-{
-    fputs("Try '" PROGRAM " --help'.\n", stderr);
-    exit(EXIT_USAGE);
-}
-
-static void die_usage(const char *fmt, ...)
-    __attribute__((noreturn, format(printf, 1, 2)));
-
-static void die_usage(const char *fmt, ...)
-{
-    va_list ap;
-    fputs(PROGRAM ": ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    usage_failure();
-}
-
-/* Parses all of text as a decimal integer in [min, max]. Anything else
- * (nothing, trailing junk, overflow, out of range) is a usage error. */
-static int64_t parse_integer(const char *option, const char *text, int64_t min,
-                             int64_t max)
-{
-    char *end;
-    errno = 0;
-    const long long value = strtoll(text, &end, 10);
-    /* strtoll skips leading blanks; on the command line they are a typo. */
-    if (errno != 0 || end == text || *end != '\0' ||
-        isspace((unsigned char)text[0]) || value < min || value > max)
-        die_usage("--%s wants an integer in %" PRId64 "..%" PRId64 ", not '%s'",
-                  option, min, max, text);
-    return value;
-}
-
-static uint64_t parse_seed(const char *text)
-{
-    char *end;
-    errno = 0;
-    const unsigned long long value = strtoull(text, &end, 10);
-    /* strtoull quietly wraps "-1" around; a seed must be written as is. */
-    if (errno != 0 || *end != '\0' || !isdigit((unsigned char)text[0]))
-        die_usage("--seed wants an integer in 0..%" PRIu64 ", not '%s'",
-                  UINT64_MAX, text);
-    return value;
-}
-
 /* Returns the position of text in names[], or exits listing them. */
 static int parse_choice(const char *option, const char *text,
                         const char *const *names, size_t count)
@@ -266,7 +211,7 @@ static int parse_choice(const char *option, const char *text,
     for (size_t i = 0; i < count; i++)
         fprintf(stderr, "%s %s", i == 0 ? "" : " or", names[i]);
     fprintf(stderr, ", not '%s'\n", text);
-    usage_failure();
+    cli_usage_failure(PROGRAM);
 }
 
 /* A source kind by name, or else a dataset path. */
@@ -289,7 +234,7 @@ static bool apply_number_option(struct bench_options *o, int code,
     switch (code) {
 #define NUMBER_CASE_(id, name, field, min, max, help)                          \
     case OPT_##id:                                                             \
-        o->field = parse_integer(name, arg, min, max);                         \
+        o->field = cli_parse_int(PROGRAM, name, arg, min, max);                \
         return true;
         NUMBER_OPTIONS(NUMBER_CASE_)
 #undef NUMBER_CASE_
@@ -314,7 +259,7 @@ static void apply_other_option(struct bench_options *o, int code,
                                                 COUNT_OF(on_error_names));
         break;
     case OPT_SEED:
-        o->seed = parse_seed(arg);
+        o->seed = cli_parse_uint(PROGRAM, "seed", arg, 0, UINT64_MAX);
         break;
     case OPT_LAYOUT:
         o->layout = (rf_layout)parse_choice("layout", arg, layout_names,
@@ -350,11 +295,11 @@ static void reject_option(const char *text) __attribute__((noreturn));
 static void reject_option(const char *text)
 {
     if (optopt > OPT_FIRST_)
-        die_usage("--%s wants a value",
-                  long_options[optopt - OPT_FIRST_ - 1].name);
+        cli_die_usage(PROGRAM, "--%s wants a value",
+                      long_options[optopt - OPT_FIRST_ - 1].name);
     if (optopt != 0)
-        die_usage("unknown option '-%c'", optopt);
-    die_usage("unknown or ambiguous option '%s'", text);
+        cli_die_usage(PROGRAM, "unknown option '-%c'", optopt);
+    cli_die_usage(PROGRAM, "unknown or ambiguous option '%s'", text);
 }
 
 static void parse_options(int argc, char **argv, struct bench_options *o)
@@ -369,23 +314,10 @@ static void parse_options(int argc, char **argv, struct bench_options *o)
             apply_other_option(o, code, optarg);
     }
     if (optind < argc)
-        die_usage("unexpected argument '%s'", argv[optind]);
+        cli_die_usage(PROGRAM, "unexpected argument '%s'", argv[optind]);
 }
 
 /* ---- small helpers ----------------------------------------------------- */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* amount / seconds, or 0 for a run too short to time. */
-static double per_second(double amount, double seconds)
-{
-    return seconds > 0 ? amount / seconds : 0;
-}
 
 static uint64_t ceil_div(uint64_t a, uint64_t b)
 {
@@ -807,9 +739,9 @@ static int start_loader(const rf_config *cfg, rf_loader **loader,
                         struct bench_run *run)
 {
     char *detail = NULL;
-    const double start = now_s();
+    const double start = cli_now_s();
     const int rc = rf_loader_open(loader, cfg, &detail);
-    run->opened_at = now_s();
+    run->opened_at = cli_now_s();
     run->startup_s = run->opened_at - start;
     if (rc < 0)
         fprintf(stderr, PROGRAM ": %s: %s\n", rf_strerror(rc),
@@ -843,13 +775,13 @@ struct progress {
 
 static void progress_update(struct progress *p, const rf_loader *loader)
 {
-    const double now = now_s();
+    const double now = cli_now_s();
     rf_stats stats;
-    if (!p->shown || now - p->last_drawn < PROGRESS_INTERVAL_S ||
+    if (!p->shown || now - p->last_drawn < CLI_PROGRESS_INTERVAL_S ||
         rf_loader_stats(loader, &stats) < 0)
         return;
     p->last_drawn = now;
-    const double rate = per_second((double)stats.samples, now - p->started);
+    const double rate = cli_per_second((double)stats.samples, now - p->started);
     const int printed = fprintf(stderr, "\r%" PRIu64 " batches, %.0f samples/s",
                                 stats.batches, rate);
     if (printed - 1 > p->width) /* - 1: the \r takes no room */
@@ -902,12 +834,12 @@ static void run_to_end(rf_loader *loader, struct verifier *verifier,
                        const struct bench_options *o, struct bench_run *run)
 {
     struct progress progress = {
-        .shown = !o->quiet && !o->json && isatty(STDERR_FILENO),
+        .shown = cli_progress_shown(o->quiet || o->json ? -1 : 0),
         .started = run->opened_at,
         .last_drawn = run->opened_at,
     };
     run->error = consume_all(loader, verifier, &progress);
-    run->elapsed_s = now_s() - run->opened_at;
+    run->elapsed_s = cli_now_s() - run->opened_at;
     progress_erase(&progress);
     rf_loader_stats(loader, &run->stats);
 }
@@ -923,7 +855,7 @@ static uint32_t producers_counted(const rf_stats *stats)
 
 static double share_of_run(uint64_t ns, const struct bench_run *run)
 {
-    return per_second((double)ns * 1e-9, run->elapsed_s);
+    return cli_per_second((double)ns * 1e-9, run->elapsed_s);
 }
 
 static void print_busy_shares(const struct bench_run *run)
@@ -953,9 +885,9 @@ static void print_summary(const struct bench_options *o,
     printf("  producers     %" PRIu32 "\n", s->producers);
     printf("  slots         %" PRIu32 "\n", s->slots);
     printf("  throughput    %.0f samples/s, %.1f MB/s, %.1f batches/s\n",
-           per_second((double)s->samples, secs),
-           per_second((double)s->bytes / 1e6, secs),
-           per_second((double)s->batches, secs));
+           cli_per_second((double)s->samples, secs),
+           cli_per_second((double)s->bytes / 1e6, secs),
+           cli_per_second((double)s->batches, secs));
     printf("  consumer      waited %.1f%% of the time\n",
            100 * share_of_run(s->wait_ns, run));
     print_busy_shares(run);
@@ -1023,9 +955,9 @@ static void print_json(const struct bench_options *o,
     putchar('{');
     json_u64(&first, "samples", s->samples);
     json_f64(&first, "seconds", secs);
-    json_f64(&first, "samples_per_s", per_second((double)s->samples, secs));
-    json_f64(&first, "bytes_per_s", per_second((double)s->bytes, secs));
-    json_f64(&first, "batches_per_s", per_second((double)s->batches, secs));
+    json_f64(&first, "samples_per_s", cli_per_second((double)s->samples, secs));
+    json_f64(&first, "bytes_per_s", cli_per_second((double)s->bytes, secs));
+    json_f64(&first, "batches_per_s", cli_per_second((double)s->batches, secs));
     json_u64(&first, "producers", s->producers);
     json_u64(&first, "slots", s->slots);
     json_u64(&first, "batches", s->batches);

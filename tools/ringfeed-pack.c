@@ -16,29 +16,26 @@
  */
 #include <ringfeed.h>
 
-#include <ctype.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <zdict.h>
 #include <zstd.h>
 
+#include "cli.h"
+
 #define PROGRAM "ringfeed-pack"
 
-enum { EXIT_FAILED = 1, EXIT_USAGE = 2 };
+enum { EXIT_FAILED = CLI_EXIT_FAILED };
 
-#define PROGRESS_INTERVAL_S 0.2 /* redraws of the progress line */
-#define PROGRESS_BAR 30         /* characters of the bar */
-#define VERIFY_SIZE 224         /* --verify decodes JPEG samples at this */
+#define PROGRESS_BAR 30 /* characters of the bar */
+#define VERIFY_SIZE 224 /* --verify decodes JPEG samples at this */
 #define MAX_SIDE 65536
 #define MAX_DICT (UINT64_C(1) << 24)
 /* Dictionary training reads about this many times the dictionary's size
@@ -94,45 +91,18 @@ static void print_usage(void)
           stdout);
 }
 
-static void die_usage(const char *fmt, ...)
-    __attribute__((noreturn, format(printf, 1, 2)));
-
-static void die_usage(const char *fmt, ...)
-{
-    va_list ap;
-    fputs(PROGRAM ": ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nTry '" PROGRAM " --help'.\n", stderr);
-    exit(EXIT_USAGE);
-}
-
-static uint64_t parse_number(const char *option, const char *text, uint64_t min,
-                             uint64_t max)
-{
-    char *end;
-    errno = 0;
-    const unsigned long long value = strtoull(text, &end, 10);
-    /* strtoull skips blanks and wraps "-1" around; neither is meant */
-    if (errno != 0 || *end != '\0' || !isdigit((unsigned char)text[0]) ||
-        value < min || value > max)
-        die_usage("--%s wants an integer in %" PRIu64 "..%" PRIu64 ", not '%s'",
-                  option, min, max, text);
-    return value;
-}
-
 /* "HxW", e.g. 224x224. */
 static void parse_shape(const char *text, struct pack_options *o)
 {
     char height[32];
     const char *x = strchr(text, 'x');
     if (!x || (size_t)(x - text) >= sizeof(height))
-        die_usage("--raw wants HEIGHTxWIDTH, e.g. 224x224, not '%s'", text);
+        cli_die_usage(PROGRAM,
+                      "--raw wants HEIGHTxWIDTH, e.g. 224x224, not '%s'", text);
     memcpy(height, text, (size_t)(x - text));
     height[x - text] = '\0';
-    o->height = (uint32_t)parse_number("raw", height, 1, MAX_SIDE);
-    o->width = (uint32_t)parse_number("raw", x + 1, 1, MAX_SIDE);
+    o->height = (uint32_t)cli_parse_uint(PROGRAM, "raw", height, 1, MAX_SIDE);
+    o->width = (uint32_t)cli_parse_uint(PROGRAM, "raw", x + 1, 1, MAX_SIDE);
 }
 
 static const struct option long_options[] = {
@@ -156,14 +126,15 @@ static void apply_option(struct pack_options *o, int code, const char *arg)
         break;
     case 'l':
         if (strcmp(arg, "nhwc") != 0 && strcmp(arg, "nchw") != 0)
-            die_usage("--layout wants nhwc or nchw, not '%s'", arg);
+            cli_die_usage(PROGRAM, "--layout wants nhwc or nchw, not '%s'",
+                          arg);
         o->layout = arg[1] == 'c' ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC;
         break;
     case 'L':
-        o->level = (int)parse_number("level", arg, 1, 22);
+        o->level = (int)cli_parse_uint(PROGRAM, "level", arg, 1, 22);
         break;
     case 'd':
-        o->dict_size = parse_number("dict-size", arg, 0, MAX_DICT);
+        o->dict_size = cli_parse_uint(PROGRAM, "dict-size", arg, 0, MAX_DICT);
         break;
     case 's':
         o->skip_bad = true;
@@ -184,29 +155,27 @@ static void apply_option(struct pack_options *o, int code, const char *arg)
 static void check_combination(const struct pack_options *o, int positional)
 {
     if (o->verify && positional != 0)
-        die_usage("--verify takes the file to check, and nothing else");
+        cli_die_usage(PROGRAM,
+                      "--verify takes the file to check, and nothing else");
     if (!o->verify && positional != 2)
-        die_usage("give the SOURCE folder (or file) and the OUT.pack to "
-                  "write");
+        cli_die_usage(PROGRAM,
+                      "give the SOURCE folder (or file) and the OUT.pack to "
+                      "write");
     if (o->height == 0 && (o->dict_size || o->layout != RF_LAYOUT_NHWC))
-        die_usage("--layout and --dict-size go with --raw");
+        cli_die_usage(PROGRAM, "--layout and --dict-size go with --raw");
     if (o->dict_size && o->dict_size < 256)
-        die_usage("--dict-size of %" PRIu64 " bytes is too small to train; "
-                  "use 0 for none, or e.g. 112640",
-                  o->dict_size);
+        cli_die_usage(PROGRAM,
+                      "--dict-size of %" PRIu64 " bytes is too small to train; "
+                      "use 0 for none, or e.g. 112640",
+                      o->dict_size);
 }
 
 static void parse_options(int argc, char **argv, struct pack_options *o)
 {
     int code;
     *o = (struct pack_options){.layout = RF_LAYOUT_NHWC, .level = 3};
-    opterr = 0; /* getopt's messages name argv[0], a libtool path */
-    while ((code = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
-        if (code == '?')
-            die_usage("unknown option, or one without its value: '%s'",
-                      argv[optind - 1]);
+    while ((code = cli_next_option(PROGRAM, argc, argv, long_options)) != -1)
         apply_option(o, code, optarg);
-    }
     check_combination(o, argc - optind);
     if (!o->verify) {
         o->source = argv[optind];
@@ -215,27 +184,6 @@ static void parse_options(int argc, char **argv, struct pack_options *o)
 }
 
 /* ---- messages and progress ----------------------------------------------- */
-
-static void die(const char *fmt, ...)
-    __attribute__((noreturn, format(printf, 1, 2)));
-
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    fputs(PROGRAM ": ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(EXIT_FAILED);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 struct progress {
     bool shown, on_terminal;
@@ -248,17 +196,18 @@ static void progress_start(struct progress *p, int wanted, const char *what,
                            uint64_t total)
 {
     p->on_terminal = isatty(STDERR_FILENO);
-    p->shown = wanted > 0 || (wanted == 0 && p->on_terminal);
+    p->shown = cli_progress_shown(wanted);
     p->what = what;
     p->total = total;
-    p->start = now_s();
+    p->start = cli_now_s();
     p->drawn = 0;
 }
 
 static void progress_show(struct progress *p, uint64_t done)
 {
-    const double now = now_s();
-    if (!p->shown || (done < p->total && now - p->drawn < PROGRESS_INTERVAL_S))
+    const double now = cli_now_s();
+    if (!p->shown ||
+        (done < p->total && now - p->drawn < CLI_PROGRESS_INTERVAL_S))
         return;
     p->drawn = now;
     char bar[PROGRESS_BAR + 1];
@@ -266,7 +215,7 @@ static void progress_show(struct progress *p, uint64_t done)
     for (uint64_t i = 0; i < PROGRESS_BAR; i++)
         bar[i] = i < filled ? '#' : '.';
     bar[PROGRESS_BAR] = '\0';
-    const double rate = now > p->start ? (double)done / (now - p->start) : 0;
+    const double rate = cli_per_second((double)done, now - p->start);
     fprintf(stderr,
             "\r%s [%s] %3.0f%% %" PRIu64 "/%" PRIu64 ", %.0f/s, %.0f s "
             "left ",
@@ -279,7 +228,7 @@ static void progress_show(struct progress *p, uint64_t done)
 static void progress_clear(const struct progress *p)
 {
     if (p->shown)
-        fputs(p->on_terminal ? "\r\033[K" : "\n", stderr);
+        cli_progress_clear(p->on_terminal);
 }
 
 /* Samples that failed: listed (the first MAX_BAD_LISTED), and counted.
@@ -329,7 +278,7 @@ static rf_dataset *open_dataset(const char *path)
     char *why = NULL;
     const int rc = rf_dataset_open(&ds, path, &why);
     if (rc < 0)
-        die("%s", why ? why : rf_strerror(rc));
+        cli_die(PROGRAM, "%s", why ? why : rf_strerror(rc));
     return ds;
 }
 
@@ -340,7 +289,7 @@ static rf_config *decode_config(uint32_t height, uint32_t width,
 {
     rf_config *cfg = rf_config_create();
     if (!cfg)
-        die("out of memory");
+        cli_die(PROGRAM, "out of memory");
     const int64_t settings[][2] = {
         {RF_PARAM_HEIGHT, height},       {RF_PARAM_WIDTH, width},
         {RF_PARAM_CHANNELS, channels},   {RF_PARAM_LAYOUT, layout},
@@ -348,7 +297,7 @@ static rf_config *decode_config(uint32_t height, uint32_t width,
     };
     for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
         if (rf_config_set(cfg, (rf_param)settings[i][0], settings[i][1]) < 0)
-            die("%s", rf_config_error(cfg));
+            cli_die(PROGRAM, "%s", rf_config_error(cfg));
     return cfg;
 }
 
@@ -375,7 +324,7 @@ static size_t compress_pixels(struct packer *pk)
             : ZSTD_compressCCtx(pk->cctx, pk->frame, pk->frame_capacity,
                                 pk->pixels, pk->pixel_bytes, pk->o->level);
     if (ZSTD_isError(size))
-        die("zstd: %s", ZSTD_getErrorName(size));
+        cli_die(PROGRAM, "zstd: %s", ZSTD_getErrorName(size));
     return size;
 }
 
@@ -427,9 +376,10 @@ static void pack_jpeg(struct packer *pk, uint64_t i)
         return;
     }
     if (info.kind != RF_SAMPLE_JPEG)
-        die("%s holds raw (zstd) samples; only JPEG samples can be packed "
-            "again",
-            pk->o->source);
+        cli_die(PROGRAM,
+                "%s holds raw (zstd) samples; only JPEG samples can be packed "
+                "again",
+                pk->o->source);
     const unsigned char *b = info.data;
     if (info.size < 3 || b[0] != 0xff || b[1] != 0xd8 || b[2] != 0xff) {
         if (pk->not_jpeg++ < MAX_BAD_LISTED) {
@@ -491,17 +441,19 @@ static void train_dictionary(struct packer *pk)
     size_t *sizes = malloc(k * sizeof(*sizes));
     pk->dict = malloc(pk->o->dict_size);
     if (!block || !sizes || !pk->dict)
-        die("out of memory for training a dictionary on %" PRIu64
-            " samples; use a smaller --dict-size",
-            k);
+        cli_die(PROGRAM,
+                "out of memory for training a dictionary on %" PRIu64
+                " samples; use a smaller --dict-size",
+                k);
     const size_t count = collect_training(pk, k, block, sizes);
     const size_t size = ZDICT_trainFromBuffer(pk->dict, pk->o->dict_size, block,
                                               sizes, (unsigned)count);
     if (ZDICT_isError(size))
-        die("cannot train a %" PRIu64 "-byte dictionary on %zu samples (%s): "
-            "too few or too alike; "
-            "use a smaller --dict-size, or none",
-            pk->o->dict_size, count, ZDICT_getErrorName(size));
+        cli_die(PROGRAM,
+                "cannot train a %" PRIu64 "-byte dictionary on %zu samples "
+                "(%s): too few or too alike; use a smaller --dict-size, or "
+                "none",
+                pk->o->dict_size, count, ZDICT_getErrorName(size));
     pk->dict_size = size;
     free(block);
     free(sizes);
@@ -521,13 +473,13 @@ static void setup_raw(struct packer *pk)
     pk->frame = malloc(pk->frame_capacity);
     pk->cctx = ZSTD_createCCtx();
     if (!pk->pixels || !pk->frame || !pk->cctx)
-        die("out of memory");
+        cli_die(PROGRAM, "out of memory");
     if (o->dict_size == 0)
         return;
     train_dictionary(pk);
     pk->cdict = ZSTD_createCDict(pk->dict, pk->dict_size, o->level);
     if (!pk->cdict)
-        die("zstd cannot use the dictionary it trained");
+        cli_die(PROGRAM, "zstd cannot use the dictionary it trained");
 }
 
 static void start_writer(struct packer *pk)
@@ -537,7 +489,7 @@ static void start_writer(struct packer *pk)
     char *why = NULL;
     if (rf_pack_writer_create(&pk->w, o->output, o->height, o->width, channels,
                               o->layout, pk->dict, pk->dict_size, &why) < 0)
-        die("%s", why ? why : "cannot create the packed file");
+        cli_die(PROGRAM, "%s", why ? why : "cannot create the packed file");
 }
 
 static void print_pack_summary(const struct packer *pk, double seconds)
@@ -556,7 +508,7 @@ static void print_pack_summary(const struct packer *pk, double seconds)
             o->height, o->width, o->level,
             pk->dict_size ? " with a dictionary" : "");
     printf(", in %.1f s (%.0f samples/s)", seconds,
-           seconds > 0 ? (double)pk->packed / seconds : 0.0);
+           cli_per_second((double)pk->packed, seconds));
     if (pk->bad.count)
         printf("; %" PRIu64 " bad samples left out", pk->bad.count);
     putchar('\n');
@@ -578,7 +530,7 @@ static int pack(const struct pack_options *o)
     struct packer pk = {.o = o};
     pk.bad = (struct bad_samples){stderr,
                                   o->skip_bad ? "skipped: " : PROGRAM ": ", 0};
-    const double start = now_s();
+    const double start = cli_now_s();
     pk.ds = open_dataset(o->source);
     if (o->height)
         setup_raw(&pk);
@@ -595,8 +547,8 @@ static int pack(const struct pack_options *o)
     progress_clear(&pk.progress);
     char *why = NULL;
     if (rf_pack_writer_finish(pk.w, &why) < 0)
-        die("%s", why ? why : "cannot finish the packed file");
-    print_pack_summary(&pk, now_s() - start);
+        cli_die(PROGRAM, "%s", why ? why : "cannot finish the packed file");
+    print_pack_summary(&pk, cli_now_s() - start);
     free_packer(&pk);
     return 0;
 }
@@ -658,7 +610,7 @@ static void make_verifier(struct verifier *v, const char *path)
     v->raw_cfg = decode_config(h, w, c, s.layout, RF_TRANSFORM_NONE);
     v->pixels = malloc((size_t)h * w * c);
     if (!v->pixels)
-        die("out of memory");
+        cli_die(PROGRAM, "out of memory");
     v->bad = (struct bad_samples){stdout, "bad: ", 0};
 }
 
@@ -680,7 +632,7 @@ static int verify(const struct pack_options *o)
     struct verifier v;
     make_verifier(&v, o->verify);
     const uint64_t samples = rf_dataset_size(v.ds);
-    const double start = now_s();
+    const double start = cli_now_s();
     progress_start(&v.progress, o->progress, "verifying", samples);
     for (uint64_t i = 0; i < samples; i++) {
         verify_sample(&v, i);
@@ -691,7 +643,7 @@ static int verify(const struct pack_options *o)
         printf("(only the first %d bad samples are listed)\n", MAX_BAD_LISTED);
     printf("%s: %" PRIu64 " samples in %u classes checked in %.1f s: %s%" PRIu64
            " bad\n",
-           o->verify, samples, rf_dataset_classes(v.ds), now_s() - start,
+           o->verify, samples, rf_dataset_classes(v.ds), cli_now_s() - start,
            v.bad.count ? "" : "all good, ", v.bad.count);
     rf_dataset_close(v.ds);
     rf_config_free(v.jpeg_cfg);

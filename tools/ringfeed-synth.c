@@ -12,7 +12,6 @@
 #define _GNU_SOURCE /* sched_getaffinity(), CPU_COUNT() */
 #include <ringfeed.h>
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +19,6 @@
 #include <inttypes.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,14 +30,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROGRAM "ringfeed-synth"
+#include "cli.h"
 
-enum { EXIT_FAILED = 1, EXIT_USAGE = 2 };
+#define PROGRAM "ringfeed-synth"
 
 #define MAX_IMAGES (UINT64_C(1) << 40)
 #define MAX_CLASSES 1000000
 #define MAX_JOBS 1024
-#define PROGRESS_INTERVAL_NS 200000000L /* redraw 5 times a second */
 
 struct synth_options {
     const char *dir;
@@ -76,35 +73,6 @@ static void print_usage(void)
           stdout);
 }
 
-static void die_usage(const char *fmt, ...)
-    __attribute__((noreturn, format(printf, 1, 2)));
-
-static void die_usage(const char *fmt, ...)
-{
-    va_list ap;
-    fputs(PROGRAM ": ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nTry '" PROGRAM " --help'.\n", stderr);
-    exit(EXIT_USAGE);
-}
-
-/* All of text as an unsigned decimal in [min, max], else a usage error. */
-static uint64_t parse_number(const char *option, const char *text, uint64_t min,
-                             uint64_t max)
-{
-    char *end;
-    errno = 0;
-    const unsigned long long value = strtoull(text, &end, 10);
-    /* strtoull skips blanks and wraps "-1" around; neither is meant */
-    if (errno != 0 || *end != '\0' || !isdigit((unsigned char)text[0]) ||
-        value < min || value > max)
-        die_usage("--%s wants an integer in %" PRIu64 "..%" PRIu64 ", not '%s'",
-                  option, min, max, text);
-    return value;
-}
-
 static unsigned cpus_available(void)
 {
     cpu_set_t set;
@@ -128,16 +96,16 @@ static void apply_option(struct synth_options *o, int code, const char *arg)
 {
     switch (code) {
     case 'n':
-        o->images = parse_number("images", arg, 1, MAX_IMAGES);
+        o->images = cli_parse_uint(PROGRAM, "images", arg, 1, MAX_IMAGES);
         break;
     case 'c':
-        o->classes = parse_number("classes", arg, 1, MAX_CLASSES);
+        o->classes = cli_parse_uint(PROGRAM, "classes", arg, 1, MAX_CLASSES);
         break;
     case 's':
-        o->seed = parse_number("seed", arg, 0, UINT64_MAX);
+        o->seed = cli_parse_uint(PROGRAM, "seed", arg, 0, UINT64_MAX);
         break;
     case 'j':
-        o->jobs = (unsigned)parse_number("jobs", arg, 1, MAX_JOBS);
+        o->jobs = (unsigned)cli_parse_uint(PROGRAM, "jobs", arg, 1, MAX_JOBS);
         break;
     case 'q':
         o->quiet = true;
@@ -146,7 +114,7 @@ static void apply_option(struct synth_options *o, int code, const char *arg)
         print_usage();
         exit(EXIT_SUCCESS);
     default:
-        die_usage("unexpected option code %d", code);
+        cli_die_usage(PROGRAM, "unexpected option code %d", code);
     }
 }
 
@@ -154,43 +122,24 @@ static void parse_options(int argc, char **argv, struct synth_options *o)
 {
     int code;
     *o = (struct synth_options){.jobs = cpus_available()};
-    opterr = 0; /* getopt's messages name argv[0], a libtool path */
-    while ((code = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
-        if (code == '?')
-            die_usage("unknown option, or one without its value: '%s'",
-                      argv[optind - 1]);
+    while ((code = cli_next_option(PROGRAM, argc, argv, long_options)) != -1)
         apply_option(o, code, optarg);
-    }
     if (optind == argc)
-        die_usage("which folder? Give DIR");
+        cli_die_usage(PROGRAM, "which folder? Give DIR");
     o->dir = argv[optind++];
     if (optind < argc)
-        die_usage("unexpected argument '%s'", argv[optind]);
+        cli_die_usage(PROGRAM, "unexpected argument '%s'", argv[optind]);
     if (o->images == 0 || o->classes == 0)
-        die_usage("--images and --classes are required");
+        cli_die_usage(PROGRAM, "--images and --classes are required");
 }
 
 /* ---- the folder ---------------------------------------------------------- */
-
-static void die(const char *fmt, ...)
-    __attribute__((noreturn, format(printf, 1, 2)));
-
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    fputs(PROGRAM ": ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(EXIT_FAILED);
-}
 
 static bool folder_is_empty(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d)
-        die("%s: cannot read it: %s", dir, strerror(errno));
+        cli_die(PROGRAM, "%s: cannot read it: %s", dir, strerror(errno));
     bool empty = true;
     for (const struct dirent *de = readdir(d); de && empty; de = readdir(d))
         empty = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
@@ -204,16 +153,20 @@ static void make_root(const char *dir)
     if (mkdir(dir, 0755) == 0)
         return;
     if (errno != EEXIST)
-        die("cannot create %s: %s; check the path and that you may write "
-            "there",
-            dir, strerror(errno));
+        cli_die(PROGRAM,
+                "cannot create %s: %s; check the path and that you may write "
+                "there",
+                dir, strerror(errno));
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        die("%s exists and is not a folder; choose another path", dir);
+        cli_die(PROGRAM, "%s exists and is not a folder; choose another path",
+                dir);
     if (!folder_is_empty(dir))
-        die("%s exists and is not empty; choose a new folder or empty it", dir);
+        cli_die(PROGRAM,
+                "%s exists and is not empty; choose a new folder or empty it",
+                dir);
     if (access(dir, W_OK) != 0)
-        die("%s: cannot write into it: %s", dir, strerror(errno));
+        cli_die(PROGRAM, "%s: cannot write into it: %s", dir, strerror(errno));
 }
 
 /* Digits of the largest number written, at least `least`, so that names
@@ -244,7 +197,7 @@ static void make_class_folders(const struct layout *l)
     for (uint64_t c = 0; c < l->classes; c++) {
         class_path(l, c, path, sizeof(path));
         if (mkdir(path, 0755) != 0)
-            die("cannot create %s: %s", path, strerror(errno));
+            cli_die(PROGRAM, "cannot create %s: %s", path, strerror(errno));
     }
 }
 
@@ -272,7 +225,8 @@ static size_t write_image(const struct layout *l, uint64_t seed, uint64_t i)
     size_t size = 0;
     const int rc = rf_synthetic_jpeg(seed, i, 0, 0, &jpeg, &size);
     if (rc < 0)
-        die("image %" PRIu64 ": cannot make it: %s", i, rf_strerror(rc));
+        cli_die(PROGRAM, "image %" PRIu64 ": cannot make it: %s", i,
+                rf_strerror(rc));
     class_path(l, i % l->classes, path, sizeof(path));
     const size_t used = strlen(path);
     snprintf(path + used, sizeof(path) - used, "/img_%0*" PRIu64 ".jpg",
@@ -283,7 +237,7 @@ static size_t write_image(const struct layout *l, uint64_t seed, uint64_t i)
         err = -errno;
     free(jpeg);
     if (err < 0)
-        die("%s: cannot write it: %s", path, strerror(-err));
+        cli_die(PROGRAM, "%s: cannot write it: %s", path, strerror(-err));
     return size;
 }
 
@@ -302,8 +256,8 @@ static pid_t start_worker(const struct layout *l, const struct synth_options *o,
 {
     const pid_t pid = fork();
     if (pid < 0)
-        die("cannot start worker %u: %s; try fewer --jobs", job,
-            strerror(errno));
+        cli_die(PROGRAM, "cannot start worker %u: %s; try fewer --jobs", job,
+                strerror(errno));
     if (pid == 0) {
         run_worker(l, o, job, counts);
         fflush(NULL);
@@ -314,24 +268,17 @@ static pid_t start_worker(const struct layout *l, const struct synth_options *o,
 
 /* ---- the parent ---------------------------------------------------------- */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void show_progress(const struct shared_counts *counts, uint64_t total,
                           double start)
 {
     const uint64_t files = __atomic_load_n(&counts->files, __ATOMIC_RELAXED);
     const uint64_t bytes = __atomic_load_n(&counts->bytes, __ATOMIC_RELAXED);
-    const double elapsed = now_s() - start;
+    const double elapsed = cli_now_s() - start;
     fprintf(stderr,
             "\r%" PRIu64 " of %" PRIu64 " images (%.0f%%), %.0f MB, "
             "%.0f images/s   ",
             files, total, 100.0 * (double)files / (double)total,
-            (double)bytes / 1e6, elapsed > 0 ? (double)files / elapsed : 0);
+            (double)bytes / 1e6, cli_per_second((double)files, elapsed));
 }
 
 static void stop_workers(const pid_t *pids, unsigned count)
@@ -354,7 +301,8 @@ static bool wait_workers(pid_t *pids, unsigned count,
                          const struct shared_counts *counts, uint64_t total,
                          double start, bool show)
 {
-    const struct timespec pause = {0, PROGRESS_INTERVAL_NS};
+    /* Polls for workers that ended as often as the line is redrawn. */
+    const struct timespec pause = {0, (long)(CLI_PROGRESS_INTERVAL_S * 1e9)};
     bool ok = true;
     for (unsigned left = count; left > 0;) {
         int status;
@@ -390,7 +338,7 @@ static void print_summary(const struct synth_options *o,
            "jobs)\n",
            counts->files, o->classes, o->dir, (double)counts->bytes / 1e6,
            (double)counts->bytes / 1024.0 / (double)counts->files, seconds,
-           seconds > 0 ? (double)counts->files / seconds : 0.0, o->jobs);
+           cli_per_second((double)counts->files, seconds), o->jobs);
 }
 
 int main(int argc, char **argv)
@@ -410,18 +358,18 @@ int main(int argc, char **argv)
              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     pid_t *pids = calloc(o.jobs, sizeof(*pids));
     if (counts == MAP_FAILED || !pids)
-        die("out of memory");
-    const bool show = !o.quiet && isatty(STDERR_FILENO);
-    const double start = now_s();
+        cli_die(PROGRAM, "out of memory");
+    const bool show = cli_progress_shown(o.quiet ? -1 : 0);
+    const double start = cli_now_s();
     fflush(NULL); /* a worker must not write our buffers again */
     for (unsigned j = 0; j < o.jobs; j++)
         pids[j] = start_worker(&layout, &o, j, counts);
     const bool ok = wait_workers(pids, o.jobs, counts, o.images, start, show);
-    if (show)
-        fputs("\r\033[K", stderr);
+    if (show) /* only ever on a terminal */
+        cli_progress_clear(true);
     free(pids);
     if (!ok)
-        return EXIT_FAILED;
-    print_summary(&o, counts, now_s() - start);
+        return CLI_EXIT_FAILED;
+    print_summary(&o, counts, cli_now_s() - start);
     return 0;
 }

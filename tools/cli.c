@@ -1,0 +1,115 @@
+/*
+ * tools/cli.c - the helpers that the command-line tools share; see cli.h.
+ * Uses libc only, so that each tool still needs nothing but the public
+ * API besides.
+ */
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+/* "PROGRAM: message\n" on stderr, the form of every tool's errors. */
+static void print_message(const char *program, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void print_message(const char *program, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "%s: ", program);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+void cli_usage_failure(const char *program)
+{
+    fprintf(stderr, "Try '%s --help'.\n", program);
+    exit(CLI_EXIT_USAGE);
+}
+
+void cli_die_usage(const char *program, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    print_message(program, fmt, ap);
+    va_end(ap);
+    cli_usage_failure(program);
+}
+
+void cli_die(const char *program, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    print_message(program, fmt, ap);
+    va_end(ap);
+    exit(CLI_EXIT_FAILED);
+}
+
+uint64_t cli_parse_uint(const char *program, const char *option,
+                        const char *text, uint64_t min, uint64_t max)
+{
+    char *end;
+    errno = 0;
+    const unsigned long long value = strtoull(text, &end, 10);
+    /* strtoull skips blanks and wraps "-1" around; neither is meant. */
+    if (errno != 0 || *end != '\0' || !isdigit((unsigned char)text[0]) ||
+        value < min || value > max)
+        cli_die_usage(program,
+                      "--%s wants an integer in %" PRIu64 "..%" PRIu64
+                      ", not '%s'",
+                      option, min, max, text);
+    return value;
+}
+
+int64_t cli_parse_int(const char *program, const char *option, const char *text,
+                      int64_t min, int64_t max)
+{
+    char *end;
+    errno = 0;
+    const long long value = strtoll(text, &end, 10);
+    /* strtoll skips leading blanks; on the command line they are a typo. */
+    if (errno != 0 || end == text || *end != '\0' ||
+        isspace((unsigned char)text[0]) || value < min || value > max)
+        cli_die_usage(program,
+                      "--%s wants an integer in %" PRId64 "..%" PRId64
+                      ", not '%s'",
+                      option, min, max, text);
+    return value;
+}
+
+int cli_next_option(const char *program, int argc, char **argv,
+                    const struct option *long_options)
+{
+    opterr = 0; /* getopt's messages name argv[0], a libtool path */
+    const int code = getopt_long(argc, argv, "h", long_options, NULL);
+    if (code == '?')
+        cli_die_usage(program, "unknown option, or one without its value: '%s'",
+                      argv[optind - 1]);
+    return code;
+}
+
+double cli_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double cli_per_second(double amount, double seconds)
+{
+    return seconds > 0 ? amount / seconds : 0;
+}
+
+bool cli_progress_shown(int wanted)
+{
+    return wanted > 0 || (wanted == 0 && isatty(STDERR_FILENO));
+}
+
+void cli_progress_clear(bool on_terminal)
+{
+    fputs(on_terminal ? "\r\033[K" : "\n", stderr);
+}

@@ -1,0 +1,68 @@
+/*
+ * tools/cli.h - what the command-line tools share: usage and fatal
+ * errors, number parsing, the clock and the progress line.
+ *
+ * Compiled into each tool, not into the library: it is policy for
+ * programs (it prints and exits), which a library must never do. Every
+ * call that prints takes the program's name, so that each tool's messages
+ * start with its own name and nothing here keeps state between calls.
+ */
+#ifndef RINGFEED_TOOLS_CLI_H
+#define RINGFEED_TOOLS_CLI_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The exit statuses every tool's --help promises (0 is success). */
+enum { CLI_EXIT_FAILED = 1, CLI_EXIT_USAGE = 2 };
+
+/* A progress line is redrawn at most this often, so that a fast run is
+ * not slowed down by its own terminal output. */
+#define CLI_PROGRESS_INTERVAL_S 0.2
+
+/* Prints "Try 'PROGRAM --help'." and exits with CLI_EXIT_USAGE, for a
+ * tool that has already said what is wrong. */
+void cli_usage_failure(const char *program) __attribute__((noreturn));
+
+/* Prints "PROGRAM: message", then the hint above, and exits with
+ * CLI_EXIT_USAGE. */
+void cli_die_usage(const char *program, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 2, 3)));
+
+/* Prints "PROGRAM: message" and exits with CLI_EXIT_FAILED. */
+void cli_die(const char *program, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 2, 3)));
+
+/* All of text as a decimal integer in [min, max]; anything else (nothing,
+ * blanks, trailing junk, a sign where none fits, overflow, out of range)
+ * is a usage error naming --option. */
+uint64_t cli_parse_uint(const char *program, const char *option,
+                        const char *text, uint64_t min, uint64_t max);
+int64_t cli_parse_int(const char *program, const char *option, const char *text,
+                      int64_t min, int64_t max);
+
+/* getopt_long() with -h as the only short option, for the tools whose
+ * long options all map to single codes: returns the next code, or -1 at
+ * the end; an unknown option, or one without its value, is a usage
+ * error. */
+int cli_next_option(const char *program, int argc, char **argv,
+                    const struct option *long_options);
+
+/* Seconds on the monotonic clock, for timing a run. */
+double cli_now_s(void);
+
+/* amount / seconds, or 0 for a run too short to time. */
+double cli_per_second(double amount, double seconds);
+
+/* Whether to draw a progress line on stderr: always when wanted > 0,
+ * never when wanted < 0, and when 0 only if stderr is a terminal (a log
+ * file would fill up with redraws). */
+bool cli_progress_shown(int wanted);
+
+/* Takes a progress line away before other output, or ends it: erased on
+ * a terminal, else ended with a newline so that what follows starts on a
+ * line of its own. */
+void cli_progress_clear(bool on_terminal);
+
+#endif
