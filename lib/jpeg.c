@@ -613,12 +613,17 @@ static void read_rows(struct rf__jpeg_decoder *dec, struct decode_job *job)
     for (unsigned r = 0; r < ROW_BATCH; r++)
         rows[r] = dec->row + r * row_bytes;
     while (ci->output_scanline < job->rows_hi) {
-        const unsigned want = job->rows_hi - ci->output_scanline;
-        const unsigned got =
-            jpeg_read_scanlines(ci, rows, want < ROW_BATCH ? want : ROW_BATCH);
-        if (got == 0)
-            raise_error(dec, "libjpeg returned no scanline");
-        push_rows(dec, job, dec->row, got, row_bytes);
+        const unsigned left = job->rows_hi - ci->output_scanline;
+        const unsigned want = left < ROW_BATCH ? left : ROW_BATCH;
+        /* a scaled decode gives one row a call: gather the batch, so that
+         * the resizer gets its rows in pairs */
+        for (unsigned got = 0; got < want;) {
+            const unsigned n = jpeg_read_scanlines(ci, rows + got, want - got);
+            if (n == 0)
+                raise_error(dec, "libjpeg returned no scanline");
+            got += n;
+        }
+        push_rows(dec, job, dec->row, want, row_bytes);
     }
     if (!rf__resizer_done(&dec->resizer))
         raise_error(dec, "internal error: rows missing for the resize");

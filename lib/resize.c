@@ -232,6 +232,9 @@ static int dest_steps(struct rf__resizer *rs, const struct rf__resize_dest *d)
                      : (ptrdiff_t)d->width * (ptrdiff_t)d->height;
     rs->dst = d->dst;
     rs->dst_channels = d->channels;
+    /* a mirrored NHWC row is written directly, by a mirrored pass */
+    rs->reverse = d->channels == rs->channels && rs->step_c == 1 &&
+                  rs->step_j == -(ptrdiff_t)rs->channels;
     return 0;
 }
 
@@ -296,12 +299,17 @@ static void rgb_pixel(const uint8_t *restrict p, const int32_t *restrict k,
 }
 
 #ifdef RF_RESIZE_SSE2
-/* Four bytes as four int16 lanes (the upper four lanes zero). */
-static inline __m128i four_words(const uint8_t *p)
+/* RGB pixels t and t + 1 at p as int16 pairs (red t, red t+1), (green..),
+ * (blue..) and a spare pair: four bytes at p and at p + 3, interleaved
+ * byte by byte, then widened (one unpack fewer than widening each). */
+static inline __m128i rgb_pairs(const uint8_t *p)
 {
-    int32_t v;
-    memcpy(&v, p, sizeof(v));
-    return _mm_unpacklo_epi8(_mm_cvtsi32_si128(v), _mm_setzero_si128());
+    int32_t a, b;
+    memcpy(&a, p, sizeof(a));
+    memcpy(&b, p + 3, sizeof(b));
+    const __m128i ab =
+        _mm_unpacklo_epi8(_mm_cvtsi32_si128(a), _mm_cvtsi32_si128(b));
+    return _mm_unpacklo_epi8(ab, _mm_setzero_si128());
 }
 
 /* PIL's rounding and shift of sums kept as (hi, lo) halves. */
@@ -316,12 +324,12 @@ static inline __m128i finish_sums(__m128i hi, __m128i lo)
  * pairs of red, green, blue and a fourth byte that is thrown away. An odd
  * count reads one tap more, whose weight is 0: the caller makes sure that
  * the pixel after the last tap and one byte more are readable. */
-static void rgb_pixel_sse2(const uint8_t *p, const int32_t *hi,
-                           const int32_t *lo, int32_t taps, uint8_t *out)
+static uint32_t rgb_pixel_sse2(const uint8_t *p, const int32_t *hi,
+                               const int32_t *lo, int32_t taps)
 {
     __m128i sum_hi = _mm_setzero_si128(), sum_lo = _mm_setzero_si128();
     for (int32_t q = 0; 2 * q < taps; q++, p += 6) {
-        const __m128i ab = _mm_unpacklo_epi16(four_words(p), four_words(p + 3));
+        const __m128i ab = rgb_pairs(p);
         sum_hi =
             _mm_add_epi32(sum_hi, _mm_madd_epi16(ab, _mm_set1_epi32(hi[q])));
         sum_lo =
@@ -329,24 +337,20 @@ static void rgb_pixel_sse2(const uint8_t *p, const int32_t *hi,
     }
     const __m128i v = finish_sums(sum_hi, sum_lo);
     const __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(v, v), v);
-    const int32_t rgbx = _mm_cvtsi128_si32(bytes);
-    memcpy(out, &rgbx, 3);
+    return (uint32_t)_mm_cvtsi128_si32(bytes);
 }
 
 /* The same output pixel of two rows at once: the weights are loaded once
  * for both, and the two sums are independent chains. */
 static void rgb_pixel2_sse2(const uint8_t *p0, const uint8_t *p1,
                             const int32_t *hi, const int32_t *lo, int32_t taps,
-                            uint8_t *out0, uint8_t *out1)
+                            uint32_t *rgbx0, uint32_t *rgbx1)
 {
     const __m128i zero = _mm_setzero_si128();
     __m128i hi0 = zero, lo0 = zero, hi1 = zero, lo1 = zero;
     for (int32_t q = 0; 2 * q < taps; q++, p0 += 6, p1 += 6) {
         const __m128i wh = _mm_set1_epi32(hi[q]), wl = _mm_set1_epi32(lo[q]);
-        const __m128i a =
-            _mm_unpacklo_epi16(four_words(p0), four_words(p0 + 3));
-        const __m128i b =
-            _mm_unpacklo_epi16(four_words(p1), four_words(p1 + 3));
+        const __m128i a = rgb_pairs(p0), b = rgb_pairs(p1);
         hi0 = _mm_add_epi32(hi0, _mm_madd_epi16(a, wh));
         lo0 = _mm_add_epi32(lo0, _mm_madd_epi16(a, wl));
         hi1 = _mm_add_epi32(hi1, _mm_madd_epi16(b, wh));
@@ -354,10 +358,55 @@ static void rgb_pixel2_sse2(const uint8_t *p0, const uint8_t *p1,
     }
     const __m128i v0 = finish_sums(hi0, lo0), v1 = finish_sums(hi1, lo1);
     const __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(v0, v1), zero);
-    const int32_t rgbx0 = _mm_cvtsi128_si32(bytes);
-    const int32_t rgbx1 = _mm_cvtsi128_si32(_mm_srli_si128(bytes, 4));
-    memcpy(out0, &rgbx0, 3);
-    memcpy(out1, &rgbx1, 3);
+    *rgbx0 = (uint32_t)_mm_cvtsi128_si32(bytes);
+    *rgbx1 = (uint32_t)_mm_cvtsi128_si32(_mm_srli_si128(bytes, 4));
+}
+
+/* Stores the RGB of rgbx (red in the low byte) at out, one of a row's
+ * pixels written in the direction of `step`. A 3-byte store costs a
+ * split and a detour through the stack, so all but the row's last pixel
+ * store 4 bytes, the spare one on the neighbour written next. */
+static inline void put_rgb(uint8_t *out, uint32_t rgbx, ptrdiff_t step,
+                           bool last)
+{
+    if (last) {
+        memcpy(out, &rgbx, 3);
+    } else if (step > 0) {
+        memcpy(out, &rgbx, 4);
+    } else {
+        const uint32_t xrgb = rgbx << 8;
+        memcpy(out - 1, &xrgb, 4);
+    }
+}
+
+/* Sums of one tap pair over 16 bytes: eight int32 accumulators, (hi,
+ * lo) for each quarter. Named variables, not arrays: with arrays the
+ * compiler kept the sums on the stack and reloaded them every tap. */
+struct vsums {
+    __m128i h0, h1, h2, h3, l0, l1, l2, l3;
+};
+
+/* Adds rows a and b (taps t and t + 1) times their weight halves. */
+static inline void vertical_pair(struct vsums *s, __m128i a, __m128i b,
+                                 __m128i wh, __m128i wl)
+{
+    const __m128i zero = _mm_setzero_si128();
+    const __m128i a0 = _mm_unpacklo_epi8(a, zero);
+    const __m128i a1 = _mm_unpackhi_epi8(a, zero);
+    const __m128i b0 = _mm_unpacklo_epi8(b, zero);
+    const __m128i b1 = _mm_unpackhi_epi8(b, zero);
+    const __m128i p0 = _mm_unpacklo_epi16(a0, b0);
+    const __m128i p1 = _mm_unpackhi_epi16(a0, b0);
+    const __m128i p2 = _mm_unpacklo_epi16(a1, b1);
+    const __m128i p3 = _mm_unpackhi_epi16(a1, b1);
+    s->h0 = _mm_add_epi32(s->h0, _mm_madd_epi16(p0, wh));
+    s->l0 = _mm_add_epi32(s->l0, _mm_madd_epi16(p0, wl));
+    s->h1 = _mm_add_epi32(s->h1, _mm_madd_epi16(p1, wh));
+    s->l1 = _mm_add_epi32(s->l1, _mm_madd_epi16(p1, wl));
+    s->h2 = _mm_add_epi32(s->h2, _mm_madd_epi16(p2, wh));
+    s->l2 = _mm_add_epi32(s->l2, _mm_madd_epi16(p2, wl));
+    s->h3 = _mm_add_epi32(s->h3, _mm_madd_epi16(p3, wh));
+    s->l3 = _mm_add_epi32(s->l3, _mm_madd_epi16(p3, wl));
 }
 
 /* 16 bytes of a vertical result row from `taps` rows n bytes apart. */
@@ -366,58 +415,53 @@ static void vertical_block_sse2(const uint8_t *rows, size_t n,
                                 int32_t taps, uint8_t *out)
 {
     const __m128i zero = _mm_setzero_si128();
-    __m128i sum_hi[4] = {zero, zero, zero, zero};
-    __m128i sum_lo[4] = {zero, zero, zero, zero};
-    for (int32_t t = 0; t < taps; t += 2) {
+    struct vsums s = {zero, zero, zero, zero, zero, zero, zero, zero};
+    int32_t t = 0;
+    for (; t + 1 < taps; t += 2) {
         const uint8_t *row = rows + (size_t)t * n;
-        const __m128i a = _mm_loadu_si128((const __m128i *)row);
-        const __m128i b =
-            t + 1 < taps ? _mm_loadu_si128((const __m128i *)(row + n)) : zero;
-        const __m128i a0 = _mm_unpacklo_epi8(a, zero);
-        const __m128i a1 = _mm_unpackhi_epi8(a, zero);
-        const __m128i b0 = _mm_unpacklo_epi8(b, zero);
-        const __m128i b1 = _mm_unpackhi_epi8(b, zero);
-        const __m128i pairs[4] = {
-            _mm_unpacklo_epi16(a0, b0), _mm_unpackhi_epi16(a0, b0),
-            _mm_unpacklo_epi16(a1, b1), _mm_unpackhi_epi16(a1, b1)};
-        const __m128i wh = _mm_set1_epi32(hi[t / 2]);
-        const __m128i wl = _mm_set1_epi32(lo[t / 2]);
-        for (int j = 0; j < 4; j++) {
-            sum_hi[j] = _mm_add_epi32(sum_hi[j], _mm_madd_epi16(pairs[j], wh));
-            sum_lo[j] = _mm_add_epi32(sum_lo[j], _mm_madd_epi16(pairs[j], wl));
-        }
+        vertical_pair(&s, _mm_loadu_si128((const __m128i *)row),
+                      _mm_loadu_si128((const __m128i *)(row + n)),
+                      _mm_set1_epi32(hi[t / 2]), _mm_set1_epi32(lo[t / 2]));
     }
-    __m128i v[4];
-    for (int j = 0; j < 4; j++)
-        v[j] = finish_sums(sum_hi[j], sum_lo[j]);
-    const __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(v[0], v[1]),
-                                           _mm_packs_epi32(v[2], v[3]));
-    _mm_storeu_si128((__m128i *)out, bytes);
+    /* an odd last tap pairs with zeros: the row after it may not exist */
+    if (t < taps)
+        vertical_pair(&s, _mm_loadu_si128((const __m128i *)(rows + t * n)),
+                      zero, _mm_set1_epi32(hi[t / 2]),
+                      _mm_set1_epi32(lo[t / 2]));
+    const __m128i v01 =
+        _mm_packs_epi32(finish_sums(s.h0, s.l0), finish_sums(s.h1, s.l1));
+    const __m128i v23 =
+        _mm_packs_epi32(finish_sums(s.h2, s.l2), finish_sums(s.h3, s.l3));
+    _mm_storeu_si128((__m128i *)out, _mm_packus_epi16(v01, v23));
 }
 #endif
 
-/* The horizontal pass of one RGB row of `width` pixels. Everything the
- * loop reads is copied into restrict locals first: the uint8_t stores
- * could alias any of it, and reloading it every tap was slow. */
+/* The horizontal pass of one RGB row of `width` pixels; output pixel o
+ * goes to out + o * step (step -3 mirrors the row). Everything the loop
+ * reads is copied into restrict locals first: the uint8_t stores could
+ * alias any of it, and reloading it every tap was slow. */
 static void horizontal_rgb(const struct rf__resample_axis *axis, uint32_t width,
-                           const uint8_t *restrict in, uint8_t *restrict out)
+                           const uint8_t *restrict in, uint8_t *restrict out,
+                           ptrdiff_t step)
 {
     const uint32_t n = axis->out_size, ksize = axis->ksize;
     const int32_t *restrict first = axis->first;
     const int32_t *restrict count = axis->count;
-    for (uint32_t o = 0; o < n; o++) {
+    (void)width; /* read by the SIMD pixel only */
+    for (uint32_t o = 0; o < n; o++, out += step) {
         const uint8_t *p = in + (size_t)first[o] * 3;
 #ifdef RF_RESIZE_SSE2
         /* the SIMD pixel may read the pixel after its taps, plus a byte */
         if ((uint32_t)(first[o] + count[o]) + 1 < width) {
             const size_t q = (size_t)o * axis->kpairs;
-            rgb_pixel_sse2(p, axis->pairs_hi + q, axis->pairs_lo + q, count[o],
-                           out + (size_t)o * 3);
+            put_rgb(out,
+                    rgb_pixel_sse2(p, axis->pairs_hi + q, axis->pairs_lo + q,
+                                   count[o]),
+                    step, o + 1 == n);
             continue;
         }
 #endif
-        rgb_pixel(p, axis->weights + (size_t)o * ksize, count[o],
-                  out + (size_t)o * 3);
+        rgb_pixel(p, axis->weights + (size_t)o * ksize, count[o], out);
     }
 }
 
@@ -425,28 +469,33 @@ static void horizontal_rgb(const struct rf__resample_axis *axis, uint32_t width,
 /* horizontal_rgb() of two rows at once. */
 static void horizontal_rgb2(const struct rf__resample_axis *axis,
                             uint32_t width, const uint8_t *in0,
-                            const uint8_t *in1, uint8_t *out0, uint8_t *out1)
+                            const uint8_t *in1, uint8_t *out0, uint8_t *out1,
+                            ptrdiff_t step)
 {
     const int32_t *restrict first = axis->first;
     const int32_t *restrict count = axis->count;
-    for (uint32_t o = 0; o < axis->out_size; o++) {
+    const uint32_t n = axis->out_size;
+    for (uint32_t o = 0; o < n; o++, out0 += step, out1 += step) {
         const size_t at = (size_t)first[o] * 3;
         if ((uint32_t)(first[o] + count[o]) + 1 < width) {
             const size_t q = (size_t)o * axis->kpairs;
+            uint32_t rgbx0, rgbx1;
             rgb_pixel2_sse2(in0 + at, in1 + at, axis->pairs_hi + q,
-                            axis->pairs_lo + q, count[o], out0 + (size_t)o * 3,
-                            out1 + (size_t)o * 3);
+                            axis->pairs_lo + q, count[o], &rgbx0, &rgbx1);
+            put_rgb(out0, rgbx0, step, o + 1 == n);
+            put_rgb(out1, rgbx1, step, o + 1 == n);
         } else {
             const int32_t *k = axis->weights + (size_t)o * axis->ksize;
-            rgb_pixel(in0 + at, k, count[o], out0 + (size_t)o * 3);
-            rgb_pixel(in1 + at, k, count[o], out1 + (size_t)o * 3);
+            rgb_pixel(in0 + at, k, count[o], out0);
+            rgb_pixel(in1 + at, k, count[o], out1);
         }
     }
 }
 #endif
 
 static void horizontal_grey(const struct rf__resample_axis *axis,
-                            const uint8_t *restrict in, uint8_t *restrict out)
+                            const uint8_t *restrict in, uint8_t *restrict out,
+                            ptrdiff_t step)
 {
     const uint32_t n = axis->out_size, ksize = axis->ksize;
     const int32_t *restrict first = axis->first;
@@ -458,17 +507,30 @@ static void horizontal_grey(const struct rf__resample_axis *axis,
         int32_t v = ROUNDING_HALF;
         for (int32_t t = 0; t < count[o]; t++)
             v += p[t] * k[t];
-        out[o] = clip8(v);
+        out[(ptrdiff_t)o * step] = clip8(v);
     }
+}
+
+/* Where output pixel 0 of a horizontal pass into row `out` goes, and
+ * the step to the next: right to left when the pass mirrors the row. */
+static uint8_t *first_pixel(const struct rf__resizer *rs, uint8_t *out,
+                            ptrdiff_t *step)
+{
+    const ptrdiff_t c = rs->channels;
+    *step = rs->reverse ? -c : c;
+    return rs->reverse ? out + (ptrdiff_t)(rs->horizontal.out_size - 1) * c
+                       : out;
 }
 
 static void horizontal(const struct rf__resizer *rs, const uint8_t *in,
                        uint8_t *out)
 {
+    ptrdiff_t step;
+    out = first_pixel(rs, out, &step);
     if (rs->channels == 3)
-        horizontal_rgb(&rs->horizontal, rs->input_width, in, out);
+        horizontal_rgb(&rs->horizontal, rs->input_width, in, out, step);
     else
-        horizontal_grey(&rs->horizontal, in, out);
+        horizontal_grey(&rs->horizontal, in, out, step);
 }
 
 /* Result row i of the vertical pass over the kept rows of n bytes each:
@@ -523,14 +585,18 @@ static void store_row(const struct rf__resizer *rs, uint32_t i)
     }
 }
 
-/* Where result row i can be written as it is (an unmirrored NHWC target
- * of the working channels), or NULL. */
+/* Where result row i can be written as it is (an NHWC target of the
+ * working channels, mirrored by the horizontal pass if need be), or
+ * NULL. */
 static uint8_t *target_row(const struct rf__resizer *rs, uint32_t i)
 {
-    if (rs->dst_channels != rs->channels ||
-        rs->step_j != (ptrdiff_t)rs->channels || rs->step_c != 1)
+    if (rs->dst_channels != rs->channels || rs->step_c != 1 ||
+        (rs->step_j != (ptrdiff_t)rs->channels && !rs->reverse))
         return NULL;
-    return rs->dst + rs->origin + (ptrdiff_t)i * rs->step_i;
+    ptrdiff_t at = rs->origin + (ptrdiff_t)i * rs->step_i;
+    if (rs->reverse) /* the row's leftmost pixel is its last */
+        at += (ptrdiff_t)(rs->horizontal.out_size - 1) * rs->step_j;
+    return rs->dst + at;
 }
 
 static void write_result_row(struct rf__resizer *rs, uint32_t i)
@@ -583,9 +649,11 @@ void rf__resizer_push_rows(struct rf__resizer *rs, const uint8_t *rows,
     for (; r + 1 < count && rs->channels == 3 && !rs->vertical_first &&
            rs->rows_in + 1 < rs->rows_needed;
          r += 2) {
-        uint8_t *out = rs->rows + (size_t)rs->rows_in * n;
+        ptrdiff_t step;
+        uint8_t *out =
+            first_pixel(rs, rs->rows + (size_t)rs->rows_in * n, &step);
         horizontal_rgb2(&rs->horizontal, rs->input_width, rows + r * stride,
-                        rows + (r + 1) * stride, out, out + n);
+                        rows + (r + 1) * stride, out, out + n, step);
         rs->rows_in += 2;
         write_ready_rows(rs);
     }

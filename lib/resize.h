@@ -11,12 +11,13 @@
  *
  * The horizontal pass runs as each decoded row arrives; the vertical pass
  * writes each output row as soon as the rows it needs are in: straight
- * into an unmirrored NHWC target, else through one row of scratch that is
- * scattered by address arithmetic (NCHW, mirrored, transposed, grey
- * replicated into RGB), never through an image-sized copy. Transposed
- * targets (EXIF orientations 5 to 8) swap the order of the passes, as
- * PIL's would be on the upright image. All buffers belong to the resizer
- * and only grow, so after the first images no call allocates.
+ * into an NHWC target (mirrored ones too: the horizontal pass writes its
+ * pixels right to left), else through one row of scratch that is
+ * scattered by address arithmetic (NCHW, transposed, grey replicated into
+ * RGB), never through an image-sized copy. Transposed targets (EXIF
+ * orientations 5 to 8) swap the order of the passes, as PIL's would be on the
+ * upright image. All buffers belong to the resizer and only grow, so after the
+ * first images no call allocates.
  *
  * On x86-64 both passes use SSE2 (pmaddwd on the weights split into
  * 16-bit halves: still exact); elsewhere plain C computes the same bytes.
@@ -80,6 +81,9 @@ struct rf__resizer {
     uint8_t *dst;
     ptrdiff_t origin, step_i, step_j, step_c;
     uint32_t dst_channels;
+    /* the horizontal pass writes its pixels right to left, so that a
+     * mirrored NHWC target takes result rows as they are, unscattered */
+    bool reverse;
 };
 
 /*
