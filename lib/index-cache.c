@@ -59,10 +59,11 @@ static int open_from_cache(rf_dataset **out, const char *folder,
     const int fd = open(cache, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    char why[RF__DETAIL];
     int rc = -ESTALE;
-    if (fstat(fd, &st) == 0 && cache_is_fresh(folder, &st))
+    if (fstat(fd, &st) == 0 && cache_is_fresh(folder, &st)) {
+        char why[RF__DETAIL]; /* a refused cache is listed again */
         rc = rf__dataset_open_indexed(out, folder, fd, why, sizeof(why));
+    }
     close(fd);
     return rc;
 }

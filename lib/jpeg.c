@@ -617,6 +617,8 @@ static void read_rows(struct rf__jpeg_decoder *dec, struct decode_job *job)
         const unsigned want = left < ROW_BATCH ? left : ROW_BATCH;
         /* a scaled decode gives one row a call: gather the batch, so that
          * the resizer gets its rows in pairs */
+        /* cppcheck 2.10 wrongly finds `want` below 1 here */
+        // cppcheck-suppress knownConditionTrueFalse
         for (unsigned got = 0; got < want;) {
             const unsigned n = jpeg_read_scanlines(ci, rows + got, want - got);
             if (n == 0)

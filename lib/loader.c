@@ -493,23 +493,22 @@ static bool take_ready(rf_loader *l, uint32_t *slot)
  * error; with skip they are counted against the limits. */
 static int account_failures(rf_loader *l, const struct rf__slot_meta *m)
 {
-    const uint32_t recorded = m->failed_samples < RF__SLOT_FAILURES
-                                  ? m->failed_samples
-                                  : RF__SLOT_FAILURES;
     if (m->failed_samples && !l->skip_errors)
         return set_error(l, RF_E_CORRUPT_SAMPLE,
                          "%.*s; set RF_PARAM_ON_ERROR to RF_ON_ERROR_SKIP to "
                          "leave failing samples out",
                          (int)sizeof(m->failures[0].text), m->failures[0].text);
     for (uint32_t i = 0; i < m->failed_samples; i++) {
+        /* The slot records the first RF__SLOT_FAILURES in full. */
+        const struct rf__sample_failure *f =
+            i < RF__SLOT_FAILURES ? &m->failures[i] : NULL;
         char text[sizeof(m->failures[0].text) + 1];
         rf__format(text, sizeof(text), "%.*s", (int)sizeof(text) - 1,
-                   i < recorded ? m->failures[i].text
-                                : "(details not kept: too many failures in "
-                                  "one batch)");
-        const int rc = rf__failures_add(&l->failures, m->epoch,
-                                        i < recorded ? m->failures[i].index : 0,
-                                        text, l->error, sizeof(l->error));
+                   f ? f->text
+                     : "(details not kept: too many failures in one batch)");
+        const int rc =
+            rf__failures_add(&l->failures, m->epoch, f ? f->index : 0, text,
+                             l->error, sizeof(l->error));
         if (rc < 0)
             return rc;
     }
