@@ -298,6 +298,8 @@ static void sort_files(struct walker *w, size_t position)
 {
     struct walk_dir *d = &w->dirs[position];
     d->files = w->file_count - d->first_file;
+    if (d->files < 2)
+        return; /* nothing to sort, and w->files may still be NULL */
     qsort_r(w->files + d->first_file, d->files, sizeof(*w->files),
             compare_files, w->text.data);
 }
