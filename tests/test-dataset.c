@@ -694,7 +694,8 @@ static void test_pack_damage_to_header(const uint8_t *good, size_t size)
     /* A JPEG's first bytes, padded to a whole header. */
     uint8_t jpeg_like[RF__PACK_HEADER_SIZE];
     memset(jpeg_like, '.', sizeof(jpeg_like));
-    memcpy(jpeg_like, "\xff\xd8\xff\xe0", 4);
+    const uint8_t soi_app0[4] = {0xff, 0xd8, 0xff, 0xe0};
+    memcpy(jpeg_like, soi_app0, sizeof(soi_app0));
     check_open_fails(damaged(jpeg_like, sizeof(jpeg_like)), RF_E_CORRUPT_SAMPLE,
                      "(a JPEG file)");
     free(bytes);
