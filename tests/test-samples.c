@@ -88,6 +88,30 @@ static rf_loader *open_or_die(const rf_config *cfg)
     return l;
 }
 
+/* Takes every batch until next() stops; returns what it stopped with and
+ * adds the samples delivered and skipped (either may be NULL). */
+static int drain(rf_loader *l, uint64_t *samples, uint64_t *skipped)
+{
+    rf_batch b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) > 0) {
+        if (samples)
+            *samples += b.samples;
+        if (skipped)
+            *skipped += b.skipped;
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    return rc;
+}
+
+/* The skip policy with the given limits (0 errors: no count limit). */
+static void set_skip(rf_config *cfg, int64_t max_errors, int64_t max_ppm)
+{
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERRORS, max_errors));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, max_ppm));
+}
+
 /* Runs to the end checking each sample against rf_dataset_decode();
  * returns a digest of everything delivered. */
 static uint64_t run_and_check(const rf_config *cfg)
@@ -166,11 +190,8 @@ static void test_bad_file_fails_with_its_name(void)
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
     rf_loader *l = open_or_die(cfg);
+    CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
     rf_batch b;
-    int rc;
-    while ((rc = rf_loader_next(l, &b)) > 0)
-        CHECK_OK(rf_loader_release(l, &b));
-    CHECK_EQ(rc, RF_E_CORRUPT_SAMPLE);
     /* Unshuffled, the first bad sample in order is class_0/huge.jpg. */
     CHECK_CONTAINS(rf_loader_error(l), "(class_0/huge.jpg)");
     CHECK_CONTAINS(rf_loader_error(l), "sample ");
@@ -185,18 +206,10 @@ static void test_bad_files_skipped_and_listed(int bad)
 {
     rf_config *cfg = folder_config(2, RF_TRANSFORM_TRAIN);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, 500000));
+    set_skip(cfg, 0, 500000);
     rf_loader *l = open_or_die(cfg);
-    rf_batch b;
     uint64_t samples = 0, skipped = 0;
-    int rc;
-    while ((rc = rf_loader_next(l, &b)) > 0) {
-        samples += b.samples;
-        skipped += b.skipped;
-        CHECK_OK(rf_loader_release(l, &b));
-    }
-    CHECK_EQ(rc, 0);
+    CHECK_EQ(drain(l, &samples, &skipped), 0);
     CHECK_EQ(samples, 2 * CLASSES * PER_CLASS);
     CHECK_EQ(skipped, 2 * (uint64_t)bad);
     rf_sample_error errors[16];
@@ -217,15 +230,9 @@ static void test_error_limit_ends_the_run(void)
 {
     rf_config *cfg = folder_config(2, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERRORS, 2));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, 1000000));
+    set_skip(cfg, 2, 1000000);
     rf_loader *l = open_or_die(cfg);
-    rf_batch b;
-    int rc;
-    while ((rc = rf_loader_next(l, &b)) > 0)
-        CHECK_OK(rf_loader_release(l, &b));
-    CHECK_EQ(rc, RF_E_CORRUPT_SAMPLE);
+    CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
     CHECK_CONTAINS(rf_loader_error(l), "RF_PARAM_MAX_ERRORS = 2");
     rf_loader_close(l);
     rf_config_free(cfg);
@@ -261,8 +268,7 @@ static void test_zstd_pack(void)
     CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_TRANSFORM, RF_TRANSFORM_NONE));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 3));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, 100000));
+    set_skip(cfg, 0, 100000);
     rf_loader *l = open_or_die(cfg);
     rf_batch b;
     uint8_t expect[8 * 8 * 3];
@@ -297,16 +303,11 @@ static uint64_t samples_seen_by_loader(void)
 {
     rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_INDEX_CACHE, 1));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, 1000000));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 1));
+    set_skip(cfg, 0, 1000000);
     rf_loader *l = open_or_die(cfg);
-    rf_batch b;
     uint64_t samples = 0;
-    while (rf_loader_next(l, &b) > 0) {
-        samples += b.samples + b.skipped;
-        CHECK_OK(rf_loader_release(l, &b));
-    }
+    CHECK_EQ(drain(l, &samples, &samples), 0);
     rf_loader_close(l);
     rf_config_free(cfg);
     return samples;
