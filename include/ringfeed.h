@@ -178,7 +178,7 @@ typedef enum rf_param {
                                  one ready, one of slack for uneven
                                  samples; at most 65536 */
     RF_PARAM_SEED = 8,        /* order and synthetic content; default 0 */
-    RF_PARAM_EPOCHS = 9,      /* 0 = no end; default 1 */
+    RF_PARAM_EPOCHS = 9,      /* 0 = no end (2^40 batches); default 1 */
     RF_PARAM_DROP_LAST = 10,  /* 1: drop the partial last batch; default 0 */
     RF_PARAM_ORDERED = 11,    /* 1: batches in batch order (default);
                                  0: as soon as each is ready */

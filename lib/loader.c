@@ -59,8 +59,8 @@ struct rf_loader {
 
     struct rf__order order;
     uint64_t first_batch;   /* sequence number the run starts at */
-    uint64_t total_batches; /* sequence number it ends at; UINT64_MAX:
-                               no end */
+    uint64_t total_batches; /* sequence number it ends at; without an
+                               end, the 2^40 a handle can count */
     uint64_t next_issue;    /* sequence number of the next order */
     uint64_t next_deliver;  /* ordered: the batch to hand out next */
     uint64_t delivered;
@@ -155,12 +155,16 @@ static int resolve_span(rf_loader *l)
             "has %llu batches and the run %llu epochs",
             (unsigned long long)start_batch, (unsigned long long)start_epoch,
             (unsigned long long)per_epoch, (unsigned long long)epochs);
-    l->total_batches = epochs == 0 ? UINT64_MAX : epochs * per_epoch;
-    if (epochs != 0 && l->total_batches > RF__SEQ_MASK)
+    /* Sequence numbers travel in 40 bits of a handle. */
+    if ((epochs && per_epoch > RF__SEQ_MASK / epochs) ||
+        start_epoch > (RF__SEQ_MASK - start_batch) / per_epoch)
         return set_error(l, -EINVAL,
-                         "%llu batches in all is more than a handle can "
-                         "count (2^40); use fewer epochs",
-                         (unsigned long long)l->total_batches);
+                         "%llu epochs of %llu batches is more than a handle "
+                         "can count (2^40 batches); use fewer epochs or "
+                         "larger batches",
+                         (unsigned long long)(epochs ? epochs : start_epoch),
+                         (unsigned long long)per_epoch);
+    l->total_batches = epochs == 0 ? RF__SEQ_MASK : epochs * per_epoch;
     l->first_batch = start_epoch * per_epoch + start_batch;
     return 0;
 }
@@ -170,7 +174,14 @@ static int resolve_span(rf_loader *l)
 static int check_decoder(rf_loader *l, const rf_dataset *ds)
 {
     const int64_t channels = l->params[RF_PARAM_CHANNELS];
-    if (ds == NULL && channels != 1 && channels != 3)
+    uint32_t raw_height = 0, raw_width = 0, raw_channels = 0;
+    rf_layout raw_layout = RF_LAYOUT_NHWC;
+    if (ds)
+        rf__dataset_raw_shape(ds, &raw_height, &raw_width, &raw_channels,
+                              &raw_layout);
+    /* Only a pack of zstd samples (it has a raw shape) holds other than
+     * JPEGs. */
+    if (raw_height == 0 && channels != 1 && channels != 3)
         return set_error(l, -EINVAL,
                          "JPEG samples decode to 1 or 3 channels, not %lld; "
                          "set RF_PARAM_CHANNELS",
@@ -259,7 +270,10 @@ static int make_memfd(rf_loader *l, const char *name, uint64_t size,
                          name, strerror(errno));
     /* Reserve every page now, so that too little memory is an error here
      * and never a SIGBUS in the middle of a run. */
-    const int err = posix_fallocate(*fd, 0, (off_t)size);
+    int err;
+    do /* tmpfs gives up on a pending signal; glibc does not retry */
+        err = posix_fallocate(*fd, 0, (off_t)size);
+    while (err == EINTR);
     if (err != 0)
         return set_error(l, err == ENOSPC ? -ENOMEM : -err,
                          "cannot reserve %llu bytes of shared memory for %s: "

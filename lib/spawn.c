@@ -104,7 +104,8 @@ static int watch_child(int pid, struct rf__child *child, char *why,
                "and a free file descriptor",
                pid, strerror(err));
     kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
     child->pid = 0;
     return -err;
 }

@@ -166,6 +166,28 @@ static void test_bad_configurations(void)
     rf_config_free(cfg);
 }
 
+static void test_too_many_batches_refused(void)
+{
+    /* 2^38 one-sample batches x 2^26 epochs would wrap a 64-bit count;
+     * a handle counts 2^40 batches. */
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, INT64_C(1) << 38));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, INT64_C(1) << 26));
+    rf_loader *l = NULL;
+    char *err = NULL;
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
+    CHECK_CONTAINS(err, "more than a handle can count");
+    free(err);
+    /* Without an end, resuming beyond 2^40 batches is refused too. */
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 0));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_EPOCH, 5));
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
+    CHECK_CONTAINS(err, "more than a handle can count");
+    free(err);
+    rf_config_free(cfg);
+}
+
 static void test_missing_producer_binary(void)
 {
     const char *saved = getenv("RINGFEED_PRODUCER");
@@ -247,6 +269,7 @@ int main(void)
     test_holding_every_slot_is_an_error();
     test_killed_producer_is_reported();
     test_bad_configurations();
+    test_too_many_batches_refused();
     test_missing_producer_binary();
     test_ring_larger_than_memory();
     test_error_names();

@@ -335,6 +335,18 @@ static void test_index_cache(void)
     CHECK_EQ(samples_seen_by_loader(), before + 1);
 }
 
+static void test_jpeg_channels_refused_at_open(void)
+{
+    rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_CHANNELS, 4));
+    rf_loader *l = NULL;
+    char *err = NULL;
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
+    CHECK_CONTAINS(err, "1 or 3 channels");
+    free(err);
+    rf_config_free(cfg);
+}
+
 static void test_missing_dataset(void)
 {
     rf_config *cfg = rf_config_create();
@@ -357,6 +369,7 @@ int main(void)
     test_error_limit_ends_the_run();
     test_zstd_pack();
     test_index_cache();
+    test_jpeg_channels_refused_at_open();
     test_missing_dataset();
     remove_tree(root);
     return 0;
