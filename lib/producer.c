@@ -159,6 +159,9 @@ static int fill_from_synthetic_jpeg(struct producer *pr, uint64_t epoch,
 static int fill_sample(struct producer *pr, uint64_t epoch, uint64_t index,
                        uint8_t *dst, int64_t *label, char *err, size_t err_len)
 {
+    if (pr->source == RF_SOURCE_PATH)
+        return fill_from_dataset(pr, epoch, index, dst, label, err, err_len);
+    /* The synthetic sources' labels come from (seed, index). */
     *label = rf_synthetic_label(pr->order.seed, index, pr->classes);
     switch (pr->source) {
     case RF_SOURCE_SYNTHETIC:
@@ -167,10 +170,10 @@ static int fill_sample(struct producer *pr, uint64_t epoch, uint64_t index,
         return 0;
     case RF_SOURCE_EMPTY:
         return 0;
-    case RF_SOURCE_PATH:
-        return fill_from_dataset(pr, epoch, index, dst, label, err, err_len);
     case RF_SOURCE_SYNTHETIC_JPEG:
         return fill_from_synthetic_jpeg(pr, epoch, index, dst, err, err_len);
+    default:
+        break;
     }
     rf__format(err, err_len, "unknown source kind %d", (int)pr->source);
     return -1;
