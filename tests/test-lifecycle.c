@@ -69,12 +69,7 @@ static rf_loader *open_small(int64_t producers, int64_t slots)
     CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 1000000));
-    rf_loader *l = NULL;
-    char *err = NULL;
-    const int rc = rf_loader_open(&l, cfg, &err);
-    if (rc < 0)
-        fprintf(stderr, "open: %s\n", err);
-    CHECK_OK(rc);
+    rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
     return l;
 }

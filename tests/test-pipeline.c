@@ -119,12 +119,7 @@ static void check_epoch_complete(const struct run_spec *s, const uint8_t *seen)
 static void run(const struct run_spec *s, struct run_result *out)
 {
     rf_config *cfg = config_of(s);
-    rf_loader *l = NULL;
-    char *err = NULL;
-    const int rc = rf_loader_open(&l, cfg, &err);
-    if (rc < 0)
-        fprintf(stderr, "open: %s\n", err);
-    CHECK_OK(rc);
+    rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
     const uint64_t per_epoch = expected_batches(s);
     const uint64_t total = per_epoch * (uint64_t)s->epochs;

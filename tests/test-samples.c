@@ -77,17 +77,6 @@ static rf_config *folder_config(int64_t producers, rf_transform transform)
     return cfg;
 }
 
-static rf_loader *open_or_die(const rf_config *cfg)
-{
-    rf_loader *l = NULL;
-    char *err = NULL;
-    const int rc = rf_loader_open(&l, cfg, &err);
-    if (rc < 0)
-        fprintf(stderr, "open: %s\n", err);
-    CHECK_OK(rc);
-    return l;
-}
-
 /* Takes every batch until next() stops; returns what it stopped with and
  * adds the samples delivered and skipped (either may be NULL). */
 static int drain(rf_loader *l, uint64_t *samples, uint64_t *skipped)
@@ -120,7 +109,7 @@ static uint64_t run_and_check(const rf_config *cfg)
     CHECK_OK(rf_dataset_open(&ds, root, NULL));
     const uint64_t n = rf_dataset_size(ds);
     CHECK_EQ(n, CLASSES * PER_CLASS);
-    rf_loader *l = open_or_die(cfg);
+    rf_loader *l = test_open_loader(cfg);
     uint8_t *seen = calloc(2 * n, 1), expect[OUT * OUT * 3];
     uint64_t digest = 0;
     rf_batch b;
@@ -189,7 +178,7 @@ static void test_bad_file_fails_with_its_name(void)
     rf_config *cfg = folder_config(2, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
-    rf_loader *l = open_or_die(cfg);
+    rf_loader *l = test_open_loader(cfg);
     CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
     rf_batch b;
     /* Unshuffled, the first bad sample in order is class_0/huge.jpg. */
@@ -207,7 +196,7 @@ static void test_bad_files_skipped_and_listed(int bad)
     rf_config *cfg = folder_config(2, RF_TRANSFORM_TRAIN);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
     set_skip(cfg, 0, 500000);
-    rf_loader *l = open_or_die(cfg);
+    rf_loader *l = test_open_loader(cfg);
     uint64_t samples = 0, skipped = 0;
     CHECK_EQ(drain(l, &samples, &skipped), 0);
     CHECK_EQ(samples, 2 * CLASSES * PER_CLASS);
@@ -231,7 +220,7 @@ static void test_error_limit_ends_the_run(void)
     rf_config *cfg = folder_config(2, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
     set_skip(cfg, 2, 1000000);
-    rf_loader *l = open_or_die(cfg);
+    rf_loader *l = test_open_loader(cfg);
     CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
     CHECK_CONTAINS(rf_loader_error(l), "RF_PARAM_MAX_ERRORS = 2");
     rf_loader_close(l);
@@ -269,7 +258,7 @@ static void test_zstd_pack(void)
     CHECK_OK(rf_config_set(cfg, RF_PARAM_TRANSFORM, RF_TRANSFORM_NONE));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 3));
     set_skip(cfg, 0, 100000);
-    rf_loader *l = open_or_die(cfg);
+    rf_loader *l = test_open_loader(cfg);
     rf_batch b;
     uint8_t expect[8 * 8 * 3];
     uint64_t samples = 0;
@@ -305,7 +294,7 @@ static uint64_t samples_seen_by_loader(void)
     CHECK_OK(rf_config_set(cfg, RF_PARAM_INDEX_CACHE, 1));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 1));
     set_skip(cfg, 0, 1000000);
-    rf_loader *l = open_or_die(cfg);
+    rf_loader *l = test_open_loader(cfg);
     uint64_t samples = 0;
     CHECK_EQ(drain(l, &samples, &samples), 0);
     rf_loader_close(l);

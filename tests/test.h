@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ringfeed.h"
+
 #define TEST_SKIP 77
 
 #define CHECK(cond)                                                            \
@@ -60,5 +62,18 @@
             exit(1);                                                           \
         }                                                                      \
     } while (0)
+
+/* Opens a loader or fails the test, printing open's detail. */
+static inline rf_loader *test_open_loader(const rf_config *cfg)
+{
+    rf_loader *l = NULL;
+    char *err = NULL;
+    const int rc = rf_loader_open(&l, cfg, &err);
+    if (rc < 0)
+        fprintf(stderr, "rf_loader_open: %s\n", err ? err : "");
+    free(err);
+    CHECK_OK(rc);
+    return l;
+}
 
 #endif /* RF_TEST_H */
