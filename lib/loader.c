@@ -570,24 +570,12 @@ static int fill_view(rf_loader *l, uint32_t slot, rf_batch *b)
 
 /* ---- waiting ------------------------------------------------------------ */
 
-static bool any_full_ring_ready(const rf_loader *l)
+static bool any_full_ring_ready(const void *loader)
 {
+    const rf_loader *l = loader;
     for (uint32_t p = 0; p < l->producers; p++)
         if (!rf__ring_empty(rf__segment_full_ring(&l->seg, p)))
             return true;
-    return false;
-}
-
-static bool spin_for_batches(const rf_loader *l)
-{
-    if (l->spin_ns == 0)
-        return false;
-    const uint64_t deadline = rf__now_ns() + l->spin_ns;
-    do {
-        if (any_full_ring_ready(l))
-            return true;
-        rf__spin_step();
-    } while (rf__now_ns() < deadline);
     return false;
 }
 
@@ -641,7 +629,7 @@ static int sleep_for_batches(rf_loader *l)
 
 static int wait_for_batches(rf_loader *l)
 {
-    if (spin_for_batches(l))
+    if (rf__spin_until(any_full_ring_ready, l, l->spin_ns))
         return 0;
     return sleep_for_batches(l);
 }

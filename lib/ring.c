@@ -104,25 +104,31 @@ void rf__spin_step(void)
     sched_yield();
 }
 
-static bool spin_until_ready(const struct rf__ring *ring, uint64_t spin_ns)
+bool rf__spin_until(bool (*ready)(const void *arg), const void *arg,
+                    uint64_t spin_ns)
 {
-    if (!rf__ring_empty(ring))
+    if (ready(arg))
         return true;
     if (spin_ns == 0)
         return false;
     const uint64_t deadline = rf__now_ns() + spin_ns;
     do {
         rf__spin_step();
-        if (!rf__ring_empty(ring))
+        if (ready(arg))
             return true;
     } while (rf__now_ns() < deadline);
     return false;
 }
 
+static bool ring_has_handle(const void *ring)
+{
+    return !rf__ring_empty(ring);
+}
+
 int rf__ring_wait_futex(struct rf__ring *ring, struct rf__bell *bell,
                         uint64_t spin_ns, int timeout_ms)
 {
-    if (spin_until_ready(ring, spin_ns))
+    if (rf__spin_until(ring_has_handle, ring, spin_ns))
         return 1;
     const uint32_t seq = atomic_load_explicit(&bell->seq, memory_order_acquire);
     rf__store_relaxed32(&bell->sleeping, 1);

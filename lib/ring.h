@@ -79,6 +79,11 @@ int rf__ring_wait_futex(struct rf__ring *ring, struct rf__bell *bell,
  * batches/s against spinning on `pause`. */
 void rf__spin_step(void);
 
+/* Spins (rf__spin_step) until ready(arg) is true or spin_ns have passed.
+ * Returns whether it became ready; checks once even when spin_ns is 0. */
+bool rf__spin_until(bool (*ready)(const void *arg), const void *arg,
+                    uint64_t spin_ns);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t rf__now_ns(void);
 
