@@ -357,6 +357,18 @@ RF_API int rf_loader_release(rf_loader *loader, const rf_batch *batch);
  */
 RF_API void rf_loader_close(rf_loader *loader);
 
+/*
+ * The shared memory every batch lies in: one mapping of *bytes bytes at
+ * *base, the same from open to close, whose pages exist from open on. It
+ * is there to be registered once with a DMA engine (cudaHostRegister, an
+ * RDMA memory region), so that batches are copied from where the
+ * producers wrote them. The caller must unregister it before
+ * rf_loader_close() and must not write to it. Returns 0, or -EINVAL for a
+ * NULL argument.
+ */
+RF_API int rf_loader_arena(const rf_loader *loader, void **base,
+                           size_t *bytes);
+
 /* The detail of the last error on loader, or "" when none. The string
  * belongs to loader and stays valid until the next call on it. */
 RF_API const char *rf_loader_error(const rf_loader *loader);

@@ -783,6 +783,15 @@ void rf_loader_close(rf_loader *l)
     free(l);
 }
 
+int rf_loader_arena(const rf_loader *l, void **base, size_t *bytes)
+{
+    if (!l || !base || !bytes)
+        return -EINVAL;
+    *base = l->seg.arena;
+    *bytes = (size_t)l->seg.arena_size;
+    return 0;
+}
+
 const char *rf_loader_error(const rf_loader *l)
 {
     return l ? l->error : "";

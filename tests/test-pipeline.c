@@ -128,9 +128,15 @@ static void run(const struct run_spec *s, struct run_result *out)
     uint8_t *got_seq = calloc(total, 1);
     CHECK(seen && got_seq);
     memset(out, 0, sizeof(*out));
+    void *arena = NULL;
+    size_t arena_bytes = 0;
+    CHECK_OK(rf_loader_arena(l, &arena, &arena_bytes));
     rf_batch b;
     int r;
     while ((r = rf_loader_next(l, &b)) > 0) {
+        /* Every batch lies inside the one arena a DMA engine registers. */
+        CHECK((uint8_t *)b.data >= (uint8_t *)arena);
+        CHECK((uint8_t *)b.data + b.bytes <= (uint8_t *)arena + arena_bytes);
         CHECK_LT(b.sequence, total);
         if (s->ordered)
             CHECK_EQ(b.sequence, first + out->batches);
