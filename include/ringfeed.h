@@ -385,7 +385,13 @@ typedef struct rf_stats {
     uint64_t producer_busy_ns[64]; /* per producer (first 64): time spent
                                       filling batches */
     uint64_t failed_samples;       /* samples that failed (skip policy) */
-    uint64_t reserved_[7];
+    /* Where the slots are now; the four always add up to `slots`. */
+    uint32_t slots_at_producers; /* ordered, being filled or published */
+    uint32_t slots_ready;        /* filled, waiting for rf_loader_next() */
+    uint32_t slots_with_user;    /* handed out, not yet released */
+    uint32_t slots_free;         /* idle: every batch has been issued */
+    uint64_t respawns;           /* producers replaced after dying */
+    uint64_t reserved_[4];
 } rf_stats;
 
 /* Fills *stats. Returns 0 or -EINVAL (NULL argument). Cheap: reads

@@ -810,6 +810,22 @@ int rf_loader_stats(const rf_loader *l, rf_stats *st)
     st->failed_samples = l->failures.total;
     st->producers = l->producers;
     st->slots = l->slots;
+    for (uint32_t s = 0; s < l->slots; s++) {
+        switch (l->slot_info[s].where) {
+        case SLOT_AT_PRODUCER:
+            st->slots_at_producers++;
+            break;
+        case SLOT_READY:
+            st->slots_ready++;
+            break;
+        case SLOT_WITH_USER:
+            st->slots_with_user++;
+            break;
+        default:
+            st->slots_free++;
+            break;
+        }
+    }
     for (uint32_t p = 0; p < l->producers && p < 64; p++)
         st->producer_busy_ns[p] =
             rf__load_relaxed64(&rf__segment_producer(&l->seg, p)->busy_ns);

@@ -155,6 +155,10 @@ static void run(const struct run_spec *s, struct run_result *out)
         fprintf(stderr, "next: %s\n", rf_loader_error(l));
     CHECK_EQ(r, 0);
     CHECK_EQ(rf_loader_next(l, &b), 0); /* stays at the end */
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.slots_free, st.slots); /* every slot came back */
+    CHECK_EQ(st.slots_at_producers + st.slots_ready + st.slots_with_user, 0);
     CHECK_EQ(out->batches, total - first);
     for (int64_t e = first ? s->start_epoch + 1 : 0; e < s->epochs; e++)
         check_epoch_complete(s, seen + e * s->samples);
