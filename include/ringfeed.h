@@ -150,6 +150,24 @@ typedef enum rf_on_error {
     RF_ON_ERROR_SKIP = 1
 } rf_on_error;
 
+/* What happens when a producer process dies: killed (the OOM killer, a
+ * user), crashed, or stopped for RF_PARAM_BATCH_TIMEOUT_MS. */
+typedef enum rf_on_producer_death {
+    /* A new producer takes its place and the batches it owed are filled
+     * again, so the run goes on with every sample exactly once and the
+     * same bytes as an undisturbed run; rf_stats.respawns counts the
+     * replacements. It is RF_E_PRODUCER_DIED after all when more than
+     * RF_PARAM_MAX_RESPAWNS producers have been replaced, or when three
+     * producers crashed (by a signal other than SIGKILL) or timed out
+     * while filling the same batch: a sample in it then breaks the
+     * decoder, and the detail names it. */
+    RF_ON_DEATH_RESPAWN = 0,
+    /* rf_loader_next() returns RF_E_PRODUCER_DIED naming the producer's
+     * pid, its signal or exit status, and the batch and sample it was
+     * filling. */
+    RF_ON_DEATH_FAIL = 1
+} rf_on_producer_death;
+
 /* How producer processes are started. */
 typedef enum rf_start_mode {
     /* posix_spawn of the ringfeed-producer helper: safe in any process. */
@@ -237,9 +255,22 @@ typedef enum rf_param {
                                        1: accept the image */
     RF_PARAM_EXIF_ORIENTATION = 34, /* 1: apply the EXIF orientation tag;
                                        0 (default, as torchvision) ignore */
-    RF_PARAM_INDEX_CACHE = 35       /* folder: 1 reads and writes the listing
+    RF_PARAM_INDEX_CACHE = 35,      /* folder: 1 reads and writes the listing
                                        in FOLDER/.ringfeed-index so a restart
                                        does not list again; default 0 */
+    /* Faults */
+    RF_PARAM_ON_PRODUCER_DEATH = 36, /* rf_on_producer_death; default
+                                        respawn */
+    RF_PARAM_MAX_RESPAWNS = 37,      /* respawn: replace at most this many
+                                        producers in the run; default 1000 */
+    RF_PARAM_BATCH_TIMEOUT_MS = 38,  /* a producer that owes batches and
+                                        delivers none for this long (stopped,
+                                        or stuck on one sample) is killed and
+                                        handled as dead; the time a
+                                        replacement takes to start counts
+                                        too; 0 (default) = no limit */
+    RF_PARAM_QUIET = 39 /* 0 (default): write one line to stderr for each
+                           producer replaced; 1: only count them */
 } rf_param;
 
 /* Creates a configuration holding every default. Returns NULL when out of

@@ -60,6 +60,11 @@ static const struct param_rule rules[RF__PARAMS] = {
     [RF_PARAM_JPEG_WARNINGS] = {"jpeg_warnings", 0, 1, 0},
     [RF_PARAM_EXIF_ORIENTATION] = {"exif_orientation", 0, 1, 0},
     [RF_PARAM_INDEX_CACHE] = {"index_cache", 0, 1, 0},
+    [RF_PARAM_ON_PRODUCER_DEATH] = {"on_producer_death", RF_ON_DEATH_RESPAWN,
+                                    RF_ON_DEATH_FAIL, RF_ON_DEATH_RESPAWN},
+    [RF_PARAM_MAX_RESPAWNS] = {"max_respawns", 0, INT64_MAX, 1000},
+    [RF_PARAM_BATCH_TIMEOUT_MS] = {"batch_timeout_ms", 0, INT64_C(1) << 40, 0},
+    [RF_PARAM_QUIET] = {"quiet", 0, 1, 0},
 };
 
 void rf__format(char *buf, size_t len, const char *fmt, ...)

@@ -35,6 +35,10 @@ int rf__affinity_cpus(int *cpus, int max);
  * (UINT64_MAX when neither can be read). *limited_by names the limit. */
 uint64_t rf__memory_room(const char **limited_by);
 
+/* File descriptors this process can still open under RLIMIT_NOFILE
+ * (INT32_MAX when unlimited or unknown); *limit gets the limit. */
+int rf__fds_free(uint64_t *limit);
+
 /* ---- order ------------------------------------------------------------- */
 
 /* Which sample goes where, as both the consumer and the producers derive
@@ -93,8 +97,9 @@ int rf__producer_run(const struct rf__producer_fds *fds, uint32_t index,
 
 /* A producer process as the consumer sees it. */
 struct rf__child {
-    int pid;   /* 0 once reaped */
-    int pidfd; /* readable when the process has exited; -1 once closed */
+    int pid;    /* 0 once reaped */
+    int pidfd;  /* readable when the process has exited; -1 once closed */
+    int status; /* once reaped: the wait status, or -1 when unknown */
 };
 
 /* Finds the ringfeed-producer helper: $RINGFEED_PRODUCER, else the

@@ -9,6 +9,14 @@
  * ring or being filled), READY (published, not yet handed out) or
  * WITH_USER (handed out, not yet released). Handles popped from a FULL ring
  * are checked against this record before any slot memory is touched.
+ *
+ * A producer that dies is noticed through its pidfd: at once while
+ * next() sleeps in poll(), and within HEALTH_CHECK_MS while batches keep
+ * coming. Its published batches are kept, the slots it still owed are
+ * taken back, its rings are reset, and (policy respawn) a new producer
+ * with the same index starts while the owed batch numbers are issued
+ * again. A producer is stuck when it owes batches and has delivered none
+ * for RF_PARAM_BATCH_TIMEOUT_MS: it is killed and handled the same way.
  */
 #include "config.h"
 
@@ -22,6 +30,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dataset.h"
@@ -32,6 +41,14 @@
 
 /* How long close() waits for producers to exit before it kills them. */
 #define CLOSE_GRACE_MS 1000
+
+/* While next() finds batches ready it does not sleep in poll(), so it
+ * looks at the producers' pidfds and deadlines this often instead. */
+#define HEALTH_CHECK_MS 10
+
+/* A batch during which this many producers crashed or timed out holds a
+ * sample that breaks the decoder: respawning again would loop. */
+#define MAX_DEATHS_PER_BATCH 3
 
 enum slot_where { SLOT_FREE, SLOT_AT_PRODUCER, SLOT_READY, SLOT_WITH_USER };
 
@@ -51,7 +68,13 @@ struct rf_loader {
     bool ordered;
 
     struct rf__child *children;  /* [producers] */
-    uint32_t *orders;            /* [producers] orders outstanding */
+    int *cpu_of;                 /* [producers] CPU to pin to, or -1 */
+    char producer_path[RF__PATH_MAX]; /* spawn mode: the helper */
+    uint32_t ring_entries; /* from the layout; never read back from shared
+                              memory, which producers can write */
+    uint32_t *orders;      /* [producers] orders outstanding */
+    uint64_t *progress_ns; /* [producers] when it last delivered, or got
+                              its first order after owing none */
     uint32_t next_producer;      /* where the search for the least busy
                                     producer starts, for fairness */
     struct slot_info *slot_info; /* [slots] */
@@ -68,6 +91,17 @@ struct rf_loader {
                        any order: FIFO of slots */
     uint32_t ready_head, ready_count;
     uint32_t at_producers; /* slots with state AT_PRODUCER */
+
+    /* Producer deaths */
+    bool respawn;           /* RF_ON_DEATH_RESPAWN */
+    bool quiet;             /* RF_PARAM_QUIET */
+    uint64_t max_respawns;  /* RF_PARAM_MAX_RESPAWNS */
+    uint64_t timeout_ns;    /* RF_PARAM_BATCH_TIMEOUT_MS; 0 = none */
+    uint64_t respawns;      /* producers replaced so far */
+    uint64_t crash_seq;     /* the batch of the last crash or time-out */
+    uint32_t crash_count;   /* crashes and time-outs in a row on it */
+    uint64_t next_check_ns; /* when next() looks at the producers again */
+    uint32_t *owed;         /* [slots] scratch: slots a dead producer held */
 
     struct rf__failures failures; /* samples that failed */
     bool skip_errors;             /* RF_ON_ERROR_SKIP */
@@ -255,6 +289,11 @@ static int resolve_config(rf_loader *l, const rf_config *cfg)
     if (rc < 0)
         return rc;
     l->skip_errors = p[RF_PARAM_ON_ERROR] == RF_ON_ERROR_SKIP;
+    l->respawn = p[RF_PARAM_ON_PRODUCER_DEATH] == RF_ON_DEATH_RESPAWN;
+    l->quiet = p[RF_PARAM_QUIET] != 0;
+    l->max_respawns = (uint64_t)p[RF_PARAM_MAX_RESPAWNS];
+    l->timeout_ns = (uint64_t)p[RF_PARAM_BATCH_TIMEOUT_MS] * 1000000u;
+    l->crash_seq = UINT64_MAX;
     rf__failures_init(&l->failures, p, l->order.per_rank);
     return resolve_span(l);
 }
@@ -343,33 +382,49 @@ static int create_segments(rf_loader *l)
         return rc;
     l->seg.arena = arena;
     l->seg.arena_size = lay.arena_size;
+    l->ring_entries = lay.ring_entries;
     rf__segment_format(&l->seg, &lay, l->params, l->path);
     return 0;
 }
 
 /* ---- producers ------------------------------------------------------ */
 
+/* Starts producer i (again, after a death) in its slot of the tables. */
+static int start_producer(rf_loader *l, uint32_t i)
+{
+    const bool fork_mode = l->params[RF_PARAM_START_MODE] == RF_START_FORK;
+    /* Checked for every start: a replacement may come after the caller
+     * started threads or loaded CUDA. */
+    int rc = fork_mode ? rf__fork_is_safe(l->error, sizeof(l->error)) : 0;
+    if (rc == 0)
+        rc = fork_mode ? rf__fork_producer(&l->fds, i, l->cpu_of[i],
+                                           &l->children[i], l->error,
+                                           sizeof(l->error))
+                       : rf__spawn_producer(l->producer_path, &l->fds, i,
+                                            l->cpu_of[i], &l->children[i],
+                                            l->error, sizeof(l->error));
+    if (rc < 0)
+        return rc;
+    l->pfds[1 + i].fd = l->children[i].pidfd;
+    l->pfds[1 + i].events = POLLIN;
+    l->progress_ns[i] = rf__now_ns();
+    return 0;
+}
+
 static int start_producers(rf_loader *l)
 {
     int cpus[1024];
     const int ncpu = rf__affinity_cpus(cpus, 1024);
-    const bool fork_mode = l->params[RF_PARAM_START_MODE] == RF_START_FORK;
     const bool pin = l->params[RF_PARAM_PIN_PRODUCERS] != 0;
-    char path[4096];
-    int rc = fork_mode ? rf__fork_is_safe(l->error, sizeof(l->error))
-                       : rf__producer_path(path, sizeof(path), l->error,
-                                           sizeof(l->error));
-    for (uint32_t i = 0; i < l->producers && rc == 0; i++) {
-        const int cpu =
+    for (uint32_t i = 0; i < l->producers; i++)
+        l->cpu_of[i] =
             pin ? cpus[i % (uint32_t)(ncpu < 1024 ? ncpu : 1024)] : -1;
-        rc = fork_mode
-                 ? rf__fork_producer(&l->fds, i, cpu, &l->children[i], l->error,
-                                     sizeof(l->error))
-                 : rf__spawn_producer(path, &l->fds, i, cpu, &l->children[i],
-                                      l->error, sizeof(l->error));
-        l->pfds[1 + i].fd = l->children[i].pidfd;
-        l->pfds[1 + i].events = POLLIN;
-    }
+    int rc = 0;
+    if (l->params[RF_PARAM_START_MODE] != RF_START_FORK)
+        rc = rf__producer_path(l->producer_path, sizeof(l->producer_path),
+                               l->error, sizeof(l->error));
+    for (uint32_t i = 0; i < l->producers && rc == 0; i++)
+        rc = start_producer(l, i);
     return rc;
 }
 
@@ -381,6 +436,7 @@ static void stop_producers(rf_loader *l)
         if (l->children[i].pid <= 0)
             continue;
         (void)rf__ring_push(rf__segment_empty_ring(&l->seg, i),
+                            l->ring_entries,
                             rf__handle_make(RF__HANDLE_STOP, 0, 0));
         rf__bell_ring_futex(&rf__segment_producer(&l->seg, i)->bell);
     }
@@ -410,26 +466,33 @@ static uint32_t least_busy_producer(rf_loader *l)
     return best;
 }
 
-/* Gives `slot` to a producer with the next batch number, or marks it free
- * when every batch has been issued. */
-static void issue_order(rf_loader *l, uint32_t slot)
+/* Orders the least busy producer to fill `slot` with batch `seq`. */
+static void give_order(rf_loader *l, uint32_t slot, uint64_t seq)
 {
     struct slot_info *s = &l->slot_info[slot];
-    if (l->next_issue >= l->total_batches) {
-        s->where = SLOT_FREE;
-        return;
-    }
     const uint32_t p = least_busy_producer(l);
-    const uint64_t seq = l->next_issue++;
     s->where = SLOT_AT_PRODUCER;
     s->producer = p;
     s->seq = seq;
-    l->orders[p]++;
+    /* Its deadline runs from now when it owed nothing before. */
+    if (l->orders[p]++ == 0)
+        l->progress_ns[p] = rf__now_ns();
     l->at_producers++;
     /* Cannot be full: a ring has room for every slot plus a stop. */
-    (void)rf__ring_push(rf__segment_empty_ring(&l->seg, p),
+    (void)rf__ring_push(rf__segment_empty_ring(&l->seg, p), l->ring_entries,
                         rf__handle_make(RF__HANDLE_BATCH, slot, seq));
     rf__bell_ring_futex(&rf__segment_producer(&l->seg, p)->bell);
+}
+
+/* Gives `slot` the next batch number, or marks it free when every batch
+ * has been issued. */
+static void issue_order(rf_loader *l, uint32_t slot)
+{
+    if (l->next_issue >= l->total_batches) {
+        l->slot_info[slot].where = SLOT_FREE;
+        return;
+    }
+    give_order(l, slot, l->next_issue++);
 }
 
 /* ---- collecting and handing out --------------------------------------- */
@@ -459,26 +522,36 @@ static int accept_handle(rf_loader *l, uint32_t p, uint64_t h)
                          p, l->children[p].pid, (unsigned long long)h);
     l->orders[p]--;
     l->at_producers--;
+    /* Delivering restarts the deadline for what it still owes. */
+    l->progress_ns[p] = rf__now_ns();
     mark_ready(l, slot);
+    return 0;
+}
+
+static int drain_full_ring(rf_loader *l, uint32_t p)
+{
+    struct rf__ring *ring = rf__segment_full_ring(&l->seg, p);
+    uint64_t h;
+    int rc;
+    while ((rc = rf__ring_pop(ring, l->ring_entries, &h)) > 0) {
+        rc = accept_handle(l, p, h);
+        if (rc < 0)
+            return rc;
+    }
+    if (rc < 0)
+        return set_error(l, RF_E_BAD_HANDLE,
+                         "the batch ring of producer %u is corrupted (head "
+                         "and tail disagree)",
+                         p);
     return 0;
 }
 
 static int drain_full_rings(rf_loader *l)
 {
     for (uint32_t p = 0; p < l->producers; p++) {
-        struct rf__ring *ring = rf__segment_full_ring(&l->seg, p);
-        uint64_t h;
-        int rc;
-        while ((rc = rf__ring_pop(ring, &h)) > 0) {
-            rc = accept_handle(l, p, h);
-            if (rc < 0)
-                return rc;
-        }
+        const int rc = drain_full_ring(l, p);
         if (rc < 0)
-            return set_error(l, RF_E_BAD_HANDLE,
-                             "the batch ring of producer %u is corrupted "
-                             "(head and tail disagree)",
-                             p);
+            return rc;
     }
     return 0;
 }
@@ -503,16 +576,18 @@ static bool take_ready(rf_loader *l, uint32_t *slot)
     return true;
 }
 
-/* Failed samples of a batch: with the fail policy the first one is the
- * error; with skip they are counted against the limits. */
-static int account_failures(rf_loader *l, const struct rf__slot_meta *m)
+/* Failed samples of a batch (`failed` of them, read once from the slot):
+ * with the fail policy the first one is the error; with skip they are
+ * counted against the limits. */
+static int account_failures(rf_loader *l, const struct rf__slot_meta *m,
+                            uint32_t failed)
 {
-    if (m->failed_samples && !l->skip_errors)
+    if (failed && !l->skip_errors)
         return set_error(l, RF_E_CORRUPT_SAMPLE,
                          "%.*s; set RF_PARAM_ON_ERROR to RF_ON_ERROR_SKIP to "
                          "leave failing samples out",
                          (int)sizeof(m->failures[0].text), m->failures[0].text);
-    for (uint32_t i = 0; i < m->failed_samples; i++) {
+    for (uint32_t i = 0; i < failed; i++) {
         /* The slot records the first RF__SLOT_FAILURES in full. */
         const struct rf__sample_failure *f =
             i < RF__SLOT_FAILURES ? &m->failures[i] : NULL;
@@ -533,23 +608,28 @@ static int fill_view(rf_loader *l, uint32_t slot, rf_batch *b)
 {
     struct slot_info *s = &l->slot_info[slot];
     const struct rf__slot_meta *m = rf__slot_meta(&l->seg, slot);
-    if (m->sequence != s->seq || m->samples > l->batch_size ||
-        m->failed_samples > l->batch_size ||
-        (m->samples == 0 && m->failed_samples == 0))
+    /* Each count is read once and checked: the slot is shared memory,
+     * and a value read twice could differ the second time. */
+    const uint64_t sequence = __atomic_load_n(&m->sequence, __ATOMIC_RELAXED);
+    const uint32_t samples = __atomic_load_n(&m->samples, __ATOMIC_RELAXED);
+    const uint32_t failed =
+        __atomic_load_n(&m->failed_samples, __ATOMIC_RELAXED);
+    if (sequence != s->seq || samples > l->batch_size ||
+        failed > l->batch_size || (samples == 0 && failed == 0))
         return set_error(l, RF_E_BAD_HANDLE,
                          "slot %u claims batch %llu with %u samples; "
                          "expected batch %llu",
-                         slot, (unsigned long long)m->sequence, m->samples,
+                         slot, (unsigned long long)sequence, samples,
                          (unsigned long long)s->seq);
-    const int rc = account_failures(l, m);
+    const int rc = account_failures(l, m, failed);
     if (rc < 0)
         return rc;
     memset(b, 0, sizeof(*b));
-    b->skipped = m->failed_samples;
+    b->skipped = failed;
     b->data = rf__slot_data(&l->seg, slot);
-    b->samples = m->samples;
+    b->samples = samples;
     b->sample_bytes = l->sample_bytes;
-    b->bytes = (size_t)(l->sample_bytes * m->samples);
+    b->bytes = (size_t)(l->sample_bytes * samples);
     b->height = (uint32_t)l->params[RF_PARAM_HEIGHT];
     b->width = (uint32_t)l->params[RF_PARAM_WIDTH];
     b->channels = (uint32_t)l->params[RF_PARAM_CHANNELS];
@@ -563,9 +643,238 @@ static int fill_view(rf_loader *l, uint32_t slot, rf_batch *b)
     b->handle = rf__handle_make(RF__HANDLE_BATCH, slot, s->seq);
     s->where = SLOT_WITH_USER;
     l->delivered++;
-    l->samples_out += m->samples;
+    l->samples_out += samples;
     l->bytes_out += b->bytes;
     return 1;
+}
+
+/* ---- dead and stuck producers ------------------------------------------ */
+
+/* The oldest batch producer p owes, or UINT64_MAX. */
+static uint64_t oldest_owed(const rf_loader *l, uint32_t p)
+{
+    uint64_t oldest = UINT64_MAX;
+    for (uint32_t s = 0; s < l->slots; s++)
+        if (l->slot_info[s].where == SLOT_AT_PRODUCER &&
+            l->slot_info[s].producer == p && l->slot_info[s].seq < oldest)
+            oldest = l->slot_info[s].seq;
+    return oldest;
+}
+
+/* "producer 1 (pid 42) was killed by signal 9 (Killed) while filling
+ * batch 17 (sample 4242)", from what its state record says last. */
+static void describe_death(const rf_loader *l, uint32_t p, int pid,
+                           const char *how, char *out, size_t len)
+{
+    const struct rf__producer_state *st = rf__segment_producer(&l->seg, p);
+    const uint64_t seq = rf__load_relaxed64(&st->current_seq);
+    const uint64_t owed = oldest_owed(l, p);
+    if (seq != UINT64_MAX)
+        rf__format(out, len,
+                   "producer %u (pid %d) %s while filling batch %llu "
+                   "(sample %llu)",
+                   p, pid, how, (unsigned long long)seq,
+                   (unsigned long long)rf__load_relaxed64(&st->current_sample));
+    else if (owed != UINT64_MAX)
+        rf__format(out, len,
+                   "producer %u (pid %d) %s before it started batch %llu "
+                   "(it owed %u batches)",
+                   p, pid, how, (unsigned long long)owed, l->orders[p]);
+    else
+        rf__format(out, len, "producer %u (pid %d) %s while idle", p, pid,
+                   how);
+}
+
+/* Takes back every slot producer p still owed, oldest batch first, into
+ * l->owed; returns how many. */
+static uint32_t reclaim_slots(rf_loader *l, uint32_t p)
+{
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < l->slots; s++) {
+        struct slot_info *info = &l->slot_info[s];
+        if (info->where != SLOT_AT_PRODUCER || info->producer != p)
+            continue;
+        info->where = SLOT_FREE;
+        /* Insertion sort: a producer owes a handful of slots. */
+        uint32_t k = n++;
+        while (k > 0 && l->slot_info[l->owed[k - 1]].seq > info->seq) {
+            l->owed[k] = l->owed[k - 1];
+            k--;
+        }
+        l->owed[k] = s;
+    }
+    l->at_producers -= n;
+    l->orders[p] = 0;
+    return n;
+}
+
+/* Empties producer p's rings and state record for its successor. Safe:
+ * the old process is reaped, so nobody else touches them. */
+static void reset_channel(rf_loader *l, uint32_t p)
+{
+    rf__ring_init(rf__segment_empty_ring(&l->seg, p), l->ring_entries);
+    rf__ring_init(rf__segment_full_ring(&l->seg, p), l->ring_entries);
+    struct rf__producer_state *st = rf__segment_producer(&l->seg, p);
+    rf__store_relaxed32(&st->pid, 0);
+    rf__store_relaxed32(&st->failed, 0);
+    rf__store_relaxed64(&st->current_seq, UINT64_MAX);
+    rf__store_relaxed32(&st->bell.sleeping, 0);
+    st->error_text[0] = '\0';
+}
+
+/* A crash (a signal other than SIGKILL) or a time-out on the same batch as
+ * the last ones: returns true once a batch has caused too many. */
+static bool batch_breaks_producers(rf_loader *l, uint64_t seq, int status,
+                                   bool timed_out)
+{
+    const bool crashed =
+        timed_out || (status != -1 && WIFSIGNALED(status) &&
+                      WTERMSIG(status) != SIGKILL);
+    if (!crashed || seq == UINT64_MAX)
+        return false;
+    if (seq != l->crash_seq) {
+        l->crash_seq = seq;
+        l->crash_count = 0;
+    }
+    return ++l->crash_count >= MAX_DEATHS_PER_BATCH;
+}
+
+/* Policy respawn: a new producer p, and its owed batches issued again. */
+static int replace_producer(rf_loader *l, uint32_t p, const char *what)
+{
+    if (l->respawns >= l->max_respawns)
+        return set_error(l, RF_E_PRODUCER_DIED,
+                         "%s; %llu producers have been replaced already, "
+                         "the most RF_PARAM_MAX_RESPAWNS allows: look for "
+                         "what kills them (dmesg for the OOM killer), or "
+                         "raise the limit",
+                         what, (unsigned long long)l->respawns);
+    const uint32_t owed = reclaim_slots(l, p);
+    reset_channel(l, p);
+    const int rc = start_producer(l, p);
+    if (rc < 0)
+        return rc;
+    l->respawns++;
+    for (uint32_t k = 0; k < owed; k++)
+        give_order(l, l->owed[k], l->slot_info[l->owed[k]].seq);
+    if (!l->quiet)
+        fprintf(stderr,
+                "ringfeed: %s; replaced by pid %d, %u batches issued again\n",
+                what, l->children[p].pid, owed);
+    return 0;
+}
+
+/* Producer p has exited (reaped, `how` says how) or been killed for its
+ * deadline. Keeps what it published, then replaces it or fails. */
+static int handle_death(rf_loader *l, uint32_t p, int pid, const char *how,
+                        bool timed_out)
+{
+    const struct rf__producer_state *st = rf__segment_producer(&l->seg, p);
+    l->pfds[1 + p].fd = -1;
+    if (rf__load_acquire32(&st->failed))
+        return set_error(l, RF_E_PRODUCER_FAILED, "producer %u (pid %d): %.*s",
+                         p, pid, (int)sizeof(st->error_text), st->error_text);
+    int rc = drain_full_ring(l, p);
+    if (rc < 0)
+        return rc;
+    char what[RF__DETAIL / 2];
+    describe_death(l, p, pid, how, what, sizeof(what));
+    const uint64_t seq = rf__load_relaxed64(&st->current_seq);
+    if (!l->respawn) {
+        (void)reclaim_slots(l, p); /* the ring keeps its full count */
+        return set_error(l, RF_E_PRODUCER_DIED,
+                         "%s; set RF_PARAM_ON_PRODUCER_DEATH to "
+                         "RF_ON_DEATH_RESPAWN to replace it",
+                         what);
+    }
+    if (batch_breaks_producers(l, seq, l->children[p].status, timed_out))
+        return set_error(l, RF_E_PRODUCER_DIED,
+                         "%s; batch %llu has now broken %d producers, so a "
+                         "sample in it (the last was sample %llu) crashes or "
+                         "hangs the decoder: remove that file from the "
+                         "dataset",
+                         what, (unsigned long long)seq, MAX_DEATHS_PER_BATCH,
+                         (unsigned long long)rf__load_relaxed64(
+                             &st->current_sample));
+    return replace_producer(l, p, what);
+}
+
+/* Handles every producer whose pidfd says it has exited. */
+static int collect_dead(rf_loader *l)
+{
+    for (uint32_t p = 0; p < l->producers; p++) {
+        if (!(l->pfds[1 + p].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        l->pfds[1 + p].revents = 0;
+        const int pid = l->children[p].pid;
+        char how[128] = "ended";
+        if (!rf__child_reap(&l->children[p], 0, how, sizeof(how)))
+            continue; /* not gone after all */
+        const int rc = handle_death(l, p, pid, how, false);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Kills and handles every producer past its deadline. */
+static int collect_stuck(rf_loader *l, uint64_t now)
+{
+    if (l->timeout_ns == 0)
+        return 0;
+    for (uint32_t p = 0; p < l->producers; p++) {
+        if (l->orders[p] == 0 || now - l->progress_ns[p] <= l->timeout_ns ||
+            l->children[p].pid <= 0)
+            continue;
+        const int pid = l->children[p].pid;
+        kill(pid, SIGKILL);
+        char how[160], ignored[128];
+        rf__child_reap(&l->children[p], -1, ignored, sizeof(ignored));
+        rf__format(how, sizeof(how),
+                   "delivered nothing for %llu ms (RF_PARAM_BATCH_TIMEOUT_MS) "
+                   "and was killed",
+                   (unsigned long long)((now - l->progress_ns[p]) / 1000000));
+        const int rc = handle_death(l, p, pid, how, true);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Milliseconds until the nearest producer deadline, or -1 for none. */
+static int ms_to_deadline(const rf_loader *l, uint64_t now)
+{
+    if (l->timeout_ns == 0)
+        return -1;
+    uint64_t nearest = UINT64_MAX;
+    for (uint32_t p = 0; p < l->producers; p++) {
+        if (l->orders[p] == 0)
+            continue;
+        const uint64_t due = l->progress_ns[p] + l->timeout_ns;
+        const uint64_t left = due > now ? due - now : 0;
+        if (left < nearest)
+            nearest = left;
+    }
+    if (nearest == UINT64_MAX)
+        return -1;
+    /* Rounded up, so that waking finds the deadline passed. */
+    const uint64_t ms = (nearest + 999999) / 1000000;
+    return ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
+
+/* next() between sleeps: the pidfds and deadlines, every HEALTH_CHECK_MS. */
+static int check_producers(rf_loader *l)
+{
+    const uint64_t now = rf__now_ns();
+    if (now < l->next_check_ns)
+        return 0;
+    l->next_check_ns = now + HEALTH_CHECK_MS * 1000000ull;
+    if (poll(l->pfds + 1, l->producers, 0) > 0) {
+        const int rc = collect_dead(l);
+        if (rc < 0)
+            return rc;
+    }
+    return collect_stuck(l, now);
 }
 
 /* ---- waiting ------------------------------------------------------------ */
@@ -579,37 +888,19 @@ static bool any_full_ring_ready(const void *loader)
     return false;
 }
 
-static int report_dead_producer(rf_loader *l, uint32_t p)
-{
-    struct rf__producer_state *st = rf__segment_producer(&l->seg, p);
-    const int pid = l->children[p].pid;
-    char how[128] = "ended";
-    rf__child_reap(&l->children[p], 0, how, sizeof(how));
-    if (rf__load_acquire32(&st->failed))
-        return set_error(l, RF_E_PRODUCER_FAILED, "producer %u (pid %d): %.*s",
-                         p, pid, (int)sizeof(st->error_text), st->error_text);
-    const uint64_t seq = rf__load_relaxed64(&st->current_seq);
-    if (seq != UINT64_MAX)
-        return set_error(
-            l, RF_E_PRODUCER_DIED,
-            "producer %u (pid %d) %s while filling batch %llu "
-            "(sample %llu)",
-            p, pid, how, (unsigned long long)seq,
-            (unsigned long long)rf__load_relaxed64(&st->current_sample));
-    return set_error(l, RF_E_PRODUCER_DIED,
-                     "producer %u (pid %d) %s while it owed %u batches", p, pid,
-                     how, l->orders[p]);
-}
-
-/* Sleeps until a producer rings the eventfd or one of them exits. */
+/* Sleeps until a producer rings the eventfd, one of them exits, or a
+ * deadline passes; then handles the dead and the stuck. */
 static int sleep_for_batches(rf_loader *l)
 {
     struct rf__bell *bell = rf__segment_consumer_bell(&l->seg);
     rf__store_relaxed32(&bell->sleeping, 1);
     rf__fence_full(); /* pairs with the fence in rf__bell_ring_eventfd() */
     int rc = 0;
+    for (uint32_t i = 0; i <= l->producers; i++)
+        l->pfds[i].revents = 0;
     if (!any_full_ring_ready(l)) {
-        const int n = poll(l->pfds, 1 + l->producers, -1);
+        const int n =
+            poll(l->pfds, 1 + l->producers, ms_to_deadline(l, rf__now_ns()));
         if (n < 0)
             rc = errno == EINTR ? -EINTR : -errno;
     }
@@ -621,10 +912,13 @@ static int sleep_for_batches(rf_loader *l)
     }
     if (rc == -EINTR)
         return set_error(l, rc, "interrupted by a signal while waiting");
-    for (uint32_t p = 0; p < l->producers; p++)
-        if (l->pfds[1 + p].revents & (POLLIN | POLLHUP | POLLERR))
-            return set_fatal(l, report_dead_producer(l, p));
-    return rc;
+    if (rc == 0)
+        rc = drain_full_rings(l); /* before any deadline is judged */
+    if (rc == 0)
+        rc = collect_dead(l);
+    if (rc == 0)
+        rc = collect_stuck(l, rf__now_ns());
+    return rc < 0 ? set_fatal(l, rc) : 0;
 }
 
 static int wait_for_batches(rf_loader *l)
@@ -639,22 +933,49 @@ static int wait_for_batches(rf_loader *l)
 static int allocate_tables(rf_loader *l)
 {
     l->children = calloc(l->producers, sizeof(*l->children));
+    l->cpu_of = calloc(l->producers, sizeof(*l->cpu_of));
     l->orders = calloc(l->producers, sizeof(*l->orders));
+    l->progress_ns = calloc(l->producers, sizeof(*l->progress_ns));
+    l->owed = calloc(l->slots, sizeof(*l->owed));
     l->pfds = calloc(1 + (size_t)l->producers, sizeof(*l->pfds));
     l->slot_info = calloc(l->slots, sizeof(*l->slot_info));
     l->ready = malloc(l->slots * sizeof(*l->ready));
-    if (!l->children || !l->orders || !l->pfds || !l->slot_info || !l->ready)
+    if (!l->children || !l->cpu_of || !l->orders || !l->progress_ns ||
+        !l->owed || !l->pfds || !l->slot_info || !l->ready)
         return set_error(l, -ENOMEM, "out of memory for loader tables");
-    for (uint32_t i = 0; i < l->producers; i++)
+    for (uint32_t i = 0; i < l->producers; i++) {
         l->children[i].pidfd = -1;
+        l->pfds[1 + i].fd = -1;
+    }
     for (uint32_t s = 0; s < l->slots; s++)
         l->ready[s] = -1;
     return 0;
 }
 
+/* Refuses to start when the fd limit leaves too few for the ring: better
+ * than an EMFILE from whichever call happens to come last. */
+static int check_fds(rf_loader *l)
+{
+    /* control, arena, eventfd, the folder listing, a pidfd per producer,
+     * and one for whatever the caller opens next */
+    const uint64_t needed = 5 + (uint64_t)l->producers;
+    uint64_t limit = 0;
+    const int free_fds = rf__fds_free(&limit);
+    if ((uint64_t)free_fds >= needed)
+        return 0;
+    return set_error(l, -EMFILE,
+                     "the loader needs %llu file descriptors (%u producers) "
+                     "but only %d are free under the limit of %llu; raise "
+                     "it (ulimit -n, RLIMIT_NOFILE) or close some files",
+                     (unsigned long long)needed, l->producers, free_fds,
+                     (unsigned long long)limit);
+}
+
 static int open_loader(rf_loader *l, const rf_config *cfg)
 {
     int rc = resolve_config(l, cfg);
+    if (rc == 0)
+        rc = check_fds(l);
     if (rc == 0)
         rc = allocate_tables(l);
     if (rc == 0)
@@ -711,6 +1032,8 @@ int rf_loader_next(rf_loader *l, rf_batch *batch)
     int rc;
     for (;;) {
         rc = drain_full_rings(l);
+        if (rc == 0)
+            rc = check_producers(l);
         if (rc < 0) {
             set_fatal(l, rc);
             break;
@@ -776,7 +1099,10 @@ void rf_loader_close(rf_loader *l)
         close(l->fds.listing);
     rf__failures_free(&l->failures);
     free(l->children);
+    free(l->cpu_of);
     free(l->orders);
+    free(l->progress_ns);
+    free(l->owed);
     free(l->pfds);
     free(l->slot_info);
     free(l->ready);
@@ -808,6 +1134,7 @@ int rf_loader_stats(const rf_loader *l, rf_stats *st)
     st->wait_ns = l->wait_ns;
     st->elapsed_ns = rf__now_ns() - l->open_ns;
     st->failed_samples = l->failures.total;
+    st->respawns = l->respawns;
     st->producers = l->producers;
     st->slots = l->slots;
     for (uint32_t s = 0; s < l->slots; s++) {

@@ -33,6 +33,7 @@ struct producer {
     int bell_fd;
     struct rf__producer_state *state;
     struct rf__ring *empty, *full;
+    uint32_t ring_entries; /* read once from the validated header */
     struct rf__bell *consumer_bell;
     /* The configuration, read once from the control segment. */
     struct rf__order order;
@@ -230,7 +231,7 @@ static void publish(struct producer *pr, uint64_t handle)
 {
     /* The ring has room for every slot plus a stop, so this cannot fail
      * unless the consumer corrupted it; then the consumer finds out. */
-    (void)rf__ring_push(pr->full, handle);
+    (void)rf__ring_push(pr->full, pr->ring_entries, handle);
     rf__bell_ring_eventfd(pr->consumer_bell, pr->bell_fd);
 }
 
@@ -260,7 +261,7 @@ static int serve(struct producer *pr)
 {
     for (;;) {
         uint64_t h;
-        int rc = rf__ring_pop(pr->empty, &h);
+        int rc = rf__ring_pop(pr->empty, pr->ring_entries, &h);
         if (rc == 0) {
             rc = rf__ring_wait_futex(pr->empty, &pr->state->bell, pr->spin_ns,
                                      PARENT_CHECK_MS);
@@ -326,6 +327,7 @@ int rf__producer_run(const struct rf__producer_fds *fds, uint32_t index,
     pr.state = rf__segment_producer(&pr.seg, index);
     pr.empty = rf__segment_empty_ring(&pr.seg, index);
     pr.full = rf__segment_full_ring(&pr.seg, index);
+    pr.ring_entries = pr.seg.header->ring_entries;
     pr.consumer_bell = rf__segment_consumer_bell(&pr.seg);
     rf__store_relaxed32(&pr.state->pid, (uint32_t)getpid());
     rc = read_config(&pr);

@@ -2,13 +2,15 @@
  * resources.c - how much memory this process may still take, so that a
  * ring too large for the machine or the cgroup is refused at open with a
  * clear message instead of waking the OOM killer half-way through
- * reserving it.
+ * reserving it; and how many file descriptors it may still open.
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "internal.h"
 
@@ -83,4 +85,28 @@ uint64_t rf__memory_room(const char **limited_by)
     }
     *limited_by = "MemAvailable in /proc/meminfo";
     return available;
+}
+
+int rf__fds_free(uint64_t *limit)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
+        *limit = UINT64_MAX;
+        return INT32_MAX;
+    }
+    *limit = (uint64_t)rl.rlim_cur;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return INT32_MAX; /* cannot tell; let the calls themselves fail */
+    uint64_t open_fds = 0;
+    const struct dirent *e;
+    while ((e = readdir(d)))
+        open_fds += e->d_name[0] != '.';
+    closedir(d);
+    /* Counted while the directory itself was open: one too many. */
+    open_fds = open_fds > 0 ? open_fds - 1 : 0;
+    if (open_fds >= rl.rlim_cur)
+        return 0;
+    const uint64_t free_fds = rl.rlim_cur - open_fds;
+    return free_fds > INT32_MAX ? INT32_MAX : (int)free_fds;
 }

@@ -34,31 +34,31 @@ void rf__ring_init(struct rf__ring *ring, uint32_t entries)
     rf__store_relaxed32(&ring->tail, 0);
 }
 
-int rf__ring_push(struct rf__ring *ring, uint64_t h)
+int rf__ring_push(struct rf__ring *ring, uint32_t entries, uint64_t h)
 {
     const uint32_t tail = rf__load_relaxed32(&ring->tail);
     /* Pairs with the store_release of head in rf__ring_pop(): the reader
      * is done with the entry we are about to overwrite. */
     const uint32_t head = rf__load_acquire32(&ring->head);
-    if (tail - head >= ring->entries)
+    if (tail - head >= entries)
         return -EAGAIN;
-    ring->slot[tail & ring->mask] = h;
+    ring->slot[tail & (entries - 1)] = h;
     /* Pairs with the load_acquire of tail in rf__ring_pop(): the entry is
      * written before the reader can see the new tail. */
     rf__store_release32(&ring->tail, tail + 1);
     return 0;
 }
 
-int rf__ring_pop(struct rf__ring *ring, uint64_t *h)
+int rf__ring_pop(struct rf__ring *ring, uint32_t entries, uint64_t *h)
 {
     const uint32_t head = rf__load_relaxed32(&ring->head);
     /* Pairs with the store_release of tail in rf__ring_push(). */
     const uint32_t tail = rf__load_acquire32(&ring->tail);
     if (tail == head)
         return 0;
-    if (tail - head > ring->entries)
+    if (tail - head > entries)
         return -EBADMSG;
-    *h = ring->slot[head & ring->mask];
+    *h = ring->slot[head & (entries - 1)];
     /* Pairs with the load_acquire of head in rf__ring_push(). */
     rf__store_release32(&ring->head, head + 1);
     return 1;

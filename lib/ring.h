@@ -7,6 +7,12 @@
  * Head and tail run freely (they wrap at 2^32) and are masked on use; the
  * ring is full when tail - head == entries.
  *
+ * The ring lies in memory that the other process can write, so its size
+ * is never read from there after set-up: both sides pass `entries` from
+ * their own validated copy of the layout. A corrupted head or tail can
+ * then make a pop fail (-EBADMSG) or return a wrong handle, which the
+ * caller checks, but never reach outside the ring.
+ *
  * A reader that finds the ring empty may sleep on a bell. The bell's
  * "sleeping" flag is the only thing a writer looks at after a push, so a
  * writer makes a system call only when a reader really sleeps.
@@ -25,7 +31,7 @@ struct rf__ring {
     _Alignas(RF__CACHELINE) _Atomic uint32_t head;
     /* Written by the writer only. */
     _Alignas(RF__CACHELINE) _Atomic uint32_t tail;
-    /* Fixed at init. */
+    /* Fixed at init; for validation and debugging only (see above). */
     _Alignas(RF__CACHELINE) uint32_t entries;
     uint32_t mask;
     _Alignas(RF__CACHELINE) uint64_t slot[];
@@ -44,13 +50,14 @@ size_t rf__ring_bytes(uint32_t entries);
 /* Makes an empty ring. `entries` must be a power of two >= 2. */
 void rf__ring_init(struct rf__ring *ring, uint32_t entries);
 
-/* Writer: appends h. Returns 0, or -EAGAIN when the ring is full. */
-int rf__ring_push(struct rf__ring *ring, uint64_t h);
+/* Writer: appends h to a ring of `entries` (the caller's own copy of the
+ * size). Returns 0, or -EAGAIN when the ring is full. */
+int rf__ring_push(struct rf__ring *ring, uint32_t entries, uint64_t h);
 
 /* Reader: takes the oldest handle into *h. Returns 1, 0 when empty, or
  * -EBADMSG when head and tail are inconsistent (the memory was
  * overwritten). */
-int rf__ring_pop(struct rf__ring *ring, uint64_t *h);
+int rf__ring_pop(struct rf__ring *ring, uint32_t entries, uint64_t *h);
 
 /* Reader: true when a pop would find nothing. */
 bool rf__ring_empty(const struct rf__ring *ring);

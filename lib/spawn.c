@@ -242,7 +242,7 @@ int rf__child_reap(struct rf__child *child, int timeout_ms, char *how,
         if (!(pfd.revents & POLLIN))
             return 0;
     }
-    int status = 0;
+    int status = -1;
     pid_t r;
     do
         r = waitpid(child->pid, &status, child->pidfd >= 0 ? WNOHANG : 0);
@@ -253,6 +253,7 @@ int rf__child_reap(struct rf__child *child, int timeout_ms, char *how,
         rf__format(how, how_len, "ended (status unknown: %s)", strerror(errno));
     else
         return 0;
+    child->status = r == child->pid ? status : -1;
     if (child->pidfd >= 0)
         close(child->pidfd);
     child->pidfd = -1;

@@ -397,7 +397,7 @@ static int barrier(struct shared *sh)
 
 static int push_one(struct rf__ring *r, uint64_t h)
 {
-    while (rf__ring_push(r, h) != 0) {
+    while (rf__ring_push(r, r->entries, h) != 0) {
         if (g_stop)
             return -1;
         spin_pause();
@@ -425,13 +425,13 @@ static int receive_one(struct channel *ch, enum direction d, bool sleep,
     struct rf__ring *r = ch->ring[d];
     struct rf__bell *b = &ch->sh->bell[d == TO_CHILD ? CHILD : PARENT];
     for (;;) {
-        int rc = rf__ring_pop(r, h);
+        int rc = rf__ring_pop(r, r->entries, h);
         if (rc != 0)
             return rc;
         if (g_stop) {
             /* The child may have pushed its last reply and exited just
              * after our pop: that SIGCHLD is no failure. */
-            rc = rf__ring_pop(r, h);
+            rc = rf__ring_pop(r, r->entries, h);
             return rc != 0 ? rc : -EINTR;
         }
         if (sleep)
@@ -596,7 +596,7 @@ static void pop_all(struct channel *ch, const struct opts *o)
     barrier(ch->sh);
     rep->t0_ns = rf__now_ns();
     while (ck.received < o->count) {
-        int rc = rf__ring_pop(r, &h);
+        int rc = rf__ring_pop(r, r->entries, &h);
         if (rc == 1) {
             check_handle(&ck, h);
             continue;
@@ -624,7 +624,7 @@ static int push_all(struct channel *ch, const struct opts *o, uint64_t *retries)
     if (barrier(ch->sh) != 0)
         return -1;
     for (uint64_t i = 0; i < o->count; i++) {
-        while (rf__ring_push(r, handle_of(i)) != 0) {
+        while (rf__ring_push(r, r->entries, handle_of(i)) != 0) {
             if (g_stop)
                 return -1;
             waits++;

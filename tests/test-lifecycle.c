@@ -15,52 +15,10 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "proc.h"
 #include "test.h"
 
-static int count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return -1;
-    int n = 0;
-    const struct dirent *e;
-    while ((e = readdir(d)))
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
-/* Fills pids with the live children of this process; returns the count. */
-static int list_children(int *pids, int max)
-{
-    DIR *d = opendir("/proc");
-    CHECK(d);
-    int n = 0;
-    const struct dirent *e;
-    while ((e = readdir(d))) {
-        char path[300], buf[512];
-        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "re");
-        if (!f)
-            continue;
-        const size_t len = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[len] = '\0';
-        /* "pid (comm) state ppid ...": comm may hold spaces, so parse
-         * after the last ')'. */
-        const char *close_paren = strrchr(buf, ')');
-        if (!close_paren || strlen(close_paren) < 4)
-            continue;
-        const int pid = (int)strtol(buf, NULL, 10);
-        const int ppid = (int)strtol(close_paren + 4, NULL, 10);
-        if (ppid == getpid() && n < max)
-            pids[n++] = pid;
-    }
-    closedir(d);
-    return n;
-}
-
-static rf_loader *open_small(int64_t producers, int64_t slots)
+static rf_config *small_config(int64_t producers, int64_t slots)
 {
     rf_config *cfg = rf_config_create();
     CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, producers));
@@ -69,6 +27,12 @@ static rf_loader *open_small(int64_t producers, int64_t slots)
     CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 1000000));
+    return cfg;
+}
+
+static rf_loader *open_small(int64_t producers, int64_t slots)
+{
+    rf_config *cfg = small_config(producers, slots);
     rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
     return l;
@@ -111,7 +75,10 @@ static void test_holding_every_slot_is_an_error(void)
 
 static void test_killed_producer_is_reported(void)
 {
-    rf_loader *l = open_small(2, 4);
+    rf_config *cfg = small_config(2, 4);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_PRODUCER_DEATH, RF_ON_DEATH_FAIL));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
     rf_batch b;
     CHECK_EQ(rf_loader_next(l, &b), 1);
     CHECK_OK(rf_loader_release(l, &b));
@@ -134,6 +101,7 @@ static void test_killed_producer_is_reported(void)
     char pid_text2[32];
     snprintf(pid_text2, sizeof(pid_text2), "pid %d", pids[1]);
     CHECK(strstr(msg, pid_text) || strstr(msg, pid_text2));
+    CHECK_CONTAINS(msg, "RF_ON_DEATH_RESPAWN"); /* what the user can change */
     CHECK_EQ(rf_loader_next(l, &b), RF_E_PRODUCER_DIED); /* sticky */
     rf_loader_close(l);
     CHECK_EQ(list_children(pids, 16), 0);

@@ -41,15 +41,15 @@ static void test_push_pop_full_empty(void)
     struct channel *ch = channel_new(4, false);
     uint64_t h = 0;
     CHECK(rf__ring_empty(&ch->ring));
-    CHECK_EQ(rf__ring_pop(&ch->ring, &h), 0);
+    CHECK_EQ(rf__ring_pop(&ch->ring, ch->ring.entries, &h), 0);
     for (uint64_t i = 0; i < 4; i++)
-        CHECK_EQ(rf__ring_push(&ch->ring, 100 + i), 0);
-    CHECK_EQ(rf__ring_push(&ch->ring, 999), -EAGAIN);
+        CHECK_EQ(rf__ring_push(&ch->ring, ch->ring.entries, 100 + i), 0);
+    CHECK_EQ(rf__ring_push(&ch->ring, ch->ring.entries, 999), -EAGAIN);
     for (uint64_t i = 0; i < 4; i++) {
-        CHECK_EQ(rf__ring_pop(&ch->ring, &h), 1);
+        CHECK_EQ(rf__ring_pop(&ch->ring, ch->ring.entries, &h), 1);
         CHECK_EQ(h, 100 + i);
     }
-    CHECK_EQ(rf__ring_pop(&ch->ring, &h), 0);
+    CHECK_EQ(rf__ring_pop(&ch->ring, ch->ring.entries, &h), 0);
 }
 
 static void test_index_wraparound(void)
@@ -60,11 +60,11 @@ static void test_index_wraparound(void)
     atomic_store(&ch->ring.tail, UINT32_MAX - 2);
     for (uint64_t i = 0; i < 100; i++) {
         uint64_t h = 0;
-        CHECK_EQ(rf__ring_push(&ch->ring, i), 0);
-        CHECK_EQ(rf__ring_push(&ch->ring, i + 1000), 0);
-        CHECK_EQ(rf__ring_pop(&ch->ring, &h), 1);
+        CHECK_EQ(rf__ring_push(&ch->ring, ch->ring.entries, i), 0);
+        CHECK_EQ(rf__ring_push(&ch->ring, ch->ring.entries, i + 1000), 0);
+        CHECK_EQ(rf__ring_pop(&ch->ring, ch->ring.entries, &h), 1);
         CHECK_EQ(h, i);
-        CHECK_EQ(rf__ring_pop(&ch->ring, &h), 1);
+        CHECK_EQ(rf__ring_pop(&ch->ring, ch->ring.entries, &h), 1);
         CHECK_EQ(h, i + 1000);
     }
 }
@@ -74,7 +74,7 @@ static void test_corrupt_indices(void)
     struct channel *ch = channel_new(8, false);
     uint64_t h = 0;
     atomic_store(&ch->ring.tail, 1000); /* 1000 entries in a ring of 8 */
-    CHECK_EQ(rf__ring_pop(&ch->ring, &h), -EBADMSG);
+    CHECK_EQ(rf__ring_pop(&ch->ring, ch->ring.entries, &h), -EBADMSG);
 }
 
 static void test_wait_times_out(void)
@@ -90,7 +90,7 @@ static void test_wait_times_out(void)
 static void write_stream(struct channel *ch, uint64_t n)
 {
     for (uint64_t v = 1; v <= n; v++) {
-        while (rf__ring_push(&ch->ring, v) != 0)
+        while (rf__ring_push(&ch->ring, ch->ring.entries, v) != 0)
             rf__cpu_relax();
         rf__bell_ring_futex(&ch->bell);
     }
@@ -103,7 +103,7 @@ static uint64_t read_stream(struct channel *ch, uint64_t n)
     uint64_t expect = 1, bad = 0;
     while (expect <= n) {
         uint64_t h;
-        const int rc = rf__ring_pop(&ch->ring, &h);
+        const int rc = rf__ring_pop(&ch->ring, ch->ring.entries, &h);
         if (rc == 0) {
             rf__ring_wait_futex(&ch->ring, &ch->bell, 2000, 1000);
             continue;

@@ -1,0 +1,81 @@
+/*
+ * proc.h - what /proc says about this test's processes: children, open
+ * fds, /dev/shm entries. For the tests that kill and count processes.
+ */
+#ifndef RF_TEST_PROC_H
+#define RF_TEST_PROC_H
+
+#include <dirent.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test.h"
+
+/* Entries of a directory other than . and .., or -1. */
+static inline int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int n = 0;
+    const struct dirent *e;
+    while ((e = readdir(d)))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* The state letter of a process ('R', 'S', 'T', 'Z', ...) and its parent,
+ * or 0 when it does not exist. */
+static inline char process_state(int pid, int *ppid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    const size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    /* "pid (comm) state ppid ...": comm may hold spaces and parentheses,
+     * so parse after the last ')'. */
+    const char *close_paren = strrchr(buf, ')');
+    if (!close_paren || strlen(close_paren) < 4)
+        return 0;
+    if (ppid)
+        *ppid = (int)strtol(close_paren + 4, NULL, 10);
+    return close_paren[2];
+}
+
+/* Gone, or a zombie nobody has reaped yet: it no longer runs. */
+static inline bool process_gone(int pid)
+{
+    const char state = process_state(pid, NULL);
+    return state == 0 || state == 'Z' || state == 'X';
+}
+
+/* Fills pids with the live (not zombie) children of this process; returns
+ * the count. */
+static inline int list_children(int *pids, int max)
+{
+    DIR *d = opendir("/proc");
+    CHECK(d);
+    int n = 0;
+    const struct dirent *e;
+    while ((e = readdir(d))) {
+        const int pid = atoi(e->d_name);
+        int ppid = 0;
+        if (pid <= 0)
+            continue;
+        const char state = process_state(pid, &ppid);
+        if (state && state != 'Z' && ppid == getpid() && n < max)
+            pids[n++] = pid;
+    }
+    closedir(d);
+    return n;
+}
+
+#endif /* RF_TEST_PROC_H */
