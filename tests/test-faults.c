@@ -1,0 +1,763 @@
+/*
+ * test-faults.c - what a long training run survives.
+ *
+ *   - producers SIGKILLed at random moments by another thread: the run goes
+ *     on, every sample comes exactly once per epoch, and every batch has
+ *     the bytes of an undisturbed run (spawn mode, and fork mode);
+ *   - a stopped producer (SIGSTOP) past RF_PARAM_BATCH_TIMEOUT_MS is
+ *     replaced, or reported with its batch under the fail policy;
+ *   - a batch that keeps crashing its producers ends the run with an
+ *     error that names it instead of respawning forever;
+ *   - a consumer killed or exiting without close leaves no producer behind;
+ *   - a low fd limit and a helper that is not executable are refused at
+ *     open with what to change;
+ *   - garbage written into the shared rings is an error, never an access
+ *     outside them.
+ *
+ * `test-faults --stress N` runs N kills in rounds of 100 and prints hangs,
+ * lost, duplicated and leaked counts (tools/stress-kills.sh; not in CI).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proc.h"
+#include "segment.h"
+#include "test.h"
+
+/* ---- a run with kills ---------------------------------------------------- */
+
+struct kill_spec {
+    rf_source_kind source;
+    rf_start_mode start_mode;
+    int kills;          /* wanted */
+    int min_gap_us;     /* between kills, uniformly random */
+    int max_gap_us;
+    bool killer_thread; /* kill from a thread; else from the loop */
+};
+
+/* What a run saw. Problems are counted rather than fatal, so that the
+ * stress mode can report them; the test mode checks they are all 0. */
+struct kill_result {
+    uint64_t batches;
+    uint64_t *digests; /* [batches], FNV-1a of pixels, labels, indices */
+    int kills;
+    uint64_t respawns;
+    uint64_t lost, duplicated, wrong_order, hangs;
+    int error; /* a next() error other than a hang */
+    char detail[512];
+};
+
+enum {
+    KILL_SAMPLES = 24, /* per epoch */
+    KILL_BATCH = 2,
+    KILL_SIDE = 32,
+    MAX_EPOCHS = 4096,
+    HANG_SECONDS = 20
+};
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * UINT64_C(0x100000001b3);
+    return h;
+}
+
+static uint64_t digest_batch(const rf_batch *b)
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    h = fnv1a(h, b->data, b->bytes);
+    h = fnv1a(h, b->labels, b->samples * sizeof(b->labels[0]));
+    return fnv1a(h, b->indices, b->samples * sizeof(b->indices[0]));
+}
+
+static rf_config *kill_config(const struct kill_spec *s)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SOURCE, s->source));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, s->start_mode));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, KILL_SAMPLES));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, KILL_BATCH));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, KILL_SIDE));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, KILL_SIDE));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, MAX_EPOCHS));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SEED, 77));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_RESPAWNS, 1000000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    return cfg;
+}
+
+static unsigned next_random(unsigned *state)
+{
+    *state = *state * 1103515245u + 12345u;
+    return *state >> 8;
+}
+
+/* Sends SIGKILL to one of this process's producers, chosen at random.
+ * Returns whether a live one was there to kill. */
+static bool kill_a_producer(unsigned *rng)
+{
+    int pids[64];
+    const int n = list_children(pids, 64);
+    if (n == 0)
+        return false;
+    return kill(pids[next_random(rng) % (unsigned)n], SIGKILL) == 0;
+}
+
+struct killer {
+    pthread_t thread;
+    const struct kill_spec *spec;
+    atomic_int kills;
+    atomic_bool stop;
+    unsigned rng;
+};
+
+static void sleep_us(long us)
+{
+    const struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static long random_gap(const struct kill_spec *s, unsigned *rng)
+{
+    return s->min_gap_us +
+           (long)(next_random(rng) %
+                  (unsigned)(s->max_gap_us - s->min_gap_us + 1));
+}
+
+static void *killer_main(void *arg)
+{
+    struct killer *k = arg;
+    while (!atomic_load(&k->stop) &&
+           atomic_load(&k->kills) < k->spec->kills) {
+        sleep_us(random_gap(k->spec, &k->rng));
+        if (kill_a_producer(&k->rng))
+            atomic_fetch_add(&k->kills, 1);
+    }
+    return NULL;
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig; /* only interrupts poll() in rf_loader_next() */
+}
+
+/* next() with a watchdog: SIGALRM makes a hung wait return -EINTR. */
+static int next_or_hang(rf_loader *l, rf_batch *b)
+{
+    alarm(HANG_SECONDS);
+    const int rc = rf_loader_next(l, b);
+    alarm(0);
+    return rc;
+}
+
+struct epoch_seen {
+    uint8_t *count; /* [MAX_EPOCHS * KILL_SAMPLES] */
+};
+
+/* Records the batch's samples; counts duplicates and wrong order. */
+static void note_batch(struct kill_result *r, struct epoch_seen *seen,
+                       const rf_batch *b)
+{
+    if (b->sequence != r->batches)
+        r->wrong_order++;
+    for (uint32_t i = 0; i < b->samples; i++) {
+        uint8_t *c = &seen->count[b->epoch * KILL_SAMPLES + b->indices[i]];
+        if (b->indices[i] >= KILL_SAMPLES || (*c)++ != 0)
+            r->duplicated++;
+    }
+    r->digests[r->batches++] = digest_batch(b);
+}
+
+/* Samples missing from the epochs the run went through completely. */
+static uint64_t count_lost(const struct epoch_seen *seen, uint64_t batches)
+{
+    const uint64_t per_epoch = KILL_SAMPLES / KILL_BATCH;
+    uint64_t lost = 0;
+    for (uint64_t e = 0; e < batches / per_epoch; e++)
+        for (uint32_t i = 0; i < KILL_SAMPLES; i++)
+            lost += seen->count[e * KILL_SAMPLES + i] == 0;
+    return lost;
+}
+
+/* Consumes until `kills` producers have been killed and then `batches`
+ * more, or exactly `batches` when no kills are wanted (the reference). */
+static void run_with_kills(const struct kill_spec *s, uint64_t batches,
+                           unsigned seed, struct kill_result *r)
+{
+    memset(r, 0, sizeof(*r));
+    const uint64_t cap = (uint64_t)MAX_EPOCHS * (KILL_SAMPLES / KILL_BATCH);
+    r->digests = calloc(cap, sizeof(*r->digests));
+    struct epoch_seen seen = {calloc((size_t)MAX_EPOCHS * KILL_SAMPLES, 1)};
+    CHECK(r->digests && seen.count);
+    rf_config *cfg = kill_config(s);
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    struct killer k = {.spec = s, .rng = seed};
+    if (s->kills && s->killer_thread)
+        CHECK_EQ(pthread_create(&k.thread, NULL, killer_main, &k), 0);
+    uint64_t after_kills = 0;
+    rf_batch b;
+    int rc;
+    while (r->batches < cap && (rc = next_or_hang(l, &b)) == 1) {
+        note_batch(r, &seen, &b);
+        CHECK_OK(rf_loader_release(l, &b));
+        if (s->kills && !s->killer_thread && atomic_load(&k.kills) < s->kills &&
+            next_random(&k.rng) % 4 == 0) {
+            sleep_us(random_gap(s, &k.rng));
+            atomic_fetch_add(&k.kills, kill_a_producer(&k.rng));
+        }
+        const bool kills_done = atomic_load(&k.kills) >= s->kills;
+        if ((s->kills == 0 && r->batches == batches) ||
+            (kills_done && ++after_kills > batches))
+            break;
+    }
+    if (rc == -EINTR)
+        r->hangs++;
+    else if (rc < 0)
+        r->error = rc;
+    if (rc < 0)
+        snprintf(r->detail, sizeof(r->detail), "%s", rf_loader_error(l));
+    atomic_store(&k.stop, true);
+    if (s->kills && s->killer_thread)
+        pthread_join(k.thread, NULL);
+    r->kills = atomic_load(&k.kills);
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    r->respawns = st.respawns;
+    r->lost = count_lost(&seen, r->batches);
+    rf_loader_close(l);
+    free(seen.count);
+}
+
+/* Batches of run a that differ from the undisturbed run b. */
+static uint64_t count_changed(const struct kill_result *a,
+                              const struct kill_result *b)
+{
+    uint64_t changed = 0;
+    for (uint64_t i = 0; i < a->batches && i < b->batches; i++)
+        changed += a->digests[i] != b->digests[i];
+    return changed;
+}
+
+static void check_kill_run(const struct kill_spec *s, unsigned seed)
+{
+    struct kill_result hit, calm;
+    run_with_kills(s, 8, seed, &hit);
+    if (hit.error || hit.hangs)
+        fprintf(stderr, "after %d kills: %s\n", hit.kills, hit.detail);
+    CHECK_EQ(hit.error, 0);
+    CHECK_EQ(hit.hangs, 0);
+    CHECK_GE(hit.kills, s->kills);
+    /* A kill can find a producer that is already exiting. */
+    CHECK_GE(hit.respawns, (uint64_t)s->kills / 2);
+    CHECK_LE(hit.respawns, (uint64_t)hit.kills);
+    CHECK_EQ(hit.duplicated, 0);
+    CHECK_EQ(hit.lost, 0);
+    CHECK_EQ(hit.wrong_order, 0);
+    struct kill_spec undisturbed = *s;
+    undisturbed.kills = 0;
+    run_with_kills(&undisturbed, hit.batches, seed, &calm);
+    CHECK_EQ(calm.batches, hit.batches);
+    CHECK_EQ(count_changed(&hit, &calm), 0);
+    printf("%s, %s: %d kills, %llu respawns, %llu batches identical to an "
+           "undisturbed run\n",
+           s->source == RF_SOURCE_SYNTHETIC_JPEG ? "JPEG" : "synthetic",
+           s->start_mode == RF_START_FORK ? "fork" : "spawn", hit.kills,
+           (unsigned long long)hit.respawns, (unsigned long long)hit.batches);
+    free(hit.digests);
+    free(calm.digests);
+}
+
+static void test_random_kills_lose_nothing(void)
+{
+    const struct kill_spec jpeg = {.source = RF_SOURCE_SYNTHETIC_JPEG,
+                                   .start_mode = RF_START_SPAWN,
+                                   .kills = 60,
+                                   .min_gap_us = 2000,
+                                   .max_gap_us = 30000,
+                                   .killer_thread = true};
+    check_kill_run(&jpeg, 1);
+}
+
+/* Fork mode has no threads to kill from: the loop kills between batches,
+ * after a random pause while the producers work. */
+static void test_random_kills_fork_mode(void)
+{
+    const struct kill_spec forked = {.source = RF_SOURCE_SYNTHETIC,
+                                     .start_mode = RF_START_FORK,
+                                     .kills = 10,
+                                     .min_gap_us = 0,
+                                     .max_gap_us = 2000,
+                                     .killer_thread = false};
+    check_kill_run(&forked, 2);
+}
+
+/* ---- stuck producers --------------------------------------------------- */
+
+static rf_config *timeout_config(int64_t policy)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 400));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 16));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 16));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_TIMEOUT_MS, 300));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_PRODUCER_DEATH, policy));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    return cfg;
+}
+
+static int stop_one_producer(void)
+{
+    int pids[8];
+    CHECK_EQ(list_children(pids, 8), 2);
+    CHECK_EQ(kill(pids[0], SIGSTOP), 0);
+    return pids[0];
+}
+
+static void test_stopped_producer_is_replaced(void)
+{
+    rf_config *cfg = timeout_config(RF_ON_DEATH_RESPAWN);
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    const int stopped = stop_one_producer();
+    uint8_t seen[400] = {0};
+    uint64_t batches = 1;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) == 1) {
+        CHECK_EQ(b.sequence, batches);
+        for (uint32_t i = 0; i < b.samples; i++)
+            CHECK_EQ(seen[b.indices[i]]++, 0);
+        batches++;
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(batches, 100);
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_GE(st.respawns, 1);
+    CHECK_EQ(st.slots_free, st.slots); /* every slot came back */
+    CHECK(process_gone(stopped));
+    rf_loader_close(l);
+}
+
+static void test_stopped_producer_fails_with_its_batch(void)
+{
+    rf_config *cfg = timeout_config(RF_ON_DEATH_FAIL);
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    const int stopped = stop_one_producer();
+    const uint64_t start = rf__now_ns();
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) == 1)
+        CHECK_OK(rf_loader_release(l, &b));
+    const uint64_t waited_ms = (rf__now_ns() - start) / 1000000;
+    CHECK_EQ(rc, RF_E_PRODUCER_DIED);
+    const char *msg = rf_loader_error(l);
+    char pid_text[32];
+    snprintf(pid_text, sizeof(pid_text), "pid %d", stopped);
+    CHECK_CONTAINS(msg, pid_text);
+    CHECK_CONTAINS(msg, "RF_PARAM_BATCH_TIMEOUT_MS");
+    CHECK_CONTAINS(msg, "batch ");
+    CHECK_GE(waited_ms, 300);
+    CHECK(process_gone(stopped));
+    rf_loader_close(l);
+}
+
+/* ---- a batch that keeps crashing its producers ---------------------------- */
+
+static struct rf__segment map_control_segment(void);
+static int next_until_error(rf_loader *l);
+
+struct crasher {
+    pthread_t thread;
+    const struct rf__segment *seg;
+    atomic_bool stop;
+    atomic_int crashes;
+};
+
+/* Crashes the producer with SIGSEGV each time it is filling a batch. */
+static void *crasher_main(void *arg)
+{
+    struct crasher *c = arg;
+    struct rf__producer_state *st = rf__segment_producer(c->seg, 0);
+    while (!atomic_load(&c->stop)) {
+        const int pid = (int)atomic_load(&st->pid);
+        if (pid > 0 && atomic_load(&st->current_seq) != UINT64_MAX &&
+            kill(pid, SIGSEGV) == 0) {
+            atomic_fetch_add(&c->crashes, 1);
+            /* Wait for the loader to reset the record for a successor. */
+            while (!atomic_load(&c->stop) &&
+                   (int)atomic_load(&st->pid) == pid)
+                sleep_us(200);
+        }
+        sleep_us(200);
+    }
+    return NULL;
+}
+
+/* One producer, and a crash whenever it is inside a batch: the batch in
+ * progress is always the oldest one owed, so each replacement starts on
+ * it again and crashes on it too. */
+static void test_batch_that_keeps_crashing_is_named(void)
+{
+    /* No core files from the crashes below (producers inherit this). */
+    const struct rlimit no_core = {0, 0};
+    CHECK_EQ(setrlimit(RLIMIT_CORE, &no_core), 0);
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC_JPEG));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 16));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 640));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    struct rf__segment seg = map_control_segment();
+    struct crasher c = {.seg = &seg};
+    CHECK_EQ(pthread_create(&c.thread, NULL, crasher_main, &c), 0);
+    const int rc = next_until_error(l);
+    atomic_store(&c.stop, true);
+    pthread_join(c.thread, NULL);
+    CHECK_EQ(rc, RF_E_PRODUCER_DIED);
+    CHECK_EQ(atomic_load(&c.crashes), 3);
+    const char *msg = rf_loader_error(l);
+    CHECK_CONTAINS(msg, "batch 0 has now broken 3 producers");
+    CHECK_CONTAINS(msg, "signal 11");
+    CHECK_CONTAINS(msg, "remove that file");
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.respawns, 2);
+    rf_loader_close(l);
+    munmap(seg.header, seg.control_size);
+}
+
+/* ---- the consumer dies ------------------------------------------------- */
+
+/* A child process opens a loader, reports its producers' pids, takes a
+ * batch and then dies the given way. */
+static void consumer_dies(bool by_signal)
+{
+    const int shm_before = count_entries("/dev/shm");
+    int pipefd[2];
+    CHECK_EQ(pipe(pipefd), 0);
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        close(pipefd[0]);
+        rf_config *cfg = rf_config_create();
+        CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 2));
+        CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 16));
+        CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 16));
+        rf_loader *l = test_open_loader(cfg);
+        rf_batch b;
+        CHECK_EQ(rf_loader_next(l, &b), 1);
+        int pids[2];
+        CHECK_EQ(list_children(pids, 2), 2);
+        CHECK_EQ(write(pipefd[1], pids, sizeof(pids)), (ssize_t)sizeof(pids));
+        if (by_signal)
+            raise(SIGKILL);
+        _exit(0); /* no rf_loader_close(), no atexit handlers */
+    }
+    close(pipefd[1]);
+    int pids[2];
+    CHECK_EQ(read(pipefd[0], pids, sizeof(pids)), (ssize_t)sizeof(pids));
+    close(pipefd[0]);
+    int status;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    const uint64_t died = rf__now_ns();
+    while (!(process_gone(pids[0]) && process_gone(pids[1])) &&
+           rf__now_ns() - died < 2000000000u)
+        sleep_us(1000);
+    const uint64_t took_ms = (rf__now_ns() - died) / 1000000;
+    printf("consumer %s: producers gone after %llu ms\n",
+           by_signal ? "killed" : "exited without close",
+           (unsigned long long)took_ms);
+    CHECK(process_gone(pids[0]));
+    CHECK(process_gone(pids[1]));
+    CHECK_LT(took_ms, 1000);
+    CHECK_EQ(count_entries("/dev/shm"), shm_before);
+}
+
+static void test_consumer_death_leaves_nothing(void)
+{
+    consumer_dies(true);
+    consumer_dies(false);
+}
+
+/* ---- resources --------------------------------------------------------- */
+
+static void test_low_fd_limit_is_refused(void)
+{
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        const struct rlimit low = {(rlim_t)count_entries("/proc/self/fd") + 4,
+                                   (rlim_t)count_entries("/proc/self/fd") + 4};
+        CHECK_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+        rf_config *cfg = rf_config_create();
+        CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 4));
+        rf_loader *l = NULL;
+        char *err = NULL;
+        CHECK_EQ(rf_loader_open(&l, cfg, &err), -EMFILE);
+        CHECK_CONTAINS(err, "needs 9 file descriptors (4 producers)");
+        CHECK_CONTAINS(err, "ulimit -n");
+        free(err);
+        rf_config_free(cfg);
+        _exit(0);
+    }
+    int status;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 0);
+}
+
+static void test_helper_not_executable_is_refused(void)
+{
+    char path[] = "/tmp/rf-not-executable-XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK_EQ(chmod(path, 0644), 0);
+    char *saved = getenv("RINGFEED_PRODUCER")
+                      ? strdup(getenv("RINGFEED_PRODUCER"))
+                      : NULL;
+    setenv("RINGFEED_PRODUCER", path, 1);
+    rf_config *cfg = rf_config_create();
+    rf_loader *l = NULL;
+    char *err = NULL;
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), RF_E_NO_PRODUCER_BINARY);
+    CHECK_CONTAINS(err, path);
+    CHECK_CONTAINS(err, "Permission denied");
+    CHECK_CONTAINS(err, "set RINGFEED_PRODUCER");
+    free(err);
+    rf_config_free(cfg);
+    unlink(path);
+    if (saved)
+        setenv("RINGFEED_PRODUCER", saved, 1);
+    free(saved);
+}
+
+/* ---- garbage in the rings ---------------------------------------------- */
+
+/* The control segment of this process's only loader, mapped a second time
+ * the way a stray writer could reach it. */
+static struct rf__segment map_control_segment(void)
+{
+    struct rf__segment seg = {0};
+    for (int fd = 3; fd < 1024 && !seg.header; fd++) {
+        char link[64], target[256];
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+        const ssize_t n = readlink(link, target, sizeof(target) - 1);
+        if (n <= 0)
+            continue;
+        target[n] = '\0';
+        if (!strstr(target, "memfd:ringfeed-control"))
+            continue;
+        struct stat sb;
+        CHECK_EQ(fstat(fd, &sb), 0);
+        void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE,
+                       MAP_SHARED, fd, 0);
+        CHECK(p != MAP_FAILED);
+        seg.header = p;
+        seg.control_size = (size_t)sb.st_size;
+    }
+    CHECK(seg.header);
+    return seg;
+}
+
+static rf_loader *open_one_producer(void)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 100000));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    return l;
+}
+
+/* Stops the producer so that the test can write its side of the rings. */
+static int pause_producer(const struct rf__segment *seg)
+{
+    int pid;
+    /* The producer writes its pid once it has attached. */
+    while ((pid = (int)atomic_load(&rf__segment_producer(seg, 0)->pid)) == 0)
+        sleep_us(100);
+    CHECK_EQ(kill(pid, SIGSTOP), 0);
+    while (process_state(pid, NULL) != 'T')
+        sleep_us(100);
+    return pid;
+}
+
+static int next_until_error(rf_loader *l)
+{
+    rf_batch b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) == 1)
+        CHECK_OK(rf_loader_release(l, &b));
+    return rc;
+}
+
+static void test_garbage_handle_on_batch_ring(void)
+{
+    rf_loader *l = open_one_producer();
+    struct rf__segment seg = map_control_segment();
+    const uint32_t entries = seg.header->ring_entries;
+    const int pid = pause_producer(&seg);
+    /* A plausible-looking handle: right kind, a slot far out of range. */
+    CHECK_EQ(rf__ring_push(rf__segment_full_ring(&seg, 0), entries,
+                           rf__handle_make(RF__HANDLE_BATCH, 0xfffff, 12345)),
+             0);
+    CHECK_EQ(next_until_error(l), RF_E_BAD_HANDLE);
+    CHECK_CONTAINS(rf_loader_error(l), "matches no batch");
+    kill(pid, SIGCONT);
+    rf_loader_close(l);
+    munmap(seg.header, seg.control_size);
+}
+
+static void test_garbage_ring_indices(void)
+{
+    rf_loader *l = open_one_producer();
+    struct rf__segment seg = map_control_segment();
+    const int pid = pause_producer(&seg);
+    struct rf__ring *full = rf__segment_full_ring(&seg, 0);
+    atomic_store(&full->tail, atomic_load(&full->head) + 100000);
+    CHECK_EQ(next_until_error(l), RF_E_BAD_HANDLE);
+    CHECK_CONTAINS(rf_loader_error(l), "corrupted");
+    kill(pid, SIGCONT);
+    rf_loader_close(l);
+    munmap(seg.header, seg.control_size);
+}
+
+/* The size fields in the shared rings are never used after set-up, so
+ * garbage there changes nothing (ASan would see any access outside). */
+static void test_garbage_ring_sizes_are_ignored(void)
+{
+    rf_loader *l = open_one_producer();
+    struct rf__segment seg = map_control_segment();
+    for (int which = 0; which < 2; which++) {
+        struct rf__ring *r = which ? rf__segment_full_ring(&seg, 0)
+                                   : rf__segment_empty_ring(&seg, 0);
+        r->entries = 0xffffffffu;
+        r->mask = 0xffffffffu;
+    }
+    rf_batch b;
+    for (uint64_t i = 0; i < 200; i++) {
+        CHECK_EQ(rf_loader_next(l, &b), 1);
+        CHECK_EQ(b.sequence, i);
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    rf_loader_close(l);
+    munmap(seg.header, seg.control_size);
+}
+
+static void test_garbage_order_stops_the_producer(void)
+{
+    rf_loader *l = open_one_producer();
+    struct rf__segment seg = map_control_segment();
+    /* This thread is the order ring's only writer, and is not inside the
+     * loader now. */
+    CHECK_EQ(rf__ring_push(rf__segment_empty_ring(&seg, 0),
+                           seg.header->ring_entries,
+                           rf__handle_make(RF__HANDLE_BATCH, 0xfffff, 1)),
+             0);
+    rf__bell_ring_futex(&rf__segment_producer(&seg, 0)->bell);
+    CHECK_EQ(next_until_error(l), RF_E_PRODUCER_FAILED);
+    CHECK_CONTAINS(rf_loader_error(l), "invalid order");
+    rf_loader_close(l);
+    munmap(seg.header, seg.control_size);
+}
+
+/* ---- stress mode --------------------------------------------------------- */
+
+static int stress(int total_kills)
+{
+    const struct kill_spec spec = {.source = RF_SOURCE_SYNTHETIC_JPEG,
+                                   .start_mode = RF_START_SPAWN,
+                                   .kills = 100,
+                                   .min_gap_us = 200,
+                                   .max_gap_us = 20000,
+                                   .killer_thread = true};
+    uint64_t kills = 0, hangs = 0, lost = 0, duplicated = 0, changed = 0,
+             errors = 0, leaked = 0, batches = 0;
+    const int fds_before = count_entries("/proc/self/fd");
+    const int shm_before = count_entries("/dev/shm");
+    for (unsigned round = 1; kills < (uint64_t)total_kills; round++) {
+        struct kill_result hit, calm;
+        run_with_kills(&spec, 8, round, &hit);
+        struct kill_spec undisturbed = spec;
+        undisturbed.kills = 0;
+        run_with_kills(&undisturbed, hit.batches, round, &calm);
+        int pids[8];
+        const uint64_t leaks =
+            (uint64_t)list_children(pids, 8) +
+            (count_entries("/proc/self/fd") != fds_before) +
+            (count_entries("/dev/shm") != shm_before);
+        kills += (uint64_t)hit.kills;
+        hangs += hit.hangs;
+        lost += hit.lost;
+        duplicated += hit.duplicated;
+        changed += count_changed(&hit, &calm) + hit.wrong_order;
+        errors += hit.error != 0;
+        leaked += leaks;
+        batches += hit.batches;
+        printf("round %u: %d kills, %llu respawns, %llu batches%s%s\n", round,
+               hit.kills, (unsigned long long)hit.respawns,
+               (unsigned long long)hit.batches, hit.error ? ", error: " : "",
+               hit.error ? hit.detail : "");
+        fflush(stdout);
+        free(hit.digests);
+        free(calm.digests);
+    }
+    printf("kills %llu, batches %llu, hangs %llu, lost %llu, duplicated "
+           "%llu, changed %llu, errors %llu, leaked %llu\n",
+           (unsigned long long)kills, (unsigned long long)batches,
+           (unsigned long long)hangs, (unsigned long long)lost,
+           (unsigned long long)duplicated, (unsigned long long)changed,
+           (unsigned long long)errors, (unsigned long long)leaked);
+    return hangs + lost + duplicated + changed + errors + leaked ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART */
+    sigaction(SIGALRM, &sa, NULL);
+    if (argc == 3 && strcmp(argv[1], "--stress") == 0)
+        return stress(atoi(argv[2]));
+    /* Fork mode first: it needs a process with one thread. */
+    test_random_kills_fork_mode();
+    test_consumer_death_leaves_nothing();
+    test_low_fd_limit_is_refused();
+    test_helper_not_executable_is_refused();
+    test_garbage_handle_on_batch_ring();
+    test_garbage_ring_indices();
+    test_garbage_ring_sizes_are_ignored();
+    test_garbage_order_stops_the_producer();
+    test_stopped_producer_is_replaced();
+    test_stopped_producer_fails_with_its_batch();
+    test_batch_that_keeps_crashing_is_named();
+    test_random_kills_lose_nothing();
+    return 0;
+}
