@@ -397,8 +397,7 @@ RF_API void rf_loader_close(rf_loader *loader);
  * rf_loader_close() and must not write to it. Returns 0, or -EINVAL for a
  * NULL argument.
  */
-RF_API int rf_loader_arena(const rf_loader *loader, void **base,
-                           size_t *bytes);
+RF_API int rf_loader_arena(const rf_loader *loader, void **base, size_t *bytes);
 
 /* The detail of the last error on loader, or "" when none. The string
  * belongs to loader and stays valid until the next call on it. */

@@ -67,14 +67,14 @@ struct rf_loader {
     uint64_t sample_bytes, spin_ns;
     bool ordered;
 
-    struct rf__child *children;  /* [producers] */
-    int *cpu_of;                 /* [producers] CPU to pin to, or -1 */
+    struct rf__child *children;       /* [producers] */
+    int *cpu_of;                      /* [producers] CPU to pin to, or -1 */
     char producer_path[RF__PATH_MAX]; /* spawn mode: the helper */
-    uint32_t ring_entries; /* from the layout; never read back from shared
-                              memory, which producers can write */
-    uint32_t *orders;      /* [producers] orders outstanding */
-    uint64_t *progress_ns; /* [producers] when it last delivered, or got
-                              its first order after owing none */
+    uint32_t ring_entries;       /* from the layout; never read back from shared
+                                    memory, which producers can write */
+    uint32_t *orders;            /* [producers] orders outstanding */
+    uint64_t *progress_ns;       /* [producers] when it last delivered, or got
+                                    its first order after owing none */
     uint32_t next_producer;      /* where the search for the least busy
                                     producer starts, for fairness */
     struct slot_info *slot_info; /* [slots] */
@@ -397,12 +397,12 @@ static int start_producer(rf_loader *l, uint32_t i)
      * started threads or loaded CUDA. */
     int rc = fork_mode ? rf__fork_is_safe(l->error, sizeof(l->error)) : 0;
     if (rc == 0)
-        rc = fork_mode ? rf__fork_producer(&l->fds, i, l->cpu_of[i],
-                                           &l->children[i], l->error,
-                                           sizeof(l->error))
-                       : rf__spawn_producer(l->producer_path, &l->fds, i,
-                                            l->cpu_of[i], &l->children[i],
-                                            l->error, sizeof(l->error));
+        rc = fork_mode
+                 ? rf__fork_producer(&l->fds, i, l->cpu_of[i], &l->children[i],
+                                     l->error, sizeof(l->error))
+                 : rf__spawn_producer(l->producer_path, &l->fds, i,
+                                      l->cpu_of[i], &l->children[i], l->error,
+                                      sizeof(l->error));
     if (rc < 0)
         return rc;
     l->pfds[1 + i].fd = l->children[i].pidfd;
@@ -435,8 +435,7 @@ static void stop_producers(rf_loader *l)
     for (uint32_t i = 0; i < l->producers; i++) {
         if (l->children[i].pid <= 0)
             continue;
-        (void)rf__ring_push(rf__segment_empty_ring(&l->seg, i),
-                            l->ring_entries,
+        (void)rf__ring_push(rf__segment_empty_ring(&l->seg, i), l->ring_entries,
                             rf__handle_make(RF__HANDLE_STOP, 0, 0));
         rf__bell_ring_futex(&rf__segment_producer(&l->seg, i)->bell);
     }
@@ -587,6 +586,7 @@ static int account_failures(rf_loader *l, const struct rf__slot_meta *m,
                          "%.*s; set RF_PARAM_ON_ERROR to RF_ON_ERROR_SKIP to "
                          "leave failing samples out",
                          (int)sizeof(m->failures[0].text), m->failures[0].text);
+    const uint64_t epoch = m->epoch;
     for (uint32_t i = 0; i < failed; i++) {
         /* The slot records the first RF__SLOT_FAILURES in full. */
         const struct rf__sample_failure *f =
@@ -595,9 +595,8 @@ static int account_failures(rf_loader *l, const struct rf__slot_meta *m,
         rf__format(text, sizeof(text), "%.*s", (int)sizeof(text) - 1,
                    f ? f->text
                      : "(details not kept: too many failures in one batch)");
-        const int rc =
-            rf__failures_add(&l->failures, m->epoch, f ? f->index : 0, text,
-                             l->error, sizeof(l->error));
+        const int rc = rf__failures_add(&l->failures, epoch, f ? f->index : 0,
+                                        text, l->error, sizeof(l->error));
         if (rc < 0)
             return rc;
     }
@@ -681,8 +680,7 @@ static void describe_death(const rf_loader *l, uint32_t p, int pid,
                    "(it owed %u batches)",
                    p, pid, how, (unsigned long long)owed, l->orders[p]);
     else
-        rf__format(out, len, "producer %u (pid %d) %s while idle", p, pid,
-                   how);
+        rf__format(out, len, "producer %u (pid %d) %s while idle", p, pid, how);
 }
 
 /* Takes back every slot producer p still owed, oldest batch first, into
@@ -727,9 +725,8 @@ static void reset_channel(rf_loader *l, uint32_t p)
 static bool batch_breaks_producers(rf_loader *l, uint64_t seq, int status,
                                    bool timed_out)
 {
-    const bool crashed =
-        timed_out || (status != -1 && WIFSIGNALED(status) &&
-                      WTERMSIG(status) != SIGKILL);
+    const bool crashed = timed_out || (status != -1 && WIFSIGNALED(status) &&
+                                       WTERMSIG(status) != SIGKILL);
     if (!crashed || seq == UINT64_MAX)
         return false;
     if (seq != l->crash_seq) {
@@ -788,14 +785,14 @@ static int handle_death(rf_loader *l, uint32_t p, int pid, const char *how,
                          what);
     }
     if (batch_breaks_producers(l, seq, l->children[p].status, timed_out))
-        return set_error(l, RF_E_PRODUCER_DIED,
-                         "%s; batch %llu has now broken %d producers, so a "
-                         "sample in it (the last was sample %llu) crashes or "
-                         "hangs the decoder: remove that file from the "
-                         "dataset",
-                         what, (unsigned long long)seq, MAX_DEATHS_PER_BATCH,
-                         (unsigned long long)rf__load_relaxed64(
-                             &st->current_sample));
+        return set_error(
+            l, RF_E_PRODUCER_DIED,
+            "%s; batch %llu has now broken %d producers, so a "
+            "sample in it (the last was sample %llu) crashes or "
+            "hangs the decoder: remove that file from the "
+            "dataset",
+            what, (unsigned long long)seq, MAX_DEATHS_PER_BATCH,
+            (unsigned long long)rf__load_relaxed64(&st->current_sample));
     return replace_producer(l, p, what);
 }
 

@@ -66,7 +66,7 @@ static inline int list_children(int *pids, int max)
     int n = 0;
     const struct dirent *e;
     while ((e = readdir(d))) {
-        const int pid = atoi(e->d_name);
+        const int pid = (int)strtol(e->d_name, NULL, 10);
         int ppid = 0;
         if (pid <= 0)
             continue;
