@@ -720,13 +720,18 @@ static void reset_channel(rf_loader *l, uint32_t p)
     st->error_text[0] = '\0';
 }
 
-/* A crash (a signal other than SIGKILL) or a time-out on the same batch as
- * the last ones: returns true once a batch has caused too many. */
+/* A crash or a time-out on the same batch as the last ones: returns true
+ * once a batch has caused too many. A crash is a signal other than SIGKILL
+ * (which comes from outside: the OOM killer, a user) or an exit with a
+ * status but no reason given (a sanitizer's report, a library's exit()). */
 static bool batch_breaks_producers(rf_loader *l, uint64_t seq, int status,
                                    bool timed_out)
 {
-    const bool crashed = timed_out || (status != -1 && WIFSIGNALED(status) &&
-                                       WTERMSIG(status) != SIGKILL);
+    const bool known = status != -1;
+    const bool crashed =
+        timed_out ||
+        (known && WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL) ||
+        (known && WIFEXITED(status) && WEXITSTATUS(status) != 0);
     if (!crashed || seq == UINT64_MAX)
         return false;
     if (seq != l->crash_seq) {
