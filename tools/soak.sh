@@ -2,7 +2,8 @@
 # tools/soak.sh - the leak watch: many epochs over a synthetic JPEG folder,
 # printing each process's PSS and fds and the ring's slots at every epoch
 # boundary, then the growth and a verdict (tests/soak.c says what is
-# measured). Not part of `make check`: the defaults take about a minute on 2 cores.
+# measured). Not part of `make check`: the defaults take 1-2 minutes on
+# 2 cores.
 #
 #   tools/soak.sh [--epochs N] [--images N] [--size N] [--producers N]
 #
@@ -21,11 +22,12 @@ build=${BUILD:-$top/_build}
 epochs=50 images=1000 size=224 producers=0
 
 usage() {
-    sed -n '2,17s/^# \{0,1\}//p' "$0"
+    sed -n '2,18s/^# \{0,1\}//p' "$0"
     exit "$1"
 }
 
 while [ $# -gt 0 ]; do
+    case $1 in --help | -h) usage 0 ;; esac
     [ $# -ge 2 ] || usage 2
     case $1 in
     --epochs) epochs=$2 ;;
