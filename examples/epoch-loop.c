@@ -9,6 +9,7 @@
  * Build against an installed ringfeed:
  *   cc epoch-loop.c $(pkg-config --cflags --libs ringfeed)
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,11 @@ static int run(rf_loader *loader)
     int rc;
     uint64_t epoch = 0, samples = 0;
     double mean = 0.0, started = now_s();
-    while ((rc = rf_loader_next(loader, &b)) > 0) {
+    while ((rc = rf_loader_next(loader, &b)) != 0) {
+        if (rc == -EINTR)
+            continue; /* a signal interrupted the wait: ask again */
+        if (rc < 0)
+            return rc; /* the loader can only be closed now */
         if (b.epoch != epoch) {
             printf("epoch %" PRIu64 ": %" PRIu64 " samples in %.2f s\n", epoch,
                    samples, now_s() - started);
@@ -76,13 +81,14 @@ static int run(rf_loader *loader)
         }
         mean = train_step(&b);
         samples += b.samples;
-        rf_loader_release(loader, &b);
+        rc = rf_loader_release(loader, &b); /* the slot goes back to fill */
+        if (rc < 0)
+            return rc;
     }
-    if (rc == 0)
-        printf("epoch %" PRIu64 ": %" PRIu64 " samples in %.2f s "
-               "(last batch mean pixel %.1f)\n",
-               epoch, samples, now_s() - started, mean);
-    return rc;
+    printf("epoch %" PRIu64 ": %" PRIu64 " samples in %.2f s "
+           "(last batch mean pixel %.1f)\n",
+           epoch, samples, now_s() - started, mean);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -102,7 +108,8 @@ int main(int argc, char **argv)
     }
     rc = run(loader);
     if (rc < 0)
-        fprintf(stderr, "epoch-loop: %s\n", rf_loader_error(loader));
+        fprintf(stderr, "epoch-loop: %s: %s\n", rf_strerror(rc),
+                rf_loader_error(loader));
     const uint64_t failed = rf_loader_sample_errors(loader, NULL, 0);
     if (failed)
         printf("%" PRIu64 " samples were skipped\n", failed);

@@ -111,7 +111,8 @@ typedef enum rf_layout {
 
 /* Where samples come from. */
 typedef enum rf_source_kind {
-    /* Images computed from (seed, sample index): see rf_synthetic_fill().
+    /* Images computed from (seed, sample index, classes), with a pattern
+     * per class: see rf_synthetic_fill().
      * Written straight into the slot; RF_PARAM_TRANSFORM does not apply. */
     RF_SOURCE_SYNTHETIC = 0,
     /* No pixels at all: producers only stamp sample indices and labels.
@@ -534,12 +535,16 @@ RF_API void rf_pack_writer_abort(rf_pack_writer *w);
 
 /* Writes the pixels of synthetic sample `index` into dst (height * width *
  * channels bytes) in the given layout: the bytes every producer writes for
- * that sample. Thread-safe, no allocation. */
-RF_API void rf_synthetic_fill(uint64_t seed, uint64_t index, uint32_t height,
-                              uint32_t width, uint32_t channels,
-                              rf_layout layout, void *dst);
+ * that sample when RF_PARAM_CLASSES is `classes`. Each byte is noise in
+ * 0..127 plus 0 or 32 after a pattern of the sample's class
+ * (rf_synthetic_label()), so that a model can learn the labels from the
+ * pixels. Thread-safe, no allocation. */
+RF_API void rf_synthetic_fill(uint64_t seed, uint64_t index, uint32_t classes,
+                              uint32_t height, uint32_t width,
+                              uint32_t channels, rf_layout layout, void *dst);
 
-/* The label of synthetic sample `index`, in [0, classes). */
+/* The label of synthetic sample `index`, in [0, classes); 0 when classes
+ * is 0. */
 RF_API int64_t rf_synthetic_label(uint64_t seed, uint64_t index,
                                   uint32_t classes);
 

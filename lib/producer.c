@@ -166,8 +166,8 @@ static int fill_sample(struct producer *pr, uint64_t epoch, uint64_t index,
     *label = rf_synthetic_label(pr->order.seed, index, pr->classes);
     switch (pr->source) {
     case RF_SOURCE_SYNTHETIC:
-        rf_synthetic_fill(pr->order.seed, index, pr->height, pr->width,
-                          pr->channels, pr->layout, dst);
+        rf_synthetic_fill(pr->order.seed, index, pr->classes, pr->height,
+                          pr->width, pr->channels, pr->layout, dst);
         return 0;
     case RF_SOURCE_EMPTY:
         return 0;

@@ -84,7 +84,7 @@ static void check_batch_content(const struct run_spec *s, const rf_batch *b,
         CHECK_EQ(seen[index], 0);
         seen[index] = 1;
         CHECK_EQ(b->labels[i], rf_synthetic_label(s->seed, index, 10));
-        rf_synthetic_fill(s->seed, index, b->height, b->width, b->channels,
+        rf_synthetic_fill(s->seed, index, 10, b->height, b->width, b->channels,
                           b->layout, expect);
         CHECK(memcmp((const uint8_t *)b->data + i * b->sample_bytes, expect,
                      b->sample_bytes) == 0);

@@ -232,7 +232,7 @@ static void test_error_limit_ends_the_run(void)
 static void add_frame(rf_pack_writer *w, uint64_t index, size_t bytes)
 {
     uint8_t raw[8 * 8 * 3 + 16];
-    rf_synthetic_fill(5, index, 8, 8, 3, RF_LAYOUT_NHWC, raw);
+    rf_synthetic_fill(5, index, 4, 8, 8, 3, RF_LAYOUT_NHWC, raw);
     uint8_t frame[1024];
     const size_t size = ZSTD_compress(frame, sizeof(frame), raw, bytes, 3);
     CHECK(!ZSTD_isError(size));
@@ -264,7 +264,8 @@ static void test_zstd_pack(void)
     uint64_t samples = 0;
     while (rf_loader_next(l, &b) > 0) {
         for (uint32_t i = 0; i < b.samples; i++) {
-            rf_synthetic_fill(5, b.indices[i], 8, 8, 3, RF_LAYOUT_NHWC, expect);
+            rf_synthetic_fill(5, b.indices[i], 4, 8, 8, 3, RF_LAYOUT_NHWC,
+                              expect);
             CHECK(memcmp((uint8_t *)b.data + (size_t)i * 192, expect, 192) ==
                   0);
             CHECK_EQ(b.labels[i], (int64_t)b.indices[i] % 4);

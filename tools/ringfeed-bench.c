@@ -597,8 +597,8 @@ static bool pixels_match(struct verifier *v, const rf_batch *b, uint32_t i,
                               v->expected) < 0)
             return false;
     } else {
-        rf_synthetic_fill(v->seed, index, v->height, v->width, v->channels,
-                          v->layout, v->expected);
+        rf_synthetic_fill(v->seed, index, v->classes, v->height, v->width,
+                          v->channels, v->layout, v->expected);
     }
     return memcmp(got, v->expected, v->sample_bytes) == 0;
 }
