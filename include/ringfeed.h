@@ -363,13 +363,19 @@ RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp);
  * Returns 1 with a batch, 0 at the end of the last epoch (every call after
  * that returns 0 too), or a negative code:
  *   RF_E_ALL_SLOTS_HELD  the caller holds every slot, so waiting would hang;
- *   RF_E_PRODUCER_DIED   a producer died (the detail names pid and signal);
+ *   RF_E_PRODUCER_DIED   a producer died or timed out and was not replaced
+ *                        (RF_ON_DEATH_FAIL, or a respawn limit; the detail
+ *                        names the pid, the signal, the batch and sample);
  *   RF_E_PRODUCER_FAILED a producer stopped with an error (detail says why);
  *   RF_E_BAD_HANDLE      the shared rings were corrupted;
  *   -EINTR               a signal arrived while waiting; call again.
  * After any error other than -EINTR and RF_E_ALL_SLOTS_HELD the loader can
  * only be closed. Waiting spins for RF_PARAM_SPIN_NS and then sleeps in the
- * kernel; the call notices a dead producer at once, without a timer.
+ * kernel; the call notices a dead producer at once, without a timer, and
+ * under RF_ON_DEATH_RESPAWN (the default) replaces it before it goes on
+ * waiting. Replacements are children of the calling thread, like the
+ * producers started by open: call next() from the thread that opened the
+ * loader, or from one that outlives it.
  */
 RF_API int rf_loader_next(rf_loader *loader, rf_batch *batch);
 
