@@ -85,7 +85,10 @@ RF_API unsigned rf_version(void);
       "RINGFEED_PRODUCER to its path")                                         \
     X(FORK_UNSAFE, -10008,                                                     \
       "fork mode was asked for, but this process has other threads or a "      \
-      "CUDA context; use spawn mode")
+      "CUDA context; use spawn mode")                                          \
+    X(CUDA, -10009,                                                            \
+      "a CUDA call failed (the detail names the call and CUDA's message); "    \
+      "the GPU consumer can only be closed")
 
 enum rf_error {
 #define RF_ERROR_ENUM_(name, value, message) RF_E_##name = (value),
@@ -366,8 +369,7 @@ RF_API void rf_loader_close(rf_loader *loader);
  * rf_loader_close() and must not write to it. Returns 0, or -EINVAL for a
  * NULL argument.
  */
-RF_API int rf_loader_arena(const rf_loader *loader, void **base,
-                           size_t *bytes);
+RF_API int rf_loader_arena(const rf_loader *loader, void **base, size_t *bytes);
 
 /* The detail of the last error on loader, or "" when none. The string
  * belongs to loader and stays valid until the next call on it. */
