@@ -10,7 +10,8 @@
 #include "internal.h"
 #include "ringfeed/cuda.h"
 
-namespace {
+namespace
+{
 
 /* Threads per block, and at most this many blocks: the kernel strides over
  * the rest, so any batch size launches. */
@@ -43,8 +44,8 @@ __global__ void __launch_bounds__(kThreads)
 {
     T *const dst = static_cast<T *>(p.dst);
     const uint64_t step = static_cast<uint64_t>(gridDim.x) * blockDim.x;
-    for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x +
-                      threadIdx.x;
+    for (uint64_t i =
+             static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
          i < p.pixels; i += step) {
         const uint64_t n = i / p.plane, pixel = i - n * p.plane;
         const uint64_t from = n * p.src_sample + pixel * p.src_pixel;
@@ -69,8 +70,8 @@ cudaError_t launch(const rf__convert_params *p, cudaStream_t stream)
     rf__convert_params copy = *p;
     void *args[] = {&copy};
     return cudaLaunchKernel(reinterpret_cast<const void *>(&convert_kernel<T>),
-                            dim3(static_cast<unsigned>(blocks)),
-                            dim3(kThreads), args, 0, stream);
+                            dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+                            args, 0, stream);
 }
 
 } // namespace

@@ -42,12 +42,11 @@ static int check_batch(rf_cuda_loader *gpu, const rf_cuda_batch *b)
                              RF__CONVERT_MAX_CHANNELS);
     if (b->sample_bytes != (size_t)b->height * b->width * b->channels ||
         b->bytes != b->sample_bytes * b->samples)
-        return rf__cuda_fail(gpu, -EINVAL,
-                             "batch %" PRIu64 " is not %" PRIu32
-                             " whole samples of %" PRIu32 "x%" PRIu32
-                             "x%" PRIu32,
-                             b->sequence, b->samples, b->height, b->width,
-                             b->channels);
+        return rf__cuda_fail(
+            gpu, -EINVAL,
+            "batch %" PRIu64 " is not %" PRIu32 " whole samples of %" PRIu32
+            "x%" PRIu32 "x%" PRIu32,
+            b->sequence, b->samples, b->height, b->width, b->channels);
     return 0;
 }
 
@@ -101,9 +100,8 @@ static void set_strides(rf_layout layout, uint64_t plane, uint32_t channels,
 }
 
 static int fill_params(rf_cuda_loader *gpu, const rf_cuda_batch *b, void *dst,
-                       rf_cuda_dtype dtype, rf_layout layout,
-                       const float *mean, const float *std,
-                       struct rf__convert_params *p)
+                       rf_cuda_dtype dtype, rf_layout layout, const float *mean,
+                       const float *std, struct rf__convert_params *p)
 {
     if (!b || !dst)
         return rf__cuda_fail(gpu, -EINVAL, "no batch or no destination");
@@ -120,16 +118,16 @@ static int fill_params(rf_cuda_loader *gpu, const rf_cuda_batch *b, void *dst,
     p->pixels = p->plane * b->samples;
     p->channels = b->channels;
     p->dtype = (uint32_t)dtype;
-    set_strides(b->layout, p->plane, b->channels, &p->src_sample,
-                &p->src_pixel, &p->src_channel);
+    set_strides(b->layout, p->plane, b->channels, &p->src_sample, &p->src_pixel,
+                &p->src_channel);
     set_strides(layout, p->plane, b->channels, &p->dst_sample, &p->dst_pixel,
                 &p->dst_channel);
     return 0;
 }
 
-int rf_cuda_convert(rf_cuda_loader *gpu, const rf_cuda_batch *batch,
-                    void *dst, rf_cuda_dtype dtype, rf_layout layout,
-                    const float *mean, const float *std, cudaStream_t stream)
+int rf_cuda_convert(rf_cuda_loader *gpu, const rf_cuda_batch *batch, void *dst,
+                    rf_cuda_dtype dtype, rf_layout layout, const float *mean,
+                    const float *std, cudaStream_t stream)
 {
     if (!gpu)
         return -EINVAL;

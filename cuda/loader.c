@@ -59,7 +59,7 @@ struct rf_cuda_loader {
     uint32_t depth;
     uint32_t flags;
     bool device_chosen; /* CUDA is set up: close has things to undo */
-    const char *arena;  /* the loader's ring, one mapping */
+    char *arena;        /* the loader's ring, one mapping */
     size_t arena_bytes;
     size_t slot_bytes;
     bool registered;
@@ -90,8 +90,8 @@ int rf__cuda_fail(rf_cuda_loader *gpu, int code, const char *fmt, ...)
     return code;
 }
 
-int rf__cuda_call_failed(rf_cuda_loader *gpu, cudaError_t err,
-                         const char *call, const char *fmt, ...)
+int rf__cuda_call_failed(rf_cuda_loader *gpu, cudaError_t err, const char *call,
+                         const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -185,7 +185,7 @@ static int find_ring(rf_cuda_loader *gpu)
 {
     void *base = NULL;
     size_t bytes = 0;
-    rf_stats stats;
+    rf_stats stats = {0};
     int rc = rf_loader_arena(gpu->loader, &base, &bytes);
     if (rc == 0)
         rc = rf_loader_stats(gpu->loader, &stats);
@@ -208,10 +208,8 @@ static int find_ring(rf_cuda_loader *gpu)
  * where the producers wrote. */
 static int register_ring(rf_cuda_loader *gpu)
 {
-    /* cudaHostRegister takes a non-const pointer but does not write. */
-    void *ring = (void *)(uintptr_t)gpu->arena;
-    const cudaError_t err =
-        cudaHostRegister(ring, gpu->arena_bytes, cudaHostRegisterPortable);
+    const cudaError_t err = cudaHostRegister(gpu->arena, gpu->arena_bytes,
+                                             cudaHostRegisterPortable);
     if (err != cudaSuccess)
         return rf__cuda_call_failed(
             gpu, err, "cudaHostRegister",
@@ -258,8 +256,8 @@ static int create_buffers(rf_cuda_loader *gpu)
     gpu->buffers = calloc(gpu->depth, sizeof(*gpu->buffers));
     gpu->queue = calloc(gpu->depth, sizeof(*gpu->queue));
     if (!gpu->buffers || !gpu->queue)
-        return rf__cuda_fail(gpu, -ENOMEM, "no memory for %" PRIu32
-                                           " device buffer records",
+        return rf__cuda_fail(gpu, -ENOMEM,
+                             "no memory for %" PRIu32 " device buffer records",
                              gpu->depth);
     const cudaError_t err =
         cudaStreamCreateWithFlags(&gpu->copy_stream, cudaStreamNonBlocking);
@@ -368,7 +366,8 @@ static int wait_for_oldest_upload(rf_cuda_loader *gpu)
     struct device_buffer *oldest = NULL;
     for (uint32_t i = 0; i < gpu->depth; i++) {
         struct device_buffer *b = &gpu->buffers[i];
-        if (b->host_held && (!oldest || b->host.sequence < oldest->host.sequence))
+        if (b->host_held &&
+            (!oldest || b->host.sequence < oldest->host.sequence))
             oldest = b;
     }
     if (!oldest) /* the caller holds slots it took before rf_cuda_open() */
@@ -384,8 +383,9 @@ static int take_host_batch(rf_cuda_loader *gpu, rf_batch *batch)
         if (rc == 0)
             gpu->ended = true;
         if (rc == -EINTR)
-            return rf__cuda_fail(gpu, rc, "a signal arrived while waiting "
-                                          "for the producers; call again");
+            return rf__cuda_fail(gpu, rc,
+                                 "a signal arrived while waiting "
+                                 "for the producers; call again");
         if (rc < 0 && rc != RF_E_ALL_SLOTS_HELD)
             return rf__cuda_fail(gpu, rc, "%s", rf_loader_error(gpu->loader));
         if (rc != RF_E_ALL_SLOTS_HELD)
@@ -449,8 +449,8 @@ static int keep_host_copies(rf_cuda_loader *gpu, struct device_buffer *b,
     return 0;
 }
 
-static cudaError_t copy_up(const rf_cuda_loader *gpu, void *to, const void *from,
-                           size_t bytes)
+static cudaError_t copy_up(const rf_cuda_loader *gpu, void *to,
+                           const void *from, size_t bytes)
 {
     return cudaMemcpyAsync(to, from, bytes, cudaMemcpyHostToDevice,
                            gpu->copy_stream);
@@ -579,7 +579,7 @@ static int upload_next(rf_cuda_loader *gpu)
     /* Its previous upload is normally long done (a whole step ago); its
      * slot must go back before the buffer takes a new one. */
     int rc = b->host_held ? wait_for_upload(gpu, b) : 0;
-    rf_batch hb;
+    rf_batch hb = {0};
     if (rc == 0)
         rc = take_host_batch(gpu, &hb);
     if (rc <= 0)
@@ -756,7 +756,7 @@ static void release_cuda(rf_cuda_loader *gpu)
     if (gpu->copy_stream)
         (void)cudaStreamDestroy(gpu->copy_stream);
     if (gpu->registered)
-        (void)cudaHostUnregister((void *)(uintptr_t)gpu->arena);
+        (void)cudaHostUnregister(gpu->arena);
     if (entered)
         rf__cuda_leave(gpu, previous);
 }

@@ -16,8 +16,8 @@ int rf__cuda_fail(rf_cuda_loader *gpu, int code, const char *fmt, ...)
 
 /* Stores "CALL: CUDA's message (its name)" plus the context given, and
  * returns RF_E_CUDA. */
-int rf__cuda_call_failed(rf_cuda_loader *gpu, cudaError_t err,
-                         const char *call, const char *fmt, ...)
+int rf__cuda_call_failed(rf_cuda_loader *gpu, cudaError_t err, const char *call,
+                         const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* Makes gpu's device current, keeping the caller's in *previous for

@@ -90,8 +90,12 @@ static rf_cuda_loader *open_gpu(rf_loader *loader, uint32_t depth,
 
 static rf_cuda_loader *open_small(uint32_t depth, uint32_t flags)
 {
-    const struct shape s = {.samples = 1000, .batch = 4, .height = 32,
-                            .width = 16, .channels = 3, .producers = 1,
+    const struct shape s = {.samples = 1000,
+                            .batch = 4,
+                            .height = 32,
+                            .width = 16,
+                            .channels = 3,
+                            .producers = 1,
                             .epochs = 1};
     return open_gpu(open_synthetic(&s), depth, flags);
 }
@@ -119,12 +123,13 @@ struct host_copy {
 
 static struct host_copy download(const rf_cuda_batch *b, cudaStream_t stream)
 {
-    struct host_copy h = {malloc(b->bytes + 1), malloc(b->samples * 8 + 8)};
+    struct host_copy h = {malloc(b->bytes + 1),
+                          malloc((size_t)b->samples * 8 + 8)};
     CHECK(h.pixels && h.labels);
     CHECK_CUDA(cudaStreamWaitEvent(stream, b->ready, 0));
     CHECK_CUDA(cudaMemcpyAsync(h.pixels, b->data, b->bytes,
                                cudaMemcpyDeviceToHost, stream));
-    CHECK_CUDA(cudaMemcpyAsync(h.labels, b->labels, b->samples * 8,
+    CHECK_CUDA(cudaMemcpyAsync(h.labels, b->labels, (size_t)b->samples * 8,
                                cudaMemcpyDeviceToHost, stream));
     CHECK_CUDA(cudaStreamSynchronize(stream));
     return h;
@@ -147,8 +152,9 @@ static void check_contents(const rf_cuda_batch *b, const struct host_copy *h)
                           b->layout, expected);
         if (memcmp(expected, h->pixels + i * b->sample_bytes,
                    b->sample_bytes) != 0) {
-            fprintf(stderr, "batch %" PRIu64 " sample %u (index %" PRIu64
-                            "): device bytes differ from the source's\n",
+            fprintf(stderr,
+                    "batch %" PRIu64 " sample %u (index %" PRIu64
+                    "): device bytes differ from the source's\n",
                     b->sequence, i, index);
             exit(1);
         }
@@ -219,8 +225,12 @@ static void check_producers_free_of_cuda(void)
 
 static void test_producers_never_load_cuda(void)
 {
-    const struct shape s = {.samples = 100, .batch = 4, .height = 8,
-                            .width = 8, .channels = 1, .producers = 2,
+    const struct shape s = {.samples = 100,
+                            .batch = 4,
+                            .height = 8,
+                            .width = 8,
+                            .channels = 1,
+                            .producers = 2,
                             .epochs = 1};
     rf_loader *l = open_synthetic(&s);
     check_producers_free_of_cuda();
@@ -237,12 +247,15 @@ static void test_arguments_refused(void)
     CHECK_CONTAINS(why, "no loader");
     free(why);
 
-    const struct shape s = {.samples = 100, .batch = 4, .height = 8,
-                            .width = 8, .channels = 1, .producers = 1,
+    const struct shape s = {.samples = 100,
+                            .batch = 4,
+                            .height = 8,
+                            .width = 8,
+                            .channels = 1,
+                            .producers = 1,
                             .epochs = 1};
     rf_loader *l = open_synthetic(&s);
-    CHECK_EQ(rf_cuda_open(&gpu, l, 0, RF_CUDA_MAX_DEPTH + 1, 0, &why),
-             -EINVAL);
+    CHECK_EQ(rf_cuda_open(&gpu, l, 0, RF_CUDA_MAX_DEPTH + 1, 0, &why), -EINVAL);
     CHECK_CONTAINS(why, "at most 64 device buffers");
     free(why);
     CHECK_EQ(rf_cuda_open(&gpu, l, 0, 0, 2, &why), -EINVAL);
@@ -268,8 +281,12 @@ static void test_arguments_refused(void)
 /* Without a device, open says so and leaves the loader to the caller. */
 static void test_no_device(void)
 {
-    const struct shape s = {.samples = 100, .batch = 4, .height = 8,
-                            .width = 8, .channels = 1, .producers = 1,
+    const struct shape s = {.samples = 100,
+                            .batch = 4,
+                            .height = 8,
+                            .width = 8,
+                            .channels = 1,
+                            .producers = 1,
                             .epochs = 1};
     rf_loader *l = open_synthetic(&s);
     rf_cuda_loader *gpu = NULL;
@@ -296,9 +313,14 @@ static int device_count(void)
  * labels lie far behind its pixels (so they go as a second copy). */
 static void test_upload_is_byte_exact(rf_layout layout)
 {
-    const struct shape s = {.samples = 100, .batch = 16, .height = 48,
-                            .width = 64, .channels = 3, .layout = layout,
-                            .producers = 2, .epochs = 2};
+    const struct shape s = {.samples = 100,
+                            .batch = 16,
+                            .height = 48,
+                            .width = 64,
+                            .channels = 3,
+                            .layout = layout,
+                            .producers = 2,
+                            .epochs = 2};
     rf_cuda_loader *gpu = open_gpu(open_synthetic(&s), 3, 0);
     cudaStream_t stream = new_stream();
     uint32_t seen[2][100] = {{0}};
@@ -312,9 +334,9 @@ static void test_upload_is_byte_exact(rf_layout layout)
         CHECK_EQ(b.samples, b.number == 6 ? 4 : 16);
         CHECK_EQ((uintptr_t)b.data % 256, 0);
         CHECK(b.upload_started == NULL);
-        CHECK_GE(b.upload_bytes, b.bytes + 8 * b.samples);
+        CHECK_GE(b.upload_bytes, b.bytes + 8 * (size_t)b.samples);
         if (b.number == 6) /* the short batch: pixels, then labels */
-            CHECK_EQ(b.upload_bytes, b.bytes + 8 * b.samples);
+            CHECK_EQ(b.upload_bytes, b.bytes + 8 * (size_t)b.samples);
         struct host_copy h = download(&b, stream);
         check_contents(&b, &h);
         host_copy_free(&h);
@@ -402,8 +424,8 @@ static void test_uploads_wait_for_release(void)
     atomic_store(&gate, 0);
     CHECK_CUDA(cudaStreamWaitEvent(held, b0.ready, 0));
     CHECK_CUDA(cudaLaunchHostFunc(held, wait_for_gate, NULL));
-    CHECK_CUDA(cudaMemcpyAsync(late, b0.data, b0.bytes,
-                               cudaMemcpyDeviceToHost, held));
+    CHECK_CUDA(
+        cudaMemcpyAsync(late, b0.data, b0.bytes, cudaMemcpyDeviceToHost, held));
     CHECK_GPU(gpu, rf_cuda_release(gpu, &b0, held));
 
     CHECK_GPU(gpu, rf_cuda_next(gpu, &b1)); /* starts batch 2's upload */
@@ -548,8 +570,8 @@ static double check_conversion(const rf_cuda_batch *b, const uint8_t *pixels,
                 const double s = cv->std ? cv->std[c] : 1;
                 const double want =
                     (pixels[offset_of(b->layout, b, n, c, p)] / 255.0 - m) / s;
-                const double got = element(
-                    out, cv->dtype, offset_of(cv->layout, b, n, c, p));
+                const double got =
+                    element(out, cv->dtype, offset_of(cv->layout, b, n, c, p));
                 const double error = fabs(got - want);
                 if (!(error <= tolerance(cv->dtype, want))) {
                     fprintf(stderr,
@@ -566,8 +588,8 @@ static double check_conversion(const rf_cuda_batch *b, const uint8_t *pixels,
 }
 
 static void convert_and_check(rf_cuda_loader *gpu, const rf_cuda_batch *b,
-                              const uint8_t *pixels, const struct conversion *cv,
-                              cudaStream_t stream)
+                              const uint8_t *pixels,
+                              const struct conversion *cv, cudaStream_t stream)
 {
     const size_t size = b->bytes * (cv->dtype == RF_CUDA_FLOAT32 ? 4 : 2);
     void *device = NULL, *host = malloc(size);
@@ -576,8 +598,8 @@ static void convert_and_check(rf_cuda_loader *gpu, const rf_cuda_batch *b,
     CHECK_CUDA(cudaMemsetAsync(device, 0xff, size, stream)); /* NaN */
     CHECK_GPU(gpu, rf_cuda_convert(gpu, b, device, cv->dtype, cv->layout,
                                    cv->mean, cv->std, stream));
-    CHECK_CUDA(cudaMemcpyAsync(host, device, size, cudaMemcpyDeviceToHost,
-                               stream));
+    CHECK_CUDA(
+        cudaMemcpyAsync(host, device, size, cudaMemcpyDeviceToHost, stream));
     CHECK_CUDA(cudaStreamSynchronize(stream));
     const double worst = check_conversion(b, pixels, host, cv);
     printf("convert %u channels %s -> dtype %d %s: largest error %.3g\n",
@@ -593,9 +615,14 @@ static const float imagenet_std[] = {0.229f, 0.224f, 0.225f, 0.25f};
 
 static void test_conversion(uint32_t channels, rf_layout from, bool normalise)
 {
-    const struct shape s = {.samples = 10, .batch = 5, .height = 17,
-                            .width = 23, .channels = channels,
-                            .layout = from, .producers = 1, .epochs = 1};
+    const struct shape s = {.samples = 10,
+                            .batch = 5,
+                            .height = 17,
+                            .width = 23,
+                            .channels = channels,
+                            .layout = from,
+                            .producers = 1,
+                            .epochs = 1};
     rf_cuda_loader *gpu = open_gpu(open_synthetic(&s), 2, 0);
     cudaStream_t stream = new_stream();
     rf_cuda_batch b;
@@ -604,10 +631,9 @@ static void test_conversion(uint32_t channels, rf_layout from, bool normalise)
     check_contents(&b, &h);
     for (int dtype = RF_CUDA_FLOAT32; dtype <= RF_CUDA_BFLOAT16; dtype++)
         for (int to = RF_LAYOUT_NHWC; to <= RF_LAYOUT_NCHW; to++) {
-            const struct conversion cv = {
-                (rf_cuda_dtype)dtype, (rf_layout)to,
-                normalise ? imagenet_mean : NULL,
-                normalise ? imagenet_std : NULL};
+            const struct conversion cv = {(rf_cuda_dtype)dtype, (rf_layout)to,
+                                          normalise ? imagenet_mean : NULL,
+                                          normalise ? imagenet_std : NULL};
             convert_and_check(gpu, &b, h.pixels, &cv, stream);
         }
     host_copy_free(&h);
@@ -626,8 +652,8 @@ static void test_conversion_refused(void)
     CHECK_CUDA(cudaMalloc(&device, b.bytes * 4));
     const float zero_std[] = {0.2f, 0.0f, 0.2f};
     const float nan_mean[] = {0.5f, NAN, 0.5f};
-    CHECK_EQ(rf_cuda_convert(gpu, &b, device, (rf_cuda_dtype)3,
-                             RF_LAYOUT_NCHW, NULL, NULL, 0),
+    CHECK_EQ(rf_cuda_convert(gpu, &b, device, (rf_cuda_dtype)3, RF_LAYOUT_NCHW,
+                             NULL, NULL, 0),
              -EINVAL);
     CHECK_CONTAINS(rf_cuda_error(gpu), "dtype 3");
     CHECK_EQ(rf_cuda_convert(gpu, &b, device, RF_CUDA_FLOAT32, (rf_layout)2,
@@ -644,8 +670,8 @@ static void test_conversion_refused(void)
                              RF_LAYOUT_NCHW, NULL, NULL, 0),
              -EINVAL);
     CHECK_CONTAINS(rf_cuda_error(gpu), "not aligned");
-    CHECK_EQ(rf_cuda_convert(gpu, NULL, device, RF_CUDA_FLOAT32,
-                             RF_LAYOUT_NCHW, NULL, NULL, 0),
+    CHECK_EQ(rf_cuda_convert(gpu, NULL, device, RF_CUDA_FLOAT32, RF_LAYOUT_NCHW,
+                             NULL, NULL, 0),
              -EINVAL);
     CHECK_CUDA(cudaFree(device));
     CHECK_GPU(gpu, rf_cuda_release(gpu, &b, 0));
@@ -656,8 +682,12 @@ static void test_conversion_refused(void)
 
 static void test_producers_free_of_cuda_beside_a_context(void)
 {
-    const struct shape s = {.samples = 100, .batch = 4, .height = 8,
-                            .width = 8, .channels = 1, .producers = 2,
+    const struct shape s = {.samples = 100,
+                            .batch = 4,
+                            .height = 8,
+                            .width = 8,
+                            .channels = 1,
+                            .producers = 2,
                             .epochs = 1};
     rf_cuda_loader *gpu = open_gpu(open_synthetic(&s), 2, 0);
     rf_cuda_batch b;

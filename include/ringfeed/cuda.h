@@ -87,33 +87,33 @@ typedef enum rf_cuda_dtype {
  * read only after the caller's stream has waited for `ready`.
  */
 typedef struct rf_cuda_batch {
-    void *data;             /* device: `bytes` uint8 pixels in `layout`,
-                               the producers' bytes exactly; 256-aligned */
-    const int64_t *labels;  /* device: `samples` labels */
-    size_t bytes;           /* samples * sample_bytes */
-    size_t sample_bytes;    /* height * width * channels */
-    uint32_t samples;       /* samples in this batch (last may be short) */
-    uint32_t height;        /* as configured */
+    void *data;            /* device: `bytes` uint8 pixels in `layout`,
+                              the producers' bytes exactly; 256-aligned */
+    const int64_t *labels; /* device: `samples` labels */
+    size_t bytes;          /* samples * sample_bytes */
+    size_t sample_bytes;   /* height * width * channels */
+    uint32_t samples;      /* samples in this batch (last may be short) */
+    uint32_t height;       /* as configured */
     uint32_t width;
     uint32_t channels;
     rf_layout layout;
-    uint32_t buffer;              /* which device buffer, 0..depth-1 */
-    const int64_t *host_labels;   /* host copy of the labels */
-    const uint64_t *indices;      /* host: dataset index of each sample */
-    uint64_t epoch;               /* 0-based */
-    uint64_t number;              /* batch number within the epoch */
-    uint64_t sequence;            /* batch number across all epochs */
-    uint32_t skipped;             /* as rf_batch.skipped */
+    uint32_t buffer;            /* which device buffer, 0..depth-1 */
+    const int64_t *host_labels; /* host copy of the labels */
+    const uint64_t *indices;    /* host: dataset index of each sample */
+    uint64_t epoch;             /* 0-based */
+    uint64_t number;            /* batch number within the epoch */
+    uint64_t sequence;          /* batch number across all epochs */
+    uint32_t skipped;           /* as rf_batch.skipped */
     uint32_t reserved32_;
-    size_t upload_bytes;          /* bytes the DMA moved: the pixels and the
-                                     labels, and the few bytes between them
-                                     when they went in one copy */
-    cudaEvent_t ready;            /* completes when the upload has landed;
-                                     wait for it on the stream that reads
-                                     the batch (cudaStreamWaitEvent) */
-    cudaEvent_t upload_started;   /* RF_CUDA_TIMING: recorded just before
-                                     the upload; otherwise NULL */
-    uint64_t handle;              /* opaque; identifies the batch */
+    size_t upload_bytes;        /* bytes the DMA moved: the pixels and the
+                                   labels, and the few bytes between them
+                                   when they went in one copy */
+    cudaEvent_t ready;          /* completes when the upload has landed;
+                                   wait for it on the stream that reads
+                                   the batch (cudaStreamWaitEvent) */
+    cudaEvent_t upload_started; /* RF_CUDA_TIMING: recorded just before
+                                   the upload; otherwise NULL */
+    uint64_t handle;            /* opaque; identifies the batch */
     uint64_t reserved_[4];
 } rf_cuda_batch;
 
