@@ -154,9 +154,11 @@ RF_API int rf_cuda_open(rf_cuda_loader **out, rf_loader *loader, int device,
  *   any error of rf_loader_next(), with its detail: a producer died or
  *                        failed, a sample is corrupt.
  * Batches already uploaded are handed out before an error met while
- * fetching later ones is returned. The call waits on the host only for
- * producers, never for the GPU, except when the copies still in flight
- * hold every ring slot (then for the oldest of those copies).
+ * fetching later ones is returned. The call waits on the host for the
+ * producers; it never synchronises the device, and waits for a single
+ * upload's event in two cases only: the buffer it is about to refill
+ * still has its previous upload in flight (normally finished a step
+ * ago), or the uploads in flight hold every ring slot (then the oldest).
  */
 RF_API int rf_cuda_next(rf_cuda_loader *gpu, rf_cuda_batch *batch);
 
