@@ -85,7 +85,10 @@ RF_API unsigned rf_version(void);
       "RINGFEED_PRODUCER to its path")                                         \
     X(FORK_UNSAFE, -10008,                                                     \
       "fork mode was asked for, but this process has other threads or a "      \
-      "CUDA context; use spawn mode")
+      "CUDA context; use spawn mode")                                          \
+    X(CUDA, -10009,                                                            \
+      "a CUDA call failed (the detail names the call and CUDA's message); "    \
+      "the GPU consumer can only be closed")
 
 enum rf_error {
 #define RF_ERROR_ENUM_(name, value, message) RF_E_##name = (value),

@@ -22,6 +22,9 @@
 #include <string.h>
 
 #include "cli.h"
+#ifdef RF_BENCH_GPU
+#include "bench-gpu.h"
+#endif
 
 #define PROGRAM "ringfeed-bench"
 
@@ -51,6 +54,9 @@ struct bench_options {
     int64_t channels;
     int64_t classes;
     int64_t spin_ns; /* -1: leave the library's default alone */
+    int64_t device;  /* --gpu: CUDA device */
+    int64_t depth;   /* --gpu: device buffers; 0: the library's choice */
+    int64_t step_us; /* --gpu: the stand-in step; -1: twice an upload */
     uint64_t seed;
     rf_source_kind source;
     const char *path; /* RF_SOURCE_PATH: a folder or packed file */
@@ -60,6 +66,7 @@ struct bench_options {
     bool unordered;
     bool fork_mode;
     bool verify;
+    bool gpu;
     bool json;
     bool quiet;
 };
@@ -85,7 +92,13 @@ struct bench_options {
     X(CLASSES, "classes", classes, 1, INT64_C(1) << 31,                        \
       "labels are 0..N-1 (default 1000)")                                      \
     X(SPIN_NS, "spin-ns", spin_ns, 0, 1000000000,                              \
-      "ns to spin before sleeping (default: the library's)")
+      "ns to spin before sleeping (default: the library's)")                   \
+    X(DEVICE, "device", device, 0, 1023, "--gpu: the CUDA device (default 0)") \
+    X(DEPTH, "depth", depth, 0, 64,                                            \
+      "--gpu: device buffers; 0 = the library's choice (default 0)")           \
+    X(STEP_US, "step-us", step_us, -1, 10000000,                               \
+      "--gpu: the stand-in step's length in microseconds; -1 = twice a "       \
+      "batch's upload (default -1)")
 
 /* The other options: X(ID, name, has_arg, metavar, help). */
 #define OTHER_OPTIONS(X)                                                       \
@@ -108,6 +121,9 @@ struct bench_options {
       "start producers with fork() instead of posix_spawn()")                  \
     X(VERIFY, "verify", no_argument, "",                                       \
       "check every pixel, label and sample index received")                    \
+    X(GPU, "gpu", no_argument, "",                                             \
+      "upload every batch to the GPU and time uploads against steps and a "    \
+      "plain cudaMemcpyAsync (builds with CUDA only)")                         \
     X(JSON, "json", no_argument, "",                                           \
       "end with one JSON object instead of the summary")                       \
     X(QUIET, "quiet", no_argument, "", "no progress line on stderr")           \
@@ -165,6 +181,7 @@ static struct bench_options default_options(void)
         .channels = 3,
         .classes = 1000,
         .spin_ns = -1,
+        .step_us = -1,
         .source = RF_SOURCE_SYNTHETIC,
         .transform = RF_TRANSFORM_TRAIN,
         .layout = RF_LAYOUT_NHWC,
@@ -274,6 +291,9 @@ static void apply_other_option(struct bench_options *o, int code,
     case OPT_VERIFY:
         o->verify = true;
         break;
+    case OPT_GPU:
+        o->gpu = true;
+        break;
     case OPT_JSON:
         o->json = true;
         break;
@@ -302,6 +322,18 @@ static void reject_option(const char *text)
     cli_die_usage(PROGRAM, "unknown or ambiguous option '%s'", text);
 }
 
+/* --gpu has its own report and no verification. */
+static void check_gpu_options(const struct bench_options *o)
+{
+#ifndef RF_BENCH_GPU
+    if (o->gpu)
+        cli_die_usage(PROGRAM, "--gpu: this ringfeed-bench was built without "
+                               "CUDA; configure --with-cuda");
+#endif
+    if (o->gpu && (o->verify || o->json))
+        cli_die_usage(PROGRAM, "--gpu goes with neither --verify nor --json");
+}
+
 static void parse_options(int argc, char **argv, struct bench_options *o)
 {
     int code;
@@ -315,6 +347,7 @@ static void parse_options(int argc, char **argv, struct bench_options *o)
     }
     if (optind < argc)
         cli_die_usage(PROGRAM, "unexpected argument '%s'", argv[optind]);
+    check_gpu_options(o);
 }
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -994,6 +1027,28 @@ static int report(const struct bench_options *o, const struct bench_run *run,
     return errors > 0 ? EXIT_RUN_FAILED : EXIT_SUCCESS;
 }
 
+/* The GPU consumer takes the loader over and closes it. */
+static int run_gpu(const struct bench_options *o, rf_loader **loader)
+{
+#ifdef RF_BENCH_GPU
+    const struct gpu_bench_options g = {
+        .device = (int)o->device,
+        .depth = (uint32_t)o->depth,
+        .step_us = o->step_us,
+        .batches = ceil_div((uint64_t)o->samples, (uint64_t)o->batch) *
+                   (uint64_t)o->epochs,
+        .batch_bytes = (size_t)o->batch * (size_t)o->size * (size_t)o->size *
+                       (size_t)o->channels,
+        .batch = (uint32_t)o->batch,
+    };
+    return bench_gpu(loader, &g);
+#else
+    (void)o; /* check_gpu_options() refused --gpu */
+    (void)loader;
+    return EXIT_USAGE;
+#endif
+}
+
 int main(int argc, char **argv)
 {
     struct bench_options opts;
@@ -1009,6 +1064,10 @@ int main(int argc, char **argv)
     status = open_loader(&opts, &loader, &run);
     if (status != EXIT_SUCCESS)
         goto out;
+    if (opts.gpu) {
+        status = run_gpu(&opts, &loader);
+        goto out;
+    }
     run_to_end(loader, verifier, &opts, &run);
     status = report(&opts, &run, verifier);
 out:

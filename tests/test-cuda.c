@@ -1,0 +1,739 @@
+/*
+ * test-cuda.c - the GPU consumer against the real CUDA runtime and real
+ * producers: uploads are byte-exact in both layouts; conversions match a
+ * CPU reference for every dtype and layout; a ring slot goes back only
+ * after its upload, and an upload into a device buffer waits for the
+ * caller's release; depth is respected; fork mode is refused once CUDA is
+ * initialised; producers never map a CUDA library.
+ *
+ * Without a CUDA device the checks that need none run (arguments, -ENODEV,
+ * producers free of CUDA), then it exits 77 (skipped).
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "ringfeed/cuda.h"
+#include "test.h"
+
+#define SEED 7
+#define CLASSES 1000
+
+#define CHECK_CUDA(call)                                                       \
+    do {                                                                       \
+        const cudaError_t e_ = (call);                                         \
+        if (e_ != cudaSuccess) {                                               \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,      \
+                    cudaGetErrorString(e_));                                   \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+/* A call on a GPU consumer: fails with its detail. */
+#define CHECK_GPU(gpu, call)                                                   \
+    do {                                                                       \
+        const int rc_ = (call);                                                \
+        if (rc_ < 0) {                                                         \
+            fprintf(stderr, "%s:%d: %s returned %d (%s): %s\n", __FILE__,      \
+                    __LINE__, #call, rc_, rf_strerror(rc_),                    \
+                    rf_cuda_error(gpu));                                       \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+struct shape {
+    uint32_t samples, batch, height, width, channels;
+    rf_layout layout;
+    int64_t producers, slots, epochs;
+};
+
+static rf_loader *open_synthetic(const struct shape *s)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK(cfg);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SEED, SEED));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_CLASSES, CLASSES));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, s->samples));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, s->batch));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, s->height));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, s->width));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_CHANNELS, s->channels));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_LAYOUT, s->layout));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, s->producers));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SLOTS, s->slots));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, s->epochs));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    return l;
+}
+
+static rf_cuda_loader *open_gpu(rf_loader *loader, uint32_t depth,
+                                uint32_t flags)
+{
+    rf_cuda_loader *gpu = NULL;
+    char *why = NULL;
+    const int rc = rf_cuda_open(&gpu, loader, 0, depth, flags, &why);
+    if (rc < 0)
+        fprintf(stderr, "rf_cuda_open: %s\n", why ? why : "");
+    free(why);
+    CHECK_OK(rc);
+    return gpu;
+}
+
+static rf_cuda_loader *open_small(uint32_t depth, uint32_t flags)
+{
+    const struct shape s = {.samples = 1000,
+                            .batch = 4,
+                            .height = 32,
+                            .width = 16,
+                            .channels = 3,
+                            .producers = 1,
+                            .epochs = 1};
+    return open_gpu(open_synthetic(&s), depth, flags);
+}
+
+static uint32_t slots_with_user(rf_cuda_loader *gpu)
+{
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(rf_cuda_host_loader(gpu), &st));
+    return st.slots_with_user;
+}
+
+static cudaStream_t new_stream(void)
+{
+    cudaStream_t s;
+    CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+}
+
+/* ---- what the host sees of a device batch ------------------------------ */
+
+struct host_copy {
+    uint8_t *pixels;
+    int64_t *labels;
+};
+
+static struct host_copy download(const rf_cuda_batch *b, cudaStream_t stream)
+{
+    struct host_copy h = {malloc(b->bytes + 1),
+                          malloc((size_t)b->samples * 8 + 8)};
+    CHECK(h.pixels && h.labels);
+    CHECK_CUDA(cudaStreamWaitEvent(stream, b->ready, 0));
+    CHECK_CUDA(cudaMemcpyAsync(h.pixels, b->data, b->bytes,
+                               cudaMemcpyDeviceToHost, stream));
+    CHECK_CUDA(cudaMemcpyAsync(h.labels, b->labels, (size_t)b->samples * 8,
+                               cudaMemcpyDeviceToHost, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    return h;
+}
+
+static void host_copy_free(struct host_copy *h)
+{
+    free(h->pixels);
+    free(h->labels);
+}
+
+/* Every sample's pixels and label are what the synthetic source makes. */
+static void check_contents(const rf_cuda_batch *b, const struct host_copy *h)
+{
+    uint8_t *expected = malloc(b->sample_bytes);
+    CHECK(expected);
+    for (uint32_t i = 0; i < b->samples; i++) {
+        const uint64_t index = b->indices[i];
+        rf_synthetic_fill(SEED, index, b->height, b->width, b->channels,
+                          b->layout, expected);
+        if (memcmp(expected, h->pixels + i * b->sample_bytes,
+                   b->sample_bytes) != 0) {
+            fprintf(stderr,
+                    "batch %" PRIu64 " sample %u (index %" PRIu64
+                    "): device bytes differ from the source's\n",
+                    b->sequence, i, index);
+            exit(1);
+        }
+        CHECK_EQ(h->labels[i], rf_synthetic_label(SEED, index, CLASSES));
+        CHECK_EQ(b->host_labels[i], h->labels[i]);
+    }
+    free(expected);
+}
+
+/* ---- without a GPU ----------------------------------------------------- */
+
+/* Whether /proc/PID/maps names a CUDA library. */
+static bool maps_cuda(int pid)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+    FILE *f = fopen(path, "re");
+    CHECK(f);
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f))
+        found = strstr(line, "libcuda") != NULL;
+    fclose(f);
+    return found;
+}
+
+/* Fills pids with this process's children; returns how many. */
+static int list_children(int *pids, int max)
+{
+    DIR *d = opendir("/proc");
+    CHECK(d);
+    int n = 0;
+    const struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[300], buf[512];
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        const size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        /* "pid (comm) state ppid ...": parse after the last ')'. */
+        const char *close_paren = strrchr(buf, ')');
+        if (!close_paren || strlen(close_paren) < 4)
+            continue;
+        const int pid = (int)strtol(buf, NULL, 10);
+        if ((int)strtol(close_paren + 4, NULL, 10) == getpid() && n < max)
+            pids[n++] = pid;
+    }
+    closedir(d);
+    return n;
+}
+
+/* This process maps libcudart (so the check can see one); its producers
+ * map nothing of CUDA. */
+static void check_producers_free_of_cuda(void)
+{
+    CHECK(maps_cuda(getpid()));
+    int pids[8];
+    const int n = list_children(pids, 8);
+    CHECK_GE(n, 2);
+    for (int i = 0; i < n; i++)
+        if (maps_cuda(pids[i])) {
+            fprintf(stderr, "producer %d maps a CUDA library\n", pids[i]);
+            exit(1);
+        }
+}
+
+static void test_producers_never_load_cuda(void)
+{
+    const struct shape s = {.samples = 100,
+                            .batch = 4,
+                            .height = 8,
+                            .width = 8,
+                            .channels = 1,
+                            .producers = 2,
+                            .epochs = 1};
+    rf_loader *l = open_synthetic(&s);
+    check_producers_free_of_cuda();
+    rf_loader_close(l);
+}
+
+static void test_arguments_refused(void)
+{
+    rf_cuda_loader *gpu = (rf_cuda_loader *)1;
+    char *why = NULL;
+    CHECK_EQ(rf_cuda_open(NULL, NULL, 0, 0, 0, NULL), -EINVAL);
+    CHECK_EQ(rf_cuda_open(&gpu, NULL, 0, 0, 0, &why), -EINVAL);
+    CHECK(gpu == NULL);
+    CHECK_CONTAINS(why, "no loader");
+    free(why);
+
+    const struct shape s = {.samples = 100,
+                            .batch = 4,
+                            .height = 8,
+                            .width = 8,
+                            .channels = 1,
+                            .producers = 1,
+                            .epochs = 1};
+    rf_loader *l = open_synthetic(&s);
+    CHECK_EQ(rf_cuda_open(&gpu, l, 0, RF_CUDA_MAX_DEPTH + 1, 0, &why), -EINVAL);
+    CHECK_CONTAINS(why, "at most 64 device buffers");
+    free(why);
+    CHECK_EQ(rf_cuda_open(&gpu, l, 0, 0, 2, &why), -EINVAL);
+    CHECK_CONTAINS(why, "RF_CUDA_TIMING");
+    free(why);
+    CHECK_EQ(rf_cuda_open(&gpu, l, -2, 0, 0, &why), -EINVAL);
+    CHECK_CONTAINS(why, "device -2");
+    free(why);
+    /* The loader is still the caller's, and works. */
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    rf_loader_close(l);
+
+    rf_cuda_batch db;
+    CHECK_EQ(rf_cuda_next(NULL, &db), -EINVAL);
+    CHECK_EQ(rf_cuda_release(NULL, &db, 0), -EINVAL);
+    CHECK(rf_cuda_host_loader(NULL) == NULL);
+    CHECK_EQ(strcmp(rf_cuda_error(NULL), ""), 0);
+    rf_cuda_close(NULL);
+}
+
+/* Without a device, open says so and leaves the loader to the caller. */
+static void test_no_device(void)
+{
+    const struct shape s = {.samples = 100,
+                            .batch = 4,
+                            .height = 8,
+                            .width = 8,
+                            .channels = 1,
+                            .producers = 1,
+                            .epochs = 1};
+    rf_loader *l = open_synthetic(&s);
+    rf_cuda_loader *gpu = NULL;
+    char *why = NULL;
+    CHECK_EQ(rf_cuda_open(&gpu, l, 0, 0, 0, &why), -ENODEV);
+    CHECK(gpu == NULL);
+    CHECK_CONTAINS(why, "no CUDA device");
+    free(why);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    rf_loader_close(l);
+}
+
+static int device_count(void)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+/* ---- uploads ----------------------------------------------------------- */
+
+/* 100 samples in batches of 16: six full batches and a short one, whose
+ * labels lie far behind its pixels (so they go as a second copy). */
+static void test_upload_is_byte_exact(rf_layout layout)
+{
+    const struct shape s = {.samples = 100,
+                            .batch = 16,
+                            .height = 48,
+                            .width = 64,
+                            .channels = 3,
+                            .layout = layout,
+                            .producers = 2,
+                            .epochs = 2};
+    rf_cuda_loader *gpu = open_gpu(open_synthetic(&s), 3, 0);
+    cudaStream_t stream = new_stream();
+    uint32_t seen[2][100] = {{0}};
+    rf_cuda_batch b;
+    int rc, batches = 0;
+    while ((rc = rf_cuda_next(gpu, &b)) > 0) {
+        CHECK_LT(b.epoch, 2);
+        CHECK_EQ(b.layout, layout);
+        CHECK_EQ(b.sample_bytes, 48 * 64 * 3);
+        CHECK_EQ(b.bytes, b.samples * b.sample_bytes);
+        CHECK_EQ(b.samples, b.number == 6 ? 4 : 16);
+        CHECK_EQ((uintptr_t)b.data % 256, 0);
+        CHECK(b.upload_started == NULL);
+        CHECK_GE(b.upload_bytes, b.bytes + 8 * (size_t)b.samples);
+        if (b.number == 6) /* the short batch: pixels, then labels */
+            CHECK_EQ(b.upload_bytes, b.bytes + 8 * (size_t)b.samples);
+        struct host_copy h = download(&b, stream);
+        check_contents(&b, &h);
+        host_copy_free(&h);
+        for (uint32_t i = 0; i < b.samples; i++)
+            seen[b.epoch][b.indices[i]]++;
+        CHECK_GPU(gpu, rf_cuda_release(gpu, &b, stream));
+        batches++;
+    }
+    CHECK_GPU(gpu, rc);
+    CHECK_EQ(batches, 14);
+    CHECK_EQ(rf_cuda_next(gpu, &b), 0); /* and again: still the end */
+    for (int e = 0; e < 2; e++)
+        for (int i = 0; i < 100; i++)
+            CHECK_EQ(seen[e][i], 1);
+    CHECK_CUDA(cudaStreamDestroy(stream));
+    rf_cuda_close(gpu);
+}
+
+/* depth uploads are started by the first call; the caller may hold depth
+ * batches, in depth distinct buffers, and not one more; once their
+ * uploads are complete, the next call gives every slot back. */
+static void test_depth(uint32_t depth)
+{
+    rf_cuda_loader *gpu = open_small(depth, 0);
+    cudaStream_t stream = new_stream();
+    rf_cuda_batch held[3];
+    CHECK_GPU(gpu, rf_cuda_next(gpu, &held[0]));
+    CHECK_EQ(slots_with_user(gpu), depth);
+    for (uint32_t i = 1; i < depth; i++)
+        CHECK_GPU(gpu, rf_cuda_next(gpu, &held[i]));
+    for (uint32_t i = 0; i < depth; i++) {
+        CHECK_LT(held[i].buffer, depth);
+        CHECK_EQ(held[i].sequence, i);
+        for (uint32_t j = 0; j < i; j++)
+            CHECK(held[i].data != held[j].data);
+        CHECK_CUDA(cudaEventSynchronize(held[i].ready));
+    }
+    rf_cuda_batch more;
+    CHECK_EQ(rf_cuda_next(gpu, &more), RF_E_ALL_SLOTS_HELD);
+    CHECK_CONTAINS(rf_cuda_error(gpu), "device buffers are held");
+    CHECK_GPU(gpu, rf_cuda_release(gpu, &held[0], stream));
+    CHECK_EQ(slots_with_user(gpu), 0); /* every upload had landed */
+    CHECK_EQ(rf_cuda_release(gpu, &held[0], stream), -EINVAL);
+    CHECK_CONTAINS(rf_cuda_error(gpu), "is not held");
+    for (uint32_t i = 1; i < depth; i++)
+        CHECK_GPU(gpu, rf_cuda_release(gpu, &held[i], stream));
+    CHECK_GPU(gpu, rf_cuda_next(gpu, &more));
+    CHECK_EQ(more.sequence, depth);
+    CHECK_GPU(gpu, rf_cuda_release(gpu, &more, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    CHECK_CUDA(cudaStreamDestroy(stream));
+    rf_cuda_close(gpu);
+}
+
+/* Holds a stream on the GPU until the test opens the gate (or 30 s pass,
+ * so that a broken test cannot hang the suite). */
+static atomic_int gate;
+
+static void CUDART_CB wait_for_gate(void *arg)
+{
+    (void)arg;
+    const struct timespec tick = {0, 1000000};
+    for (int ms = 0; ms < 30000 && !atomic_load(&gate); ms++)
+        nanosleep(&tick, NULL);
+}
+
+/*
+ * Depth 2. Batch 0 is read back on a stream that the gate holds, and
+ * released on that stream; batch 1 is taken, so batch 2's upload goes
+ * into batch 0's buffer. While the gate is shut that upload cannot run:
+ * its ring slot must stay with the consumer, and batch 0's bytes must
+ * survive until the read-back behind the gate.
+ */
+static void test_uploads_wait_for_release(void)
+{
+    rf_cuda_loader *gpu = open_small(2, 0);
+    cudaStream_t held = new_stream(), other = new_stream();
+    rf_cuda_batch b0, b1, b2;
+    CHECK_GPU(gpu, rf_cuda_next(gpu, &b0));
+    uint8_t *late = malloc(b0.bytes);
+    CHECK(late);
+    uint64_t indices0[4]; /* b0.indices is reused once b0 is released */
+    CHECK_EQ(b0.samples, 4);
+    memcpy(indices0, b0.indices, sizeof(indices0));
+    atomic_store(&gate, 0);
+    CHECK_CUDA(cudaStreamWaitEvent(held, b0.ready, 0));
+    CHECK_CUDA(cudaLaunchHostFunc(held, wait_for_gate, NULL));
+    CHECK_CUDA(
+        cudaMemcpyAsync(late, b0.data, b0.bytes, cudaMemcpyDeviceToHost, held));
+    CHECK_GPU(gpu, rf_cuda_release(gpu, &b0, held));
+
+    CHECK_GPU(gpu, rf_cuda_next(gpu, &b1)); /* starts batch 2's upload */
+    CHECK_EQ(b1.sequence, 1);
+    CHECK_CUDA(cudaEventSynchronize(b1.ready));
+    const struct timespec pause = {0, 50000000};
+    nanosleep(&pause, NULL);
+    CHECK_GPU(gpu, rf_cuda_release(gpu, &b1, other)); /* collects slots */
+    CHECK_EQ(slots_with_user(gpu), 1); /* batch 2's: its upload waits */
+
+    atomic_store(&gate, 1);
+    CHECK_CUDA(cudaStreamSynchronize(held));
+    uint8_t *expected = malloc(b0.sample_bytes);
+    CHECK(expected);
+    for (uint32_t i = 0; i < b0.samples; i++) {
+        rf_synthetic_fill(SEED, indices0[i], b0.height, b0.width, b0.channels,
+                          b0.layout, expected);
+        /* Batch 2, had it landed first, would differ here. */
+        CHECK_EQ(memcmp(expected, late + i * b0.sample_bytes, b0.sample_bytes),
+                 0);
+    }
+    free(expected);
+    free(late);
+
+    CHECK_GPU(gpu, rf_cuda_next(gpu, &b2));
+    CHECK_EQ(b2.sequence, 2);
+    CHECK_EQ(b2.buffer, b0.buffer);
+    struct host_copy h2 = download(&b2, other);
+    check_contents(&b2, &h2);
+    host_copy_free(&h2);
+    CHECK_GPU(gpu, rf_cuda_release(gpu, &b2, other));
+    CHECK_CUDA(cudaStreamSynchronize(other));
+    CHECK_CUDA(cudaStreamDestroy(held));
+    CHECK_CUDA(cudaStreamDestroy(other));
+    rf_cuda_close(gpu);
+}
+
+static void test_timing_events(void)
+{
+    rf_cuda_loader *gpu = open_small(2, RF_CUDA_TIMING);
+    cudaStream_t stream = new_stream();
+    rf_cuda_batch b;
+    CHECK_GPU(gpu, rf_cuda_next(gpu, &b));
+    CHECK(b.upload_started != NULL);
+    CHECK_CUDA(cudaEventSynchronize(b.ready));
+    float ms = -1;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, b.upload_started, b.ready));
+    CHECK(ms >= 0 && ms < 10000);
+    CHECK_GPU(gpu, rf_cuda_release(gpu, &b, stream));
+    CHECK_CUDA(cudaStreamDestroy(stream));
+    rf_cuda_close(gpu);
+}
+
+/* With two devices, calls leave the caller's current device alone. */
+static void test_current_device_kept(void)
+{
+    if (device_count() < 2)
+        return;
+    CHECK_CUDA(cudaSetDevice(1));
+    rf_cuda_loader *gpu = open_small(2, 0);
+    rf_cuda_batch b;
+    CHECK_GPU(gpu, rf_cuda_next(gpu, &b));
+    int current = -1;
+    CHECK_CUDA(cudaGetDevice(&current));
+    CHECK_EQ(current, 1);
+    CHECK_CUDA(cudaSetDevice(0)); /* the release stream is device 0's */
+    CHECK_GPU(gpu, rf_cuda_release(gpu, &b, 0));
+    rf_cuda_close(gpu);
+}
+
+/* ---- conversion -------------------------------------------------------- */
+
+static float half_to_float(uint16_t h)
+{
+    const int exponent = (h >> 10) & 31, mantissa = h & 1023;
+    const float sign = (h & 0x8000) ? -1.0f : 1.0f;
+    if (exponent == 0)
+        return sign * ldexpf((float)mantissa, -24);
+    if (exponent == 31)
+        return mantissa ? NAN : sign * INFINITY;
+    return sign * ldexpf((float)(1024 + mantissa), exponent - 25);
+}
+
+static float bfloat16_to_float(uint16_t b)
+{
+    const uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+static double element(const void *out, rf_cuda_dtype dtype, size_t i)
+{
+    if (dtype == RF_CUDA_FLOAT32)
+        return ((const float *)out)[i];
+    const uint16_t bits = ((const uint16_t *)out)[i];
+    return dtype == RF_CUDA_FLOAT16 ? half_to_float(bits)
+                                    : bfloat16_to_float(bits);
+}
+
+/*
+ * The tolerance: one unit in the last place of the output type (2^-10 of
+ * the value for float16, 2^-7 for bfloat16: twice the rounding error, for
+ * results that land next to a rounding boundary), plus 4e-6 (1 + |value|)
+ * for the float32 arithmetic (one fused multiply-add with a scale and a
+ * bias rounded to float: about 3e-7 per unit of the operands).
+ */
+static double tolerance(rf_cuda_dtype dtype, double expected)
+{
+    const double ulp = dtype == RF_CUDA_FLOAT16    ? ldexp(1, -10)
+                       : dtype == RF_CUDA_BFLOAT16 ? ldexp(1, -7)
+                                                   : 0;
+    return ulp * fabs(expected) + 4e-6 * (1 + fabs(expected));
+}
+
+static size_t offset_of(rf_layout layout, const rf_cuda_batch *b, uint32_t n,
+                        uint32_t c, size_t pixel)
+{
+    const size_t plane = (size_t)b->height * b->width;
+    if (layout == RF_LAYOUT_NCHW)
+        return ((size_t)n * b->channels + c) * plane + pixel;
+    return ((size_t)n * plane + pixel) * b->channels + c;
+}
+
+struct conversion {
+    rf_cuda_dtype dtype;
+    rf_layout layout;
+    const float *mean, *std;
+};
+
+/* Compares every element with (pixel / 255 - mean) / std in double;
+ * returns the largest error. */
+static double check_conversion(const rf_cuda_batch *b, const uint8_t *pixels,
+                               const void *out, const struct conversion *cv)
+{
+    double worst = 0;
+    const size_t plane = (size_t)b->height * b->width;
+    for (uint32_t n = 0; n < b->samples; n++)
+        for (uint32_t c = 0; c < b->channels; c++)
+            for (size_t p = 0; p < plane; p++) {
+                const double m = cv->mean ? cv->mean[c] : 0;
+                const double s = cv->std ? cv->std[c] : 1;
+                const double want =
+                    (pixels[offset_of(b->layout, b, n, c, p)] / 255.0 - m) / s;
+                const double got =
+                    element(out, cv->dtype, offset_of(cv->layout, b, n, c, p));
+                const double error = fabs(got - want);
+                if (!(error <= tolerance(cv->dtype, want))) {
+                    fprintf(stderr,
+                            "dtype %d layout %d: sample %u channel %u pixel "
+                            "%zu is %.9g, want %.9g\n",
+                            (int)cv->dtype, (int)cv->layout, n, c, p, got,
+                            want);
+                    exit(1);
+                }
+                if (error > worst)
+                    worst = error;
+            }
+    return worst;
+}
+
+static void convert_and_check(rf_cuda_loader *gpu, const rf_cuda_batch *b,
+                              const uint8_t *pixels,
+                              const struct conversion *cv, cudaStream_t stream)
+{
+    const size_t size = b->bytes * (cv->dtype == RF_CUDA_FLOAT32 ? 4 : 2);
+    void *device = NULL, *host = malloc(size);
+    CHECK(host);
+    CHECK_CUDA(cudaMalloc(&device, size));
+    CHECK_CUDA(cudaMemsetAsync(device, 0xff, size, stream)); /* NaN */
+    CHECK_GPU(gpu, rf_cuda_convert(gpu, b, device, cv->dtype, cv->layout,
+                                   cv->mean, cv->std, stream));
+    CHECK_CUDA(
+        cudaMemcpyAsync(host, device, size, cudaMemcpyDeviceToHost, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    const double worst = check_conversion(b, pixels, host, cv);
+    printf("convert %u channels %s -> dtype %d %s: largest error %.3g\n",
+           b->channels, b->layout == RF_LAYOUT_NCHW ? "NCHW" : "NHWC",
+           (int)cv->dtype, cv->layout == RF_LAYOUT_NCHW ? "NCHW" : "NHWC",
+           worst);
+    CHECK_CUDA(cudaFree(device));
+    free(host);
+}
+
+static const float imagenet_mean[] = {0.485f, 0.456f, 0.406f, 0.5f};
+static const float imagenet_std[] = {0.229f, 0.224f, 0.225f, 0.25f};
+
+static void test_conversion(uint32_t channels, rf_layout from, bool normalise)
+{
+    const struct shape s = {.samples = 10,
+                            .batch = 5,
+                            .height = 17,
+                            .width = 23,
+                            .channels = channels,
+                            .layout = from,
+                            .producers = 1,
+                            .epochs = 1};
+    rf_cuda_loader *gpu = open_gpu(open_synthetic(&s), 2, 0);
+    cudaStream_t stream = new_stream();
+    rf_cuda_batch b;
+    CHECK_GPU(gpu, rf_cuda_next(gpu, &b));
+    struct host_copy h = download(&b, stream);
+    check_contents(&b, &h);
+    for (int dtype = RF_CUDA_FLOAT32; dtype <= RF_CUDA_BFLOAT16; dtype++)
+        for (int to = RF_LAYOUT_NHWC; to <= RF_LAYOUT_NCHW; to++) {
+            const struct conversion cv = {(rf_cuda_dtype)dtype, (rf_layout)to,
+                                          normalise ? imagenet_mean : NULL,
+                                          normalise ? imagenet_std : NULL};
+            convert_and_check(gpu, &b, h.pixels, &cv, stream);
+        }
+    host_copy_free(&h);
+    CHECK_GPU(gpu, rf_cuda_release(gpu, &b, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    CHECK_CUDA(cudaStreamDestroy(stream));
+    rf_cuda_close(gpu);
+}
+
+static void test_conversion_refused(void)
+{
+    rf_cuda_loader *gpu = open_small(2, 0);
+    rf_cuda_batch b;
+    CHECK_GPU(gpu, rf_cuda_next(gpu, &b));
+    void *device = NULL;
+    CHECK_CUDA(cudaMalloc(&device, b.bytes * 4));
+    const float zero_std[] = {0.2f, 0.0f, 0.2f};
+    const float nan_mean[] = {0.5f, NAN, 0.5f};
+    CHECK_EQ(rf_cuda_convert(gpu, &b, device, (rf_cuda_dtype)3, RF_LAYOUT_NCHW,
+                             NULL, NULL, 0),
+             -EINVAL);
+    CHECK_CONTAINS(rf_cuda_error(gpu), "dtype 3");
+    CHECK_EQ(rf_cuda_convert(gpu, &b, device, RF_CUDA_FLOAT32, (rf_layout)2,
+                             NULL, NULL, 0),
+             -EINVAL);
+    CHECK_EQ(rf_cuda_convert(gpu, &b, device, RF_CUDA_FLOAT32, RF_LAYOUT_NCHW,
+                             NULL, zero_std, 0),
+             -EINVAL);
+    CHECK_CONTAINS(rf_cuda_error(gpu), "channel 1");
+    CHECK_EQ(rf_cuda_convert(gpu, &b, device, RF_CUDA_FLOAT32, RF_LAYOUT_NCHW,
+                             nan_mean, NULL, 0),
+             -EINVAL);
+    CHECK_EQ(rf_cuda_convert(gpu, &b, (char *)device + 2, RF_CUDA_FLOAT32,
+                             RF_LAYOUT_NCHW, NULL, NULL, 0),
+             -EINVAL);
+    CHECK_CONTAINS(rf_cuda_error(gpu), "not aligned");
+    CHECK_EQ(rf_cuda_convert(gpu, NULL, device, RF_CUDA_FLOAT32, RF_LAYOUT_NCHW,
+                             NULL, NULL, 0),
+             -EINVAL);
+    CHECK_CUDA(cudaFree(device));
+    CHECK_GPU(gpu, rf_cuda_release(gpu, &b, 0));
+    rf_cuda_close(gpu);
+}
+
+/* ---- processes --------------------------------------------------------- */
+
+static void test_producers_free_of_cuda_beside_a_context(void)
+{
+    const struct shape s = {.samples = 100,
+                            .batch = 4,
+                            .height = 8,
+                            .width = 8,
+                            .channels = 1,
+                            .producers = 2,
+                            .epochs = 1};
+    rf_cuda_loader *gpu = open_gpu(open_synthetic(&s), 2, 0);
+    rf_cuda_batch b;
+    CHECK_GPU(gpu, rf_cuda_next(gpu, &b));
+    check_producers_free_of_cuda();
+    CHECK_GPU(gpu, rf_cuda_release(gpu, &b, 0));
+    rf_cuda_close(gpu);
+}
+
+static void test_fork_refused_after_cuda(void)
+{
+    CHECK_CUDA(cudaFree(NULL)); /* CUDA is initialised (it is by now) */
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, RF_START_FORK));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    rf_loader *l = NULL;
+    char *why = NULL;
+    CHECK_EQ(rf_loader_open(&l, cfg, &why), RF_E_FORK_UNSAFE);
+    CHECK(l == NULL);
+    CHECK_CONTAINS(why, "fork mode refused");
+    free(why);
+    rf_config_free(cfg);
+}
+
+int main(void)
+{
+    test_arguments_refused();
+    test_producers_never_load_cuda();
+    if (device_count() == 0) {
+        test_no_device();
+        printf("no CUDA device: GPU checks skipped\n");
+        return TEST_SKIP;
+    }
+    test_upload_is_byte_exact(RF_LAYOUT_NHWC);
+    test_upload_is_byte_exact(RF_LAYOUT_NCHW);
+    for (uint32_t depth = 1; depth <= 3; depth++)
+        test_depth(depth);
+    test_uploads_wait_for_release();
+    test_timing_events();
+    test_current_device_kept();
+    test_conversion(3, RF_LAYOUT_NHWC, true);
+    test_conversion(3, RF_LAYOUT_NCHW, true);
+    test_conversion(1, RF_LAYOUT_NHWC, false);
+    test_conversion(4, RF_LAYOUT_NCHW, true);
+    test_conversion_refused();
+    test_producers_free_of_cuda_beside_a_context();
+    test_fork_refused_after_cuda(); /* last: CUDA's threads stay */
+    return 0;
+}

@@ -1,0 +1,80 @@
+#!/bin/sh
+# tools/gpu-check.sh - the GPU consumer's checks, for a machine with a GPU:
+# test-cuda and the cuda-train example (both skip without a GPU, so here a
+# skip counts as a failure), then ringfeed-bench --gpu in a few shapes,
+# then the figures in one table.
+#
+#   sh tools/gpu-check.sh [BUILD_DIR]
+#
+# BUILD_DIR (default _build) is a build tree configured with CUDA, e.g. by
+# `tools/quickstart test` or `../configure --with-cuda`. Exits non-zero
+# when a check fails or is skipped, or when an upload runs under 90% of
+# the bandwidth of a plain cudaMemcpyAsync from cudaHostAlloc'd memory.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-$top/_build}" && pwd) || exit 2
+jobs=$(nproc 2>/dev/null || echo 2)
+failed=0
+
+say() { printf '\n== %s\n' "$*"; }
+
+if ! grep -q '^NVCC = .' "$build/Makefile" 2>/dev/null; then
+    echo "gpu-check: $build is not configured with CUDA" >&2
+    exit 2
+fi
+command -v nvidia-smi >/dev/null 2>&1 &&
+    nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current \
+        --format=csv
+
+say "build"
+make -C "$build" -j"$jobs" -s >/dev/null || exit 1
+
+say "GPU tests"
+make -C "$build" -s check TESTS="tests/test-cuda examples/cuda-train" \
+    >/dev/null 2>&1
+for t in tests/test-cuda examples/cuda-train; do
+    result=$(sed -n 's/^:test-result: //p' "$build/$t.trs" 2>/dev/null)
+    echo "${result:-MISSING}: $t"
+    cat "$build/$t.log" 2>/dev/null
+    [ "$result" = PASS ] || failed=1
+done
+
+# The shapes: a full ImageNet batch, a large one, a small one, and the
+# first again with no step at all (the upload-bound case).
+export RINGFEED_PRODUCER="$build/tools/ringfeed-producer"
+summary=
+bench() {
+    name=$1
+    shift
+    say "ringfeed-bench --gpu $*"
+    out=$("$build/tools/ringfeed-bench" --gpu "$@" 2>&1)
+    status=$?
+    echo "$out"
+    [ $status -eq 0 ] || failed=1
+    ratio=$(echo "$out" | sed -n 's/^  ratio *\([0-9.]*\).*/\1/p')
+    upload=$(echo "$out" | sed -n 's/^  upload *\([0-9.]*\) GB.*/\1/p')
+    plain=$(echo "$out" | sed -n 's/^  plain copy *\([0-9.]*\) GB.*/\1/p')
+    share=$(echo "$out" | sed -n "s/^  copy's share *\([0-9.]*%\).*/\1/p")
+    idle=$(echo "$out" | sed -n 's/^  GPU idle .*, \([0-9.]*%\) of.*/\1/p')
+    overlap=$(echo "$out" | sed -n 's/^  overlap *\([0-9]* of [0-9]*\).*/\1/p')
+    summary="$summary
+$(printf '%-26s %8s %8s %7s %8s %8s %10s' "$name" "${upload:--}" \
+        "${plain:--}" "${ratio:--}" "${share:--}" "${idle:--}" \
+        "${overlap:--}")"
+    case $ratio in
+    '' | 0.[0-8]*) failed=1 ;; # under 0.90, or no figure
+    esac
+}
+bench "64x224x224x3" --batch 64 --size 224 --samples 10000 --epochs 2
+bench "256x224x224x3" --batch 256 --size 224 --samples 20000
+bench "32x128x128x3" --batch 32 --size 128 --samples 10000 --epochs 2
+bench "64x224x224x3, no step" --batch 64 --size 224 --samples 10000 \
+    --step-us 0
+
+say "figures (GB/s of the DMA; ratio = ringfeed / plain cudaMemcpyAsync)"
+printf '%-26s %8s %8s %7s %8s %8s %10s' shape upload plain ratio \
+    "copy/step" "GPU idle" "overlapped"
+echo "$summary"
+[ $failed -eq 0 ] && echo "gpu-check: all passed" ||
+    echo "gpu-check: FAILED (see above)"
+exit $failed
