@@ -6,11 +6,11 @@
  * GPU on the host until the run is over.
  *
  * The model is softmax regression over the normalised pixels (its two
- * kernels are in cuda-train-model.cu). The synthetic pixels say nothing
- * about the labels, so what the model can learn is the training set
- * itself: 512 images of 3072 values are linearly separable, and the loss
- * of the last epoch must be under half that of the first. That fails if
- * any sample ever came back with other pixels or another label.
+ * kernels are in cuda-train-model.cu). The synthetic pixels carry a
+ * pattern of their class under the noise, and 512 images of 3072 values
+ * are linearly separable anyway: the loss of the last epoch must be under
+ * half that of the first. That fails if the step or the upload is broken,
+ * or if samples came back with other pixels or another label.
  *
  * Exit status: 0 the loss fell, 1 it did not or something failed, 77 no
  * CUDA device (skipped).

@@ -148,8 +148,8 @@ static void check_contents(const rf_cuda_batch *b, const struct host_copy *h)
     CHECK(expected);
     for (uint32_t i = 0; i < b->samples; i++) {
         const uint64_t index = b->indices[i];
-        rf_synthetic_fill(SEED, index, b->height, b->width, b->channels,
-                          b->layout, expected);
+        rf_synthetic_fill(SEED, index, CLASSES, b->height, b->width,
+                          b->channels, b->layout, expected);
         if (memcmp(expected, h->pixels + i * b->sample_bytes,
                    b->sample_bytes) != 0) {
             fprintf(stderr,
@@ -441,8 +441,8 @@ static void test_uploads_wait_for_release(void)
     uint8_t *expected = malloc(b0.sample_bytes);
     CHECK(expected);
     for (uint32_t i = 0; i < b0.samples; i++) {
-        rf_synthetic_fill(SEED, indices0[i], b0.height, b0.width, b0.channels,
-                          b0.layout, expected);
+        rf_synthetic_fill(SEED, indices0[i], CLASSES, b0.height, b0.width,
+                          b0.channels, b0.layout, expected);
         /* Batch 2, had it landed first, would differ here. */
         CHECK_EQ(memcmp(expected, late + i * b0.sample_bytes, b0.sample_bytes),
                  0);
