@@ -48,8 +48,8 @@ stat() {
 # "N inputs, K KB" of a folder.
 corpus_size() {
     n=$(find "$1" -type f | wc -l)
-    kb=$(du -sk "$1" | cut -f 1)
-    echo "$n inputs, $kb KB"
+    bytes=$(find "$1" -type f -exec cat {} + | wc -c)
+    echo "$n inputs, $(((bytes + 1023) / 1024)) KB"
 }
 
 run_target() {

@@ -1,6 +1,8 @@
 /*
  * fuzz-pack.c - the packed-file reader (lib/dataset.c, lib/pack.c) on any
- * bytes. The input becomes a file (a memfd, opened by its /proc path like
+ * bytes. After a leading byte that says which checksums to recompute
+ * (fuzz.h: a mutation that only breaks a CRC-32C tests nothing behind
+ * it), the input becomes a file (a memfd, opened by its /proc path like
  * any dataset path); whatever rf_dataset_open() accepts is then read the
  * way a loader reads it: every sample with rf_dataset_read() (checksum,
  * name), decoded into a buffer of exactly one sample's bytes with the
@@ -20,11 +22,49 @@
 #include "decode.h"
 #include "fuzz.h"
 #include "internal.h"
+#include "pack.h"
 
 /* Samples read per input: enough for every seed, and a bound on time. */
 #define MAX_SAMPLES 64
 /* zstd shapes above this are read but not decoded (no slot that big). */
 #define MAX_SAMPLE_BYTES (UINT64_C(1) << 20)
+
+/* Writes the CRC-32C of [from, to) of file at `at`, when all of it is
+ * inside the file. */
+static void reseal(const struct rf__crc32c *crc, uint8_t *file, size_t size,
+                   uint64_t from, uint64_t to, uint64_t at)
+{
+    if (from <= to && to <= size && at <= size - 4)
+        rf__put_le32(file + at, rf__crc32c(crc, 0, file + from, to - from));
+}
+
+/* Recomputes the checksums the bits ask for, where the fields that place
+ * them make sense, in the order each covers the one before. */
+static void reseal_pack(uint8_t bits, uint8_t *file, size_t size)
+{
+    static struct rf__crc32c crc;
+    if (!crc.table[0][1])
+        rf__crc32c_init(&crc);
+    if (size < RF__PACK_HEADER_SIZE)
+        return;
+    const uint64_t index = rf__get_le64(file + 56);
+    const uint64_t samples = rf__get_le64(file + 24);
+    for (uint64_t i = 0; bits & PACK_RESEAL_PAYLOADS && i < samples; i++) {
+        const uint64_t entry = index + i * RF__PACK_ENTRY_SIZE;
+        if (index > size || i >= (size - index) / RF__PACK_ENTRY_SIZE)
+            break;
+        const uint64_t offset = rf__get_le64(file + entry);
+        const uint64_t bytes = rf__get_le32(file + entry + 24);
+        if (offset <= size && bytes <= size - offset)
+            reseal(&crc, file, size, offset, offset + bytes, entry + 28);
+    }
+    if (bits & PACK_RESEAL_META)
+        reseal(&crc, file, size, index, size, 104);
+    if (bits & PACK_RESEAL_HEADER) {
+        memset(file + 108, 0, 4);
+        reseal(&crc, file, size, 0, RF__PACK_HEADER_SIZE, 108);
+    }
+}
 
 static int memfd_with(const uint8_t *data, size_t size)
 {
@@ -126,7 +166,16 @@ static void reopen_as_producer(rf_dataset *ds, const char *path)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    const int fd = memfd_with(data, size);
+    struct fuzz_bytes in = {data, size};
+    const uint8_t bits = fuzz_take(&in);
+    uint8_t *file = malloc(in.size ? in.size : 1);
+    if (!file)
+        abort();
+    if (in.size > 0)
+        memcpy(file, in.data, in.size);
+    reseal_pack(bits, file, in.size);
+    const int fd = memfd_with(file, in.size);
+    free(file);
     char path[64];
     snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
     rf_dataset *ds = NULL;

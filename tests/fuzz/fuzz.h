@@ -34,6 +34,17 @@ static inline uint8_t fuzz_take(struct fuzz_bytes *in)
     return *in->data++;
 }
 
+/* ---- fuzz-pack: PACK_PARAM_BYTES bytes, then the packed file ----------- */
+
+#define PACK_PARAM_BYTES 1
+/* Which checksums the target recomputes before the reader sees the file,
+ * so that mutations get past them to the checks behind (a clear bit keeps
+ * the stored value, so a mismatch is tested too). */
+#define PACK_RESEAL_PAYLOADS 1u /* each entry's payload CRC */
+#define PACK_RESEAL_META 2u     /* meta_crc, over index, names, dictionary */
+#define PACK_RESEAL_HEADER 4u   /* header_crc */
+#define PACK_RESEAL_ALL 7u
+
 /* ---- fuzz-jpeg: JPEG_PARAM_BYTES bytes, then the JPEG file ------------- */
 
 #define JPEG_PARAM_BYTES 8

@@ -368,8 +368,10 @@ static struct blob write_pack(unsigned h, unsigned w, unsigned c,
     return read_file(path);
 }
 
+/* With the leading byte of fuzz-pack, which says which checksums to
+ * recompute (for a good file, a no-op). */
 static void put_pack(const char *name, const struct blob *pack, size_t size,
-                     size_t flip_at)
+                     size_t flip_at, uint8_t bits)
 {
     uint8_t *copy = malloc(pack->size);
     if (!copy)
@@ -377,7 +379,7 @@ static void put_pack(const char *name, const struct blob *pack, size_t size,
     memcpy(copy, pack->data, pack->size);
     if (flip_at < size)
         copy[flip_at] ^= 0x21;
-    put("pack", name, "", 0, copy, size);
+    put("pack", name, &bits, sizeof(bits), copy, size);
     free(copy);
 }
 
@@ -389,10 +391,13 @@ static void make_pack_seeds(void)
         {RF_SAMPLE_JPEG, jpeg_seed("cmyk-adobe"), 2, "c/three.jpg"},
     };
     struct blob pack = write_pack(0, 0, 0, RF_LAYOUT_NHWC, false, jpegs, 3);
-    put_pack("jpeg-3-samples", &pack, pack.size, SIZE_MAX);
-    put_pack("truncated", &pack, pack.size - 10, SIZE_MAX);
-    put_pack("payload-damaged", &pack, pack.size, 300);
-    put_pack("header-damaged", &pack, pack.size, 60);
+    put_pack("jpeg-3-samples", &pack, pack.size, SIZE_MAX, PACK_RESEAL_ALL);
+    put_pack("truncated", &pack, pack.size - 10, SIZE_MAX, 0);
+    put_pack("payload-damaged", &pack, pack.size, 300, 0);
+    put_pack("header-damaged", &pack, pack.size, 60, 0);
+    /* damage behind resealed checksums: the structural checks must see it */
+    put_pack("index-offset-resealed", &pack, pack.size, 57, PACK_RESEAL_ALL);
+    put_pack("payload-resealed", &pack, pack.size, 300, PACK_RESEAL_ALL);
     free(pack.data);
     const size_t raw = DICT_HEIGHT * DICT_WIDTH * DICT_CHANNELS;
     struct pack_sample frames[] = {
@@ -403,15 +408,16 @@ static void make_pack_seeds(void)
     };
     pack = write_pack(DICT_HEIGHT, DICT_WIDTH, DICT_CHANNELS, RF_LAYOUT_NHWC,
                       true, frames, 4);
-    put_pack("zstd-with-dictionary", &pack, pack.size, SIZE_MAX);
+    put_pack("zstd-with-dictionary", &pack, pack.size, SIZE_MAX,
+             PACK_RESEAL_ALL);
     free(pack.data);
     struct pack_sample planes[] = {
         {RF_SAMPLE_ZSTD, zstd_frame(4 * 4 * 2, false, true), 0, NULL}};
     pack = write_pack(4, 4, 2, RF_LAYOUT_NCHW, false, planes, 1);
-    put_pack("zstd-nchw", &pack, pack.size, SIZE_MAX);
+    put_pack("zstd-nchw", &pack, pack.size, SIZE_MAX, PACK_RESEAL_ALL);
     free(pack.data);
     pack = write_pack(0, 0, 0, RF_LAYOUT_NHWC, false, NULL, 0);
-    put_pack("empty", &pack, pack.size, SIZE_MAX);
+    put_pack("empty", &pack, pack.size, SIZE_MAX, PACK_RESEAL_ALL);
     free(pack.data);
     for (size_t i = 0; i < 3; i++)
         free(jpegs[i].data.data);
