@@ -864,8 +864,8 @@ static int copy_metadata(rf_dataset *ds, uint64_t size, char *why,
                          size_t why_len)
 {
     const uint64_t offset = ds->header.index_offset;
-    const int fd = memfd_create("ringfeed-pack-index",
-                                MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    const int fd =
+        memfd_create("ringfeed-pack-index", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     void *map = MAP_FAILED;
     ssize_t got = fd < 0 || ftruncate(fd, (off_t)size) < 0 ? -errno : 0;
     if (got == 0) {
@@ -878,7 +878,7 @@ static int copy_metadata(rf_dataset *ds, uint64_t size, char *why,
         rf__format(why, why_len,
                    "it ends at %llu bytes, inside its index: it was truncated "
                    "while it was opened",
-                   (unsigned long long)(offset + (uint64_t)got));
+                   (unsigned long long)offset + (unsigned long long)got);
     else if (got < 0)
         rf__format(why, why_len, "cannot read its index: %s",
                    strerror((int)-got));
@@ -912,8 +912,8 @@ static int adopt_metadata(rf_dataset *ds, int index_fd, uint64_t size,
     }
     ds->meta_fd = fcntl(index_fd, F_DUPFD_CLOEXEC, 0);
     if (ds->meta_fd < 0) {
-        rf__format(why, why_len, "cannot keep its index (fd %d): %s",
-                   index_fd, strerror(errno));
+        rf__format(why, why_len, "cannot keep its index (fd %d): %s", index_fd,
+                   strerror(errno));
         return RF__FORMAT_DAMAGED;
     }
     return 0;

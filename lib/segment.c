@@ -124,8 +124,8 @@ static int reject(char *why, size_t why_len, const char *reason)
  * offset and size must be exactly what rf__layout_compute() gives for
  * them (the same build made it: the ABI version matched), which puts
  * every region inside the segment, aligned, without overlap. */
-static int validate_layout(const struct rf__header *h, uint64_t size,
-                           char *why, size_t why_len)
+static int validate_layout(const struct rf__header *h, uint64_t size, char *why,
+                           size_t why_len)
 {
     if (h->producers == 0 || h->producers > RF__MAX_PRODUCERS ||
         h->slots == 0 || h->slots > RF__MAX_SLOTS || h->batch_size == 0 ||
@@ -154,8 +154,7 @@ static int validate_layout(const struct rf__header *h, uint64_t size,
 /* Slots: a page-aligned pixel area, then room for the meta, labels and
  * indices of batch_size samples; the arena holds exactly `slots` of them.
  * Checked without overflow whatever the fields hold. */
-static int validate_slots(const struct rf__header *h, char *why,
-                          size_t why_len)
+static int validate_slots(const struct rf__header *h, char *why, size_t why_len)
 {
     const uint64_t meta = slot_meta_bytes(h->batch_size);
     uint64_t arena = 0;

@@ -750,8 +750,8 @@ static void test_pack_index_fd(void)
     CHECK_EQ(fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK, F_SEAL_SHRINK);
     rf_dataset_close(ds); /* the copy outlives the consumer's dataset */
     char why[RF__DETAIL];
-    CHECK_OK(rf__dataset_open_indexed(&ds, at("test.pack"), fd, why,
-                                      sizeof(why)));
+    CHECK_OK(
+        rf__dataset_open_indexed(&ds, at("test.pack"), fd, why, sizeof(why)));
     for (size_t i = 0; i < PACK_SAMPLES; i++)
         check_pack_sample(ds, i);
     rf_dataset_close(ds);
@@ -764,9 +764,9 @@ static void test_pack_index_fd(void)
     CHECK_OK(rf__pack_header_decode(&h, bytes, why, sizeof(why)));
     const size_t meta = size - h.index_offset;
     CHECK_EQ(write(plain, bytes + h.index_offset, meta), (long long)meta);
-    CHECK_EQ(rf__dataset_open_indexed(&ds, at("test.pack"), plain, why,
-                                      sizeof(why)),
-             RF_E_CORRUPT_SAMPLE);
+    CHECK_EQ(
+        rf__dataset_open_indexed(&ds, at("test.pack"), plain, why, sizeof(why)),
+        RF_E_CORRUPT_SAMPLE);
     CHECK_CONTAINS(why, "not a sealed");
     close(plain);
     free(bytes);

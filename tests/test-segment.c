@@ -155,7 +155,7 @@ static void bad_ring_stride(struct rf__header *h)
 static void bad_slot_overflow(struct rf__header *h)
 {
     /* slot_bytes * slots wraps round to arena_size */
-    h->slot_data_bytes = (UINT64_C(1) << 63) - RF__PAGE * 4;
+    h->slot_data_bytes = (UINT64_C(1) << 63) - (uint64_t)RF__PAGE * 4;
     h->slot_bytes = h->slot_data_bytes + RF__PAGE;
 }
 static void bad_ring_mask(struct rf__header *h)

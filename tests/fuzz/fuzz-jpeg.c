@@ -39,15 +39,15 @@ static void read_params(struct fuzz_bytes *in, int64_t *p,
 {
     const uint8_t bits = fuzz_take(in);
     const unsigned transform = bits & JPEG_TRANSFORM_MASK;
-    p[RF_PARAM_TRANSFORM] = transform > RF_TRANSFORM_EVAL ? RF_TRANSFORM_TRAIN
-                                                          : transform;
+    p[RF_PARAM_TRANSFORM] =
+        transform > RF_TRANSFORM_EVAL ? RF_TRANSFORM_TRAIN : transform;
     p[RF_PARAM_FLIP] = (bits & JPEG_FLIP) != 0;
     p[RF_PARAM_LAYOUT] = bits & JPEG_NCHW ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC;
     p[RF_PARAM_CHANNELS] = bits & JPEG_GRAY ? 1 : 3;
     p[RF_PARAM_HEIGHT] = fuzz_take(in) % 64 + 1;
     p[RF_PARAM_WIDTH] = fuzz_take(in) % 64 + 1;
     p[RF_PARAM_MIN_SCALE_PPM] = (fuzz_take(in) + 1) * 1000000 / 256;
-    p[RF_PARAM_RESIZE] = fuzz_take(in) * 2;
+    p[RF_PARAM_RESIZE] = (int64_t)fuzz_take(in) * 2;
     p[RF_PARAM_SEED] = fuzz_take(in);
     p[RF_PARAM_SEED] |= fuzz_take(in) << 8;
     *opt = (struct rf__jpeg_options){

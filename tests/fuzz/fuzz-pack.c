@@ -92,8 +92,8 @@ static void params_for(const rf_dataset *ds, int64_t *p)
     uint32_t height, width, channels;
     rf_layout layout;
     rf__dataset_raw_shape(ds, &height, &width, &channels, &layout);
-    const bool raw = height != 0 && (uint64_t)height * width * channels <=
-                                        MAX_SAMPLE_BYTES;
+    const bool raw =
+        height != 0 && (uint64_t)height * width * channels <= MAX_SAMPLE_BYTES;
     p[RF_PARAM_HEIGHT] = raw ? height : 24;
     p[RF_PARAM_WIDTH] = raw ? width : 20;
     p[RF_PARAM_CHANNELS] = raw ? channels : 3;
@@ -115,9 +115,10 @@ static void read_samples(rf_dataset *ds, struct rf__decoder *d, size_t bytes)
         if (strlen(info.name) == 0 || info.label < 0 ||
             info.label >= rf_dataset_classes(ds))
             abort(); /* the reader promised a name and a label in range */
-        char err[256];
-        if (d)
+        if (d) {
+            char err[256];
             (void)rf__decode_sample(d, &info, 0, i, dst, err, sizeof(err));
+        }
     }
     free(dst);
 }

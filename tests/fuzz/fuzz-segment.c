@@ -99,9 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct rf__header claimed = {0};
     if (size > 0)
         memcpy(&claimed, data, size < sizeof(claimed) ? size : sizeof(claimed));
-    const uint64_t arena = claimed.arena_size - 1 < MAX_ARENA
-                               ? claimed.arena_size
-                               : RF__PAGE;
+    const uint64_t arena =
+        claimed.arena_size - 1 < MAX_ARENA ? claimed.arena_size : RF__PAGE;
     const int control_fd = memfd_of_size(data, size, size);
     const int arena_fd = memfd_of_size(NULL, 0, arena);
     struct rf__segment seg;

@@ -120,10 +120,10 @@ static struct blob encode_jpeg(const struct jpeg_recipe *r)
 
 /* An Exif block whose IFD0 has Orientation = 6 (rotate 90 clockwise). */
 static const uint8_t exif_rotate[] = {
-    'E', 'x', 'i', 'f', 0, 0, 'M', 'M', 0, 42, 0, 0, 0, 8, /* TIFF header */
-    0,   1,                                                 /* 1 entry */
-    0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, 6, 0, 0, /* Orientation SHORT 6 */
-    0,    0,    0, 0};                        /* no next IFD */
+    'E',  'x',  'i', 'f', 0, 0, 'M', 'M', 0, 42, 0, 0, 0, 8, /* TIFF header */
+    0,    1,                                                 /* 1 entry */
+    0x01, 0x12, 0,   3,   0, 0, 0,   1,   0, 6,  0, 0, /* Orientation SHORT 6 */
+    0,    0,    0,   0};                               /* no next IFD */
 
 #define RGB(w, h)                                                              \
     .width = (w), .height = (h), .components = 3, .in_space = JCS_RGB,         \
@@ -132,8 +132,8 @@ static const uint8_t exif_rotate[] = {
     .width = (w), .height = (h), .components = 4, .in_space = JCS_CMYK,        \
     .jpeg_space = (space)
 #define GRAY(w, h)                                                             \
-    .width = (w), .height = (h), .components = 1,                              \
-    .in_space = JCS_GRAYSCALE, .jpeg_space = JCS_GRAYSCALE
+    .width = (w), .height = (h), .components = 1, .in_space = JCS_GRAYSCALE,   \
+    .jpeg_space = JCS_GRAYSCALE
 #define S420 .h_samp = 2, .v_samp = 2
 
 static const struct {
@@ -145,7 +145,9 @@ static const struct {
     {"baseline-420-odd-size",
      {RGB(33, 17), S420},
      {2 | JPEG_NCHW, 15, 23, 0, 20, 0, 0, 1}},
-    {"baseline-422", {RGB(40, 24), .h_samp = 2, .v_samp = 1}, {0, 63, 63, 0, 0, 0, 0, 0}},
+    {"baseline-422",
+     {RGB(40, 24), .h_samp = 2, .v_samp = 1},
+     {0, 63, 63, 0, 0, 0, 0, 0}},
     {"gray", {GRAY(24, 24)}, {1 | JPEG_GRAY, 7, 7}},
     {"gray-to-rgb", {GRAY(24, 16)}, {2, 9, 5, 0, 3}},
     {"progressive-420",
@@ -155,7 +157,9 @@ static const struct {
     {"arithmetic-progressive",
      {RGB(24, 40), S420, .progressive = true, .arith = true},
      {1, 3, 3, 255, 0, 9, 9, 9}},
-    {"restart-markers", {RGB(48, 48), S420, .restart_rows = 1}, {2, 20, 20, 0, 40}},
+    {"restart-markers",
+     {RGB(48, 48), S420, .restart_rows = 1},
+     {2, 20, 20, 0, 40}},
     {"cmyk-adobe", {CMYK(16, 16, JCS_CMYK), .adobe = true}, {0, 15, 15}},
     {"cmyk-adobe-gray-out",
      {CMYK(16, 24, JCS_CMYK), .adobe = true},
@@ -259,8 +263,8 @@ static struct blob zstd_frame(size_t size, bool with_dict, bool content_size)
     if (with_dict)
         ZSTD_CCtx_loadDictionary(c, dict, sizeof(dict));
     if (content_size)
-        b.size = ZSTD_compress2(c, b.data, ZSTD_compressBound(size),
-                                raw_pixels, size);
+        b.size = ZSTD_compress2(c, b.data, ZSTD_compressBound(size), raw_pixels,
+                                size);
     else { /* streamed: the frame does not declare its size */
         ZSTD_inBuffer in = {raw_pixels, size, 0};
         ZSTD_outBuffer out = {b.data, ZSTD_compressBound(size), 0};
@@ -276,21 +280,20 @@ static struct blob zstd_frame(size_t size, bool with_dict, bool content_size)
 static void put_zstd(const char *name, uint8_t bits, unsigned h, unsigned w,
                      unsigned c, const struct blob *frame, size_t size)
 {
-    const uint8_t prefix[ZSTD_PARAM_BYTES] = {bits, (uint8_t)(h - 1),
-                                              (uint8_t)(w - 1),
-                                              (uint8_t)(c - 1)};
+    const uint8_t prefix[ZSTD_PARAM_BYTES] = {
+        bits, (uint8_t)(h - 1), (uint8_t)(w - 1), (uint8_t)(c - 1)};
     put("zstd", name, prefix, sizeof(prefix), frame->data, size);
 }
 
 static void make_zstd_seeds(void)
 {
-    const size_t dict_bytes = DICT_HEIGHT * DICT_WIDTH * DICT_CHANNELS;
-    struct blob b = zstd_frame(8 * 8 * 3, false, true);
+    const size_t dict_bytes = (size_t)DICT_HEIGHT * DICT_WIDTH * DICT_CHANNELS;
+    struct blob b = zstd_frame((size_t)8 * 8 * 3, false, true);
     put_zstd("nhwc-8x8x3", 0, 8, 8, 3, &b, b.size);
     put_zstd("declares-wrong-size", 0, 8, 8, 4, &b, b.size);
     put_zstd("truncated", 0, 8, 8, 3, &b, b.size - 3);
     free(b.data);
-    b = zstd_frame(16 * 4 * 2, false, false);
+    b = zstd_frame((size_t)16 * 4 * 2, false, false);
     put_zstd("nchw-no-content-size", ZSTD_NCHW, 16, 4, 2, &b, b.size);
     put_zstd("no-content-size-too-big", 0, 4, 4, 2, &b, b.size);
     free(b.data);
@@ -311,8 +314,8 @@ static void make_zstd_seeds(void)
     put_zstd("two-frames", 0, DICT_HEIGHT, DICT_WIDTH, DICT_CHANNELS, &both,
              both.size);
     free(b.data);
-    static const uint8_t skippable[] = {0x50, 0x2a, 0x4d, 0x18, 4, 0, 0, 0,
-                                        1,    2,    3,    4};
+    static const uint8_t skippable[] = {0x50, 0x2a, 0x4d, 0x18, 4, 0,
+                                        0,    0,    1,    2,    3, 4};
     const struct blob skip = {(uint8_t *)skippable, sizeof(skippable)};
     put_zstd("skippable-frame", 0, 1, 1, 1, &skip, skip.size);
     const struct blob junk = {(uint8_t *)"not a zstd frame", 16};
@@ -399,7 +402,7 @@ static void make_pack_seeds(void)
     put_pack("index-offset-resealed", &pack, pack.size, 57, PACK_RESEAL_ALL);
     put_pack("payload-resealed", &pack, pack.size, 300, PACK_RESEAL_ALL);
     free(pack.data);
-    const size_t raw = DICT_HEIGHT * DICT_WIDTH * DICT_CHANNELS;
+    const size_t raw = (size_t)DICT_HEIGHT * DICT_WIDTH * DICT_CHANNELS;
     struct pack_sample frames[] = {
         {RF_SAMPLE_ZSTD, zstd_frame(raw, true, true), 0, "dict/0"},
         {RF_SAMPLE_ZSTD, zstd_frame(raw, false, false), 1, NULL},
@@ -412,7 +415,7 @@ static void make_pack_seeds(void)
              PACK_RESEAL_ALL);
     free(pack.data);
     struct pack_sample planes[] = {
-        {RF_SAMPLE_ZSTD, zstd_frame(4 * 4 * 2, false, true), 0, NULL}};
+        {RF_SAMPLE_ZSTD, zstd_frame((size_t)4 * 4 * 2, false, true), 0, NULL}};
     pack = write_pack(4, 4, 2, RF_LAYOUT_NCHW, false, planes, 1);
     put_pack("zstd-nchw", &pack, pack.size, SIZE_MAX, PACK_RESEAL_ALL);
     free(pack.data);

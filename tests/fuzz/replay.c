@@ -68,8 +68,8 @@ int main(int argc, char **argv)
                  srcdir ? srcdir : ".", FUZZ_TARGET);
     struct dirent **names = NULL;
     const int dir_fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    const int n = dir_fd < 0 ? -1
-                             : scandir(folder, &names, skip_hidden, alphasort);
+    const int n =
+        dir_fd < 0 ? -1 : scandir(folder, &names, skip_hidden, alphasort);
     if (n <= 0) {
         fprintf(stderr, "replay-%s: %s: %s\n", FUZZ_TARGET, folder,
                 n == 0 ? "no inputs in it" : strerror(errno));
