@@ -3,10 +3,10 @@
  * of a corpus folder to LLVMFuzzerTestOneInput(), in name order, so that
  * `make check` (and its sanitizer builds) runs the committed corpus, the
  * regression inputs included, through the library. The folder is the
- * first argument, else $srcdir/tests/fuzz/corpus/FUZZ_TARGET (automake's
- * test harness sets srcdir). Exit 0, or 1 when the folder cannot be read
- * or holds no input; a bug in the library is a crash or a sanitizer
- * report.
+ * first argument, else $srcdir/tests/fuzz/corpus/TARGET for a program
+ * named replay-TARGET (automake's test harness sets srcdir). Exit 0, or 1
+ * when the folder cannot be read or holds no input; a bug in the library
+ * is a crash or a sanitizer report.
  */
 #include "config.h"
 
@@ -20,10 +20,6 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-
-#ifndef FUZZ_TARGET
-#error "compile with -DFUZZ_TARGET=\"name\""
-#endif
 
 /* The whole file in a malloc'd buffer of exactly its size (so that ASan
  * sees a read past the input); NULL when it cannot be read. */
@@ -57,21 +53,32 @@ static int skip_hidden(const struct dirent *de)
     return de->d_name[0] != '.';
 }
 
+/* "pack" for .../replay-pack (or libtool's lt-replay-pack). */
+static const char *target_of(const char *program)
+{
+    const char *slash = strrchr(program, '/');
+    const char *name = slash ? slash + 1 : program;
+    if (strncmp(name, "lt-", 3) == 0)
+        name += 3;
+    return strncmp(name, "replay-", 7) == 0 ? name + 7 : name;
+}
+
 int main(int argc, char **argv)
 {
     char folder[4096];
     const char *srcdir = getenv("srcdir");
+    const char *target = target_of(argv[0]);
     if (argc > 1)
         snprintf(folder, sizeof(folder), "%s", argv[1]);
     else
         snprintf(folder, sizeof(folder), "%s/tests/fuzz/corpus/%s",
-                 srcdir ? srcdir : ".", FUZZ_TARGET);
+                 srcdir ? srcdir : ".", target);
     struct dirent **names = NULL;
     const int dir_fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     const int n =
         dir_fd < 0 ? -1 : scandir(folder, &names, skip_hidden, alphasort);
     if (n <= 0) {
-        fprintf(stderr, "replay-%s: %s: %s\n", FUZZ_TARGET, folder,
+        fprintf(stderr, "replay-%s: %s: %s\n", target, folder,
                 n == 0 ? "no inputs in it" : strerror(errno));
         return 1;
     }
@@ -88,7 +95,7 @@ int main(int argc, char **argv)
     }
     free(names);
     close(dir_fd);
-    printf("replay-%s: %d inputs of %s ran without a fault\n", FUZZ_TARGET,
-           replayed, folder);
+    printf("replay-%s: %d inputs of %s ran without a fault\n", target, replayed,
+           folder);
     return replayed > 0 ? 0 : 1;
 }
