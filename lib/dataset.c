@@ -7,10 +7,12 @@
  * symbolic links cost a stat(), into the folder index format of lib/pack.h
  * (one block: header, entries, names). The consumer hands that block to
  * its producers in a sealed memfd, and they map it instead of listing the
- * folder again. A packed file's index and names are mapped read-only and
- * checked once at open; payloads are read with pread() and checked
- * against their CRC-32C on every read. rf_dataset_decode() is in
- * lib/decode.c.
+ * folder again. A packed file's index, names and dictionary are read
+ * once with pread() into a sealed memfd (handed to producers the same
+ * way), mapped read-only and checked at open, so that a file truncated
+ * under a reader is an error, never a SIGBUS; payloads are read with
+ * pread() and checked against their CRC-32C on every read.
+ * rf_dataset_decode() is in lib/decode.c.
  */
 #include "config.h"
 
@@ -28,6 +30,10 @@
 #include "dataset.h"
 #include "internal.h"
 #include "pack.h"
+
+/* What makes a memfd of metadata safe to map: it can neither shrink
+ * (SIGBUS) nor change. */
+#define METADATA_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
 
 /* A sample file larger than this is refused before it is read: no image
  * the decoders accept comes near it, and a mistaken multi-gigabyte file
@@ -56,6 +62,7 @@ struct rf_dataset {
     bool listing_mapped;
     /* Packed file: the header and the mapping of its metadata. */
     struct rf__pack_header header;
+    int meta_fd; /* sealed memfd holding a copy of them, or -1 */
     uint8_t *meta_map;
     size_t meta_map_size;
     const uint8_t *dict;
@@ -748,6 +755,25 @@ static int open_folder(rf_dataset *ds, int index_fd, char *why, size_t why_len)
 
 /* ---- opening a packed file ---------------------------------------------- */
 
+/* Reads up to size bytes at offset; returns the count (short only at the
+ * end of the file) or -errno. */
+static ssize_t pread_all(int fd, uint8_t *data, size_t size, uint64_t offset)
+{
+    size_t done = 0;
+    while (done < size) {
+        const ssize_t n =
+            pread(fd, data + done, size - done, (off_t)(offset + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        done += (size_t)n;
+    }
+    return (ssize_t)done;
+}
+
 /* The areas the header names must tile the file exactly: payloads from
  * the header to the index, then index, names and dictionary to the end. */
 static int check_pack_areas(const struct rf__pack_header *h, uint64_t size,
@@ -828,30 +854,103 @@ static int check_pack_entries(const rf_dataset *ds, char *why, size_t why_len)
     return 0;
 }
 
-/* Maps index, names and dictionary (the end of the file, from the page
- * that holds the index's start) and checks their checksum. */
-static int map_pack_metadata(rf_dataset *ds, char *why, size_t why_len)
+/* Index, names and dictionary are read once with pread() into a sealed
+ * memfd and mapped from there, never mapped from the file itself: a file
+ * truncated while it is open would turn every access to a mapping of it
+ * past the new end into a SIGBUS. Sealed (no write, grow or shrink), the
+ * memfd can be handed to producers (rf__dataset_index_fd()), which map
+ * the same pages instead of a copy each. */
+static int copy_metadata(rf_dataset *ds, uint64_t size, char *why,
+                         size_t why_len)
+{
+    const uint64_t offset = ds->header.index_offset;
+    const int fd =
+        memfd_create("ringfeed-pack-index", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    void *map = MAP_FAILED;
+    ssize_t got = fd < 0 || ftruncate(fd, (off_t)size) < 0 ? -errno : 0;
+    if (got == 0) {
+        map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        got = map == MAP_FAILED ? -errno : pread_all(ds->fd, map, size, offset);
+    }
+    if (map != MAP_FAILED)
+        munmap(map, size);
+    if (got >= 0 && (uint64_t)got < size)
+        rf__format(why, why_len,
+                   "it ends at %llu bytes, inside its index: it was truncated "
+                   "while it was opened",
+                   (unsigned long long)offset + (unsigned long long)got);
+    else if (got < 0)
+        rf__format(why, why_len, "cannot read its index: %s",
+                   strerror((int)-got));
+    else if (fcntl(fd, F_ADD_SEALS, METADATA_SEALS | F_SEAL_SEAL) < 0)
+        rf__format(why, why_len, "cannot seal the copy of its index: %s",
+                   strerror(errno));
+    else {
+        ds->meta_fd = fd;
+        return 0;
+    }
+    if (fd >= 0)
+        close(fd);
+    return RF__FORMAT_DAMAGED;
+}
+
+/* A copy handed over by the consumer must be sealed (else it could shrink
+ * under us) and as long as this file's metadata; meta_crc, checked next,
+ * says whether it is this file's. */
+static int adopt_metadata(rf_dataset *ds, int index_fd, uint64_t size,
+                          char *why, size_t why_len)
+{
+    struct stat st;
+    const int seals = fcntl(index_fd, F_GET_SEALS);
+    if (seals < 0 || (seals & METADATA_SEALS) != METADATA_SEALS ||
+        fstat(index_fd, &st) < 0 || (uint64_t)st.st_size != size) {
+        rf__format(why, why_len,
+                   "the copy of its index handed over (fd %d) is not a "
+                   "sealed %llu-byte memfd",
+                   index_fd, (unsigned long long)size);
+        return RF__FORMAT_DAMAGED;
+    }
+    ds->meta_fd = fcntl(index_fd, F_DUPFD_CLOEXEC, 0);
+    if (ds->meta_fd < 0) {
+        rf__format(why, why_len, "cannot keep its index (fd %d): %s", index_fd,
+                   strerror(errno));
+        return RF__FORMAT_DAMAGED;
+    }
+    return 0;
+}
+
+/* Points entries, names and dictionary into the mapped metadata. */
+static void use_metadata(rf_dataset *ds, const uint8_t *meta)
+{
+    const struct rf__pack_header *h = &ds->header;
+    ds->entries = meta;
+    ds->names = (const char *)meta + (h->names_offset - h->index_offset);
+    ds->names_size = h->names_size;
+    ds->dict = h->dict_size ? meta + (h->dict_offset - h->index_offset) : NULL;
+}
+
+/* Gets index, names and dictionary (from the file, or from the consumer's
+ * copy in index_fd), maps them and checks their checksum. */
+static int load_pack_metadata(rf_dataset *ds, int index_fd, char *why,
+                              size_t why_len)
 {
     const struct rf__pack_header *h = &ds->header;
     const uint64_t size = h->file_size - h->index_offset;
-    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    const uint64_t start = h->index_offset / page * page;
     if (size > 0) { /* else no samples, names or dictionary */
-        void *map = mmap(NULL, (size_t)(h->file_size - start), PROT_READ,
-                         MAP_SHARED, ds->fd, (off_t)start);
+        const int rc = index_fd >= 0
+                           ? adopt_metadata(ds, index_fd, size, why, why_len)
+                           : copy_metadata(ds, size, why, why_len);
+        if (rc < 0)
+            return rc;
+        void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, ds->meta_fd, 0);
         if (map == MAP_FAILED) {
             rf__format(why, why_len, "cannot map its index: %s",
                        strerror(errno));
             return RF__FORMAT_DAMAGED;
         }
         ds->meta_map = map;
-        ds->meta_map_size = (size_t)(h->file_size - start);
-        const uint8_t *meta = ds->meta_map + (h->index_offset - start);
-        ds->entries = meta;
-        ds->names = (const char *)meta + (h->names_offset - h->index_offset);
-        ds->names_size = h->names_size;
-        ds->dict =
-            h->dict_size ? meta + (h->dict_offset - h->index_offset) : NULL;
+        ds->meta_map_size = (size_t)size;
+        use_metadata(ds, map);
     }
     if (rf__crc32c(&ds->crc, 0, ds->entries, size) != h->meta_crc) {
         rf__format(why, why_len, "the checksum of its index does not match");
@@ -893,7 +992,8 @@ static const char *pack_advice(int problem)
     }
 }
 
-static int open_pack(rf_dataset *ds, uint64_t size, char *why, size_t why_len)
+static int open_pack(rf_dataset *ds, uint64_t size, int index_fd, char *why,
+                     size_t why_len)
 {
     char reason[RF__DETAIL / 2];
     ds->kind = DATASET_PACK;
@@ -903,7 +1003,7 @@ static int open_pack(rf_dataset *ds, uint64_t size, char *why, size_t why_len)
     if (rc == 0) {
         ds->samples = ds->header.samples;
         ds->classes = ds->header.classes;
-        rc = map_pack_metadata(ds, reason, sizeof(reason));
+        rc = load_pack_metadata(ds, index_fd, reason, sizeof(reason));
     }
     if (rc == 0)
         rc = check_pack_entries(ds, reason, sizeof(reason));
@@ -930,7 +1030,7 @@ static int open_path(rf_dataset *ds, int index_fd, char *why, size_t why_len)
     if (S_ISDIR(st.st_mode))
         return open_folder(ds, index_fd, why, why_len);
     if (S_ISREG(st.st_mode))
-        return open_pack(ds, (uint64_t)st.st_size, why, why_len);
+        return open_pack(ds, (uint64_t)st.st_size, index_fd, why, why_len);
     rf__format(why, why_len,
                "%s is neither a folder nor a regular file; pass a folder of "
                "class folders or a packed file",
@@ -951,6 +1051,7 @@ int rf__dataset_open_indexed(rf_dataset **out, const char *path, int index_fd,
         return -ENOMEM;
     }
     ds->fd = -1;
+    ds->meta_fd = -1;
     rf__crc32c_init(&ds->crc);
     const int rc = open_path(ds, index_fd, why, why_len);
     if (rc < 0) {
@@ -980,6 +1081,8 @@ void rf_dataset_close(rf_dataset *ds)
         free(ds->listing);
     if (ds->meta_map)
         munmap(ds->meta_map, ds->meta_map_size);
+    if (ds->meta_fd >= 0)
+        close(ds->meta_fd);
     if (ds->fd >= 0)
         close(ds->fd);
     free(ds->buffer);
@@ -1059,11 +1162,26 @@ int rf__dataset_index_write(const rf_dataset *ds, int fd, char *why,
 
 /* The memfd is sealed once written: a producer that maps it can trust
  * that it never changes size (no SIGBUS) nor content. */
+/* A packed file's copy of its metadata, for producers. */
+static int pack_index_fd(rf_dataset *ds, int *fd)
+{
+    if (ds->meta_fd < 0)
+        return 0; /* nothing to share */
+    *fd = fcntl(ds->meta_fd, F_DUPFD_CLOEXEC, 0);
+    if (*fd >= 0)
+        return 0;
+    const int rc = -errno;
+    rf__format(ds->error, sizeof(ds->error),
+               "%s: cannot hand over the copy of its index: %s", ds->path,
+               strerror(errno));
+    return rc;
+}
+
 int rf__dataset_index_fd(rf_dataset *ds, int *fd)
 {
     *fd = -1;
     if (ds->kind != DATASET_FOLDER)
-        return 0;
+        return pack_index_fd(ds, fd);
     const int mfd =
         memfd_create("ringfeed-listing", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (mfd < 0) {
@@ -1104,25 +1222,6 @@ static int reserve_buffer(rf_dataset *ds, size_t size)
     ds->buffer = buffer;
     ds->buffer_size = want;
     return 0;
-}
-
-/* Reads up to size bytes at offset; returns the count (short only at the
- * end of the file) or -errno. */
-static ssize_t pread_all(int fd, uint8_t *data, size_t size, uint64_t offset)
-{
-    size_t done = 0;
-    while (done < size) {
-        const ssize_t n =
-            pread(fd, data + done, size - done, (off_t)(offset + done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            break;
-        done += (size_t)n;
-    }
-    return (ssize_t)done;
 }
 
 static int folder_sample_failed(rf_dataset *ds, uint64_t index,

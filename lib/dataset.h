@@ -12,15 +12,18 @@
 
 #include "ringfeed.h"
 
-/* Opens `path` like rf_dataset_open(); for a folder, uses the listing in
- * index_fd (made by rf__dataset_index_fd() in the consumer) instead of
- * listing again; index_fd < 0 lists. Returns 0 or a negative code with
+/* Opens `path` like rf_dataset_open(); index_fd (made by
+ * rf__dataset_index_fd() in the consumer; < 0 for none) holds, for a
+ * folder, its listing, used instead of listing again, and for a packed
+ * file the sealed copy of its metadata, used instead of reading it again
+ * (both are checked, never trusted). Returns 0 or a negative code with
  * the reason in why. */
 int rf__dataset_open_indexed(rf_dataset **out, const char *path, int index_fd,
                              char *why, size_t why_len);
 
-/* Consumer: a memfd holding this folder dataset's listing, for producers
- * (the caller closes it), or -1 in *fd for a packed file. Returns 0 or
+/* Consumer: a sealed memfd for producers (the caller closes it): a
+ * folder's listing, or a packed file's metadata (index, names,
+ * dictionary); -1 in *fd for a packed file without samples. Returns 0 or
  * -errno. */
 int rf__dataset_index_fd(rf_dataset *ds, int *fd);
 

@@ -40,7 +40,10 @@ int rf__layout_compute(struct rf__layout *lay, uint32_t producers,
                        uint64_t sample_bytes)
 {
     memset(lay, 0, sizeof(*lay));
-    if (sample_bytes > (UINT64_C(1) << 40) / batch_size)
+    if (producers == 0 || slots == 0 || batch_size == 0)
+        return -EINVAL;
+    if (slots > RF__MAX_SLOTS || producers > RF__MAX_PRODUCERS ||
+        sample_bytes > (UINT64_C(1) << 40) / batch_size)
         return -EOVERFLOW;
     lay->producers = producers;
     lay->slots = slots;
@@ -50,7 +53,7 @@ int rf__layout_compute(struct rf__layout *lay, uint32_t producers,
     lay->slot_data_bytes = round_up(sample_bytes * batch_size, RF__PAGE);
     lay->slot_bytes =
         lay->slot_data_bytes + round_up(slot_meta_bytes(batch_size), RF__PAGE);
-    if (lay->slot_bytes > (UINT64_C(1) << 46) / slots)
+    if (lay->slot_bytes > RF__MAX_ARENA / slots)
         return -EOVERFLOW;
     lay->arena_size = lay->slot_bytes * slots;
 
@@ -110,41 +113,102 @@ void rf__segment_format(struct rf__segment *seg, const struct rf__layout *lay,
     memset(rf__segment_consumer_bell(seg), 0, sizeof(struct rf__bell));
 }
 
-static bool region_fits(uint64_t off, uint64_t len, uint64_t size)
-{
-    return off >= RF__PAGE && off <= size && len <= size - off;
-}
-
 static int reject(char *why, size_t why_len, const char *reason)
 {
     snprintf(why, why_len, "control segment rejected: %s", reason);
     return RF_E_ABI;
 }
 
-static int validate_regions(const struct rf__header *h, uint64_t size,
-                            char *why, size_t why_len)
+/* The header lives in memory that every process of the loader can write,
+ * so nothing in it is trusted: the counts must be in range, and every
+ * offset and size must be exactly what rf__layout_compute() gives for
+ * them (the same build made it: the ABI version matched), which puts
+ * every region inside the segment, aligned, without overlap. */
+static int validate_layout(const struct rf__header *h, uint64_t size, char *why,
+                           size_t why_len)
 {
-    if (h->producers == 0 || h->slots == 0 || h->slots > RF__MAX_SLOTS)
-        return reject(why, why_len, "producer or slot count out of range");
-    if (h->ring_entries < h->slots + 2 ||
-        (h->ring_entries & (h->ring_entries - 1)) != 0)
-        return reject(why, why_len, "ring size is not a power of two");
-    if (h->ring_stride < rf__ring_bytes(h->ring_entries) ||
-        h->ring_stride > size)
-        return reject(why, why_len, "ring stride too small");
-    if (!region_fits(h->params_offset, RF__PARAMS * sizeof(int64_t), size) ||
-        !region_fits(h->path_offset, RF__PATH_MAX, size) ||
-        !region_fits(h->producers_offset,
-                     (uint64_t)h->producers * sizeof(struct rf__producer_state),
-                     size) ||
-        !region_fits(h->consumer_bell_offset, sizeof(struct rf__bell), size) ||
-        !region_fits(h->rings_offset,
-                     h->ring_stride * 2 * (uint64_t)h->producers, size))
-        return reject(why, why_len, "an offset points outside the segment");
-    if (h->batch_size == 0 || h->slot_data_bytes > h->slot_bytes ||
-        h->slot_bytes - h->slot_data_bytes < slot_meta_bytes(h->batch_size) ||
-        h->arena_size / h->slots != h->slot_bytes)
+    if (h->producers == 0 || h->producers > RF__MAX_PRODUCERS ||
+        h->slots == 0 || h->slots > RF__MAX_SLOTS || h->batch_size == 0 ||
+        h->batch_size > RF__MAX_BATCH)
+        return reject(why, why_len,
+                      "producer, slot or batch count out of range");
+    struct rf__layout lay;
+    if (rf__layout_compute(&lay, h->producers, h->slots, h->batch_size, 0) < 0)
+        return reject(why, why_len, "its counts give no layout");
+    if (h->ring_entries != lay.ring_entries)
+        return reject(why, why_len,
+                      "ring size is not the power of two its slots need");
+    if (h->ring_stride != lay.ring_stride)
+        return reject(why, why_len, "ring stride differs from the layout");
+    if (h->params_offset != lay.params_offset ||
+        h->path_offset != lay.path_offset ||
+        h->producers_offset != lay.producers_offset ||
+        h->consumer_bell_offset != lay.consumer_bell_offset ||
+        h->rings_offset != lay.rings_offset || size != lay.control_size)
+        return reject(why, why_len,
+                      "an offset points outside the segment or differs from "
+                      "the layout");
+    return 0;
+}
+
+/* Slots: a page-aligned pixel area, then room for the meta, labels and
+ * indices of batch_size samples; the arena holds exactly `slots` of them.
+ * Checked without overflow whatever the fields hold. */
+static int validate_slots(const struct rf__header *h, char *why, size_t why_len)
+{
+    const uint64_t meta = slot_meta_bytes(h->batch_size);
+    uint64_t arena = 0;
+    if (h->slot_data_bytes % RF__PAGE != 0 ||
+        h->slot_data_bytes > h->slot_bytes ||
+        h->slot_bytes - h->slot_data_bytes != round_up(meta, RF__PAGE) ||
+        __builtin_mul_overflow(h->slot_bytes, (uint64_t)h->slots, &arena) ||
+        arena != h->arena_size || arena > RF__MAX_ARENA)
         return reject(why, why_len, "slot sizes are inconsistent");
+    return 0;
+}
+
+/* The shape the producers will write must fit a slot's pixel area:
+ * a producer bounds its writes by these parameters. */
+static int validate_params(const struct rf__header *h, const uint8_t *base,
+                           char *why, size_t why_len)
+{
+    const int64_t *p = (const int64_t *)(base + h->params_offset);
+    const int64_t height = p[RF_PARAM_HEIGHT], width = p[RF_PARAM_WIDTH];
+    const int64_t channels = p[RF_PARAM_CHANNELS];
+    if (height < 1 || height > 65536 || width < 1 || width > 65536 ||
+        channels < 1 || channels > 4 ||
+        p[RF_PARAM_BATCH_SIZE] != (int64_t)h->batch_size ||
+        (uint64_t)(height * width * channels) * h->batch_size >
+            h->slot_data_bytes)
+        return reject(why, why_len,
+                      "the sample shape or batch size in its parameters "
+                      "does not fit its slots");
+    return 0;
+}
+
+/* Each ring must say what the header says (its mask is what every push
+ * and pop index goes through) and hold no more than it can. */
+static int validate_rings(const struct rf__header *h, const uint8_t *base,
+                          char *why, size_t why_len)
+{
+    for (uint64_t r = 0; r < 2 * (uint64_t)h->producers; r++) {
+        const struct rf__ring *ring =
+            (const struct rf__ring *)(base + h->rings_offset +
+                                      r * h->ring_stride);
+        const uint32_t head = rf__load_acquire32(&ring->head);
+        const uint32_t tail = rf__load_acquire32(&ring->tail);
+        if (ring->entries != h->ring_entries ||
+            ring->mask != h->ring_entries - 1 ||
+            tail - head > h->ring_entries) {
+            snprintf(why, why_len,
+                     "control segment rejected: %s ring of producer %llu "
+                     "has %u entries, mask 0x%x, head %u, tail %u; the "
+                     "header says %u entries",
+                     r % 2 ? "FULL" : "EMPTY", (unsigned long long)(r / 2),
+                     ring->entries, ring->mask, head, tail, h->ring_entries);
+            return RF_E_ABI;
+        }
+    }
     return 0;
 }
 
@@ -167,7 +231,14 @@ int rf__segment_validate(const void *base, size_t size, char *why,
         return reject(why, why_len, "header size differs from this build's");
     if (h->segment_size != size)
         return reject(why, why_len, "recorded size differs from the file's");
-    return validate_regions(h, size, why, why_len);
+    int rc = validate_layout(h, size, why, why_len);
+    if (rc == 0)
+        rc = validate_slots(h, why, why_len);
+    if (rc == 0)
+        rc = validate_params(h, base, why, why_len);
+    if (rc == 0)
+        rc = validate_rings(h, base, why, why_len);
+    return rc;
 }
 
 static int map_fd(int fd, size_t *size, void **out, char *why, size_t why_len,

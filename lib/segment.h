@@ -40,6 +40,13 @@ enum rf__handle_kind {
 #define RF__SEQ_MASK ((UINT64_C(1) << RF__SEQ_BITS) - 1)
 #define RF__SLOT_MASK ((UINT64_C(1) << RF__SLOT_BITS) - 1)
 #define RF__MAX_SLOTS 65536u
+/* Bounds a control segment is checked against: RF_PARAM_BATCH_SIZE
+ * allows no more (lib/config.c), and no machine has as many CPUs as
+ * producers (one per CPU by default). */
+#define RF__MAX_PRODUCERS 65536u
+#define RF__MAX_BATCH 65536u
+/* rf__layout_compute() never makes a larger arena. */
+#define RF__MAX_ARENA (UINT64_C(1) << 46)
 
 static inline uint64_t rf__handle_make(unsigned kind, uint32_t slot,
                                        uint64_t seq)
@@ -145,7 +152,9 @@ struct rf__layout {
     uint64_t rings_offset, ring_stride, control_size;
 };
 
-/* Computes offsets and sizes; returns -EOVERFLOW if they do not fit. */
+/* Computes offsets and sizes; returns -EINVAL for a zero count, or
+ * -EOVERFLOW for more than RF__MAX_SLOTS slots, RF__MAX_PRODUCERS
+ * producers, or sizes that do not fit. */
 int rf__layout_compute(struct rf__layout *lay, uint32_t producers,
                        uint32_t slots, uint32_t batch_size,
                        uint64_t sample_bytes);
@@ -155,9 +164,13 @@ int rf__layout_compute(struct rf__layout *lay, uint32_t producers,
 void rf__segment_format(struct rf__segment *seg, const struct rf__layout *lay,
                         const int64_t *params, const char *path);
 
-/* Checks a mapped control segment of `size` bytes before it is trusted:
- * magic, ABI version, header size, segment size and that every offset lies
- * inside. Returns 0 or RF_E_ABI, with the reason in why[why_len]. */
+/* Checks a mapped control segment of `size` bytes before it is trusted
+ * (any process of the loader can write it): magic, ABI version, header
+ * size, segment size; counts in range and every offset and size exactly
+ * as rf__layout_compute() makes them, without overflow; the parameters'
+ * sample shape fits a slot; each ring's entries, mask, head and tail
+ * agree with the header. Returns 0 or RF_E_ABI, with the reason in
+ * why[why_len]. */
 int rf__segment_validate(const void *base, size_t size, char *why,
                          size_t why_len);
 

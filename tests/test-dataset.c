@@ -536,9 +536,6 @@ static void test_pack_round_trip(void)
     rf_layout layout;
     rf__dataset_raw_shape(ds, &h, &w, &c, &layout);
     CHECK(h == RAW_H && w == RAW_W && c == RAW_C && layout == RF_LAYOUT_NCHW);
-    int fd = 0;
-    CHECK_OK(rf__dataset_index_fd(ds, &fd));
-    CHECK_EQ(fd, -1);
     rf_dataset_close(ds);
     printf("pack: %zu samples round-trip with names, dictionary and shape\n",
            PACK_SAMPLES);
@@ -739,6 +736,74 @@ static void test_pack_damage(void)
     printf("pack: damaged headers, indexes and payloads refused\n");
 }
 
+/* ---- the index of a packed file, kept apart from the file ------------- */
+
+/* Producers open the pack with the consumer's sealed copy of its index:
+ * the same samples; a copy that is not sealed, or of another file, is
+ * refused. */
+static void test_pack_index_fd(void)
+{
+    rf_dataset *ds = open_or_die(at("test.pack"));
+    int fd = -1;
+    CHECK_OK(rf__dataset_index_fd(ds, &fd));
+    CHECK_GE(fd, 0);
+    CHECK_EQ(fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK, F_SEAL_SHRINK);
+    rf_dataset_close(ds); /* the copy outlives the consumer's dataset */
+    char why[RF__DETAIL];
+    CHECK_OK(
+        rf__dataset_open_indexed(&ds, at("test.pack"), fd, why, sizeof(why)));
+    for (size_t i = 0; i < PACK_SAMPLES; i++)
+        check_pack_sample(ds, i);
+    rf_dataset_close(ds);
+    close(fd);
+
+    const int plain = memfd_create("not-sealed", MFD_CLOEXEC);
+    size_t size;
+    uint8_t *bytes = read_whole(at("test.pack"), &size);
+    struct rf__pack_header h;
+    CHECK_OK(rf__pack_header_decode(&h, bytes, why, sizeof(why)));
+    const size_t meta = size - h.index_offset;
+    CHECK_EQ(write(plain, bytes + h.index_offset, meta), (long long)meta);
+    CHECK_EQ(
+        rf__dataset_open_indexed(&ds, at("test.pack"), plain, why, sizeof(why)),
+        RF_E_CORRUPT_SAMPLE);
+    CHECK_CONTAINS(why, "not a sealed");
+    close(plain);
+    free(bytes);
+    printf("pack: producers share the sealed copy of its index\n");
+}
+
+/* A pack truncated (or emptied) while open: samples past the new end fail
+ * with a reason naming the file, the others still read, and nothing
+ * touches the file's pages through a mapping (which would be a SIGBUS). */
+static void test_pack_truncated_after_open(void)
+{
+    size_t size;
+    uint8_t *bytes = read_whole(at("test.pack"), &size);
+    const char *path = damaged(bytes, size);
+    rf_dataset *ds = open_or_die(path);
+    CHECK_EQ(truncate(path, (off_t)pack_samples[1].offset), 0);
+    rf_sample_info info;
+    check_pack_sample(ds, 0);
+    CHECK_EQ(rf_dataset_read(ds, 3, &info), RF_E_CORRUPT_SAMPLE);
+    CHECK_CONTAINS(rf_dataset_error(ds), "truncated after it was opened");
+    CHECK_CONTAINS(rf_dataset_error(ds), "sample 3 (raw/3");
+    CHECK_CONTAINS(rf_dataset_error(ds), path);
+    CHECK_EQ(truncate(path, 0), 0);
+    for (size_t i = 0; i < PACK_SAMPLES; i++) {
+        const int rc = rf_dataset_read(ds, i, &info);
+        CHECK(rc == (pack_samples[i].size ? RF_E_CORRUPT_SAMPLE : 0));
+    }
+    printf("  refused as expected: %s\n", rf_dataset_error(ds));
+    size_t dict_size = 0;
+    const void *dict = rf__dataset_dict(ds, &dict_size);
+    CHECK(dict_size == sizeof(pack_dict) &&
+          memcmp(dict, pack_dict, dict_size) == 0);
+    rf_dataset_close(ds);
+    free(bytes);
+    printf("pack: truncated after open: an error per sample, no SIGBUS\n");
+}
+
 /* ---- listing speed ------------------------------------------------------ */
 
 #define SPEED_CLASSES 100
@@ -856,6 +921,8 @@ int main(void)
     test_pack_round_trip();
     test_pack_writer_edges();
     test_pack_damage();
+    test_pack_index_fd();
+    test_pack_truncated_after_open();
     test_listing_speed();
     test_synthetic_jpeg();
     remove_tree(base);

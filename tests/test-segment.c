@@ -1,8 +1,10 @@
 /*
  * test-segment.c - the control segment's layout and the checks every
  * attach makes: a good segment attaches; a wrong magic, ABI version,
- * header size, recorded size, offset or arena size is refused with
- * RF_E_ABI and a reason, never trusted. Also the handle encoding.
+ * header size, recorded size, offset or arena size, sizes that overflow,
+ * a ring whose entries or mask disagree with the header, and a sample
+ * shape larger than a slot are refused with RF_E_ABI and a reason, never
+ * trusted. Also the handle encoding.
  */
 #include "config.h"
 
@@ -22,6 +24,10 @@ struct fixture {
 static void fixture_make(struct fixture *f)
 {
     int64_t params[RF__PARAMS] = {0};
+    params[RF_PARAM_HEIGHT] = 32;
+    params[RF_PARAM_WIDTH] = 32;
+    params[RF_PARAM_CHANNELS] = 3;
+    params[RF_PARAM_BATCH_SIZE] = 8;
     CHECK_OK(rf__layout_compute(&f->lay, 3, 6, 8, (uint64_t)32 * 32 * 3));
     f->control_fd = memfd_create("test-control", MFD_CLOEXEC);
     f->arena_fd = memfd_create("test-arena", MFD_CLOEXEC);
@@ -104,7 +110,7 @@ static void bad_slot_count(struct rf__header *h)
 {
     h->slots = 0;
 }
-static void bad_ring_entries(struct rf__header *h)
+static void bad_ring_size(struct rf__header *h)
 {
     h->ring_entries = 12;
 }
@@ -117,19 +123,92 @@ static void bad_producer_offset(struct rf__header *h)
     h->producers_offset = UINT64_MAX - 16;
 }
 
+/* The header lives in memory any process of the loader can write: sizes
+ * that overflow, offsets that stay inside but break the layout, rings
+ * whose mask disagrees, and a sample shape larger than a slot must all be
+ * refused, not only offsets that point outside. */
+static struct rf__ring *ring_of(struct rf__header *h, uint32_t producer)
+{
+    const struct rf__segment seg = {.header = h};
+    return rf__segment_empty_ring(&seg, producer);
+}
+static int64_t *params_of(struct rf__header *h)
+{
+    return (int64_t *)((uint8_t *)h + h->params_offset);
+}
+static void bad_producer_count(struct rf__header *h)
+{
+    h->producers = UINT32_MAX; /* stride * 2 * producers overflows 32 bits */
+}
+static void bad_batch_size(struct rf__header *h)
+{
+    h->batch_size = 0;
+}
+static void bad_bell_alignment(struct rf__header *h)
+{
+    h->consumer_bell_offset += 8; /* inside, but not on its cache line */
+}
+static void bad_ring_stride(struct rf__header *h)
+{
+    h->ring_stride += RF__CACHELINE; /* still fits the last page */
+}
+static void bad_slot_overflow(struct rf__header *h)
+{
+    /* slot_bytes * slots wraps round to arena_size */
+    h->slot_data_bytes = (UINT64_C(1) << 63) - (uint64_t)RF__PAGE * 4;
+    h->slot_bytes = h->slot_data_bytes + RF__PAGE;
+}
+static void bad_ring_mask(struct rf__header *h)
+{
+    ring_of(h, 2)->mask = 0xffffff; /* pushes would land past the ring */
+}
+static void bad_ring_entries(struct rf__header *h)
+{
+    ring_of(h, 1)->entries = 1u << 30;
+}
+static void bad_ring_fill(struct rf__header *h)
+{
+    ring_of(h, 0)->tail = 1000; /* more handles than entries */
+}
+static void bad_shape(struct rf__header *h)
+{
+    params_of(h)[RF_PARAM_HEIGHT] = 4096; /* a sample overruns the slot */
+}
+static void bad_shape_overflow(struct rf__header *h)
+{
+    params_of(h)[RF_PARAM_HEIGHT] = INT64_C(1) << 62;
+    params_of(h)[RF_PARAM_WIDTH] = 4; /* the product wraps to 0 */
+}
+static void bad_batch_param(struct rf__header *h)
+{
+    params_of(h)[RF_PARAM_BATCH_SIZE] = 4096;
+}
+
 static void test_corruptions_are_refused(void)
 {
     static const struct {
         corruption corrupt;
         const char *reason;
     } cases[] = {
+        {bad_producer_count, "out of range"},
+        {bad_batch_size, "out of range"},
+        {bad_bell_alignment, "differs from the layout"},
+        {bad_ring_stride, "ring stride"},
+        {bad_slot_overflow, "slot sizes"},
+        {bad_ring_mask, "EMPTY ring of producer 2 has 8 entries, mask "
+                        "0xffffff"},
+        {bad_ring_entries, "EMPTY ring of producer 1 has 1073741824"},
+        {bad_ring_fill, "head 0, tail 1000"},
+        {bad_shape, "does not fit its slots"},
+        {bad_shape_overflow, "does not fit its slots"},
+        {bad_batch_param, "does not fit its slots"},
         {bad_magic, "wrong magic"},
         {bad_version, "ABI version"},
         {bad_header_size, "header size"},
         {bad_segment_size, "recorded size"},
         {bad_ring_offset, "outside the segment"},
         {bad_slot_count, "out of range"},
-        {bad_ring_entries, "power of two"},
+        {bad_ring_size, "power of two"},
         {bad_arena_size, "slot sizes"},
         {bad_producer_offset, "outside the segment"},
     };
@@ -174,6 +253,9 @@ static void test_layout_overflow_is_refused(void)
     struct rf__layout lay;
     CHECK_EQ(rf__layout_compute(&lay, 1, 4, 65536, UINT64_C(1) << 40),
              -EOVERFLOW);
+    /* slots + 2 rounded up to a power of two would wrap round */
+    CHECK_EQ(rf__layout_compute(&lay, 1, UINT32_MAX, 1, 1), -EOVERFLOW);
+    CHECK_EQ(rf__layout_compute(&lay, 1, 4, 0, 1), -EINVAL);
 }
 
 int main(void)
