@@ -50,8 +50,9 @@ static void check_ring(const struct rf__segment *seg, struct rf__ring *ring)
         abort();
     check_inside(ring, rf__ring_bytes(ring->entries), h, seg->control_size);
     uint64_t handle = 0;
-    (void)rf__ring_push(ring, rf__handle_make(RF__HANDLE_BATCH, 0, 1));
-    (void)rf__ring_pop(ring, &handle);
+    (void)rf__ring_push(ring, h->ring_entries,
+                        rf__handle_make(RF__HANDLE_BATCH, 0, 1));
+    (void)rf__ring_pop(ring, h->ring_entries, &handle);
 }
 
 static void check_slots(const struct rf__segment *seg)
