@@ -34,6 +34,8 @@
 
 #include <ringfeed.h>
 
+#include "proc.h"
+
 enum { MAX_PRODUCERS = 16, LIMIT_KB = 1024 };
 
 /* One process at one moment. */
@@ -100,15 +102,7 @@ static int count_fds(int pid)
 {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/fd", pid);
-    DIR *d = opendir(path);
-    if (!d)
-        return -1;
-    int n = 0;
-    const struct dirent *e;
-    while ((e = readdir(d)))
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
+    return count_entries(path);
 }
 
 static void measure(int pid, struct proc_sample *p)

@@ -697,35 +697,41 @@ static int next_until_error(rf_loader *l)
     return rc;
 }
 
-static void test_garbage_handle_on_batch_ring(void)
+/* Stops the producer, lets `corrupt` write its FULL ring (the test is
+ * then its only writer), and expects next() to refuse what it finds. */
+static void expect_bad_handle(void (*corrupt)(const struct rf__segment *),
+                              const char *reason)
 {
     rf_loader *l = open_one_producer();
     struct rf__segment seg = map_control_segment();
-    const uint32_t entries = seg.header->ring_entries;
     const int pid = pause_producer(&seg);
-    /* A plausible-looking handle: right kind, a slot far out of range. */
-    CHECK_EQ(rf__ring_push(rf__segment_full_ring(&seg, 0), entries,
-                           rf__handle_make(RF__HANDLE_BATCH, 0xfffff, 12345)),
-             0);
+    corrupt(&seg);
     CHECK_EQ(next_until_error(l), RF_E_BAD_HANDLE);
-    CHECK_CONTAINS(rf_loader_error(l), "matches no batch");
+    CHECK_CONTAINS(rf_loader_error(l), reason);
     kill(pid, SIGCONT);
     rf_loader_close(l);
     munmap(seg.header, seg.control_size);
 }
 
-static void test_garbage_ring_indices(void)
+/* A plausible-looking handle: right kind, a slot far out of range. */
+static void push_garbage_handle(const struct rf__segment *seg)
 {
-    rf_loader *l = open_one_producer();
-    struct rf__segment seg = map_control_segment();
-    const int pid = pause_producer(&seg);
-    struct rf__ring *full = rf__segment_full_ring(&seg, 0);
+    CHECK_EQ(rf__ring_push(rf__segment_full_ring(seg, 0),
+                           seg->header->ring_entries,
+                           rf__handle_make(RF__HANDLE_BATCH, 0xfffff, 12345)),
+             0);
+}
+
+static void push_garbage_indices(const struct rf__segment *seg)
+{
+    struct rf__ring *full = rf__segment_full_ring(seg, 0);
     atomic_store(&full->tail, atomic_load(&full->head) + 100000);
-    CHECK_EQ(next_until_error(l), RF_E_BAD_HANDLE);
-    CHECK_CONTAINS(rf_loader_error(l), "corrupted");
-    kill(pid, SIGCONT);
-    rf_loader_close(l);
-    munmap(seg.header, seg.control_size);
+}
+
+static void test_garbage_in_the_batch_ring(void)
+{
+    expect_bad_handle(push_garbage_handle, "matches no batch");
+    expect_bad_handle(push_garbage_indices, "corrupted");
 }
 
 /* The size fields in the shared rings are never used after set-up, so
@@ -828,8 +834,7 @@ int main(int argc, char **argv)
     test_consumer_death_leaves_nothing();
     test_low_fd_limit_is_refused();
     test_helper_not_executable_is_refused();
-    test_garbage_handle_on_batch_ring();
-    test_garbage_ring_indices();
+    test_garbage_in_the_batch_ring();
     test_garbage_ring_sizes_are_ignored();
     test_garbage_order_stops_the_producer();
     test_death_noticed_while_waiting();
