@@ -123,6 +123,10 @@ int rf__fork_producer(const struct rf__producer_fds *fds, uint32_t index,
                       int cpu, struct rf__child *child, char *why,
                       size_t why_len);
 
+/* Sends sig to a child that has not been reaped, through its pidfd when
+ * it has one. Returns 0 or -errno. */
+int rf__child_kill(const struct rf__child *child, int sig);
+
 /* Reaps an exited child (or one about to exit, waiting at most
  * timeout_ms) and describes how it ended ("was killed by signal 9
  * (Killed)") into how. Returns 1 when it was reaped, 0 if it is still

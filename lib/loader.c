@@ -446,7 +446,7 @@ static void stop_producers(rf_loader *l)
         const int left = now < deadline ? (int)((deadline - now) / 1000000) : 0;
         if (rf__child_reap(&l->children[i], left, how, sizeof(how)))
             continue;
-        kill(l->children[i].pid, SIGKILL);
+        rf__child_kill(&l->children[i], SIGKILL);
         rf__child_reap(&l->children[i], -1, how, sizeof(how));
     }
 }
@@ -754,8 +754,13 @@ static int replace_producer(rf_loader *l, uint32_t p, const char *what)
     const uint32_t owed = reclaim_slots(l, p);
     reset_channel(l, p);
     const int rc = start_producer(l, p);
-    if (rc < 0)
-        return rc;
+    if (rc < 0) {
+        /* Report the death first; the failed start is the detail. */
+        char why[RF__DETAIL / 2];
+        rf__format(why, sizeof(why), "%s", l->error);
+        return set_error(l, RF_E_PRODUCER_DIED,
+                         "%s; no replacement could be started: %s", what, why);
+    }
     l->respawns++;
     for (uint32_t k = 0; k < owed; k++)
         give_order(l, l->owed[k], l->slot_info[l->owed[k]].seq);
@@ -820,16 +825,19 @@ static int collect_dead(rf_loader *l)
 }
 
 /* Kills and handles every producer past its deadline. */
-static int collect_stuck(rf_loader *l, uint64_t now)
+static int collect_stuck(rf_loader *l)
 {
     if (l->timeout_ns == 0)
         return 0;
     for (uint32_t p = 0; p < l->producers; p++) {
-        if (l->orders[p] == 0 || now - l->progress_ns[p] <= l->timeout_ns ||
-            l->children[p].pid <= 0)
+        /* The clock is read for each producer: handling one death stamps
+         * the others' progress (re-issued orders) after any earlier now. */
+        const uint64_t now = rf__now_ns();
+        if (l->orders[p] == 0 || l->progress_ns[p] >= now ||
+            now - l->progress_ns[p] <= l->timeout_ns || l->children[p].pid <= 0)
             continue;
         const int pid = l->children[p].pid;
-        kill(pid, SIGKILL);
+        rf__child_kill(&l->children[p], SIGKILL);
         char how[160], ignored[128];
         rf__child_reap(&l->children[p], -1, ignored, sizeof(ignored));
         rf__format(how, sizeof(how),
@@ -876,7 +884,7 @@ static int check_producers(rf_loader *l)
         if (rc < 0)
             return rc;
     }
-    return collect_stuck(l, now);
+    return collect_stuck(l);
 }
 
 /* ---- waiting ------------------------------------------------------------ */
@@ -919,7 +927,7 @@ static int sleep_for_batches(rf_loader *l)
     if (rc == 0)
         rc = collect_dead(l);
     if (rc == 0)
-        rc = collect_stuck(l, rf__now_ns());
+        rc = collect_stuck(l);
     return rc < 0 ? set_fatal(l, rc) : 0;
 }
 

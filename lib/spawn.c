@@ -219,6 +219,19 @@ int rf__fork_producer(const struct rf__producer_fds *fds, uint32_t index,
     return watch_child(pid, child, why, why_len);
 }
 
+int rf__child_kill(const struct rf__child *child, int sig)
+{
+    if (child->pid <= 0)
+        return -ESRCH;
+    /* Through the pidfd, the signal cannot reach another process that has
+     * reused the pid of a child someone else reaped. */
+    if (child->pidfd >= 0)
+        return syscall(SYS_pidfd_send_signal, child->pidfd, sig, NULL, 0) == 0
+                   ? 0
+                   : -errno;
+    return kill(child->pid, sig) == 0 ? 0 : -errno;
+}
+
 static void describe_status(int status, char *how, size_t how_len)
 {
     if (WIFSIGNALED(status))

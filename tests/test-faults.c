@@ -27,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,6 +35,9 @@
 #include "proc.h"
 #include "segment.h"
 #include "test.h"
+
+static struct rf__segment map_control_segment(void);
+static int next_until_error(rf_loader *l);
 
 /* ---- a run with kills ---------------------------------------------------- */
 
@@ -95,6 +99,9 @@ static rf_config *kill_config(const struct kill_spec *s)
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, MAX_EPOCHS));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SEED, 77));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_RESPAWNS, 1000000));
+    /* Never reached by a healthy producer: a deadline that fires anyway
+     * shows up as more respawns than kills. */
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_TIMEOUT_MS, 60000));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
     return cfg;
 }
@@ -153,12 +160,15 @@ static void on_alarm(int sig)
     (void)sig; /* only interrupts poll() in rf_loader_next() */
 }
 
-/* next() with a watchdog: SIGALRM makes a hung wait return -EINTR. */
+/* next() with a watchdog: SIGALRM makes a hung wait return -EINTR. The
+ * timer repeats, in case one signal lands outside poll(). */
 static int next_or_hang(rf_loader *l, rf_batch *b)
 {
-    alarm(HANG_SECONDS);
+    const struct itimerval every = {{HANG_SECONDS, 0}, {HANG_SECONDS, 0}};
+    const struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &every, NULL);
     const int rc = rf_loader_next(l, b);
-    alarm(0);
+    setitimer(ITIMER_REAL, &off, NULL);
     return rc;
 }
 
@@ -308,6 +318,7 @@ static void test_random_kills_fork_mode(void)
 
 struct delayed_kill {
     pthread_t thread;
+    const struct rf__segment *seg;
     int pid;
     _Atomic uint64_t killed_ns;
     _Atomic uint64_t replaced_ns; /* when a new producer appeared, or 0 */
@@ -317,7 +328,10 @@ struct delayed_kill {
 static void *kill_after_a_while(void *arg)
 {
     struct delayed_kill *k = arg;
-    sleep_us(50000); /* next() is asleep in poll() by then */
+    /* Inside batch 0, which takes hundreds of ms, while next() waits. */
+    while (atomic_load(&rf__segment_producer(k->seg, 0)->current_seq) != 0)
+        sleep_us(200);
+    sleep_us(10000);
     k->killed_ns = rf__now_ns();
     CHECK_EQ(kill(k->pid, SIGKILL), 0);
     for (int i = 0; i < 2000 && !k->replaced_ns; i++) {
@@ -346,7 +360,8 @@ static void death_noticed_while_waiting(int64_t policy)
     rf_config_free(cfg);
     int pids[2];
     CHECK_EQ(list_children(pids, 2), 1);
-    struct delayed_kill k = {.pid = pids[0]};
+    struct rf__segment seg = map_control_segment();
+    struct delayed_kill k = {.seg = &seg, .pid = pids[0]};
     CHECK_EQ(pthread_create(&k.thread, NULL, kill_after_a_while, &k), 0);
     rf_batch b;
     const int rc = rf_loader_next(l, &b);
@@ -372,6 +387,7 @@ static void death_noticed_while_waiting(int64_t policy)
         CHECK_OK(rf_loader_release(l, &b));
     }
     rf_loader_close(l);
+    munmap(seg.header, seg.control_size);
 }
 
 static void test_death_noticed_while_waiting(void)
@@ -463,9 +479,6 @@ static void test_stopped_producer_fails_with_its_batch(void)
 /* ---- a batch that keeps crashing its producers ----------------------------
  */
 
-static struct rf__segment map_control_segment(void);
-static int next_until_error(rf_loader *l);
-
 struct crasher {
     pthread_t thread;
     const struct rf__segment *seg;
@@ -518,14 +531,17 @@ static void test_batch_that_keeps_crashing_is_named(void)
     atomic_store(&c.stop, true);
     pthread_join(c.thread, NULL);
     CHECK_EQ(rc, RF_E_PRODUCER_DIED);
-    CHECK_EQ(atomic_load(&c.crashes), 3);
+    /* Normally 3 crashes on batch 0; a producer that finishes its batch
+     * between the crasher's look and its kill restarts the count on the
+     * next batch, so only "some batch, three in a row" is certain. */
+    CHECK_GE(atomic_load(&c.crashes), 3);
     const char *msg = rf_loader_error(l);
-    CHECK_CONTAINS(msg, "batch 0 has now broken 3 producers");
+    CHECK_CONTAINS(msg, "has now broken 3 producers");
     CHECK_CONTAINS(msg, "signal 6");
     CHECK_CONTAINS(msg, "remove that file");
     rf_stats st;
     CHECK_OK(rf_loader_stats(l, &st));
-    CHECK_EQ(st.respawns, 2);
+    CHECK_EQ(st.respawns, (uint64_t)atomic_load(&c.crashes) - 1);
     rf_loader_close(l);
     munmap(seg.header, seg.control_size);
 }
@@ -740,6 +756,9 @@ static void test_garbage_ring_sizes_are_ignored(void)
 {
     rf_loader *l = open_one_producer();
     struct rf__segment seg = map_control_segment();
+    /* After the producer has attached (which checks the fields). */
+    while (atomic_load(&rf__segment_producer(&seg, 0)->pid) == 0)
+        sleep_us(100);
     for (int which = 0; which < 2; which++) {
         struct rf__ring *r = which ? rf__segment_full_ring(&seg, 0)
                                    : rf__segment_empty_ring(&seg, 0);
@@ -752,6 +771,9 @@ static void test_garbage_ring_sizes_are_ignored(void)
         CHECK_EQ(b.sequence, i);
         CHECK_OK(rf_loader_release(l, &b));
     }
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.respawns, 0); /* the same producer did it all */
     rf_loader_close(l);
     munmap(seg.header, seg.control_size);
 }
