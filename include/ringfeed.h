@@ -272,7 +272,11 @@ typedef enum rf_param {
                                         or stuck on one sample) is killed and
                                         handled as dead; the time a
                                         replacement takes to start counts
-                                        too; 0 (default) = no limit */
+                                        too, and so does time the whole
+                                        job spends stopped (Ctrl-Z, a
+                                        scheduler's suspend): set it well
+                                        above such pauses; 0 (default) = no
+                                        limit */
     RF_PARAM_QUIET = 39 /* 0 (default): write one line to stderr for each
                            producer replaced; 1: only count them */
 } rf_param;
