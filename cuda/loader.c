@@ -101,6 +101,10 @@ int rf__cuda_call_failed(rf_cuda_loader *gpu, cudaError_t err, const char *call,
     snprintf(gpu->error + used, sizeof(gpu->error) - used,
              ": %s failed: %s (%s)", call, cudaGetErrorString(err),
              cudaGetErrorName(err));
+    /* The detail is kept here: clear the runtime's last error, so that a
+     * caller checking cudaGetLastError() after its own kernels does not
+     * take ours for its own (a sticky context error stays regardless). */
+    (void)cudaGetLastError();
     gpu->fatal = RF_E_CUDA;
     return RF_E_CUDA;
 }
@@ -155,6 +159,8 @@ static int choose_device(rf_cuda_loader *gpu, int device)
 {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess)
+        (void)cudaGetLastError(); /* reported here, not the caller's */
     if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver ||
         (err == cudaSuccess && count == 0))
         return rf__cuda_fail(gpu, -ENODEV, "no CUDA device: %s",
@@ -579,6 +585,10 @@ static int upload_next(rf_cuda_loader *gpu)
     /* Its previous upload is normally long done (a whole step ago); its
      * slot must go back before the buffer takes a new one. */
     int rc = b->host_held ? wait_for_upload(gpu, b) : 0;
+    /* Uploads that finished since give their slots back first, so that
+     * the producers can fill them while this call waits for a batch. */
+    if (rc == 0)
+        rc = return_uploaded_slots(gpu);
     rf_batch hb = {0};
     if (rc == 0)
         rc = take_host_batch(gpu, &hb);

@@ -39,10 +39,21 @@
  * rf_loader. Every call makes the loader's device current for its
  * duration and restores the caller's current device before it returns.
  *
+ * Ring slots: the ring needs at least depth + 2 x producers slots
+ * (RF_PARAM_SLOTS): up to depth slots wait for their uploads, and each
+ * producer needs two to fill one while the other waits to be taken. With
+ * fewer, the producers stall for free slots while uploads are in flight,
+ * each rf_cuda_next() waits for them on the host, and the uploads no
+ * longer run ahead of the steps (the throughput drops, nothing fails).
+ *
  * Processes: producers never load CUDA (they are separate executables
- * that link no CUDA library). Open the rf_loader before anything in the
- * process initialises CUDA if it asks for RF_START_FORK; once CUDA is
- * initialised, fork mode is refused with RF_E_FORK_UNSAFE.
+ * that link no CUDA library). Use spawn mode (RF_START_SPAWN, the
+ * default) with the GPU consumer. A loader that asks for RF_START_FORK
+ * must be opened before anything in the process initialises CUDA; once
+ * CUDA is loaded, fork mode is refused with RF_E_FORK_UNSAFE, and that
+ * includes replacing a producer: with a fork-mode loader, a producer that
+ * dies after rf_cuda_open() cannot be restarted, and the run ends with
+ * RF_E_PRODUCER_DIED.
  *
  * Link with -lringfeed-cuda -lringfeed -lcudart (pkg-config ringfeed-cuda).
  */
@@ -154,10 +165,13 @@ RF_API int rf_cuda_open(rf_cuda_loader **out, rf_loader *loader, int device,
  *   any error of rf_loader_next(), with its detail: a producer died or
  *                        failed, a sample is corrupt.
  * Batches already uploaded are handed out before an error met while
- * fetching later ones is returned. The call waits on the host for the
- * producers; it never synchronises the device, and waits for a single
- * upload's event in two cases only: the buffer it is about to refill
- * still has its previous upload in flight (normally finished a step
+ * fetching later ones is returned. Before it returns, the call fills
+ * every free device buffer with the next batches (giving back the slots
+ * of uploads that have landed first), so it waits on the host for the
+ * producers whenever those batches are not ready yet, even when the batch
+ * it hands out was uploaded long ago. It never synchronises the device, and
+ * waits for a single upload's event in two cases only: the buffer it is about
+ * to refill still has its previous upload in flight (normally finished a step
  * ago), or the uploads in flight hold every ring slot (then the oldest).
  */
 RF_API int rf_cuda_next(rf_cuda_loader *gpu, rf_cuda_batch *batch);
