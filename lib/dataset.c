@@ -1131,20 +1131,6 @@ void rf__dataset_raw_shape(const rf_dataset *ds, uint32_t *height,
 
 /* ---- the listing for producers ------------------------------------------ */
 
-static int write_all(int fd, const uint8_t *data, size_t size)
-{
-    while (size > 0) {
-        const ssize_t n = write(fd, data, size);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        data += n;
-        size -= (size_t)n;
-    }
-    return 0;
-}
-
 int rf__dataset_index_write(const rf_dataset *ds, int fd, char *why,
                             size_t why_len)
 {
@@ -1153,7 +1139,7 @@ int rf__dataset_index_write(const rf_dataset *ds, int fd, char *why,
                    ds->path);
         return -EINVAL;
     }
-    const int rc = write_all(fd, ds->listing, ds->listing_size);
+    const int rc = rf__pwrite_all(fd, ds->listing, ds->listing_size, 0);
     if (rc < 0)
         rf__format(why, why_len, "%s: cannot write its listing: %s", ds->path,
                    strerror(-rc));

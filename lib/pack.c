@@ -395,9 +395,7 @@ static int buffer_append(struct byte_buffer *b, const void *data, size_t size)
     return 0;
 }
 
-/* pwrite() until done: a write may be cut short by a signal or a full
- * pipe of the page cache, which is not an error. */
-static int pwrite_all(int fd, const void *data, size_t size, uint64_t offset)
+int rf__pwrite_all(int fd, const void *data, size_t size, uint64_t offset)
 {
     const uint8_t *p = data;
     while (size > 0) {
@@ -622,7 +620,7 @@ int rf_pack_writer_add(rf_pack_writer *w, rf_sample_kind kind, const void *data,
         rc = reserve_entry(w, name, &e);
     if (rc < 0)
         return rc;
-    rc = pwrite_all(w->fd, data, size, w->end);
+    rc = rf__pwrite_all(w->fd, data, size, w->end);
     if (rc < 0) {
         rf__format(w->error, sizeof(w->error),
                    "%s: cannot write sample %llu: %s; free some space or "
@@ -672,13 +670,15 @@ static int write_metadata(rf_pack_writer *w)
     h->meta_crc = rf__crc32c(&w->crc, crc, w->dict.data, w->dict.used);
     uint8_t header[RF__PACK_HEADER_SIZE];
     rf__pack_header_encode(h, header);
-    int rc = pwrite_all(w->fd, w->index.data, w->index.used, h->index_offset);
+    int rc =
+        rf__pwrite_all(w->fd, w->index.data, w->index.used, h->index_offset);
     if (rc == 0)
-        rc = pwrite_all(w->fd, w->names.data, w->names.used, h->names_offset);
+        rc = rf__pwrite_all(w->fd, w->names.data, w->names.used,
+                            h->names_offset);
     if (rc == 0)
-        rc = pwrite_all(w->fd, w->dict.data, w->dict.used, h->dict_offset);
+        rc = rf__pwrite_all(w->fd, w->dict.data, w->dict.used, h->dict_offset);
     if (rc == 0)
-        rc = pwrite_all(w->fd, header, sizeof(header), 0);
+        rc = rf__pwrite_all(w->fd, header, sizeof(header), 0);
     if (rc < 0)
         rf__format(w->error, sizeof(w->error),
                    "%s: cannot write the index: %s; free some space or write "

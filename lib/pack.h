@@ -109,8 +109,13 @@ void rf__index_entry_encode(const struct rf__index_entry *e,
 void rf__index_entry_decode(struct rf__index_entry *e,
                             const uint8_t in[RF__INDEX_ENTRY_SIZE]);
 
-/* Writes a folder dataset's listing in this format to fd, from its
- * current position: the memfd of rf__dataset_index_fd(), or a cache file
+/* pwrite() until all `size` bytes are at `offset`: a write may be cut
+ * short by a signal or a full page cache, which is not an error. Returns
+ * 0 or -errno. */
+int rf__pwrite_all(int fd, const void *data, size_t size, uint64_t offset);
+
+/* Writes a folder dataset's listing in this format to fd, at offset 0
+ * (fd is new and empty): the memfd of rf__dataset_index_fd(), or a cache file
  * that rf__dataset_open_indexed() reads back (it checks everything, so a
  * damaged or foreign file is refused, never trusted). Returns 0, -EINVAL
  * for a packed file, or -errno of the write, with the reason in why. */
