@@ -14,12 +14,20 @@
 
 #include "resize.h"
 
-/* SSE2 is part of x86-64, so the SIMD passes need no -m flag and no
- * dispatch; elsewhere (or with RF_RESIZE_SCALAR, to test the fallback)
- * the scalar passes compute the same bytes. */
+/* SSE2 is part of x86-64, so its passes need no -m flag. The AVX2 passes
+ * are compiled for AVX2 function by function and chosen at run time, when
+ * the CPU has it (rf__resizer_begin); elsewhere the scalar passes compute
+ * the same bytes. Tests run every level on the same input. */
 #if defined(__SSE2__) && !defined(RF_RESIZE_SCALAR)
 #include <emmintrin.h>
 #define RF_RESIZE_SSE2 1
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define RF_RESIZE_AVX2 1
+#define AVX2_FUNCTION __attribute__((target("avx2")))
+/* for the kernels that must be specialised on a constant argument */
+#define AVX2_INLINE __attribute__((target("avx2"), always_inline)) inline
+#endif
 #endif
 
 /* PIL's PRECISION_BITS for 8-bit images: 32 - 8 bits of sample - 2 bits
@@ -261,11 +269,29 @@ static bool axis_fits(const struct rf__resample_axis *axis, uint32_t size)
     return hi <= size;
 }
 
+enum rf__resize_simd rf__resize_simd_available(void)
+{
+#ifdef RF_RESIZE_AVX2
+    /* __builtin_cpu_supports reads what the CPU was found to have at
+     * start-up; cheap enough to ask once per image */
+    if (__builtin_cpu_supports("avx2"))
+        return RF_RESIZE_SIMD_AVX2;
+#endif
+#ifdef RF_RESIZE_SSE2
+    return RF_RESIZE_SIMD_SSE2;
+#else
+    return RF_RESIZE_SIMD_SCALAR;
+#endif
+}
+
 int rf__resizer_begin(struct rf__resizer *rs, uint32_t channels,
                       uint32_t input_width, const struct rf__resize_dest *dest)
 {
     if (channels != 1 && channels != 3)
         return -EINVAL;
+    rs->simd = rf__resize_simd_available();
+    if (rs->simd_limit != RF_RESIZE_SIMD_BEST && rs->simd > rs->simd_limit)
+        rs->simd = rs->simd_limit;
     rs->channels = channels;
     rs->input_width = input_width;
     rs->vertical_first = dest->transpose;
@@ -436,23 +462,222 @@ static void vertical_block_sse2(const uint8_t *rows, size_t n,
 }
 #endif
 
+#ifdef RF_RESIZE_AVX2
+/* 16 bytes of row 0 in the low 128-bit lane, 16 of row 1 in the high. */
+AVX2_FUNCTION static inline __m256i two_rows(const uint8_t *p0,
+                                             const uint8_t *p1)
+{
+    const __m128i a = _mm_loadu_si128((const __m128i *)p0);
+    const __m128i b = _mm_loadu_si128((const __m128i *)p1);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+}
+
+/* Adds one tap pair to the (hi, lo) sums: `shuffle` picks the pair's
+ * bytes out of the 16 loaded per lane as int16 pairs (red t, red t+1),
+ * (green ..), (blue ..), (0, 0). */
+AVX2_FUNCTION static inline void add_tap_pair(__m256i *sum_hi, __m256i *sum_lo,
+                                              __m256i pixels, __m256i shuffle,
+                                              int32_t hi, int32_t lo)
+{
+    const __m256i pairs = _mm256_shuffle_epi8(pixels, shuffle);
+    *sum_hi = _mm256_add_epi32(*sum_hi,
+                               _mm256_madd_epi16(pairs, _mm256_set1_epi32(hi)));
+    *sum_lo = _mm256_add_epi32(*sum_lo,
+                               _mm256_madd_epi16(pairs, _mm256_set1_epi32(lo)));
+}
+
+AVX2_FUNCTION static inline __m256i finish_sums256(__m256i hi, __m256i lo)
+{
+    const __m256i sum = _mm256_add_epi32(_mm256_slli_epi32(hi, 8), lo);
+    return _mm256_srai_epi32(
+        _mm256_add_epi32(sum, _mm256_set1_epi32(ROUNDING_HALF)),
+        PRECISION_BITS);
+}
+
+/* Bytes that pixel_sums_avx2() reads from each row for `pairs` tap
+ * pairs: one 16-byte load covers taps 0 to 3 (12 bytes), a second one
+ * from tap 4 on covers taps 4 to 7. */
+static inline size_t avx2_window_bytes(int pairs)
+{
+    return pairs <= 2 ? 16 : 12 + 16;
+}
+
+/* The finished (rounded, shifted) sums of one output pixel of two rows,
+ * row 0 in the low lane and row 1 in the high one, over `pairs` tap pairs
+ * (2 to 4) of the windows at p0 and p1: one load and one byte shuffle per
+ * tap pair, where SSE2 needs four loads and unpacks per row. Taps past
+ * the pixel's own count have weight 0, so the bytes they read do not
+ * matter. Inlined with a constant `pairs`, it has no branch. */
+AVX2_INLINE static __m256i pixel_sums_avx2(const uint8_t *p0, const uint8_t *p1,
+                                           const int32_t *hi, const int32_t *lo,
+                                           int pairs)
+{
+#define Z (-128) /* pshufb: a zero byte */
+    const __m256i first_pair =
+        _mm256_setr_epi8(0, Z, 3, Z, 1, Z, 4, Z, 2, Z, 5, Z, Z, Z, Z, Z, 0, Z,
+                         3, Z, 1, Z, 4, Z, 2, Z, 5, Z, Z, Z, Z, Z);
+    const __m256i second_pair =
+        _mm256_setr_epi8(6, Z, 9, Z, 7, Z, 10, Z, 8, Z, 11, Z, Z, Z, Z, Z, 6, Z,
+                         9, Z, 7, Z, 10, Z, 8, Z, 11, Z, Z, Z, Z, Z);
+#undef Z
+    __m256i sum_hi = _mm256_setzero_si256(), sum_lo = _mm256_setzero_si256();
+    __m256i pixels = two_rows(p0, p1);
+    add_tap_pair(&sum_hi, &sum_lo, pixels, first_pair, hi[0], lo[0]);
+    add_tap_pair(&sum_hi, &sum_lo, pixels, second_pair, hi[1], lo[1]);
+    if (pairs > 2) {
+        pixels = two_rows(p0 + 12, p1 + 12);
+        add_tap_pair(&sum_hi, &sum_lo, pixels, first_pair, hi[2], lo[2]);
+    }
+    if (pairs > 3)
+        add_tap_pair(&sum_hi, &sum_lo, pixels, second_pair, hi[3], lo[3]);
+    return finish_sums256(sum_hi, sum_lo);
+}
+
+/* Output pixels o to o + 3 of two rows, each with `pairs` tap pairs,
+ * stored as 12 bytes per row: left to right from out0 and out1, or, when
+ * `reverse`, right to left (pixel o at out0, pixel o + 3 nine bytes
+ * before it). */
+AVX2_INLINE static void four_pixels_avx2(const struct rf__resample_axis *axis,
+                                         uint32_t o, const uint8_t *in0,
+                                         const uint8_t *in1, uint8_t *out0,
+                                         uint8_t *out1, bool reverse, int pairs)
+{
+#define SUMS(j)                                                                \
+    pixel_sums_avx2(in0 + (size_t)axis->first[o + (j)] * 3,                    \
+                    in1 + (size_t)axis->first[o + (j)] * 3,                    \
+                    axis->pairs_hi + (size_t)(o + (j)) * axis->kpairs,         \
+                    axis->pairs_lo + (size_t)(o + (j)) * axis->kpairs, pairs)
+    const __m256i v0 = SUMS(0), v1 = SUMS(1), v2 = SUMS(2), v3 = SUMS(3);
+#undef SUMS
+    /* per lane: pixel j's red, green, blue and a spare byte at 4j */
+    const __m256i rgbx = _mm256_packus_epi16(_mm256_packs_epi32(v0, v1),
+                                             _mm256_packs_epi32(v2, v3));
+#define Z (-128)
+    const __m256i forward =
+        _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, Z, Z, Z, Z, 0,
+                         1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, Z, Z, Z, Z);
+    const __m256i backward =
+        _mm256_setr_epi8(12, 13, 14, 8, 9, 10, 4, 5, 6, 0, 1, 2, Z, Z, Z, Z, 12,
+                         13, 14, 8, 9, 10, 4, 5, 6, 0, 1, 2, Z, Z, Z, Z);
+#undef Z
+    const __m256i rgb = _mm256_shuffle_epi8(rgbx, reverse ? backward : forward);
+    const __m128i row0 = _mm256_castsi256_si128(rgb);
+    const __m128i row1 = _mm256_extracti128_si256(rgb, 1);
+    uint8_t *at0 = reverse ? out0 - 9 : out0, *at1 = reverse ? out1 - 9 : out1;
+    const uint32_t tail0 = (uint32_t)_mm_extract_epi32(row0, 2);
+    const uint32_t tail1 = (uint32_t)_mm_extract_epi32(row1, 2);
+    _mm_storel_epi64((__m128i *)at0, row0);
+    memcpy(at0 + 8, &tail0, 4);
+    _mm_storel_epi64((__m128i *)at1, row1);
+    memcpy(at1 + 8, &tail1, 4);
+}
+
+/* Groups of four output pixels while the last one's window stays inside
+ * the rows; returns the first pixel not done. */
+AVX2_INLINE static uint32_t groups_avx2(const struct rf__resample_axis *axis,
+                                        size_t row_bytes, const uint8_t *in0,
+                                        const uint8_t *in1, uint8_t *out0,
+                                        uint8_t *out1, ptrdiff_t step,
+                                        int pairs)
+{
+    const size_t window = avx2_window_bytes(pairs);
+    uint32_t o = 0;
+    for (; o + 4 <= axis->out_size &&
+           (size_t)axis->first[o + 3] * 3 + window <= row_bytes;
+         o += 4)
+        four_pixels_avx2(axis, o, in0, in1, out0 + (ptrdiff_t)o * step,
+                         out1 + (ptrdiff_t)o * step, step < 0, pairs);
+    return o;
+}
+
+/* vertical_pair() on 32 bytes: the unpacks and packs work within each
+ * 128-bit lane, so the bytes come back in their order. */
+struct vsums256 {
+    __m256i h0, h1, h2, h3, l0, l1, l2, l3;
+};
+
+AVX2_FUNCTION static inline void vertical_pair256(struct vsums256 *s, __m256i a,
+                                                  __m256i b, __m256i wh,
+                                                  __m256i wl)
+{
+    const __m256i zero = _mm256_setzero_si256();
+    const __m256i a0 = _mm256_unpacklo_epi8(a, zero);
+    const __m256i a1 = _mm256_unpackhi_epi8(a, zero);
+    const __m256i b0 = _mm256_unpacklo_epi8(b, zero);
+    const __m256i b1 = _mm256_unpackhi_epi8(b, zero);
+    const __m256i p0 = _mm256_unpacklo_epi16(a0, b0);
+    const __m256i p1 = _mm256_unpackhi_epi16(a0, b0);
+    const __m256i p2 = _mm256_unpacklo_epi16(a1, b1);
+    const __m256i p3 = _mm256_unpackhi_epi16(a1, b1);
+    s->h0 = _mm256_add_epi32(s->h0, _mm256_madd_epi16(p0, wh));
+    s->l0 = _mm256_add_epi32(s->l0, _mm256_madd_epi16(p0, wl));
+    s->h1 = _mm256_add_epi32(s->h1, _mm256_madd_epi16(p1, wh));
+    s->l1 = _mm256_add_epi32(s->l1, _mm256_madd_epi16(p1, wl));
+    s->h2 = _mm256_add_epi32(s->h2, _mm256_madd_epi16(p2, wh));
+    s->l2 = _mm256_add_epi32(s->l2, _mm256_madd_epi16(p2, wl));
+    s->h3 = _mm256_add_epi32(s->h3, _mm256_madd_epi16(p3, wh));
+    s->l3 = _mm256_add_epi32(s->l3, _mm256_madd_epi16(p3, wl));
+}
+
+/* vertical_block_sse2() on 32 bytes. */
+AVX2_FUNCTION static void vertical_block_avx2(const uint8_t *rows, size_t n,
+                                              const int32_t *hi,
+                                              const int32_t *lo, int32_t taps,
+                                              uint8_t *out)
+{
+    const __m256i zero = _mm256_setzero_si256();
+    struct vsums256 s = {zero, zero, zero, zero, zero, zero, zero, zero};
+    int32_t t = 0;
+    for (; t + 1 < taps; t += 2) {
+        const uint8_t *row = rows + (size_t)t * n;
+        vertical_pair256(&s, _mm256_loadu_si256((const __m256i *)row),
+                         _mm256_loadu_si256((const __m256i *)(row + n)),
+                         _mm256_set1_epi32(hi[t / 2]),
+                         _mm256_set1_epi32(lo[t / 2]));
+    }
+    if (t < taps)
+        vertical_pair256(
+            &s, _mm256_loadu_si256((const __m256i *)(rows + (size_t)t * n)),
+            zero, _mm256_set1_epi32(hi[t / 2]), _mm256_set1_epi32(lo[t / 2]));
+    const __m256i v01 = _mm256_packs_epi32(finish_sums256(s.h0, s.l0),
+                                           finish_sums256(s.h1, s.l1));
+    const __m256i v23 = _mm256_packs_epi32(finish_sums256(s.h2, s.l2),
+                                           finish_sums256(s.h3, s.l3));
+    _mm256_storeu_si256((__m256i *)out, _mm256_packus_epi16(v01, v23));
+}
+
+/* The 32-byte blocks of a vertical result row: returns how many bytes
+ * were written. */
+AVX2_FUNCTION static size_t vertical_avx2(const uint8_t *rows, size_t n,
+                                          const int32_t *hi, const int32_t *lo,
+                                          int32_t taps, uint8_t *out)
+{
+    size_t x = 0;
+    for (; x + 32 <= n; x += 32)
+        vertical_block_avx2(rows + x, n, hi, lo, taps, out + x);
+    return x;
+}
+#endif
+
 /* The horizontal pass of one RGB row of `width` pixels; output pixel o
  * goes to out + o * step (step -3 mirrors the row). Everything the loop
  * reads is copied into restrict locals first: the uint8_t stores could
  * alias any of it, and reloading it every tap was slow. */
 static void horizontal_rgb(const struct rf__resample_axis *axis, uint32_t width,
                            const uint8_t *restrict in, uint8_t *restrict out,
-                           ptrdiff_t step)
+                           ptrdiff_t step, enum rf__resize_simd simd)
 {
     const uint32_t n = axis->out_size, ksize = axis->ksize;
     const int32_t *restrict first = axis->first;
     const int32_t *restrict count = axis->count;
     (void)width; /* read by the SIMD pixel only */
+    (void)simd;
     for (uint32_t o = 0; o < n; o++, out += step) {
         const uint8_t *p = in + (size_t)first[o] * 3;
 #ifdef RF_RESIZE_SSE2
         /* the SIMD pixel may read the pixel after its taps, plus a byte */
-        if ((uint32_t)(first[o] + count[o]) + 1 < width) {
+        if (simd >= RF_RESIZE_SIMD_SSE2 &&
+            (uint32_t)(first[o] + count[o]) + 1 < width) {
             const size_t q = (size_t)o * axis->kpairs;
             put_rgb(out,
                     rgb_pixel_sse2(p, axis->pairs_hi + q, axis->pairs_lo + q,
@@ -466,30 +691,70 @@ static void horizontal_rgb(const struct rf__resample_axis *axis, uint32_t width,
 }
 
 #ifdef RF_RESIZE_SSE2
+/* Output pixel o of two rows: SSE2, or plain C near the row's end, where
+ * the SIMD loads would read past it. */
+static inline void pixel2_sse2(const struct rf__resample_axis *axis, uint32_t o,
+                               uint32_t width, const uint8_t *in0,
+                               const uint8_t *in1, uint8_t *out0, uint8_t *out1,
+                               ptrdiff_t step)
+{
+    const int32_t first = axis->first[o], taps = axis->count[o];
+    const size_t at = (size_t)first * 3;
+    if ((uint32_t)(first + taps) + 1 < width) {
+        const size_t q = (size_t)o * axis->kpairs;
+        uint32_t rgbx0, rgbx1;
+        rgb_pixel2_sse2(in0 + at, in1 + at, axis->pairs_hi + q,
+                        axis->pairs_lo + q, taps, &rgbx0, &rgbx1);
+        put_rgb(out0, rgbx0, step, o + 1 == axis->out_size);
+        put_rgb(out1, rgbx1, step, o + 1 == axis->out_size);
+    } else {
+        const int32_t *k = axis->weights + (size_t)o * axis->ksize;
+        rgb_pixel(in0 + at, k, taps, out0);
+        rgb_pixel(in1 + at, k, taps, out1);
+    }
+}
+
 /* horizontal_rgb() of two rows at once. */
 static void horizontal_rgb2(const struct rf__resample_axis *axis,
                             uint32_t width, const uint8_t *in0,
                             const uint8_t *in1, uint8_t *out0, uint8_t *out1,
                             ptrdiff_t step)
 {
-    const int32_t *restrict first = axis->first;
-    const int32_t *restrict count = axis->count;
-    const uint32_t n = axis->out_size;
-    for (uint32_t o = 0; o < n; o++, out0 += step, out1 += step) {
-        const size_t at = (size_t)first[o] * 3;
-        if ((uint32_t)(first[o] + count[o]) + 1 < width) {
-            const size_t q = (size_t)o * axis->kpairs;
-            uint32_t rgbx0, rgbx1;
-            rgb_pixel2_sse2(in0 + at, in1 + at, axis->pairs_hi + q,
-                            axis->pairs_lo + q, count[o], &rgbx0, &rgbx1);
-            put_rgb(out0, rgbx0, step, o + 1 == n);
-            put_rgb(out1, rgbx1, step, o + 1 == n);
-        } else {
-            const int32_t *k = axis->weights + (size_t)o * axis->ksize;
-            rgb_pixel(in0 + at, k, count[o], out0);
-            rgb_pixel(in1 + at, k, count[o], out1);
-        }
+    for (uint32_t o = 0; o < axis->out_size; o++, out0 += step, out1 += step)
+        pixel2_sse2(axis, o, width, in0, in1, out0, out1, step);
+}
+#endif
+
+#ifdef RF_RESIZE_AVX2
+/* horizontal_rgb2() with AVX2: four output pixels at a time while their
+ * windows' loads stay inside the rows (all but the last pixels), with as
+ * many tap pairs as the widest window has; the rest as there. The first
+ * inputs only grow with the output pixel, so the fourth pixel's window is
+ * the one to check. */
+AVX2_FUNCTION static void
+horizontal_rgb2_avx2(const struct rf__resample_axis *axis, uint32_t width,
+                     const uint8_t *in0, const uint8_t *in1, uint8_t *out0,
+                     uint8_t *out1, ptrdiff_t step)
+{
+    const size_t row_bytes = (size_t)width * 3;
+    uint32_t o = 0;
+    /* a constant `pairs` in each call, so that each loop is branch-free */
+    switch (axis->kpairs) {
+    case 2:
+        o = groups_avx2(axis, row_bytes, in0, in1, out0, out1, step, 2);
+        break;
+    case 3:
+        o = groups_avx2(axis, row_bytes, in0, in1, out0, out1, step, 3);
+        break;
+    case 4:
+        o = groups_avx2(axis, row_bytes, in0, in1, out0, out1, step, 4);
+        break;
+    default: /* shrinking by more than 3.5: the SSE2 code */
+        break;
     }
+    for (; o < axis->out_size; o++)
+        pixel2_sse2(axis, o, width, in0, in1, out0 + (ptrdiff_t)o * step,
+                    out1 + (ptrdiff_t)o * step, step);
 }
 #endif
 
@@ -528,7 +793,8 @@ static void horizontal(const struct rf__resizer *rs, const uint8_t *in,
     ptrdiff_t step;
     out = first_pixel(rs, out, &step);
     if (rs->channels == 3)
-        horizontal_rgb(&rs->horizontal, rs->input_width, in, out, step);
+        horizontal_rgb(&rs->horizontal, rs->input_width, in, out, step,
+                       rs->simd);
     else
         horizontal_grey(&rs->horizontal, in, out, step);
 }
@@ -546,10 +812,14 @@ static void vertical(const struct rf__resizer *rs, uint32_t i, size_t n,
         rs->rows + (taps > 0 ? (size_t)axis->first[i] * n : 0);
     size_t x = 0;
 #ifdef RF_RESIZE_SSE2
-    const size_t q = (size_t)i * axis->kpairs;
-    for (; x + 16 <= n; x += 16)
-        vertical_block_sse2(rows + x, n, axis->pairs_hi + q, axis->pairs_lo + q,
-                            taps, out + x);
+    const int32_t *hi = axis->pairs_hi + (size_t)i * axis->kpairs;
+    const int32_t *lo = axis->pairs_lo + (size_t)i * axis->kpairs;
+#ifdef RF_RESIZE_AVX2
+    if (rs->simd >= RF_RESIZE_SIMD_AVX2)
+        x = vertical_avx2(rows, n, hi, lo, taps, out);
+#endif
+    for (; rs->simd >= RF_RESIZE_SIMD_SSE2 && x + 16 <= n; x += 16)
+        vertical_block_sse2(rows + x, n, hi, lo, taps, out + x);
 #endif
     for (; x + 8 <= n; x += 8) {
         int32_t sum[8];
@@ -646,14 +916,22 @@ void rf__resizer_push_rows(struct rf__resizer *rs, const uint8_t *rows,
     unsigned r = 0;
 #ifdef RF_RESIZE_SSE2
     const size_t n = (size_t)rs->horizontal.out_size * 3;
-    for (; r + 1 < count && rs->channels == 3 && !rs->vertical_first &&
+    for (; r + 1 < count && rs->simd >= RF_RESIZE_SIMD_SSE2 &&
+           rs->channels == 3 && !rs->vertical_first &&
            rs->rows_in + 1 < rs->rows_needed;
          r += 2) {
         ptrdiff_t step;
         uint8_t *out =
             first_pixel(rs, rs->rows + (size_t)rs->rows_in * n, &step);
-        horizontal_rgb2(&rs->horizontal, rs->input_width, rows + r * stride,
-                        rows + (r + 1) * stride, out, out + n, step);
+        const uint8_t *in0 = rows + r * stride, *in1 = in0 + stride;
+#ifdef RF_RESIZE_AVX2
+        if (rs->simd >= RF_RESIZE_SIMD_AVX2)
+            horizontal_rgb2_avx2(&rs->horizontal, rs->input_width, in0, in1,
+                                 out, out + n, step);
+        else
+#endif
+            horizontal_rgb2(&rs->horizontal, rs->input_width, in0, in1, out,
+                            out + n, step);
         rs->rows_in += 2;
         write_ready_rows(rs);
     }

@@ -19,8 +19,9 @@
  * upright image. All buffers belong to the resizer and only grow, so after the
  * first images no call allocates.
  *
- * On x86-64 both passes use SSE2 (pmaddwd on the weights split into
- * 16-bit halves: still exact); elsewhere plain C computes the same bytes.
+ * On x86-64 both passes use SSE2, or AVX2 where the CPU has it (pmaddwd
+ * on the weights split into 16-bit halves: still exact); elsewhere plain
+ * C computes the same bytes.
  */
 #ifndef RF_RESIZE_H
 #define RF_RESIZE_H
@@ -56,7 +57,22 @@ struct rf__resize_dest {
     bool transpose, mirror_x, mirror_y;
 };
 
+/* The SIMD code the passes run; every level computes the same bytes. */
+enum rf__resize_simd {
+    RF_RESIZE_SIMD_BEST = 0, /* as a limit: none */
+    RF_RESIZE_SIMD_SCALAR,
+    RF_RESIZE_SIMD_SSE2,
+    RF_RESIZE_SIMD_AVX2,
+};
+
+/* The best level this build can run on this CPU. */
+enum rf__resize_simd rf__resize_simd_available(void);
+
 struct rf__resizer {
+    /* The level the passes use: the best available, capped by
+     * simd_limit when that is set (tests compare the levels). Chosen by
+     * rf__resizer_begin. */
+    enum rf__resize_simd simd, simd_limit;
     struct rf__resample_axis horizontal, vertical;
     uint32_t channels;    /* working channels of the rows pushed: 1 or 3 */
     uint32_t input_width; /* pixels of each row pushed */
