@@ -601,7 +601,11 @@ static void read_rows(struct rf__jpeg_decoder *dec, struct decode_job *job)
     j_decompress_ptr ci = &dec->cinfo;
     const size_t width = ci->output_width; /* the cropped width */
     const size_t row_bytes = width * ci->output_components;
-    reserve(dec, &dec->row, &dec->row_cap, ROW_BATCH * row_bytes);
+    /* the resizer reads a little past the last row, into taps of weight
+     * 0; zeroed so that the bytes it reads there are defined */
+    reserve(dec, &dec->row, &dec->row_cap,
+            ROW_BATCH * row_bytes + RF_RESIZE_ROW_SLACK);
+    memset(dec->row + ROW_BATCH * row_bytes, 0, RF_RESIZE_ROW_SLACK);
     if (job->cmyk)
         reserve(dec, &dec->converted, &dec->converted_cap,
                 width * job->channels);

@@ -573,7 +573,8 @@ AVX2_INLINE static void four_pixels_avx2(const struct rf__resample_axis *axis,
 }
 
 /* Groups of four output pixels while the last one's window stays inside
- * the rows; returns the first pixel not done. */
+ * the row and its slack (always, with RF_RESIZE_ROW_SLACK of 32 bytes);
+ * returns the first pixel not done. */
 AVX2_INLINE static uint32_t groups_avx2(const struct rf__resample_axis *axis,
                                         size_t row_bytes, const uint8_t *in0,
                                         const uint8_t *in1, uint8_t *out0,
@@ -582,8 +583,8 @@ AVX2_INLINE static uint32_t groups_avx2(const struct rf__resample_axis *axis,
 {
     const size_t window = avx2_window_bytes(pairs);
     uint32_t o = 0;
-    for (; o + 4 <= axis->out_size &&
-           (size_t)axis->first[o + 3] * 3 + window <= row_bytes;
+    for (; o + 4 <= axis->out_size && (size_t)axis->first[o + 3] * 3 + window <=
+                                          row_bytes + RF_RESIZE_ROW_SLACK;
          o += 4)
         four_pixels_avx2(axis, o, in0, in1, out0 + (ptrdiff_t)o * step,
                          out1 + (ptrdiff_t)o * step, step < 0, pairs);
@@ -726,11 +727,10 @@ static void horizontal_rgb2(const struct rf__resample_axis *axis,
 #endif
 
 #ifdef RF_RESIZE_AVX2
-/* horizontal_rgb2() with AVX2: four output pixels at a time while their
- * windows' loads stay inside the rows (all but the last pixels), with as
- * many tap pairs as the widest window has; the rest as there. The first
- * inputs only grow with the output pixel, so the fourth pixel's window is
- * the one to check. */
+/* horizontal_rgb2() with AVX2: four output pixels at a time, with as many
+ * tap pairs as the widest window has; the last one to three pixels as
+ * there. The first inputs only grow with the output pixel, so the fourth
+ * pixel's window is the one to check. */
 AVX2_FUNCTION static void
 horizontal_rgb2_avx2(const struct rf__resample_axis *axis, uint32_t width,
                      const uint8_t *in0, const uint8_t *in1, uint8_t *out0,

@@ -136,8 +136,14 @@ int rf__resizer_begin(struct rf__resizer *rs, uint32_t channels,
  * every result row that is now complete. */
 void rf__resizer_push_row(struct rf__resizer *rs, const uint8_t *row);
 
+/* Bytes past the end of the last row that rf__resizer_push_rows() may
+ * read: its SIMD loads run over the row's end, into taps of weight 0, so
+ * their values never matter, but they must be readable. */
+#define RF_RESIZE_ROW_SLACK 32
+
 /* rf__resizer_push_row() of `count` rows `stride` bytes apart; faster,
- * as the horizontal pass takes two rows at a time. */
+ * as the horizontal pass takes two rows at a time. The buffer must go on
+ * for RF_RESIZE_ROW_SLACK bytes after the last row. */
 void rf__resizer_push_rows(struct rf__resizer *rs, const uint8_t *rows,
                            unsigned count, size_t stride);
 
