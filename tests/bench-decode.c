@@ -4,7 +4,7 @@
  * else? No crop, no scaled decode, no resize, no shared memory, no batches.
  * tools/bench-pipeline.sh sets ringfeed's figures beside this one.
  *
- *   bench-decode DIR [--processes P] [--json] [--help]
+ *   bench-decode DIR [--processes P | --side-by-side R] [--json] [--help]
  *
  * The parent lists every .jpg/.jpeg file under DIR (not timed), sorts the
  * list, then forks P processes (default: one per CPU it may run on).
@@ -12,6 +12,16 @@
  * reading the file with read() into a buffer and decoding into another,
  * both reused. The parent reports images/s over the wall time from before
  * the first fork to after the last child was reaped.
+ *
+ * With --side-by-side R it measures instead, in this one process, what
+ * ringfeed's own decode costs against that floor: every file is read into
+ * memory once, then in each of R rounds every file is decoded twice in a
+ * row, by ringfeed's `train` path (random-resized crop and flip to
+ * 224x224, through lib/jpeg.c: crop-region decode and the resizer) and by
+ * the full TurboJPEG decode, each timed on this thread's CPU clock. As the
+ * two alternate file by file, drift in the machine's speed hits both
+ * alike, and no file reading, process or batch is in either figure. It
+ * prints milliseconds per image for each and their ratio.
  *
  * A benchmark, not a test: never run by `make check`. It exits 1 when any
  * file could not be read or decoded, as a floor that skipped work would
@@ -38,6 +48,9 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
+#include "jpeg.h"
+#include "transform.h"
+
 #define PROGRAM "bench-decode"
 
 /* ---- options ------------------------------------------------------------ */
@@ -45,12 +58,14 @@
 struct opts {
     const char *dir;
     long processes; /* 0: one per CPU of the affinity mask */
+    long rounds;    /* --side-by-side: rounds; 0: the decode loop */
     bool json;
 };
 
 static void usage(FILE *f)
 {
-    fputs("usage: " PROGRAM " DIR [--processes P] [--json] [--help]\n"
+    fputs("usage: " PROGRAM
+          " DIR [--processes P | --side-by-side R] [--json] [--help]\n"
           "Decodes every .jpg/.jpeg file under DIR once, at full scale to "
           "RGB with\n"
           "TurboJPEG, in P forked processes (file i in process i % P), and "
@@ -58,6 +73,11 @@ static void usage(FILE *f)
           "images/s over the wall time.\n"
           "  --processes P  1..1024; default: one per CPU this process may "
           "use\n"
+          "  --side-by-side R  instead, in one process, R rounds of every "
+          "file decoded\n"
+          "                 by ringfeed's train path (crop + resize to "
+          "224x224) and in\n"
+          "                 full by TurboJPEG, alternately, on the CPU clock\n"
           "  --json         also print one JSON object as the last line\n"
           "  --help         this text\n"
           "Exits 1 if any file failed to read or decode, 2 on bad usage.\n",
@@ -88,6 +108,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
             return 1;
         if (strcmp(a, "--json") == 0) {
             o->json = true;
+        } else if (strcmp(a, "--side-by-side") == 0 && i + 1 < argc) {
+            if (parse_count(argv[++i], 1000, &o->rounds) != 0) {
+                fprintf(stderr, PROGRAM ": --side-by-side wants 1..1000\n");
+                return -1;
+            }
         } else if (strcmp(a, "--processes") == 0 && i + 1 < argc) {
             if (parse_count(argv[++i], 1024, &o->processes) != 0) {
                 fprintf(stderr, PROGRAM ": --processes wants 1..1024\n");
@@ -346,6 +371,112 @@ static void report(const struct opts *o, size_t procs, const struct totals *t,
                t->decoded, t->failed, secs, rate, mpix, procs);
 }
 
+/* ---- --side-by-side ------------------------------------------------------ */
+
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* What the crop chooser needs: ringfeed's train transform, keyed on the
+ * round (as the epoch) and the file's index, as the producers key it. */
+struct crop_key {
+    const struct rf__transform_spec *spec;
+    uint64_t round, index;
+};
+
+static void choose_train_crop(void *user, uint32_t width, uint32_t height,
+                              struct rf__crop *crop)
+{
+    const struct crop_key *k = user;
+    rf__transform_crop(k->spec, 0, k->round, k->index, width, height, crop);
+}
+
+/* The training transform of ringfeed's defaults at 224 x 224. */
+static struct rf__transform_spec train_spec(void)
+{
+    const struct rf__transform_spec t = {
+        .scale_min = 0.08,
+        .scale_max = 1.0,
+        .ratio_min = 3.0 / 4.0,
+        .ratio_max = 4.0 / 3.0,
+        .flip_p = 0.5,
+        .kind = RF_TRANSFORM_TRAIN,
+        .out_width = 224,
+        .out_height = 224,
+    };
+    return t;
+}
+
+/* Every file's bytes, read once before any timing. */
+static int read_all(struct buffer *files, size_t *sizes)
+{
+    for (size_t i = 0; i < g_list.count; i++) {
+        const ssize_t n = read_file(g_list.path[i], &files[i]);
+        if (n <= 0) {
+            fprintf(stderr, PROGRAM ": cannot read %s\n", g_list.path[i]);
+            return -1;
+        }
+        sizes[i] = (size_t)n;
+    }
+    return 0;
+}
+
+static int side_by_side(const struct opts *o)
+{
+    struct buffer *files = calloc(g_list.count, sizeof(*files));
+    size_t *sizes = calloc(g_list.count, sizeof(*sizes));
+    struct rf__jpeg_decoder *dec = rf__jpeg_decoder_new();
+    tjhandle tj = tjInitDecompress();
+    uint8_t *slot = malloc(224 * 224 * 3);
+    struct buffer full = {0};
+    if (!files || !sizes || !dec || !tj || !slot || read_all(files, sizes)) {
+        fprintf(stderr, PROGRAM ": out of memory or unreadable files\n");
+        return 1;
+    }
+    const struct rf__transform_spec spec = train_spec();
+    const struct rf__jpeg_options options = {.max_pixels = 1ull << 32,
+                                             .max_scans = 1000,
+                                             .warnings_are_errors = true};
+    const struct rf__jpeg_target target = {224, 224, 3, RF_LAYOUT_NHWC, slot};
+    double crop_s = 0, full_s = 0;
+    uint64_t pixels = 0, failed = 0;
+    char why[256];
+    for (long r = 0; r < o->rounds; r++) {
+        for (size_t i = 0; i < g_list.count; i++) {
+            struct crop_key key = {&spec, (uint64_t)r, i};
+            const double t0 = thread_cpu_s();
+            if (rf__jpeg_decode(dec, files[i].data, sizes[i], &options,
+                                choose_train_crop, &key, &target, why,
+                                sizeof(why)) != 0) {
+                fprintf(stderr, PROGRAM ": %s: %s\n", g_list.path[i], why);
+                failed++;
+            }
+            const double t1 = thread_cpu_s();
+            if (decode(tj, &files[i], sizes[i], &full, &pixels) != 0)
+                failed++;
+            const double t2 = thread_cpu_s();
+            crop_s += t1 - t0;
+            full_s += t2 - t1;
+        }
+    }
+    const double n = (double)g_list.count * (double)o->rounds;
+    printf("%zu images x %ld rounds, alternating, CPU time per image:\n"
+           "  ringfeed train crop + resize to 224x224  %.3f ms\n"
+           "  TurboJPEG full decode                    %.3f ms\n"
+           "  full / ringfeed                          %.3f\n",
+           g_list.count, o->rounds, crop_s * 1e3 / n, full_s * 1e3 / n,
+           full_s / crop_s);
+    if (o->json)
+        printf("{\"images\": %zu, \"rounds\": %ld, \"crop_ms\": %.6g, "
+               "\"full_ms\": %.6g, \"ratio\": %.6g}\n",
+               g_list.count, o->rounds, crop_s * 1e3 / n, full_s * 1e3 / n,
+               full_s / crop_s);
+    return failed > 0 ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     struct opts o;
@@ -356,6 +487,8 @@ int main(int argc, char **argv)
     }
     if (list_files(o.dir) != 0)
         return 1;
+    if (o.rounds > 0)
+        return side_by_side(&o);
     const size_t procs =
         (size_t)(o.processes ? o.processes : default_processes());
     /* MAP_SHARED survives fork() as the same pages: the children's results

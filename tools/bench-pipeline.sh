@@ -35,6 +35,10 @@
 #             their users, so ringfeed's shared slots and PyTorch's shared
 #             tensors count once.
 #
+# Last, the decode work alone: bench-decode --side-by-side times ringfeed's
+# crop decode against the full decode in one process, file by file, on the
+# CPU clock (no processes, batches or file reads in either).
+#
 # The dataset is ringfeed-synth's ImageNet-like JPEGs, written once under
 # BUILD_DIR/bench-data/ and reused. Before every round of runs the files are
 # read once, so the page cache is warm and no disk is measured.
@@ -485,5 +489,13 @@ say "  a/c  $(ratio "$(figure torch cpu_per_k %.4f)" \
     "$(figure ringfeed cpu_per_k %.4f)" 3.5); with (c)'s epoch alone:" \
     "$(ratio "$(figure torch epoch_cpu_per_k %.4f)" \
         "$(figure ringfeed cpu_per_k %.4f)" 3.5)"
+# The decode alone, no processes, batches or file reads: ringfeed's crop
+# decode and the full decode alternate file by file in one process.
+say "  decode work alone, one process, the two alternating per file" \
+    "($(quote "$decode" "$data" --side-by-side 3)):"
+if ! "$decode" "$data" --side-by-side 3 | sed -n 's/^  /    /p'; then
+    say "bench-pipeline: the side-by-side decode FAILED"
+    failed=1
+fi
 [ "$failed" -eq 0 ] || say "bench-pipeline: some runs FAILED (see above)"
 exit "$failed"
