@@ -424,44 +424,79 @@ static int read_all(struct buffer *files, size_t *sizes)
     return 0;
 }
 
-static int side_by_side(const struct opts *o)
+/* What --side-by-side holds for its run, freed by side_by_side_free(). */
+struct side_by_side {
+    struct buffer *files, full;
+    size_t *sizes;
+    struct rf__jpeg_decoder *dec;
+    tjhandle tj;
+    uint8_t *slot;
+};
+
+static void side_by_side_free(struct side_by_side *r)
 {
-    struct buffer *files = calloc(g_list.count, sizeof(*files));
-    size_t *sizes = calloc(g_list.count, sizeof(*sizes));
-    struct rf__jpeg_decoder *dec = rf__jpeg_decoder_new();
-    tjhandle tj = tjInitDecompress();
-    uint8_t *slot = malloc(224 * 224 * 3);
-    struct buffer full = {0};
-    if (!files || !sizes || !dec || !tj || !slot || read_all(files, sizes)) {
-        fprintf(stderr, PROGRAM ": out of memory or unreadable files\n");
-        return 1;
-    }
+    for (size_t i = 0; r->files && i < g_list.count; i++)
+        free(r->files[i].data);
+    free(r->files);
+    free(r->full.data);
+    free(r->sizes);
+    rf__jpeg_decoder_free(r->dec);
+    if (r->tj)
+        tjDestroy(r->tj);
+    free(r->slot);
+}
+
+/* Times R rounds; returns how many decodes failed. */
+static uint64_t time_rounds(struct side_by_side *r, long rounds, double *crop_s,
+                            double *full_s)
+{
     const struct rf__transform_spec spec = train_spec();
     const struct rf__jpeg_options options = {.max_pixels = 1ull << 32,
                                              .max_scans = 1000,
                                              .warnings_are_errors = true};
-    const struct rf__jpeg_target target = {224, 224, 3, RF_LAYOUT_NHWC, slot};
-    double crop_s = 0, full_s = 0;
+    const struct rf__jpeg_target target = {224, 224, 3, RF_LAYOUT_NHWC,
+                                           r->slot};
     uint64_t pixels = 0, failed = 0;
     char why[256];
-    for (long r = 0; r < o->rounds; r++) {
+    for (long round = 0; round < rounds; round++) {
         for (size_t i = 0; i < g_list.count; i++) {
-            struct crop_key key = {&spec, (uint64_t)r, i};
+            struct crop_key key = {&spec, (uint64_t)round, i};
             const double t0 = thread_cpu_s();
-            if (rf__jpeg_decode(dec, files[i].data, sizes[i], &options,
+            if (rf__jpeg_decode(r->dec, r->files[i].data, r->sizes[i], &options,
                                 choose_train_crop, &key, &target, why,
                                 sizeof(why)) != 0) {
                 fprintf(stderr, PROGRAM ": %s: %s\n", g_list.path[i], why);
                 failed++;
             }
             const double t1 = thread_cpu_s();
-            if (decode(tj, &files[i], sizes[i], &full, &pixels) != 0)
+            if (decode(r->tj, &r->files[i], r->sizes[i], &r->full, &pixels))
                 failed++;
             const double t2 = thread_cpu_s();
-            crop_s += t1 - t0;
-            full_s += t2 - t1;
+            *crop_s += t1 - t0;
+            *full_s += t2 - t1;
         }
     }
+    return failed;
+}
+
+static int side_by_side(const struct opts *o)
+{
+    struct side_by_side r = {
+        .files = calloc(g_list.count, sizeof(*r.files)),
+        .sizes = calloc(g_list.count, sizeof(*r.sizes)),
+        .dec = rf__jpeg_decoder_new(),
+        .tj = tjInitDecompress(),
+        .slot = malloc((size_t)224 * 224 * 3),
+    };
+    if (!r.files || !r.sizes || !r.dec || !r.tj || !r.slot ||
+        read_all(r.files, r.sizes) != 0) {
+        fprintf(stderr, PROGRAM ": out of memory or unreadable files\n");
+        side_by_side_free(&r);
+        return 1;
+    }
+    double crop_s = 0, full_s = 0;
+    const uint64_t failed = time_rounds(&r, o->rounds, &crop_s, &full_s);
+    side_by_side_free(&r);
     const double n = (double)g_list.count * (double)o->rounds;
     printf("%zu images x %ld rounds, alternating, CPU time per image:\n"
            "  ringfeed train crop + resize to 224x224  %.3f ms\n"
