@@ -453,13 +453,44 @@ static void stop_producers(rf_loader *l)
 
 /* ---- orders ----------------------------------------------------------- */
 
+/*
+ * Batches producer p still has to fill, counting the part of the current
+ * one it has done: its orders, less the time since it last delivered (or
+ * started owing) over its own mean time per batch. The mean comes from
+ * its state record, which it writes; a garbage value there can only make
+ * the choice below a worse guess, never a wrong order.
+ */
+static double work_left(rf_loader *l, uint32_t p, uint64_t now)
+{
+    if (l->orders[p] == 0)
+        return 0.0;
+    const struct rf__producer_state *st = rf__segment_producer(&l->seg, p);
+    const uint64_t batches = rf__load_relaxed64(&st->batches);
+    const uint64_t busy_ns = rf__load_relaxed64(&st->busy_ns);
+    if (batches == 0 || busy_ns == 0 || l->progress_ns[p] >= now)
+        return (double)l->orders[p];
+    const double batch_ns = (double)busy_ns / (double)batches;
+    const double since = (double)(now - l->progress_ns[p]);
+    return (double)l->orders[p] - (since < batch_ns ? since / batch_ns : 1.0);
+}
+
+/* The producer that will run out of work first. Counting orders alone
+ * ties whenever the producers keep pace; breaking the tie by how far each
+ * is into its current batch matters at the end of an epoch, where the
+ * last orders decide which producer finishes last while the other
+ * idles. Among equals, the next in turn. */
 static uint32_t least_busy_producer(rf_loader *l)
 {
+    const uint64_t now = rf__now_ns();
     uint32_t best = l->next_producer;
+    double best_left = work_left(l, best, now);
     for (uint32_t k = 1; k < l->producers; k++) {
         const uint32_t p = (l->next_producer + k) % l->producers;
-        if (l->orders[p] < l->orders[best])
+        const double left = work_left(l, p, now);
+        if (left < best_left) {
             best = p;
+            best_left = left;
+        }
     }
     l->next_producer = (best + 1) % l->producers;
     return best;
