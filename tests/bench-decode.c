@@ -48,6 +48,7 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "jpeg.h"
 #include "transform.h"
 
@@ -394,20 +395,20 @@ static void choose_train_crop(void *user, uint32_t width, uint32_t height,
     rf__transform_crop(k->spec, 0, k->round, k->index, width, height, crop);
 }
 
-/* The training transform of ringfeed's defaults at 224 x 224. */
-static struct rf__transform_spec train_spec(void)
+/* The training transform as the library builds it from its defaults,
+ * at 224 x 224; false when out of memory. */
+static bool train_spec(struct rf__transform_spec *t)
 {
-    const struct rf__transform_spec t = {
-        .scale_min = 0.08,
-        .scale_max = 1.0,
-        .ratio_min = 3.0 / 4.0,
-        .ratio_max = 4.0 / 3.0,
-        .flip_p = 0.5,
-        .kind = RF_TRANSFORM_TRAIN,
-        .out_width = 224,
-        .out_height = 224,
-    };
-    return t;
+    rf_config *cfg = rf_config_create();
+    if (!cfg || rf_config_set(cfg, RF_PARAM_TRANSFORM, RF_TRANSFORM_TRAIN) ||
+        rf_config_set(cfg, RF_PARAM_HEIGHT, 224) ||
+        rf_config_set(cfg, RF_PARAM_WIDTH, 224)) {
+        rf_config_free(cfg);
+        return false;
+    }
+    rf__transform_from_params(t, cfg->params);
+    rf_config_free(cfg);
+    return true;
 }
 
 /* Every file's bytes, read once before any timing. */
@@ -450,7 +451,11 @@ static void side_by_side_free(struct side_by_side *r)
 static uint64_t time_rounds(struct side_by_side *r, long rounds, double *crop_s,
                             double *full_s)
 {
-    const struct rf__transform_spec spec = train_spec();
+    struct rf__transform_spec spec;
+    if (!train_spec(&spec)) {
+        fprintf(stderr, PROGRAM ": out of memory for the transform\n");
+        return 1;
+    }
     const struct rf__jpeg_options options = {.max_pixels = 1ull << 32,
                                              .max_scans = 1000,
                                              .warnings_are_errors = true};
