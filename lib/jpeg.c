@@ -601,11 +601,10 @@ static void read_rows(struct rf__jpeg_decoder *dec, struct decode_job *job)
     j_decompress_ptr ci = &dec->cinfo;
     const size_t width = ci->output_width; /* the cropped width */
     const size_t row_bytes = width * ci->output_components;
-    /* the resizer reads a little past the last row, into taps of weight
-     * 0; zeroed so that the bytes it reads there are defined */
+    /* the resizer reads a little past the last row of each batch, into
+     * taps of weight 0 (see below) */
     reserve(dec, &dec->row, &dec->row_cap,
             ROW_BATCH * row_bytes + RF_RESIZE_ROW_SLACK);
-    memset(dec->row + ROW_BATCH * row_bytes, 0, RF_RESIZE_ROW_SLACK);
     if (job->cmyk)
         reserve(dec, &dec->converted, &dec->converted_cap,
                 width * job->channels);
@@ -629,6 +628,11 @@ static void read_rows(struct rf__jpeg_decoder *dec, struct decode_job *job)
                 raise_error(dec, "libjpeg returned no scanline");
             got += n;
         }
+        /* The bytes read past the last row meet zero weights, so their
+         * values never matter; zeroed so that they are defined (a buffer
+         * just grown, or a short last batch, has nothing written there)
+         * and memory checkers see defined pixels. */
+        memset(dec->row + want * row_bytes, 0, RF_RESIZE_ROW_SLACK);
         push_rows(dec, job, dec->row, want, row_bytes);
     }
     if (!rf__resizer_done(&dec->resizer))

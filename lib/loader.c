@@ -471,7 +471,10 @@ static double work_left(rf_loader *l, uint32_t p, uint64_t now)
         return (double)l->orders[p];
     const double batch_ns = (double)busy_ns / (double)batches;
     const double since = (double)(now - l->progress_ns[p]);
-    return (double)l->orders[p] - (since < batch_ns ? since / batch_ns : 1.0);
+    /* Below 1 even when the batch runs late, so that the order count
+     * ranks first: an idle producer (0) always beats one with an order. */
+    const double done = since < batch_ns ? since / batch_ns : 1.0;
+    return (double)l->orders[p] - (done < 0.99 ? done : 0.99);
 }
 
 /* The producer that will run out of work first. Counting orders alone

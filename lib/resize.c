@@ -167,10 +167,39 @@ int rf__resample_axis_plan(struct rf__resample_axis *axis, uint32_t in_size,
     axis->out_size = out_size;
     axis->ksize = ksize;
     axis->kpairs = (ksize + 1) / 2;
+    axis->max_count = 0;
     for (uint32_t o = 0; o < out_size; o++) {
         plan_pixel(axis, o, in_size, in0f + (o + 0.5) * scale, support,
                    filterscale);
         split_pixel(axis, o);
+        if ((uint32_t)axis->count[o] > axis->max_count)
+            axis->max_count = (uint32_t)axis->count[o];
+    }
+    return 0;
+}
+
+int rf__resample_axis_custom(struct rf__resample_axis *axis, uint32_t out_size,
+                             uint32_t ksize, const int32_t *first,
+                             const int32_t *count, const int32_t *weights)
+{
+    if (out_size == 0 || ksize == 0)
+        return -EINVAL;
+    for (uint32_t o = 0; o < out_size; o++)
+        if (count[o] < 0 || (uint32_t)count[o] > ksize)
+            return -EINVAL;
+    if (axis_reserve(axis, out_size, ksize) < 0)
+        return -ENOMEM;
+    axis->out_size = out_size;
+    axis->ksize = ksize;
+    axis->kpairs = (ksize + 1) / 2;
+    axis->max_count = 0;
+    memcpy(axis->first, first, out_size * sizeof(*first));
+    memcpy(axis->count, count, out_size * sizeof(*count));
+    memcpy(axis->weights, weights, (size_t)out_size * ksize * sizeof(*weights));
+    for (uint32_t o = 0; o < out_size; o++) {
+        split_pixel(axis, o);
+        if ((uint32_t)count[o] > axis->max_count)
+            axis->max_count = (uint32_t)count[o];
     }
     return 0;
 }
@@ -738,8 +767,14 @@ horizontal_rgb2_avx2(const struct rf__resample_axis *axis, uint32_t width,
 {
     const size_t row_bytes = (size_t)width * 3;
     uint32_t o = 0;
-    /* a constant `pairs` in each call, so that each loop is branch-free */
-    switch (axis->kpairs) {
+    /* As many pairs as the widest window needs, which is fewer than the
+     * kernel's size suggests (a shrink by 1 to 2 has 5 taps but uses at
+     * most 4); a constant in each call, so that each loop is branch-free.
+     * Every pixel's pairs past its own count have weight 0. */
+    uint32_t pairs = (axis->max_count + 1) / 2;
+    if (pairs < 2) /* the AVX2 pixel reads two pairs at least */
+        pairs = 2;
+    switch (pairs <= axis->kpairs ? pairs : 0) {
     case 2:
         o = groups_avx2(axis, row_bytes, in0, in1, out0, out1, step, 2);
         break;
@@ -749,9 +784,13 @@ horizontal_rgb2_avx2(const struct rf__resample_axis *axis, uint32_t width,
     case 4:
         o = groups_avx2(axis, row_bytes, in0, in1, out0, out1, step, 4);
         break;
-    default: /* shrinking by more than 3.5: the SSE2 code */
+    default: /* more than 8 taps (shrinking by more than 4), or a kernel
+                of fewer than 3 taps (not planned by PIL's rule): SSE2 */
         break;
     }
+    /* The SSE2 and C code below is not VEX-encoded: clear the upper
+     * halves first, as gcc 12 does not always do it here on its own. */
+    _mm256_zeroupper();
     for (; o < axis->out_size; o++)
         pixel2_sse2(axis, o, width, in0, in1, out0 + (ptrdiff_t)o * step,
                     out1 + (ptrdiff_t)o * step, step);
@@ -855,14 +894,18 @@ static void store_row(const struct rf__resizer *rs, uint32_t i)
     }
 }
 
-/* Where result row i can be written as it is (an NHWC target of the
- * working channels, mirrored by the horizontal pass if need be), or
- * NULL. */
+/* Whether result rows can be written into the target as they are (an
+ * NHWC target of the working channels, mirrored by the horizontal pass if
+ * need be) rather than through the scratch row and store_row(). */
+static bool writes_direct(const struct rf__resizer *rs)
+{
+    return rs->dst_channels == rs->channels && rs->step_c == 1 &&
+           (rs->step_j == (ptrdiff_t)rs->channels || rs->reverse);
+}
+
+/* Where result row i goes when writes_direct(). */
 static uint8_t *target_row(const struct rf__resizer *rs, uint32_t i)
 {
-    if (rs->dst_channels != rs->channels || rs->step_c != 1 ||
-        (rs->step_j != (ptrdiff_t)rs->channels && !rs->reverse))
-        return NULL;
     ptrdiff_t at = rs->origin + (ptrdiff_t)i * rs->step_i;
     if (rs->reverse) /* the row's leftmost pixel is its last */
         at += (ptrdiff_t)(rs->horizontal.out_size - 1) * rs->step_j;
@@ -872,8 +915,8 @@ static uint8_t *target_row(const struct rf__resizer *rs, uint32_t i)
 static void write_result_row(struct rf__resizer *rs, uint32_t i)
 {
     const size_t c = rs->channels;
-    uint8_t *direct = target_row(rs, i);
-    uint8_t *out = direct ? direct : rs->result;
+    const bool direct = writes_direct(rs);
+    uint8_t *out = direct ? target_row(rs, i) : rs->result;
     if (rs->vertical_first) {
         vertical(rs, i, (size_t)rs->input_width * c, rs->between);
         horizontal(rs, rs->between, out);

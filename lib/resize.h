@@ -33,12 +33,13 @@
 #include "ringfeed.h"
 
 /* The weights of one axis: output pixel o reads `count[o]` input pixels
- * from `first[o]` on, with weights `weights[o * ksize ...]` (sum 1 << 22).
+ * from `first[o]` on, with weights `weights[o * ksize ...]` (sum 1 << 22);
+ * no count is above `max_count` (at most ksize, mostly ksize - 1).
  * The same weights split for SIMD: `pairs_hi[o * kpairs + q]` holds the
  * high parts (weight >> 8) of taps 2q and 2q + 1 as two int16 (missing
  * taps are 0), `pairs_lo` the low parts (weight & 255). */
 struct rf__resample_axis {
-    uint32_t out_size, ksize, kpairs;
+    uint32_t out_size, ksize, kpairs, max_count;
     int32_t *first, *count, *weights;
     int32_t *pairs_hi, *pairs_lo;
     size_t out_cap, weights_cap, pairs_cap; /* entries; only grow */
@@ -110,6 +111,17 @@ struct rf__resizer {
  */
 int rf__resample_axis_plan(struct rf__resample_axis *axis, uint32_t in_size,
                            double in0, double in1, uint32_t out_size);
+
+/*
+ * For tests: an axis of out_size pixels with the given taps instead of
+ * PIL's: output o reads count[o] (at most ksize) pixels from first[o] on
+ * with weights[o * ksize ...], each in [0, 1 << 22] and summing to at
+ * most 1 << 22; first[] must not decrease, as in every planned axis.
+ * Returns 0 or -ENOMEM (-EINVAL for a count above ksize).
+ */
+int rf__resample_axis_custom(struct rf__resample_axis *axis, uint32_t out_size,
+                             uint32_t ksize, const int32_t *first,
+                             const int32_t *count, const int32_t *weights);
 
 /* The input pixels [*lo, *hi) that some output pixel reads. */
 void rf__resample_axis_span(const struct rf__resample_axis *axis, uint32_t *lo,

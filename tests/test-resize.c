@@ -49,6 +49,16 @@ struct resize_case {
     uint32_t in_width, in_height, channels;
     double box[4]; /* x0, y0, x1, y1 in input pixels */
     struct rf__resize_dest dest;
+    /* custom horizontal taps instead of PIL's (custom_case) */
+    bool custom;
+    uint32_t ksize;
+    int32_t *first, *count, *weights;
+    /* as lib/jpeg.c feeds it (jpeg_shaped_case): only the columns
+     * [crop_x, crop_x + crop_width) and rows [rows_lo, rows_hi) are
+     * decoded, and they come in batches of 16 rows with 32 bytes of slack
+     * after the last */
+    bool jpeg_shaped;
+    uint32_t crop_x, crop_width, rows_lo, rows_hi;
 };
 
 static const char *simd_name(enum rf__resize_simd simd)
@@ -65,6 +75,74 @@ static const char *simd_name(enum rf__resize_simd simd)
     }
 }
 
+/* Plans both axes of a case into rs, as the case says. */
+static void plan_axes(const struct resize_case *c, struct rf__resizer *rs)
+{
+    const bool t = c->dest.transpose;
+    const uint32_t cols = t ? c->dest.height : c->dest.width;
+    const uint32_t rows = t ? c->dest.width : c->dest.height;
+    if (c->custom)
+        CHECK_EQ(rf__resample_axis_custom(&rs->horizontal, cols, c->ksize,
+                                          c->first, c->count, c->weights),
+                 0);
+    else
+        CHECK_EQ(rf__resample_axis_plan(&rs->horizontal, c->in_width, c->box[0],
+                                        c->box[2], cols),
+                 0);
+    CHECK_EQ(rf__resample_axis_plan(&rs->vertical, c->in_height, c->box[1],
+                                    c->box[3], rows),
+             0);
+    if (c->jpeg_shaped) {
+        rf__resample_axis_shift(&rs->horizontal, c->crop_x);
+        rf__resample_axis_shift(&rs->vertical, c->rows_lo);
+    }
+}
+
+/* Pushes the decoded rows as lib/jpeg.c does: copied into a buffer of 16
+ * rows plus the slack, allocated to exactly that size. */
+static void push_like_jpeg(const struct resize_case *c, const uint8_t *image,
+                           struct rf__resizer *rs)
+{
+    const size_t in_row = (size_t)c->in_width * c->channels;
+    const size_t row_bytes = (size_t)c->crop_width * c->channels;
+    uint8_t *batch = malloc(16 * row_bytes + RF_RESIZE_ROW_SLACK);
+    CHECK(batch != NULL);
+    for (uint32_t y = c->rows_lo; y < c->rows_hi;) {
+        uint32_t n = c->rows_hi - y;
+        if (n > 16)
+            n = 16;
+        for (uint32_t r = 0; r < n; r++)
+            memcpy(batch + r * row_bytes,
+                   image + (size_t)(y + r) * in_row +
+                       (size_t)c->crop_x * c->channels,
+                   row_bytes);
+        memset(batch + n * row_bytes, 0, RF_RESIZE_ROW_SLACK);
+        rf__resizer_push_rows(rs, batch, n, row_bytes);
+        y += n;
+    }
+    free(batch);
+}
+
+/* Pushes whole rows straight from the image, in random bunches of 1 to 16
+ * as libjpeg hands them out. */
+static void push_whole_rows(const struct resize_case *c, const uint8_t *image,
+                            struct rf__resizer *rs)
+{
+    const size_t row_bytes = (size_t)c->in_width * c->channels;
+    uint32_t y = 0;
+    while (y < c->in_height && !rf__resizer_done(rs)) {
+        uint32_t n = 1 + random_below(16);
+        if (n > c->in_height - y)
+            n = c->in_height - y;
+        if (n == 1)
+            rf__resizer_push_row(rs, image + (size_t)y * row_bytes);
+        else
+            rf__resizer_push_rows(rs, image + (size_t)y * row_bytes, n,
+                                  row_bytes);
+        y += n;
+    }
+}
+
 /* Runs one case at one level; returns the target's bytes (caller frees). */
 static uint8_t *run_case(const struct resize_case *c, const uint8_t *image,
                          enum rf__resize_simd simd, size_t *size)
@@ -72,37 +150,20 @@ static uint8_t *run_case(const struct resize_case *c, const uint8_t *image,
     struct rf__resizer rs;
     memset(&rs, 0, sizeof(rs));
     rs.simd_limit = simd;
-    const bool t = c->dest.transpose;
-    const uint32_t cols = t ? c->dest.height : c->dest.width;
-    const uint32_t rows = t ? c->dest.width : c->dest.height;
-    CHECK_EQ(rf__resample_axis_plan(&rs.horizontal, c->in_width, c->box[0],
-                                    c->box[2], cols),
-             0);
-    CHECK_EQ(rf__resample_axis_plan(&rs.vertical, c->in_height, c->box[1],
-                                    c->box[3], rows),
-             0);
+    plan_axes(c, &rs);
     *size = (size_t)c->dest.width * c->dest.height * c->dest.channels;
     uint8_t *out = malloc(*size);
     CHECK(out != NULL);
     memset(out, 0xa5, *size);
     struct rf__resize_dest dest = c->dest;
     dest.dst = out;
-    CHECK_EQ(rf__resizer_begin(&rs, c->channels, c->in_width, &dest), 0);
+    const uint32_t width = c->jpeg_shaped ? c->crop_width : c->in_width;
+    CHECK_EQ(rf__resizer_begin(&rs, c->channels, width, &dest), 0);
     CHECK_EQ(rs.simd, simd);
-    const size_t row_bytes = (size_t)c->in_width * c->channels;
-    uint32_t y = 0;
-    while (y < c->in_height && !rf__resizer_done(&rs)) {
-        /* bunches of 1 to 16 rows, as libjpeg hands them out */
-        uint32_t n = 1 + random_below(16);
-        if (n > c->in_height - y)
-            n = c->in_height - y;
-        if (n == 1)
-            rf__resizer_push_row(&rs, image + (size_t)y * row_bytes);
-        else
-            rf__resizer_push_rows(&rs, image + (size_t)y * row_bytes, n,
-                                  row_bytes);
-        y += n;
-    }
+    if (c->jpeg_shaped)
+        push_like_jpeg(c, image, &rs);
+    else
+        push_whole_rows(c, image, &rs);
     CHECK(rf__resizer_done(&rs));
     rf__resizer_free(&rs);
     return out;
@@ -182,6 +243,8 @@ static void check_levels_agree(const struct resize_case *c,
             while (reference[i] == other[i])
                 i++;
             describe(c);
+            if (c->custom)
+                fprintf(stderr, "made-up taps, kernel of %u\n", c->ksize);
             fprintf(stderr, "%s differs from scalar at byte %zu: %u vs %u\n",
                     simd_name((enum rf__resize_simd)level), i, other[i],
                     reference[i]);
@@ -211,6 +274,96 @@ static struct resize_case training_case(void)
     return c;
 }
 
+/* Horizontal taps made up rather than planned, so that every window is
+ * as wide as its kernel: a planned pixel uses at most ksize - 1 taps, so
+ * the last tap pair of the widest AVX2 windows would otherwise always
+ * have weight 0 and a mistake there would go unseen. Weights are random,
+ * at most 1 << 22 in all per pixel. */
+static struct resize_case custom_case(void)
+{
+    struct resize_case c;
+    memset(&c, 0, sizeof(c));
+    c.custom = true;
+    c.channels = 3;
+    c.ksize = 2 + random_below(9); /* 2 to 10 taps: 1 to 5 pairs */
+    c.in_width = c.ksize + random_below(300);
+    c.in_height = 4 + random_below(40);
+    c.dest.channels = 3;
+    c.dest.layout = RF_LAYOUT_NHWC;
+    c.dest.mirror_x = random_below(2) == 0;
+    c.dest.width = 1 + random_below(120);
+    c.dest.height = 1 + random_below(40);
+    c.box[0] = 0;
+    c.box[1] = 0;
+    c.box[2] = c.in_width;
+    c.box[3] = c.in_height;
+    const uint32_t n = c.dest.width;
+    c.first = calloc(n, sizeof(*c.first));
+    c.count = calloc(n, sizeof(*c.count));
+    c.weights = calloc((size_t)n * c.ksize, sizeof(*c.weights));
+    CHECK(c.first && c.count && c.weights);
+    int32_t at = 0;
+    for (uint32_t o = 0; o < n; o++) {
+        /* mostly full windows; first never decreases, as planned ones */
+        c.count[o] = random_below(4) ? (int32_t)c.ksize
+                                     : (int32_t)random_below(c.ksize + 1);
+        at += (int32_t)random_below(3);
+        if (at + (int32_t)c.ksize > (int32_t)c.in_width)
+            at = (int32_t)c.in_width - (int32_t)c.ksize;
+        c.first[o] = at;
+        int32_t left = 1 << 22;
+        for (int32_t t = 0; t < c.count[o]; t++) {
+            const int32_t w = (int32_t)random_below((uint32_t)left + 1);
+            c.weights[(size_t)o * c.ksize + t] = w;
+            left -= w;
+        }
+    }
+    return c;
+}
+
+/* A crop as the training transform and lib/jpeg.c make it: axes planned
+ * on the whole image, the decode narrowed to the columns they read (the
+ * left edge moved down to a multiple of 16, a margin kept) and to their
+ * rows, then both axes shifted. The box may leave the image to the left
+ * or right, which gives output pixels that read nothing, whose first
+ * input is not shifted. */
+static struct resize_case jpeg_shaped_case(void)
+{
+    struct resize_case c = training_case();
+    c.jpeg_shaped = true;
+    const double bw = c.box[2] - c.box[0];
+    const double sx = random_between(-0.1, 0.1) * bw; /* leave the image */
+    c.box[0] += sx;
+    c.box[2] += sx;
+    struct rf__resample_axis h, v;
+    memset(&h, 0, sizeof(h));
+    memset(&v, 0, sizeof(v));
+    CHECK_EQ(rf__resample_axis_plan(&h, c.in_width, c.box[0], c.box[2],
+                                    c.dest.width),
+             0);
+    CHECK_EQ(rf__resample_axis_plan(&v, c.in_height, c.box[1], c.box[3],
+                                    c.dest.height),
+             0);
+    uint32_t x_lo, x_hi;
+    rf__resample_axis_span(&h, &x_lo, &x_hi);
+    rf__resample_axis_span(&v, &c.rows_lo, &c.rows_hi);
+    const uint32_t margin = 2;
+    c.crop_x = (x_lo > margin ? x_lo - margin : 0) / 16 * 16;
+    const uint32_t end =
+        x_hi + margin < c.in_width ? x_hi + margin : c.in_width;
+    c.crop_width = end - c.crop_x;
+    rf__resample_axis_free(&h);
+    rf__resample_axis_free(&v);
+    return c;
+}
+
+static void free_case(struct resize_case *c)
+{
+    free(c->first);
+    free(c->count);
+    free(c->weights);
+}
+
 int main(void)
 {
     const enum rf__resize_simd best = rf__resize_simd_available();
@@ -227,8 +380,19 @@ int main(void)
         const struct resize_case c = training_case();
         check_levels_agree(&c, best);
     }
+    for (int i = 0; i < 300; i++) {
+        struct resize_case c = custom_case();
+        check_levels_agree(&c, best);
+        free_case(&c);
+    }
+    for (int i = 0; i < 300; i++) {
+        const struct resize_case c = jpeg_shaped_case();
+        check_levels_agree(&c, best);
+    }
     if (best < RF_RESIZE_SIMD_AVX2)
         puts("this CPU has no AVX2: only SSE2 was compared");
-    puts("600 resizes: every SIMD level wrote the scalar pass's bytes");
+    puts("1200 resizes (300 with made-up full-width taps, 300 fed as "
+         "lib/jpeg.c feeds them): every SIMD level wrote the scalar "
+         "pass's bytes");
     return 0;
 }
