@@ -222,9 +222,17 @@ void rf__resample_axis_span(const struct rf__resample_axis *axis, uint32_t *lo,
 
 void rf__resample_axis_shift(struct rf__resample_axis *axis, uint32_t delta)
 {
-    for (uint32_t o = 0; o < axis->out_size; o++)
-        if (axis->count[o] > 0)
-            axis->first[o] -= (int32_t)delta;
+    /* Outputs that read nothing (a box leaving the image) move too,
+     * stopping at 0: the vertical pass writes a row once its first input
+     * row is in, and a box past the bottom edge would otherwise wait for
+     * a row that never comes. first[] stays non-decreasing. */
+    for (uint32_t o = 0; o < axis->out_size; o++) {
+        const int32_t d = (int32_t)delta;
+        if (axis->count[o] > 0 || axis->first[o] >= d)
+            axis->first[o] -= d;
+        else
+            axis->first[o] = 0;
+    }
 }
 
 void rf__resample_axis_free(struct rf__resample_axis *axis)

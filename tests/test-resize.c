@@ -324,17 +324,18 @@ static struct resize_case custom_case(void)
 /* A crop as the training transform and lib/jpeg.c make it: axes planned
  * on the whole image, the decode narrowed to the columns they read (the
  * left edge moved down to a multiple of 16, a margin kept) and to their
- * rows, then both axes shifted. The box may leave the image to the left
- * or right, which gives output pixels that read nothing, whose first
- * input is not shifted. */
+ * rows, then both axes shifted. The box may leave the image on any side,
+ * which gives output pixels and rows that read nothing. */
 static struct resize_case jpeg_shaped_case(void)
 {
     struct resize_case c = training_case();
     c.jpeg_shaped = true;
-    const double bw = c.box[2] - c.box[0];
-    const double sx = random_between(-0.1, 0.1) * bw; /* leave the image */
+    const double sx = random_between(-0.1, 0.1) * (c.box[2] - c.box[0]);
+    const double sy = random_between(-0.1, 0.1) * (c.box[3] - c.box[1]);
     c.box[0] += sx;
     c.box[2] += sx;
+    c.box[1] += sy;
+    c.box[3] += sy;
     struct rf__resample_axis h, v;
     memset(&h, 0, sizeof(h));
     memset(&v, 0, sizeof(v));
