@@ -364,7 +364,8 @@ int rf_producer_main(int argc, char **argv)
 {
     long control = -1, arena = -1, bell = -1, listing = -1, index = -1;
     long cpu = -1, parent = 0;
-    for (int i = 1; i < argc; i++) {
+    /* every option but --help takes a value: they come in pairs */
+    for (int i = 1; i < argc; i += 2) {
         if (strcmp(argv[i], "--help") == 0) {
             fputs(usage, stdout);
             return 0;
@@ -383,7 +384,6 @@ int rf_producer_main(int argc, char **argv)
                     usage);
             return 64;
         }
-        i++;
     }
     if (control < 0 || arena < 0 || bell < 0 || index < 0) {
         fputs(usage, stderr);
