@@ -150,6 +150,18 @@ static void split_pixel(struct rf__resample_axis *axis, uint32_t o)
     }
 }
 
+/* Splits every output's weights for the SIMD passes and records the
+ * widest window, once the taps are in. */
+static void split_all(struct rf__resample_axis *axis)
+{
+    axis->max_count = 0;
+    for (uint32_t o = 0; o < axis->out_size; o++) {
+        split_pixel(axis, o);
+        if ((uint32_t)axis->count[o] > axis->max_count)
+            axis->max_count = (uint32_t)axis->count[o];
+    }
+}
+
 int rf__resample_axis_plan(struct rf__resample_axis *axis, uint32_t in_size,
                            double in0, double in1, uint32_t out_size)
 {
@@ -167,14 +179,10 @@ int rf__resample_axis_plan(struct rf__resample_axis *axis, uint32_t in_size,
     axis->out_size = out_size;
     axis->ksize = ksize;
     axis->kpairs = (ksize + 1) / 2;
-    axis->max_count = 0;
-    for (uint32_t o = 0; o < out_size; o++) {
+    for (uint32_t o = 0; o < out_size; o++)
         plan_pixel(axis, o, in_size, in0f + (o + 0.5) * scale, support,
                    filterscale);
-        split_pixel(axis, o);
-        if ((uint32_t)axis->count[o] > axis->max_count)
-            axis->max_count = (uint32_t)axis->count[o];
-    }
+    split_all(axis);
     return 0;
 }
 
@@ -192,15 +200,10 @@ int rf__resample_axis_custom(struct rf__resample_axis *axis, uint32_t out_size,
     axis->out_size = out_size;
     axis->ksize = ksize;
     axis->kpairs = (ksize + 1) / 2;
-    axis->max_count = 0;
     memcpy(axis->first, first, out_size * sizeof(*first));
     memcpy(axis->count, count, out_size * sizeof(*count));
     memcpy(axis->weights, weights, (size_t)out_size * ksize * sizeof(*weights));
-    for (uint32_t o = 0; o < out_size; o++) {
-        split_pixel(axis, o);
-        if ((uint32_t)count[o] > axis->max_count)
-            axis->max_count = (uint32_t)count[o];
-    }
+    split_all(axis);
     return 0;
 }
 
