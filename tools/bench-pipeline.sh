@@ -407,6 +407,21 @@ ratio() {
     }'
 }
 
+# round_ratio NAME TARGET: the median over rounds of ringfeed's images/s
+# over NAME's in the same round. A round runs the three back to back, so
+# this is less exposed to the machine's drift than the ratio of the
+# medians. Only when every round of both succeeded, so that lines pair up.
+round_ratio() {
+    lines() { awk 'END { print NR }' "$1" 2>/dev/null; }
+    if [ "$(lines "$tmp/ringfeed.rate")" != "$runs" ] ||
+        [ "$(lines "$tmp/$1.rate")" != "$runs" ]; then
+        say -
+        return
+    fi
+    ratio "$(paste "$tmp/ringfeed.rate" "$tmp/$1.rate" |
+        awk '$2 > 0 { print $1 / $2 }' | median)" 1 "$2"
+}
+
 row() {
     printf '  %-22s %9s %11s %9s %13s %12s\n' "$@"
 }
@@ -479,6 +494,9 @@ say "    (in no figure above), median per run:" \
     "(c) $(figure torch sampler_cpu %.2f) s"
 say "  a/b  $(ratio "$a" "$b" 1.2)"
 say "  a/c  $(ratio "$a" "$c" 3.5)"
+say "  the median of each round's own ratio (a, b, c run back to back):"
+say "  a/b  $(round_ratio decode 1.2)"
+say "  a/c  $(round_ratio torch 3.5)"
 # On a busy machine the wall clock says how much CPU the others left us;
 # CPU per image says what each pipeline costs, which on a machine they have
 # to themselves bounds the rate (CPUs / CPU-s per image).
