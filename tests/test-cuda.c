@@ -57,6 +57,20 @@ struct shape {
     int64_t producers, slots, epochs;
 };
 
+/* 100 grey 8x8 samples in batches of 4, one epoch: enough for the tests
+ * that check calls and processes rather than pixels. */
+static struct shape tiny_shape(int64_t producers)
+{
+    const struct shape s = {.samples = 100,
+                            .batch = 4,
+                            .height = 8,
+                            .width = 8,
+                            .channels = 1,
+                            .producers = producers,
+                            .epochs = 1};
+    return s;
+}
+
 static rf_loader *open_synthetic(const struct shape *s)
 {
     rf_config *cfg = rf_config_create();
@@ -227,13 +241,7 @@ static void check_producers_free_of_cuda(void)
 
 static void test_producers_never_load_cuda(void)
 {
-    const struct shape s = {.samples = 100,
-                            .batch = 4,
-                            .height = 8,
-                            .width = 8,
-                            .channels = 1,
-                            .producers = 2,
-                            .epochs = 1};
+    const struct shape s = tiny_shape(2);
     rf_loader *l = open_synthetic(&s);
     check_producers_free_of_cuda();
     rf_loader_close(l);
@@ -249,13 +257,7 @@ static void test_arguments_refused(void)
     CHECK_CONTAINS(why, "no loader");
     free(why);
 
-    const struct shape s = {.samples = 100,
-                            .batch = 4,
-                            .height = 8,
-                            .width = 8,
-                            .channels = 1,
-                            .producers = 1,
-                            .epochs = 1};
+    const struct shape s = tiny_shape(1);
     rf_loader *l = open_synthetic(&s);
     CHECK_EQ(rf_cuda_open(&gpu, l, 0, RF_CUDA_MAX_DEPTH + 1, 0, &why), -EINVAL);
     CHECK_CONTAINS(why, "at most 64 device buffers");
@@ -283,13 +285,7 @@ static void test_arguments_refused(void)
 /* Without a device, open says so and leaves the loader to the caller. */
 static void test_no_device(void)
 {
-    const struct shape s = {.samples = 100,
-                            .batch = 4,
-                            .height = 8,
-                            .width = 8,
-                            .channels = 1,
-                            .producers = 1,
-                            .epochs = 1};
+    const struct shape s = tiny_shape(1);
     rf_loader *l = open_synthetic(&s);
     rf_cuda_loader *gpu = NULL;
     char *why = NULL;
@@ -694,13 +690,7 @@ static void test_conversion_refused(void)
 
 static void test_producers_free_of_cuda_beside_a_context(void)
 {
-    const struct shape s = {.samples = 100,
-                            .batch = 4,
-                            .height = 8,
-                            .width = 8,
-                            .channels = 1,
-                            .producers = 2,
-                            .epochs = 1};
+    const struct shape s = tiny_shape(2);
     rf_cuda_loader *gpu = open_gpu(open_synthetic(&s), 2, 0);
     rf_cuda_batch b;
     CHECK_GPU(gpu, rf_cuda_next(gpu, &b));
