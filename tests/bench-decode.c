@@ -23,6 +23,14 @@
  * alike, and no file reading, process or batch is in either figure. It
  * prints milliseconds per image for each and their ratio.
  *
+ * Two more timings per file show the floor under both: libjpeg's entropy
+ * (Huffman) decoding alone, of every row and of the rows down to the
+ * bottom edge of the file's crop, each skipped with jpeg_skip_scanlines(),
+ * which decodes and discards them. Without restart markers the entropy
+ * decoding of a baseline JPEG cannot be cut short above the crop nor
+ * beside it, so no path through libjpeg-turbo 2.1 decodes the crop for
+ * less than the second figure.
+ *
  * A benchmark, not a test: never run by `make check`. It exits 1 when any
  * file could not be read or decoded, as a floor that skipped work would
  * flatter itself.
@@ -34,6 +42,7 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <sched.h>
+#include <setjmp.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,6 +56,8 @@
 #include <time.h>
 #include <turbojpeg.h>
 #include <unistd.h>
+
+#include <jpeglib.h> /* after stdio.h, which it needs */
 
 #include "internal.h"
 #include "jpeg.h"
@@ -78,7 +89,9 @@ static void usage(FILE *f)
           "file decoded\n"
           "                 by ringfeed's train path (crop + resize to "
           "224x224) and in\n"
-          "                 full by TurboJPEG, alternately, on the CPU clock\n"
+          "                 full by TurboJPEG, alternately, on the CPU clock; "
+          "and the\n"
+          "                 floor: libjpeg's entropy decoding alone\n"
           "  --json         also print one JSON object as the last line\n"
           "  --help         this text\n"
           "Exits 1 if any file failed to read or decode, 2 on bad usage.\n",
@@ -430,13 +443,27 @@ static int read_all(struct buffer *files, size_t *sizes)
     return 0;
 }
 
+/* A libjpeg error ends the entropy-only pass through this jump, not
+ * through exit(). */
+struct entropy_error {
+    struct jpeg_error_mgr mgr;
+    jmp_buf jump;
+};
+
 /* What --side-by-side holds for its run, freed by side_by_side_free(). */
 struct side_by_side {
-    struct buffer *files, full;
+    struct buffer *files, full, row;
     size_t *sizes;
     struct rf__jpeg_decoder *dec;
     tjhandle tj;
     uint8_t *slot;
+    struct jpeg_decompress_struct entropy;
+    struct entropy_error entropy_err;
+};
+
+/* CPU seconds summed over every file and round. */
+struct side_by_side_times {
+    double crop_s, full_s, entropy_s, entropy_crop_s;
 };
 
 static void side_by_side_free(struct side_by_side *r)
@@ -445,16 +472,71 @@ static void side_by_side_free(struct side_by_side *r)
         free(r->files[i].data);
     free(r->files);
     free(r->full.data);
+    free(r->row.data);
     free(r->sizes);
     rf__jpeg_decoder_free(r->dec);
     if (r->tj)
         tjDestroy(r->tj);
     free(r->slot);
+    jpeg_destroy_decompress(&r->entropy);
+}
+
+static void entropy_error_exit(j_common_ptr ci)
+{
+    longjmp(((struct entropy_error *)ci->err)->jump, 1);
+}
+
+/* The rows a crop-region decode must entropy-decode at least: down to the
+ * bottom edge of the crop box (the resampler's taps reach a few rows
+ * further, so the true figure is a little higher). NULL: every row. */
+static JDIMENSION rows_to_decode(const struct crop_key *key, JDIMENSION width,
+                                 JDIMENSION height)
+{
+    if (!key)
+        return height;
+    struct rf__crop crop;
+    choose_train_crop((void *)key, width, height, &crop);
+    const double bottom = crop.y + crop.height;
+    return bottom >= (double)height ? height : (JDIMENSION)bottom + 1;
+}
+
+/* Entropy-decodes rows_to_decode() rows of the file and discards them:
+ * all but the last are skipped with jpeg_skip_scanlines(), which
+ * Huffman-decodes them as it does the rows above a crop, and the last is
+ * decoded into `row` (a skip to the very end would return without
+ * decoding anything). Returns 0, or -1 when libjpeg gave up on the file
+ * or `row` could not grow. */
+static int entropy_only(j_decompress_ptr ci, const uint8_t *data, size_t size,
+                        struct buffer *row, const struct crop_key *key)
+{
+    struct entropy_error *err = (struct entropy_error *)ci->err;
+    if (setjmp(err->jump)) {
+        jpeg_abort_decompress(ci);
+        return -1;
+    }
+    jpeg_mem_src(ci, data, (unsigned long)size);
+    jpeg_read_header(ci, TRUE);
+    jpeg_start_decompress(ci);
+    if (buffer_reserve(row, (size_t)ci->output_width *
+                                (size_t)ci->output_components) != 0) {
+        jpeg_abort_decompress(ci);
+        return -1;
+    }
+    const JDIMENSION rows =
+        rows_to_decode(key, ci->output_width, ci->output_height);
+    JSAMPROW last = row->data;
+    jpeg_skip_scanlines(ci, rows - 1);
+    jpeg_read_scanlines(ci, &last, 1);
+    if (rows == ci->output_height)
+        jpeg_finish_decompress(ci);
+    else
+        jpeg_abort_decompress(ci);
+    return 0;
 }
 
 /* Times R rounds; returns how many decodes failed. */
-static uint64_t time_rounds(struct side_by_side *r, long rounds, double *crop_s,
-                            double *full_s)
+static uint64_t time_rounds(struct side_by_side *r, long rounds,
+                            struct side_by_side_times *t)
 {
     struct rf__transform_spec spec;
     if (!train_spec(&spec)) {
@@ -482,8 +564,18 @@ static uint64_t time_rounds(struct side_by_side *r, long rounds, double *crop_s,
             if (decode(r->tj, &r->files[i], r->sizes[i], &r->full, &pixels))
                 failed++;
             const double t2 = thread_cpu_s();
-            *crop_s += t1 - t0;
-            *full_s += t2 - t1;
+            if (entropy_only(&r->entropy, r->files[i].data, r->sizes[i],
+                             &r->row, NULL))
+                failed++;
+            const double t3 = thread_cpu_s();
+            if (entropy_only(&r->entropy, r->files[i].data, r->sizes[i],
+                             &r->row, &key))
+                failed++;
+            const double t4 = thread_cpu_s();
+            t->crop_s += t1 - t0;
+            t->full_s += t2 - t1;
+            t->entropy_s += t3 - t2;
+            t->entropy_crop_s += t4 - t3;
         }
     }
     return failed;
@@ -498,14 +590,17 @@ static int side_by_side(const struct opts *o)
         .tj = tjInitDecompress(),
         .slot = malloc((size_t)224 * 224 * 3),
     };
+    r.entropy.err = jpeg_std_error(&r.entropy_err.mgr);
+    r.entropy_err.mgr.error_exit = entropy_error_exit;
+    jpeg_create_decompress(&r.entropy);
     if (!r.files || !r.sizes || !r.dec || !r.tj || !r.slot ||
         read_all(r.files, r.sizes) != 0) {
         fprintf(stderr, PROGRAM ": out of memory or unreadable files\n");
         side_by_side_free(&r);
         return 1;
     }
-    double crop_s = 0, full_s = 0;
-    const uint64_t failed = time_rounds(&r, o->rounds, &crop_s, &full_s);
+    struct side_by_side_times t = {0};
+    const uint64_t failed = time_rounds(&r, o->rounds, &t);
     side_by_side_free(&r);
     if (failed > 0) {
         fprintf(stderr, PROGRAM ": %llu decodes failed; no figures\n",
@@ -516,14 +611,23 @@ static int side_by_side(const struct opts *o)
     printf("%zu images x %ld rounds, alternating, CPU time per image:\n"
            "  ringfeed train crop + resize to 224x224  %.3f ms\n"
            "  TurboJPEG full decode                    %.3f ms\n"
-           "  full / ringfeed                          %.3f\n",
-           g_list.count, o->rounds, crop_s * 1e3 / n, full_s * 1e3 / n,
-           full_s / crop_s);
+           "  full / ringfeed                          %.3f\n"
+           "  libjpeg's entropy decoding alone, the floor under both:\n"
+           "    of every row                           %.3f ms (%.0f%% of "
+           "the full decode)\n"
+           "    down to each crop's bottom edge        %.3f ms (%.0f%% of "
+           "ringfeed's)\n",
+           g_list.count, o->rounds, t.crop_s * 1e3 / n, t.full_s * 1e3 / n,
+           t.full_s / t.crop_s, t.entropy_s * 1e3 / n,
+           100.0 * t.entropy_s / t.full_s, t.entropy_crop_s * 1e3 / n,
+           100.0 * t.entropy_crop_s / t.crop_s);
     if (o->json)
         printf("{\"images\": %zu, \"rounds\": %ld, \"crop_ms\": %.6g, "
-               "\"full_ms\": %.6g, \"ratio\": %.6g}\n",
-               g_list.count, o->rounds, crop_s * 1e3 / n, full_s * 1e3 / n,
-               full_s / crop_s);
+               "\"full_ms\": %.6g, \"ratio\": %.6g, \"entropy_ms\": "
+               "%.6g, \"entropy_to_crop_ms\": %.6g}\n",
+               g_list.count, o->rounds, t.crop_s * 1e3 / n, t.full_s * 1e3 / n,
+               t.full_s / t.crop_s, t.entropy_s * 1e3 / n,
+               t.entropy_crop_s * 1e3 / n);
     return 0;
 }
 

@@ -37,7 +37,8 @@
 #
 # Last, the decode work alone: bench-decode --side-by-side times ringfeed's
 # crop decode against the full decode in one process, file by file, on the
-# CPU clock (no processes, batches or file reads in either).
+# CPU clock (no processes, batches or file reads in either), with the floor
+# under both: libjpeg's entropy decoding alone, which no crop can skip.
 #
 # The dataset is ringfeed-synth's ImageNet-like JPEGs, written once under
 # BUILD_DIR/bench-data/ and reused. Before every round of runs the files are
