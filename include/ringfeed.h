@@ -261,7 +261,11 @@ typedef enum rf_param {
                                        0 (default, as torchvision) ignore */
     RF_PARAM_INDEX_CACHE = 35,      /* folder: 1 reads and writes the listing
                                        in FOLDER/.ringfeed-index so a restart
-                                       does not list again; default 0 */
+                                       does not list again; it is trusted
+                                       only while the class folders are the
+                                       same and no folder listed changed
+                                       (ctime) since the listing began;
+                                       default 0 */
     /* Faults */
     RF_PARAM_ON_PRODUCER_DEATH = 36, /* rf_on_producer_death; default
                                         respawn */

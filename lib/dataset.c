@@ -60,6 +60,10 @@ struct rf_dataset {
     uint8_t *listing;
     size_t listing_size;
     bool listing_mapped;
+    /* Folder listed here: the path below it of every folder walked, each
+     * NUL-terminated (for the index cache); NULL otherwise. */
+    char *folders;
+    size_t folders_size;
     /* Packed file: the header and the mapping of its metadata. */
     struct rf__pack_header header;
     int meta_fd; /* sealed memfd holding a copy of them, or -1 */
@@ -560,6 +564,26 @@ static int build_listing(struct walker *w, const struct rf__crc32c *crc,
     return 0;
 }
 
+/* The path of every folder walked, NUL-terminated, back to back. */
+static int list_walked_folders(struct walker *w, char **out, size_t *out_size)
+{
+    size_t size = 0;
+    for (size_t d = 0; d < w->dir_count; d++)
+        size += w->dirs[d].path_length + 1;
+    char *folders = malloc(size ? size : 1);
+    if (!folders)
+        return walk_no_memory(w);
+    size_t at = 0;
+    for (size_t d = 0; d < w->dir_count; d++) {
+        memcpy(folders + at, w->text.data + w->dirs[d].path,
+               w->dirs[d].path_length + 1);
+        at += w->dirs[d].path_length + 1;
+    }
+    *out = folders;
+    *out_size = size;
+    return 0;
+}
+
 static void walker_free(struct walker *w)
 {
     free(w->text.data);
@@ -573,7 +597,8 @@ static void walker_free(struct walker *w)
  * index format. Reads folders only, never the files. */
 static int list_folder(int root_fd, const char *root,
                        const struct rf__crc32c *crc, uint8_t **listing,
-                       size_t *size, char *why, size_t why_len)
+                       size_t *size, char **folders, size_t *folders_size,
+                       char *why, size_t why_len)
 {
     struct walker *w = calloc(1, sizeof(*w));
     if (!w) {
@@ -591,6 +616,11 @@ static int list_folder(int root_fd, const char *root,
         rc = check_no_empty_class(w);
     if (rc == 0)
         rc = build_listing(w, crc, listing, size);
+    if (rc == 0) {
+        rc = list_walked_folders(w, folders, folders_size);
+        if (rc < 0)
+            free(*listing);
+    }
     walker_free(w);
     return rc;
 }
@@ -744,10 +774,10 @@ static int open_folder(rf_dataset *ds, int index_fd, char *why, size_t why_len)
     ds->kind = DATASET_FOLDER;
     if (index_fd >= 0)
         return map_listing(ds, index_fd, why, why_len);
-    uint8_t *listing;
-    size_t size;
-    const int rc =
-        list_folder(ds->fd, ds->path, &ds->crc, &listing, &size, why, why_len);
+    uint8_t *listing = NULL;
+    size_t size = 0;
+    const int rc = list_folder(ds->fd, ds->path, &ds->crc, &listing, &size,
+                               &ds->folders, &ds->folders_size, why, why_len);
     if (rc == 0)
         use_listing(ds, listing, size, false);
     return rc;
@@ -1079,6 +1109,7 @@ void rf_dataset_close(rf_dataset *ds)
         munmap(ds->listing, ds->listing_size);
     else
         free(ds->listing);
+    free(ds->folders);
     if (ds->meta_map)
         munmap(ds->meta_map, ds->meta_map_size);
     if (ds->meta_fd >= 0)
@@ -1130,6 +1161,12 @@ void rf__dataset_raw_shape(const rf_dataset *ds, uint32_t *height,
 }
 
 /* ---- the listing for producers ------------------------------------------ */
+
+const char *rf__dataset_folders(const rf_dataset *ds, size_t *size)
+{
+    *size = ds->folders_size;
+    return ds->folders;
+}
 
 int rf__dataset_index_write(const rf_dataset *ds, int fd, char *why,
                             size_t why_len)

@@ -36,6 +36,11 @@ void rf__dataset_raw_shape(const rf_dataset *ds, uint32_t *height,
                            uint32_t *width, uint32_t *channels,
                            rf_layout *layout);
 
+/* A folder listed by this rf_dataset (not handed a listing): the path
+ * below the folder of every folder walked, each NUL-terminated, back to
+ * back, in *size bytes; NULL otherwise. For the index cache. */
+const char *rf__dataset_folders(const rf_dataset *ds, size_t *size);
+
 /* rf_dataset_open(), but a folder's listing is read from, or written to,
  * FOLDER/.ringfeed-index (RF_PARAM_INDEX_CACHE; lib/index-cache.c). */
 int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp);

@@ -129,6 +129,65 @@ static void check_open_fails(const char *path, int code, const char *needle)
     free(why);
 }
 
+/* ---- the index cache ---------------------------------------------------- */
+
+/* Samples of the folder as rf__dataset_open_cached() sees it. */
+static uint64_t cached_size(const char *path)
+{
+    rf_dataset *ds = NULL;
+    char *why = NULL;
+    const int rc = rf__dataset_open_cached(&ds, path, &why);
+    if (rc < 0)
+        fprintf(stderr, "rf__dataset_open_cached(%s): %s\n", path, why);
+    CHECK_OK(rc);
+    free(why);
+    const uint64_t samples = rf_dataset_size(ds);
+    rf_dataset_close(ds);
+    return samples;
+}
+
+static ino_t inode_of(const char *path)
+{
+    struct stat st;
+    CHECK_EQ(stat(path, &st), 0);
+    return st.st_ino;
+}
+
+/* The cache must notice every change a new listing would see: files
+ * added in a nested folder, in a hidden class folder, and in a folder
+ * whose mtime was set back afterwards (rsync -a, tar, cp -a do that). */
+static void test_index_cache_never_stale(void)
+{
+    make_dir(at("cached"));
+    make_dir(at("cached/c0"));
+    make_dir(at("cached/c0/sub"));
+    make_dir(at("cached/.hidden"));
+    make_dir(at("cached/c1"));
+    make_file("cached/c0/sub/a.jpg");
+    make_file("cached/.hidden/b.jpg");
+    make_file("cached/c1/c.jpg");
+    char root[1024], cache[1024]; /* at()'s buffers are reused */
+    rf__format(root, sizeof(root), "%s", at("cached"));
+    rf__format(cache, sizeof(cache), "%s", at("cached/.ringfeed-index"));
+    usleep(50000); /* past the timestamp tick of the folders' creation */
+    CHECK_EQ(cached_size(root), 3);
+    const ino_t written = inode_of(cache);
+    CHECK_EQ(cached_size(root), 3);
+    CHECK_EQ(inode_of(cache), written); /* reused, not written again */
+    usleep(50000);
+    make_file("cached/c0/sub/new.jpg");
+    CHECK_EQ(cached_size(root), 4);
+    usleep(50000);
+    make_file("cached/.hidden/new.jpg");
+    CHECK_EQ(cached_size(root), 5);
+    usleep(50000);
+    make_file("cached/c1/new.jpg");
+    const struct timespec old[2] = {{1577836800, 0}, {1577836800, 0}};
+    CHECK_EQ(utimensat(AT_FDCWD, at("cached/c1"), old, 0), 0);
+    CHECK_EQ(cached_size(root), 6);
+    printf("index cache: nested, hidden and back-dated changes seen\n");
+}
+
 /* ---- CRC-32C ------------------------------------------------------------ */
 
 static void test_crc32c(void)
@@ -918,6 +977,7 @@ int main(void)
     test_folder_errors();
     test_index_round_trip();
     test_index_damage();
+    test_index_cache_never_stale();
     test_pack_round_trip();
     test_pack_writer_edges();
     test_pack_damage();
