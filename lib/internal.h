@@ -85,6 +85,9 @@ uint64_t rf__mix64(uint64_t a, uint64_t b);
  * a folder dataset's listing (-1 when there is none). */
 struct rf__producer_fds {
     int control, arena, bell, listing;
+    /* The consumer's own fd number of the control memfd, or -1: an idle
+     * producer stops once its parent no longer holds it (it exec'd). */
+    int parent_control;
 };
 
 /* Runs a producer in this process until it is told to stop or its parent

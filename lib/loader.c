@@ -1052,6 +1052,7 @@ int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp)
     if (!l)
         return -ENOMEM;
     l->fds.control = l->fds.arena = l->fds.bell = l->fds.listing = -1;
+    l->fds.parent_control = -1;
     l->open_ns = rf__now_ns();
     const int rc = open_loader(l, cfg);
     if (rc < 0) {
@@ -1113,7 +1114,8 @@ int rf_loader_release(rf_loader *l, const rf_batch *batch)
     if (rf__handle_kind(batch->handle) != RF__HANDLE_BATCH ||
         slot >= l->slots || l->slot_info[slot].where != SLOT_WITH_USER ||
         (l->slot_info[slot].seq & RF__SEQ_MASK) !=
-            rf__handle_seq(batch->handle))
+            rf__handle_seq(batch->handle) ||
+        batch->data != rf__slot_data(&l->seg, slot)) /* another loader's */
         return set_error(l, -EINVAL,
                          "rf_loader_release: batch (handle 0x%016llx) is "
                          "not held by the caller; was it released twice?",

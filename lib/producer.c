@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dataset.h"
@@ -44,6 +45,7 @@ struct producer {
     bool skip_errors;
     /* RF_SOURCE_PATH and RF_SOURCE_SYNTHETIC_JPEG */
     int index_fd; /* the consumer's listing of a folder, or -1 */
+    int control_fd, parent_control_fd; /* ours; the consumer's number */
     rf_dataset *dataset;
     struct rf__decoder *decoder;
 };
@@ -252,9 +254,30 @@ static int handle_order(struct producer *pr, uint64_t h)
     return 0;
 }
 
+/* The parent still runs but no longer holds the control segment: it
+ * exec'd another program (its fds are close-on-exec), so nobody will ever
+ * stop us. Unknown counts as held: no access to its /proc entry, or no
+ * /proc at all (its fd folder must be there before a missing fd in it
+ * means anything). */
+static bool parent_dropped_ring(const struct producer *pr)
+{
+    if (pr->parent_pid <= 0 || pr->parent_control_fd < 0)
+        return false;
+    char folder[48], path[64];
+    rf__format(folder, sizeof(folder), "/proc/%d/fd", pr->parent_pid);
+    rf__format(path, sizeof(path), "%s/%d", folder, pr->parent_control_fd);
+    struct stat ours, theirs;
+    if (fstat(pr->control_fd, &ours) != 0 || stat(folder, &theirs) != 0)
+        return false;
+    if (stat(path, &theirs) != 0)
+        return errno == ENOENT;
+    return theirs.st_dev != ours.st_dev || theirs.st_ino != ours.st_ino;
+}
+
 static bool parent_gone(const struct producer *pr)
 {
-    return pr->parent_pid > 0 && getppid() != pr->parent_pid;
+    return (pr->parent_pid > 0 && getppid() != pr->parent_pid) ||
+           parent_dropped_ring(pr);
 }
 
 static int serve(struct producer *pr)
@@ -310,7 +333,9 @@ int rf__producer_run(const struct rf__producer_fds *fds, uint32_t index,
     struct producer pr = {.index = index,
                           .parent_pid = parent_pid,
                           .bell_fd = fds->bell,
-                          .index_fd = fds->listing};
+                          .index_fd = fds->listing,
+                          .control_fd = fds->control,
+                          .parent_control_fd = fds->parent_control};
     char why[RF__ERROR_TEXT];
     int rc =
         rf__segment_attach(&pr.seg, fds->control, fds->arena, why, sizeof(why));
@@ -357,13 +382,14 @@ static const char usage[] =
     "usage: ringfeed-producer --control-fd N --arena-fd N --bell-fd N\n"
     "                         [--listing-fd N]\n"
     "                         --index I [--cpu C] [--parent PID]\n"
+    "                         [--parent-control-fd N]\n"
     "A ringfeed producer process. rf_loader_open() starts these; there is\n"
     "no reason to run one by hand.\n";
 
 int rf_producer_main(int argc, char **argv)
 {
     long control = -1, arena = -1, bell = -1, listing = -1, index = -1;
-    long cpu = -1, parent = 0;
+    long cpu = -1, parent = 0, parent_control = -1;
     /* every option but --help takes a value: they come in pairs */
     for (int i = 1; i < argc; i += 2) {
         if (strcmp(argv[i], "--help") == 0) {
@@ -377,7 +403,9 @@ int rf_producer_main(int argc, char **argv)
                     : strcmp(argv[i], "--index") == 0      ? &index
                     : strcmp(argv[i], "--cpu") == 0        ? &cpu
                     : strcmp(argv[i], "--parent") == 0     ? &parent
-                                                           : NULL;
+                    : strcmp(argv[i], "--parent-control-fd") == 0
+                        ? &parent_control
+                        : NULL;
         if (!dst || i + 1 >= argc ||
             !parse_int(argv[i + 1], -1, INT_MAX, dst)) {
             fprintf(stderr, "ringfeed-producer: bad argument '%s'\n%s", argv[i],
@@ -390,6 +418,6 @@ int rf_producer_main(int argc, char **argv)
         return 64;
     }
     const struct rf__producer_fds fds = {(int)control, (int)arena, (int)bell,
-                                         (int)listing};
+                                         (int)listing, (int)parent_control};
     return rf__producer_run(&fds, (uint32_t)index, (int)cpu, (int)parent);
 }

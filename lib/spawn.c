@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "ring.h"
 
 extern char **environ;
 
@@ -114,10 +115,11 @@ int rf__spawn_producer(const char *path, const struct rf__producer_fds *fds,
                        uint32_t index, int cpu, struct rf__child *child,
                        char *why, size_t why_len)
 {
-    char a_index[16], a_cpu[16], a_parent[16];
+    char a_index[16], a_cpu[16], a_parent[16], a_parent_control[16];
     rf__format(a_index, sizeof(a_index), "%u", index);
     rf__format(a_cpu, sizeof(a_cpu), "%d", cpu);
     rf__format(a_parent, sizeof(a_parent), "%d", (int)getpid());
+    rf__format(a_parent_control, sizeof(a_parent_control), "%d", fds->control);
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&fa);
@@ -142,6 +144,8 @@ int rf__spawn_producer(const char *path, const struct rf__producer_fds *fds,
                         a_cpu,
                         "--parent",
                         a_parent,
+                        "--parent-control-fd",
+                        a_parent_control,
                         NULL};
         rc = posix_spawn(&pid, path, &fa, &attr, argv, environ);
     }
@@ -202,6 +206,35 @@ int rf__fork_is_safe(char *why, size_t why_len)
     return 0;
 }
 
+static void close_range_fallback(unsigned first, unsigned last)
+{
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, first, last, 0) == 0)
+        return;
+#endif
+    const long max = sysconf(_SC_OPEN_MAX);
+    for (long fd = first; fd <= (long)last && fd < max; fd++)
+        close((int)fd);
+}
+
+/* Closes every fd above 2 but those in keep (-1 entries are ignored). */
+static void close_fds_except(const int *keep, int n)
+{
+    unsigned from = 3;
+    for (;;) {
+        int next = -1; /* the lowest kept fd at or above `from` */
+        for (int i = 0; i < n; i++)
+            if (keep[i] >= (int)from && (next < 0 || keep[i] < next))
+                next = keep[i];
+        if (next < 0)
+            break;
+        if ((unsigned)next > from)
+            close_range_fallback(from, (unsigned)next - 1);
+        from = (unsigned)next + 1;
+    }
+    close_range_fallback(from, ~0u);
+}
+
 int rf__fork_producer(const struct rf__producer_fds *fds, uint32_t index,
                       int cpu, struct rf__child *child, char *why,
                       size_t why_len)
@@ -214,8 +247,15 @@ int rf__fork_producer(const struct rf__producer_fds *fds, uint32_t index,
                    strerror(err));
         return -err;
     }
-    if (pid == 0)
-        _exit(rf__producer_run(fds, index, cpu, parent));
+    if (pid == 0) {
+        /* As in spawn mode: the caller's files, sockets and pipes stay
+         * out of the producer. */
+        const int keep[4] = {fds->control, fds->arena, fds->bell, fds->listing};
+        close_fds_except(keep, 4);
+        struct rf__producer_fds own = *fds;
+        own.parent_control = fds->control; /* the same number as ours */
+        _exit(rf__producer_run(&own, index, cpu, parent));
+    }
     return watch_child(pid, child, why, why_len);
 }
 
@@ -250,8 +290,19 @@ int rf__child_reap(struct rf__child *child, int timeout_ms, char *how,
         return 1;
     if (child->pidfd >= 0) {
         struct pollfd pfd = {.fd = child->pidfd, .events = POLLIN};
-        while (poll(&pfd, 1, timeout_ms) < 0 && errno == EINTR)
-            ;
+        /* A signal must not restart the full timeout: under a periodic
+         * timer that would never end. */
+        const uint64_t deadline =
+            rf__now_ns() +
+            (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
+        int wait_ms = timeout_ms;
+        while (poll(&pfd, 1, wait_ms) < 0 && errno == EINTR) {
+            const uint64_t now = rf__now_ns();
+            if (timeout_ms >= 0)
+                wait_ms = now >= deadline
+                              ? 0
+                              : (int)((deadline - now + 999999) / 1000000);
+        }
         if (!(pfd.revents & POLLIN))
             return 0;
     }

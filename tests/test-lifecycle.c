@@ -11,7 +11,10 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <poll.h>
+#include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -226,6 +229,124 @@ static void test_error_names(void)
     CHECK_EQ(rf_version(), RF_VERSION_NUMBER);
 }
 
+/* Fork mode: the producers hold no fd of the caller's, like spawn mode: a
+ * pipe whose write end the caller closes reaches EOF. */
+static void test_fork_mode_keeps_caller_fds_out(void)
+{
+    int p[2];
+    CHECK_EQ(pipe(p), 0); /* no O_CLOEXEC, like a socket or a child's pipe */
+    rf_config *cfg = small_config(2, 4);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, RF_START_FORK));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    close(p[1]);
+    struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+    CHECK_EQ(poll(&pfd, 1, 3000), 1); /* EOF, not a timeout */
+    close(p[0]);
+    rf_loader_close(l);
+}
+
+static volatile sig_atomic_t alarm_ticks;
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    /* Bounded, so that the test fails instead of hanging without a fix. */
+    if (++alarm_ticks >= 50) {
+        const struct itimerval off = {{0, 0}, {0, 0}};
+        setitimer(ITIMER_REAL, &off, NULL);
+    }
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) +
+           (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* close() waits at most a second for a stuck producer, even when a timer
+ * signal interrupts the wait every 100 ms. */
+static void test_close_under_periodic_signals(void)
+{
+    rf_loader *l = open_small(1, 2);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    int pids[4];
+    CHECK_EQ(list_children(pids, 4), 1);
+    CHECK_EQ(kill(pids[0], SIGSTOP), 0);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_alarm;
+    CHECK_EQ(sigaction(SIGALRM, &sa, &old), 0);
+    alarm_ticks = 0;
+    const struct itimerval every = {{0, 100000}, {0, 100000}};
+    CHECK_EQ(setitimer(ITIMER_REAL, &every, NULL), 0);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rf_loader_close(l);
+    const double took = seconds_since(&t0);
+    const struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    sigaction(SIGALRM, &old, NULL);
+    CHECK_LT(took * 1000, 2500);
+    CHECK_EQ(list_children(pids, 4), 0);
+}
+
+/* A batch of another loader is refused, even with the same slot and
+ * sequence, instead of refilling a slot the caller still reads. */
+static void test_release_of_another_loaders_batch(void)
+{
+    rf_loader *a = open_small(1, 2), *b = open_small(1, 2);
+    rf_batch ba, bb;
+    CHECK_EQ(rf_loader_next(a, &ba), 1);
+    CHECK_EQ(rf_loader_next(b, &bb), 1);
+    CHECK_EQ(ba.handle, bb.handle); /* slot 0, batch 0 in both */
+    CHECK_EQ(rf_loader_release(b, &ba), -EINVAL);
+    CHECK_OK(rf_loader_release(b, &bb));
+    CHECK_OK(rf_loader_release(a, &ba));
+    rf_loader_close(a);
+    rf_loader_close(b);
+}
+
+/* A process that exec()s another program without closing its loader
+ * (a training script restarting itself) leaves no producer behind. */
+static void test_exec_without_close_stops_producers(void)
+{
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        close(p[0]);
+        rf_loader *l = open_small(2, 4);
+        int pids[4];
+        const int n = list_children(pids, 4);
+        if (write(p[1], pids, sizeof(pids[0]) * (size_t)n) < 0)
+            _exit(1);
+        close(p[1]);
+        (void)l; /* not closed */
+        execl("/bin/sleep", "sleep", "30", (char *)NULL);
+        _exit(1);
+    }
+    close(p[1]);
+    int pids[4];
+    const ssize_t got = read(p[0], pids, sizeof(pids));
+    close(p[0]);
+    CHECK_EQ(got, 2 * (ssize_t)sizeof(int));
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while ((!process_gone(pids[0]) || !process_gone(pids[1])) &&
+           seconds_since(&t0) < 3)
+        usleep(20000);
+    const bool gone = process_gone(pids[0]) && process_gone(pids[1]);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    CHECK(gone);
+}
+
 int main(void)
 {
     test_close_mid_epoch_leaves_nothing();
@@ -236,6 +357,10 @@ int main(void)
     test_missing_producer_binary();
     test_ring_larger_than_memory();
     test_error_names();
+    test_fork_mode_keeps_caller_fds_out();
+    test_close_under_periodic_signals();
+    test_release_of_another_loaders_batch();
+    test_exec_without_close_stops_producers();
     test_fork_refused_with_threads(); /* last: leaves a thread behind */
     return 0;
 }
