@@ -102,16 +102,25 @@ static double seconds_since(const struct timespec *start)
            (double)(now.tv_nsec - start->tv_nsec) * 1e-9;
 }
 
-static rf_dataset *open_or_die(const char *path)
+typedef int (*dataset_opener)(rf_dataset **, const char *, char **);
+
+/* Opens path with `open` (named `what` in a failure) or fails the test. */
+static rf_dataset *open_with_or_die(dataset_opener open, const char *what,
+                                    const char *path)
 {
     rf_dataset *ds = NULL;
     char *why = NULL;
-    const int rc = rf_dataset_open(&ds, path, &why);
+    const int rc = open(&ds, path, &why);
     if (rc < 0)
-        fprintf(stderr, "rf_dataset_open(%s): %s\n", path, why);
+        fprintf(stderr, "%s(%s): %s\n", what, path, why);
     CHECK_OK(rc);
     free(why);
     return ds;
+}
+
+static rf_dataset *open_or_die(const char *path)
+{
+    return open_with_or_die(rf_dataset_open, "rf_dataset_open", path);
 }
 
 /* Opens path expecting failure `code`, and a reason containing both
@@ -134,13 +143,8 @@ static void check_open_fails(const char *path, int code, const char *needle)
 /* Samples of the folder as rf__dataset_open_cached() sees it. */
 static uint64_t cached_size(const char *path)
 {
-    rf_dataset *ds = NULL;
-    char *why = NULL;
-    const int rc = rf__dataset_open_cached(&ds, path, &why);
-    if (rc < 0)
-        fprintf(stderr, "rf__dataset_open_cached(%s): %s\n", path, why);
-    CHECK_OK(rc);
-    free(why);
+    rf_dataset *ds = open_with_or_die(rf__dataset_open_cached,
+                                      "rf__dataset_open_cached", path);
     const uint64_t samples = rf_dataset_size(ds);
     rf_dataset_close(ds);
     return samples;
