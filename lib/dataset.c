@@ -233,12 +233,6 @@ static bool entry_is_folder(int dir_fd, const struct dirent *de)
     return fstatat(dir_fd, de->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode);
 }
 
-static bool is_dot_or_dotdot(const char *name)
-{
-    return name[0] == '.' &&
-           (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
-}
-
 static int add_file(struct walker *w, const char *name, size_t length)
 {
     struct walk_file *files =
@@ -283,7 +277,7 @@ static int read_entries(struct walker *w, DIR *dir, struct offsets *subfolders)
         const struct dirent *de = readdir(dir);
         if (!de)
             break;
-        if (is_dot_or_dotdot(de->d_name))
+        if (rf__is_dot_or_dotdot(de->d_name))
             continue;
         const size_t length = strlen(de->d_name);
         int rc = 0;
@@ -403,7 +397,8 @@ static int read_entries_of_root(struct walker *w, DIR *dir)
         const struct dirent *de = readdir(dir);
         if (!de)
             break;
-        if (is_dot_or_dotdot(de->d_name) || !entry_is_folder(dirfd(dir), de))
+        if (rf__is_dot_or_dotdot(de->d_name) ||
+            !entry_is_folder(dirfd(dir), de))
             continue;
         if (offsets_add(&w->classes, &w->text, de->d_name, strlen(de->d_name)) <
             0)

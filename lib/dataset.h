@@ -7,6 +7,7 @@
 #ifndef RF_DATASET_H
 #define RF_DATASET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,14 @@ void rf__dataset_raw_shape(const rf_dataset *ds, uint32_t *height,
  * below the folder of every folder walked, each NUL-terminated, back to
  * back, in *size bytes; NULL otherwise. For the index cache. */
 const char *rf__dataset_folders(const rf_dataset *ds, size_t *size);
+
+/* "." or "..": a folder entry that is no class nor sample, for the
+ * listing and for the index cache's check of it alike. */
+static inline bool rf__is_dot_or_dotdot(const char *name)
+{
+    return name[0] == '.' &&
+           (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
 
 /* rf_dataset_open(), but a folder's listing is read from, or written to,
  * FOLDER/.ringfeed-index (RF_PARAM_INDEX_CACHE; lib/index-cache.c). */

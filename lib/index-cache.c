@@ -46,7 +46,7 @@ static bool is_class(const char *folder, const char *name)
 {
     struct stat st;
     char path[RF__PATH_MAX + 256];
-    if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
+    if (rf__is_dot_or_dotdot(name))
         return false;
     rf__format(path, sizeof(path), "%s/%s", folder, name);
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
