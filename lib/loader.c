@@ -50,6 +50,11 @@
  * sample that breaks the decoder: respawning again would loop. */
 #define MAX_DEATHS_PER_BATCH 3
 
+/* Producers that crashed or timed out before attaching to the segment,
+ * this many in a row, cannot start at all (a helper that cannot load its
+ * libraries, another version's helper): respawning again would loop. */
+#define MAX_FAILED_STARTS 3
+
 enum slot_where { SLOT_FREE, SLOT_AT_PRODUCER, SLOT_READY, SLOT_WITH_USER };
 
 struct slot_info {
@@ -100,6 +105,8 @@ struct rf_loader {
     uint64_t respawns;      /* producers replaced so far */
     uint64_t crash_seq;     /* the batch of the last crash or time-out */
     uint32_t crash_count;   /* crashes and time-outs in a row on it */
+    uint32_t failed_starts; /* crashes and time-outs in a row before
+                               attaching (MAX_FAILED_STARTS) */
     uint64_t next_check_ns; /* when next() looks at the producers again */
     uint32_t *owed;         /* [slots] scratch: slots a dead producer held */
 
@@ -702,7 +709,12 @@ static void describe_death(const rf_loader *l, uint32_t p, int pid,
     const struct rf__producer_state *st = rf__segment_producer(&l->seg, p);
     const uint64_t seq = rf__load_relaxed64(&st->current_seq);
     const uint64_t owed = oldest_owed(l, p);
-    if (seq != UINT64_MAX)
+    if (rf__load_relaxed32(&st->pid) == 0)
+        rf__format(out, len,
+                   "producer %u (pid %d) %s at start, before it attached "
+                   "to the loader's shared memory",
+                   p, pid, how);
+    else if (seq != UINT64_MAX)
         rf__format(out, len,
                    "producer %u (pid %d) %s while filling batch %llu "
                    "(sample %llu)",
@@ -754,18 +766,21 @@ static void reset_channel(rf_loader *l, uint32_t p)
     st->error_text[0] = '\0';
 }
 
-/* A crash or a time-out on the same batch as the last ones: returns true
- * once a batch has caused too many. A crash is a signal other than SIGKILL
- * (which comes from outside: the OOM killer, a user) or an exit with a
- * status but no reason given (a sanitizer's report, a library's exit()). */
-static bool batch_breaks_producers(rf_loader *l, uint64_t seq, int status,
-                                   bool timed_out)
+/* A crash is a signal other than SIGKILL (which comes from outside: the
+ * OOM killer, a user) or an exit with a status but no reason given (a
+ * sanitizer's report, a library's exit(), the dynamic loader's 127). */
+static bool crashed_or_timed_out(int status, bool timed_out)
 {
     const bool known = status != -1;
-    const bool crashed =
-        timed_out ||
-        (known && WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL) ||
-        (known && WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    return timed_out ||
+           (known && WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL) ||
+           (known && WIFEXITED(status) && WEXITSTATUS(status) != 0);
+}
+
+/* A crash or a time-out on the same batch as the last ones: returns true
+ * once a batch has caused too many. */
+static bool batch_breaks_producers(rf_loader *l, uint64_t seq, bool crashed)
+{
     if (!crashed || seq == UINT64_MAX)
         return false;
     if (seq != l->crash_seq) {
@@ -773,6 +788,39 @@ static bool batch_breaks_producers(rf_loader *l, uint64_t seq, int status,
         l->crash_count = 0;
     }
     return ++l->crash_count >= MAX_DEATHS_PER_BATCH;
+}
+
+/* A crash or a time-out before the producer attached (it had not yet
+ * written its pid): returns true once too many came in a row. Any other
+ * death starts the count again. */
+static bool producers_cannot_start(rf_loader *l, bool attached, bool crashed)
+{
+    if (attached || !crashed) {
+        l->failed_starts = 0;
+        return false;
+    }
+    return ++l->failed_starts >= MAX_FAILED_STARTS;
+}
+
+/* The error for a producer that died before it attached, the last of
+ * `times` in a row: the helper is what to look at, not the data. */
+static int fail_to_start(rf_loader *l, const char *what, uint32_t times)
+{
+    char advice[RF__DETAIL / 2];
+    if (l->params[RF_PARAM_START_MODE] == RF_START_FORK)
+        rf__format(advice, sizeof(advice), "see its message on stderr");
+    else
+        rf__format(advice, sizeof(advice),
+                   "the helper '%s' cannot run here: see its message on "
+                   "stderr, check that '%s --help' runs (status 127 is a "
+                   "missing shared library), or set RINGFEED_PRODUCER to "
+                   "the ringfeed-producer of this version of the library",
+                   l->producer_path, l->producer_path);
+    if (times <= 1)
+        return set_error(l, RF_E_PRODUCER_DIED, "%s; %s", what, advice);
+    return set_error(l, RF_E_PRODUCER_DIED,
+                     "%s; the last %u producers all ended this way, so %s",
+                     what, times, advice);
 }
 
 /* Policy respawn: a new producer p, and its owed batches issued again. */
@@ -821,14 +869,20 @@ static int handle_death(rf_loader *l, uint32_t p, int pid, const char *how,
     char what[RF__DETAIL / 2];
     describe_death(l, p, pid, how, what, sizeof(what));
     const uint64_t seq = rf__load_relaxed64(&st->current_seq);
+    const bool attached = rf__load_relaxed32(&st->pid) != 0;
+    const bool crashed = crashed_or_timed_out(l->children[p].status, timed_out);
     if (!l->respawn) {
         (void)reclaim_slots(l, p); /* the ring keeps its full count */
+        if (!attached && crashed)
+            return fail_to_start(l, what, 1);
         return set_error(l, RF_E_PRODUCER_DIED,
                          "%s; set RF_PARAM_ON_PRODUCER_DEATH to "
                          "RF_ON_DEATH_RESPAWN to replace it",
                          what);
     }
-    if (batch_breaks_producers(l, seq, l->children[p].status, timed_out))
+    if (producers_cannot_start(l, attached, crashed))
+        return fail_to_start(l, what, l->failed_starts);
+    if (batch_breaks_producers(l, seq, crashed))
         return set_error(
             l, RF_E_PRODUCER_DIED,
             "%s; batch %llu has now broken %d producers, so a "

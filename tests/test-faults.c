@@ -626,6 +626,25 @@ static void test_low_fd_limit_is_refused(void)
     CHECK_EQ(WEXITSTATUS(status), 0);
 }
 
+/* Points RINGFEED_PRODUCER at `path`; returns the old value (or NULL)
+ * for restore_helper(). */
+static char *use_helper(const char *path)
+{
+    const char *env = getenv("RINGFEED_PRODUCER");
+    char *saved = env ? strdup(env) : NULL;
+    setenv("RINGFEED_PRODUCER", path, 1);
+    return saved;
+}
+
+static void restore_helper(char *saved)
+{
+    if (saved)
+        setenv("RINGFEED_PRODUCER", saved, 1);
+    else
+        unsetenv("RINGFEED_PRODUCER");
+    free(saved);
+}
+
 static void test_helper_not_executable_is_refused(void)
 {
     char path[] = "/tmp/rf-not-executable-XXXXXX";
@@ -633,9 +652,7 @@ static void test_helper_not_executable_is_refused(void)
     CHECK(fd >= 0);
     close(fd);
     CHECK_EQ(chmod(path, 0644), 0);
-    const char *env = getenv("RINGFEED_PRODUCER");
-    char *saved = env ? strdup(env) : NULL;
-    setenv("RINGFEED_PRODUCER", path, 1);
+    char *saved = use_helper(path);
     rf_config *cfg = rf_config_create();
     rf_loader *l = NULL;
     char *err = NULL;
@@ -646,9 +663,51 @@ static void test_helper_not_executable_is_refused(void)
     free(err);
     rf_config_free(cfg);
     unlink(path);
-    if (saved)
-        setenv("RINGFEED_PRODUCER", saved, 1);
-    free(saved);
+    restore_helper(saved);
+}
+
+/* A helper that runs but dies before attaching, as one whose shared
+ * library is missing does (the dynamic loader exits with 127): three in a
+ * row end the run naming the helper, not a thousand respawns ending in
+ * advice about the OOM killer. Policy fail says the same at once. */
+static void test_helper_that_cannot_start_is_named(void)
+{
+    char path[] = "/tmp/rf-cannot-start-XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    static const char script[] = "#!/bin/sh\nexit 127\n";
+    CHECK_EQ(write(fd, script, sizeof(script) - 1),
+             (ssize_t)(sizeof(script) - 1));
+    close(fd);
+    CHECK_EQ(chmod(path, 0755), 0);
+    char *saved = use_helper(path);
+    for (int policy = 0; policy < 2; policy++) {
+        rf_config *cfg = rf_config_create();
+        CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 2));
+        CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+        CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_PRODUCER_DEATH,
+                               policy == 0 ? RF_ON_DEATH_RESPAWN
+                                           : RF_ON_DEATH_FAIL));
+        rf_loader *l = test_open_loader(cfg);
+        rf_config_free(cfg);
+        CHECK_EQ(next_until_error(l), RF_E_PRODUCER_DIED);
+        const char *msg = rf_loader_error(l);
+        CHECK_CONTAINS(msg, "exited with status 127 at start");
+        CHECK_CONTAINS(msg, path);
+        CHECK_CONTAINS(msg, "--help' runs");
+        rf_stats st;
+        CHECK_OK(rf_loader_stats(l, &st));
+        if (policy == 0) {
+            CHECK_CONTAINS(msg, "the last 3 producers all ended this way");
+            CHECK_EQ(st.respawns, 2);
+        } else {
+            CHECK(strstr(msg, "RF_ON_DEATH_RESPAWN") == NULL);
+            CHECK_EQ(st.respawns, 0);
+        }
+        rf_loader_close(l);
+    }
+    unlink(path);
+    restore_helper(saved);
 }
 
 /* ---- garbage in the rings ---------------------------------------------- */
@@ -856,6 +915,7 @@ int main(int argc, char **argv)
     test_consumer_death_leaves_nothing();
     test_low_fd_limit_is_refused();
     test_helper_not_executable_is_refused();
+    test_helper_that_cannot_start_is_named();
     test_garbage_in_the_batch_ring();
     test_garbage_ring_sizes_are_ignored();
     test_garbage_order_stops_the_producer();
