@@ -15,6 +15,7 @@
 #include "dataset.h"
 #include "decode.h"
 #include "internal.h"
+#include "pack.h"
 
 struct rf__decoder {
     struct rf__jpeg_decoder *jpeg;
@@ -168,10 +169,25 @@ static int decode_zstd(struct rf__decoder *d, const rf_sample_info *info,
                    declared, d->sample_bytes);
         return -1;
     }
+    char why[160];
+    if (!rf__zstd_frame_fits_dict(info->data, info->size,
+                                  d->dict ? ZSTD_getDictID_fromDDict(d->dict)
+                                          : 0,
+                                  why, sizeof(why))) {
+        rf__format(err, err_len,
+                   "%s; repack the file, passing the dictionary the samples "
+                   "were compressed with",
+                   why);
+        return -1;
+    }
     const size_t got = ZSTD_decompress_usingDDict(
         d->zstd, dst, d->sample_bytes, info->data, info->size, d->dict);
     if (ZSTD_isError(got)) {
-        rf__format(err, err_len, "zstd: %s", ZSTD_getErrorName(got));
+        rf__format(err, err_len,
+                   "zstd: %s; the stored frame does not decompress: list "
+                   "every such sample with ringfeed-pack --verify, then "
+                   "repack or leave them out",
+                   ZSTD_getErrorName(got));
         return -1;
     }
     if (got != d->sample_bytes) {

@@ -359,6 +359,7 @@ struct rf_pack_writer {
     struct byte_buffer index; /* encoded entries */
     struct byte_buffer names; /* NUL-terminated names */
     struct byte_buffer dict;
+    unsigned dict_id; /* the dictionary's zstd ID; 0: none, or raw content */
     int64_t max_label;
     struct rf__crc32c crc;
     char error[RF__DETAIL];
@@ -464,6 +465,7 @@ static int writer_setup(rf_pack_writer *w, const char *path, uint32_t height,
                    path, dict_size);
         return -ENOMEM;
     }
+    w->dict_id = dict_size > 0 ? ZSTD_getDictID_fromDict(dict, dict_size) : 0;
     rc = writer_open_file(w, path, why, why_len);
     if (rc < 0)
         return rc;
@@ -527,6 +529,25 @@ static void describe_new_sample(const rf_pack_writer *w, const char *name,
                    (unsigned long long)w->header.samples);
 }
 
+bool rf__zstd_frame_fits_dict(const void *frame, size_t size, unsigned dict_id,
+                              char *why, size_t why_len)
+{
+    const unsigned wanted = ZSTD_getDictID_fromFrame(frame, size);
+    if (wanted == 0 || wanted == dict_id)
+        return true;
+    if (dict_id == 0)
+        rf__format(why, why_len,
+                   "the zstd frame was compressed with dictionary %u, and "
+                   "the packed file has no dictionary with an ID",
+                   wanted);
+    else
+        rf__format(why, why_len,
+                   "the zstd frame was compressed with dictionary %u, but "
+                   "the packed file's dictionary is %u",
+                   wanted, dict_id);
+    return false;
+}
+
 /* A zstd sample must be one whole zstd frame, in a pack that has a sample
  * shape: that catches raw bytes passed as zstd, or a frame cut short.
  * What the frame holds is not checked here, as the bytes of a JPEG sample
@@ -549,6 +570,14 @@ static int check_zstd_frame(rf_pack_writer *w, const void *data, size_t size,
                    sample, size,
                    ZSTD_isError(frame) ? ZSTD_getErrorName(frame)
                                        : "more bytes follow it");
+        return -EINVAL;
+    }
+    char why[160];
+    if (!rf__zstd_frame_fits_dict(data, size, w->dict_id, why, sizeof(why))) {
+        rf__format(w->error, sizeof(w->error),
+                   "%s: %s; compress it with the dictionary passed to "
+                   "rf_pack_writer_create()",
+                   sample, why);
         return -EINVAL;
     }
     return 0;

@@ -77,6 +77,13 @@ void rf__pack_entry_encode(const struct rf__pack_entry *e,
 void rf__pack_entry_decode(struct rf__pack_entry *e,
                            const uint8_t in[RF__PACK_ENTRY_SIZE]);
 
+/* Whether a zstd frame can be decompressed with the packed file's
+ * dictionary, whose ID is dict_id (0: none, or one of raw content, which
+ * frames cannot name): a frame that names no dictionary always can. When
+ * it cannot, says why in `why` (without the sample's name or advice). */
+bool rf__zstd_frame_fits_dict(const void *frame, size_t size, unsigned dict_id,
+                              char *why, size_t why_len);
+
 /* ---- the folder index --------------------------------------------------- */
 
 #define RF__INDEX_MAGIC "RFLIST01"

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <turbojpeg.h>
 #include <unistd.h>
+#include <zdict.h>
 #include <zstd.h>
 
 #include "dataset.h"
@@ -526,6 +527,54 @@ static void check_add_refused(rf_pack_writer *w, rf_sample_kind kind,
     printf("  refused as expected: %s\n", rf_pack_writer_error(w));
 }
 
+/* A zstd dictionary with an ID (frames compressed with it name it),
+ * trained on patterned samples; returns its size. */
+static size_t train_dictionary(uint8_t *dict, size_t capacity)
+{
+    enum { SAMPLES = 400, SAMPLE_BYTES = 64 };
+    static uint8_t samples[SAMPLES * SAMPLE_BYTES];
+    size_t sizes[SAMPLES];
+    for (size_t i = 0; i < SAMPLES; i++) {
+        for (size_t k = 0; k < SAMPLE_BYTES; k++)
+            samples[i * SAMPLE_BYTES + k] =
+                (uint8_t)("ringfeed"[k % 8] + i % 7);
+        sizes[i] = SAMPLE_BYTES;
+    }
+    const size_t size =
+        ZDICT_trainFromBuffer(dict, capacity, samples, sizes, SAMPLES);
+    CHECK(!ZDICT_isError(size));
+    CHECK(ZSTD_getDictID_fromDict(dict, size) != 0);
+    return size;
+}
+
+/* A frame naming a dictionary goes only into a pack that carries that
+ * dictionary: the pack of write_test_pack() carries raw bytes, so the
+ * frame is refused; and the check itself for a matching and another ID. */
+static void check_dictionary_refusal(rf_pack_writer *w)
+{
+    uint8_t dict[1024], frame[256], raw[RAW_BYTES] = {0};
+    const size_t dict_size = train_dictionary(dict, sizeof(dict));
+    const unsigned id = ZSTD_getDictID_fromDict(dict, dict_size);
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    const size_t n = ZSTD_compress_usingDict(cctx, frame, sizeof(frame), raw,
+                                             sizeof(raw), dict, dict_size, 3);
+    ZSTD_freeCCtx(cctx);
+    CHECK(!ZSTD_isError(n));
+    CHECK_EQ(ZSTD_getDictID_fromFrame(frame, n), id);
+    check_add_refused(w, RF_SAMPLE_ZSTD, frame, n, 0,
+                      "has no dictionary with an ID; compress it with the "
+                      "dictionary passed to rf_pack_writer_create()");
+    char why[160];
+    CHECK(rf__zstd_frame_fits_dict(frame, n, id, why, sizeof(why)));
+    CHECK(!rf__zstd_frame_fits_dict(frame, n, id + 1, why, sizeof(why)));
+    char expected[160];
+    rf__format(expected, sizeof(expected),
+               "compressed with dictionary %u, but the packed file's "
+               "dictionary is %u",
+               id, id + 1);
+    CHECK_CONTAINS(why, expected);
+}
+
 static void add_refusals(rf_pack_writer *w)
 {
     uint8_t frame[128], raw[RAW_BYTES] = {0};
@@ -538,6 +587,7 @@ static void add_refusals(rf_pack_writer *w)
                       "not exactly one zstd frame");
     check_add_refused(w, RF_SAMPLE_JPEG, "x", 1, -1, "label -1");
     check_add_refused(w, (rf_sample_kind)9, "x", 1, 0, "kind 9");
+    check_dictionary_refusal(w);
 }
 
 static void write_test_pack(const char *path)
