@@ -159,12 +159,36 @@ static int open_from_cache(rf_dataset **out, const char *folder,
     return rc;
 }
 
-/* Best effort: written beside the data through a temporary name, so a
- * reader never sees half a cache. The temporary file is made (fd, tmp)
- * before the folder is listed: its mtime, the listing's start by the
- * file system's clock, becomes the cache's. */
-static void write_cache(const rf_dataset *ds, int fd, const char *tmp,
-                        const char *cache)
+/* The cache's file, made before the folder is listed (see
+ * write_cache()): unnamed (O_TMPFILE) where the file system allows, so
+ * that a process killed while listing leaves nothing behind; else under
+ * the name tmp (NFS, for one). */
+static int open_unfinished(const char *folder, const char *tmp, bool *named)
+{
+    int fd = open(folder, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+    *named = fd < 0;
+    if (fd < 0)
+        fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    return fd;
+}
+
+/* Gives the finished unnamed file the cache's name, where the old cache
+ * was (linkat() cannot replace a file): a reader in between finds none
+ * and lists the folder itself, and a writer that raced this one and won
+ * keeps its own. */
+static void link_finished(int fd, const char *cache)
+{
+    char self[64];
+    rf__format(self, sizeof(self), "/proc/self/fd/%d", fd);
+    if (unlink(cache) == 0 || errno == ENOENT)
+        (void)linkat(AT_FDCWD, self, AT_FDCWD, cache, AT_SYMLINK_FOLLOW);
+}
+
+/* Best effort, and never seen half-written: named when finished. The file
+ * is made before the folder is listed: its mtime, the listing's start by
+ * the file system's clock, becomes the cache's. */
+static void write_cache(const rf_dataset *ds, int fd, bool named,
+                        const char *tmp, const char *cache)
 {
     struct stat st;
     size_t list_size = 0;
@@ -189,9 +213,15 @@ static void write_cache(const rf_dataset *ds, int fd, const char *tmp,
         const struct timespec times[2] = {st.st_mtim, st.st_mtim};
         ok = futimens(fd, times) == 0;
     }
-    if (close(fd) == 0 && ok && rename(tmp, cache) == 0)
+    if (!named) {
+        if (ok)
+            link_finished(fd, cache);
+        close(fd);
         return;
-    unlink(tmp);
+    }
+    /* close() first: on NFS it is where a failed write shows */
+    if (close(fd) != 0 || !ok || rename(tmp, cache) != 0)
+        unlink(tmp);
 }
 
 int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp)
@@ -204,13 +234,15 @@ int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp)
     if (open_from_cache(out, path, cache) == 0)
         return 0;
     rf__format(tmp, sizeof(tmp), "%s.%d.tmp", cache, (int)getpid());
-    const int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    bool named = false;
+    const int fd = open_unfinished(path, tmp, &named);
     const int rc = rf_dataset_open(out, path, errp);
-    if (rc == 0 && fd >= 0)
-        write_cache(*out, fd, tmp, cache);
-    else if (fd >= 0) {
+    if (rc == 0 && fd >= 0) {
+        write_cache(*out, fd, named, tmp, cache);
+    } else if (fd >= 0) {
         close(fd);
-        unlink(tmp);
+        if (named)
+            unlink(tmp);
     }
     return rc;
 }

@@ -15,12 +15,15 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <turbojpeg.h>
 #include <unistd.h>
@@ -191,6 +194,79 @@ static void test_index_cache_never_stale(void)
     CHECK_EQ(utimensat(AT_FDCWD, at("cached/c1"), old, 0), 0);
     CHECK_EQ(cached_size(root), 6);
     printf("index cache: nested, hidden and back-dated changes seen\n");
+}
+
+/* Entries of folder other than its class folders c0..c9 and the cache:
+ * what a writer killed half-way would have left. */
+static int leftovers(const char *folder)
+{
+    DIR *dir = opendir(folder);
+    CHECK(dir != NULL);
+    int found = 0;
+    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+        const char *n = e->d_name;
+        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0 ||
+            strcmp(n, ".ringfeed-index") == 0 ||
+            (n[0] == 'c' && n[1] >= '0' && n[1] <= '9' && n[2] == '\0'))
+            continue;
+        printf("  left behind: %s\n", n);
+        found++;
+    }
+    closedir(dir);
+    return found;
+}
+
+/* A child writes the cache again and again (deleting it each time, so
+ * that it lists the folder) and is SIGKILLed at random moments: nothing
+ * it was writing may be left in the dataset's folder. Where the file
+ * system has no O_TMPFILE (NFS) the cache is written under a temporary
+ * name, and this is not checked. */
+static void test_index_cache_killed_leaves_nothing(void)
+{
+    char root[1024], cache[1024];
+    rf__format(root, sizeof(root), "%s", at("killed"));
+    rf__format(cache, sizeof(cache), "%s", at("killed/.ringfeed-index"));
+    make_dir(root);
+    const int probe = open(root, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+    if (probe < 0) {
+        printf("index cache killed: skipped, no O_TMPFILE here (%s)\n",
+               strerror(errno));
+        return;
+    }
+    close(probe);
+    for (int c = 0; c < 10; c++) {
+        make_dir(at("killed/c%d", c));
+        for (int f = 0; f < 300; f++)
+            write_file(at("killed/c%d/%03d.jpg", c, f), "", 0);
+    }
+    const int kills = 30;
+    int written = 0;
+    srand(7);
+    for (int k = 0; k < kills; k++) {
+        const pid_t child = fork();
+        CHECK(child >= 0);
+        if (child == 0) {
+            for (;;) {
+                unlink(cache);
+                rf_dataset *ds = NULL;
+                char *err = NULL;
+                if (rf__dataset_open_cached(&ds, root, &err) != 0)
+                    _exit(1);
+                rf_dataset_close(ds);
+            }
+        }
+        usleep(1000 + (useconds_t)(rand() % 20000));
+        CHECK_EQ(kill(child, SIGKILL), 0);
+        int status;
+        CHECK_EQ(waitpid(child, &status, 0), child);
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        written += access(cache, F_OK) == 0;
+        CHECK_EQ(leftovers(root), 0);
+    }
+    CHECK_EQ(cached_size(root), 3000);
+    printf("index cache killed: %d kills while writing it, nothing left "
+           "behind (%d times a finished cache)\n",
+           kills, written);
 }
 
 /* ---- CRC-32C ------------------------------------------------------------ */
@@ -1032,6 +1108,7 @@ int main(void)
     test_index_round_trip();
     test_index_damage();
     test_index_cache_never_stale();
+    test_index_cache_killed_leaves_nothing();
     test_pack_round_trip();
     test_pack_writer_edges();
     test_pack_damage();
