@@ -139,7 +139,12 @@ typedef enum rf_transform {
      * 4/3)) with its exact algorithm, then a horizontal flip with p = 0.5
      * (RF_PARAM_FLIP). Randomness keyed on (seed, epoch, sample index). */
     RF_TRANSFORM_TRAIN = 1,
-    /* Resize of the short side to RF_PARAM_RESIZE, then the centre crop. */
+    /* Resize of the short side to RF_PARAM_RESIZE, then the centre crop,
+     * as torchvision's Resize(int) + CenterCrop, with one difference:
+     * where the output is larger than the resized image on an axis (a
+     * non-square output with RF_PARAM_RESIZE below its long side),
+     * torchvision pads that axis with zeros, and ringfeed stretches the
+     * image's whole extent on it to the output instead. */
     RF_TRANSFORM_EVAL = 2
 } rf_transform;
 
@@ -224,7 +229,13 @@ typedef enum rf_param {
     RF_PARAM_RANK = 19,       /* -1 (default): $RANK, else
                                  $OMPI_COMM_WORLD_RANK, else 0 */
     RF_PARAM_WORLD_SIZE = 20, /* 0 (default): $WORLD_SIZE, else
-                                 $OMPI_COMM_WORLD_SIZE, else 1 */
+                                 $OMPI_COMM_WORLD_SIZE, else 1. Both
+                                 come from one launcher: torchrun's pair
+                                 when RANK or WORLD_SIZE is set. A value
+                                 that is not a plain decimal (a size of
+                                 at least 1), or half a pair when both
+                                 are taken from it, fails open with
+                                 -EINVAL naming the variable */
     RF_PARAM_SHARD_PAD = 21,  /* when W does not divide N: 1 (default)
                                  repeats the first samples of the order so
                                  every rank has ceil(N/W), like PyTorch's

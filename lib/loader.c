@@ -152,33 +152,59 @@ static int resolve_counts(rf_loader *l)
     return 0;
 }
 
-/* An environment variable as a non-negative int, or -1. */
-static int64_t env_int(const char *name)
+static bool env_is_set(const char *name)
 {
     const char *text = getenv(name);
-    if (!text || !*text)
-        return -1;
+    return text && *text;
+}
+
+/* Environment variable `name` as a plain decimal in [min, INT32_MAX]
+ * into *out, or `fallback` when it is unset or empty. Anything else
+ * ("1x", "-1", " 1", 0 for a size) is an error: a rank that silently
+ * became 0 would train on another rank's shard. */
+static int env_number(rf_loader *l, const char *name, int64_t min,
+                      int64_t fallback, int64_t *out)
+{
+    const char *text = getenv(name);
+    if (!text || !*text) {
+        *out = fallback;
+        return 0;
+    }
     char *end = NULL;
     errno = 0;
     const long long v = strtoll(text, &end, 10);
-    return errno || *end || v < 0 || v > INT32_MAX ? -1 : v;
+    /* strtoll also takes leading blanks and signs */
+    if (*text < '0' || *text > '9' || errno || *end || v < min || v > INT32_MAX)
+        return set_error(l, -EINVAL,
+                         "%s='%s' is not a number in %lld..%d; fix it, or "
+                         "set RF_PARAM_RANK and RF_PARAM_WORLD_SIZE",
+                         name, text, (long long)min, INT32_MAX);
+    *out = v;
+    return 0;
 }
 
-/* Rank and world size not set by the caller come from torchrun's or Open
- * MPI's environment, else a single process. */
-static void resolve_rank(rf_loader *l)
+/* Rank and world size not set by the caller come from one launcher's
+ * pair: torchrun's when it set either, else Open MPI's, else a single
+ * process. Half a pair is an error when both come from it. */
+static int resolve_rank(rf_loader *l)
 {
     int64_t *p = l->params;
-    if (p[RF_PARAM_RANK] < 0) {
-        const int64_t torch = env_int("RANK");
-        const int64_t mpi = env_int("OMPI_COMM_WORLD_RANK");
-        p[RF_PARAM_RANK] = torch >= 0 ? torch : mpi >= 0 ? mpi : 0;
-    }
-    if (p[RF_PARAM_WORLD_SIZE] == 0) {
-        const int64_t torch = env_int("WORLD_SIZE");
-        const int64_t mpi = env_int("OMPI_COMM_WORLD_SIZE");
-        p[RF_PARAM_WORLD_SIZE] = torch > 0 ? torch : mpi > 0 ? mpi : 1;
-    }
+    const bool torch = env_is_set("RANK") || env_is_set("WORLD_SIZE");
+    const char *rank = torch ? "RANK" : "OMPI_COMM_WORLD_RANK";
+    const char *size = torch ? "WORLD_SIZE" : "OMPI_COMM_WORLD_SIZE";
+    if (p[RF_PARAM_RANK] < 0 && p[RF_PARAM_WORLD_SIZE] == 0 &&
+        env_is_set(rank) != env_is_set(size))
+        return set_error(l, -EINVAL,
+                         "%s is set but %s is not; set both, or set "
+                         "RF_PARAM_RANK and RF_PARAM_WORLD_SIZE",
+                         env_is_set(rank) ? rank : size,
+                         env_is_set(rank) ? size : rank);
+    int rc = 0;
+    if (p[RF_PARAM_RANK] < 0)
+        rc = env_number(l, rank, 0, 0, &p[RF_PARAM_RANK]);
+    if (rc == 0 && p[RF_PARAM_WORLD_SIZE] == 0)
+        rc = env_number(l, size, 1, 1, &p[RF_PARAM_WORLD_SIZE]);
+    return rc;
 }
 
 /* The run covers sequence numbers [first_batch, total_batches). */
@@ -284,7 +310,9 @@ static int resolve_config(rf_loader *l, const rf_config *cfg)
         rc = resolve_counts(l);
     if (rc < 0)
         return rc;
-    resolve_rank(l);
+    rc = resolve_rank(l);
+    if (rc < 0)
+        return rc;
     const int64_t *p = l->params;
     l->batch_size = (uint32_t)p[RF_PARAM_BATCH_SIZE];
     l->sample_bytes = (uint64_t)p[RF_PARAM_HEIGHT] *

@@ -89,6 +89,15 @@ int rf__order_init(struct rf__order *o, const int64_t *params, char *why,
                                 : o->samples / o->world;
     o->batches_per_epoch = rf__batches_per_epoch(
         o->per_rank, o->batch_size, params[RF_PARAM_DROP_LAST] != 0);
+    if (o->per_rank == 0) {
+        rf__format(
+            why, why_len,
+            "%llu samples over %u ranks leave rank %u none; set "
+            "shard_pad (each rank then gets %llu) or use fewer ranks",
+            (unsigned long long)o->samples, o->world, o->rank,
+            (unsigned long long)((o->samples + o->world - 1) / o->world));
+        return -EINVAL;
+    }
     if (o->batches_per_epoch == 0) {
         rf__format(why, why_len,
                    "%llu samples over %u ranks with batch size %u and "

@@ -132,6 +132,81 @@ static void test_bad_configurations(void)
     rf_config_free(cfg);
 }
 
+/* Opens a 10-sample loader without shard padding under the environment
+ * `env` ("NAME=value"
+ * pairs, NULL-terminated; the launcher variables are cleared first) and
+ * returns open's result, with its detail in *err. */
+static int open_with_environment(const char *const *env, int64_t rank,
+                                 char **err)
+{
+    static const char *const launcher[] = {
+        "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"};
+    for (size_t i = 0; i < 4; i++)
+        unsetenv(launcher[i]);
+    for (size_t i = 0; env[i]; i++)
+        CHECK_EQ(putenv((char *)env[i]), 0);
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 10));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_RANK, rank));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SHARD_PAD, 0));
+    rf_loader *l = NULL;
+    *err = NULL;
+    const int rc = rf_loader_open(&l, cfg, err);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    for (size_t i = 0; i < 4; i++)
+        unsetenv(launcher[i]);
+    return rc;
+}
+
+/* A malformed rank or world size in the environment, or half of
+ * torchrun's pair, fails open naming the variable: taken as rank 0 or
+ * world size 1, it would train on another rank's shard. */
+static void test_bad_rank_environment_refused(void)
+{
+    static const struct {
+        const char *env[3];
+        const char *expected;
+    } bad[] = {
+        {{"RANK=1x", "WORLD_SIZE=2"}, "RANK='1x' is not a number in 0.."},
+        {{"RANK=-1", "WORLD_SIZE=2"}, "RANK='-1' is not a number"},
+        {{"RANK= 1", "WORLD_SIZE=2"}, "RANK=' 1' is not a number"},
+        {{"RANK=99999999999", "WORLD_SIZE=2"}, "RANK='99999999999'"},
+        {{"RANK=0", "WORLD_SIZE=0"}, "WORLD_SIZE='0' is not a number in 1.."},
+        {{"WORLD_SIZE=2"}, "WORLD_SIZE is set but RANK is not"},
+        {{"OMPI_COMM_WORLD_RANK=1"},
+         "OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not"},
+        {{"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2x"},
+         "OMPI_COMM_WORLD_SIZE='2x'"},
+        {{"RANK=7", "WORLD_SIZE=20"}, "leave rank 7 none; set shard_pad"},
+    };
+    char *err = NULL;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CHECK_EQ(open_with_environment(bad[i].env, -1, &err), -EINVAL);
+        CHECK_CONTAINS(err, bad[i].expected);
+        free(err);
+    }
+    /* Good pairs, and the caller's rank with the environment's size. */
+    static const char *const good[][3] = {
+        {"RANK=1", "WORLD_SIZE=2"},
+        {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2"},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        CHECK_OK(open_with_environment(good[i], -1, &err));
+        free(err);
+    }
+    static const char *const size_only[] = {"WORLD_SIZE=2", NULL};
+    CHECK_OK(open_with_environment(size_only, 1, &err));
+    free(err);
+    CHECK_EQ(open_with_environment(size_only, 2, &err), -EINVAL);
+    CHECK_CONTAINS(err, "rank 2 is not below world size 2");
+    free(err);
+}
+
 static void test_too_many_batches_refused(void)
 {
     /* 2^38 one-sample batches x 2^26 epochs would wrap a 64-bit count;
@@ -353,6 +428,7 @@ int main(void)
     test_holding_every_slot_is_an_error();
     test_killed_producer_is_reported();
     test_bad_configurations();
+    test_bad_rank_environment_refused();
     test_too_many_batches_refused();
     test_missing_producer_binary();
     test_ring_larger_than_memory();
