@@ -1,11 +1,15 @@
 /*
  * test-order.c - the per-epoch shuffle is a bijection of [0, N) for many
  * N, differs between epochs and seeds, is the identity when shuffling is
- * off; batch counts with and without drop_last.
+ * off, and gives small datasets uniform orders; batch counts with and
+ * without drop_last.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 #include "test.h"
@@ -71,6 +75,70 @@ static void test_first_positions_are_spread(void)
         CHECK_GT(tenths[t], 50);
         CHECK_LT(tenths[t], 150);
     }
+}
+
+/* The chi-square value over `bins` counts that should each be
+ * total / bins, and its critical value at p = 10^-4 (Wilson-Hilferty). */
+static double chi_square(const unsigned long *count, size_t bins,
+                         unsigned long total)
+{
+    double sum = 0;
+    const double expected = (double)total / (double)bins;
+    for (size_t i = 0; i < bins; i++)
+        sum += (count[i] - expected) * (count[i] - expected) / expected;
+    return sum;
+}
+
+static double critical_value(double df)
+{
+    const double z = 3.719, a = 2.0 / (9.0 * df);
+    const double root = 1.0 - a + z * sqrt(a);
+    return df * root * root * root;
+}
+
+/* Small datasets get uniform orders: each sample equally likely at a
+ * given position, and for 3 and 4 samples every permutation equally
+ * likely, over 200,000 epochs. (A 6-round Feistel network on 2-bit
+ * halves failed this: chi-square 48 for 7 degrees of freedom at 8.) */
+static void test_small_datasets_are_uniform(void)
+{
+    enum { EPOCHS = 200000 };
+    static unsigned long count[24];
+    const uint64_t sizes[] = {2, 3, 5, 7, 8, 12, 24};
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        const uint64_t n = sizes[k];
+        const uint64_t where[2] = {0, n - 1};
+        for (int w = 0; w < 2; w++) {
+            memset(count, 0, sizeof(count));
+            for (uint64_t e = 0; e < EPOCHS; e++)
+                count[rf__sample_at(11, e, where[w], n, true)]++;
+            const double x = chi_square(count, n, EPOCHS);
+            if (x > critical_value((double)n - 1))
+                fprintf(stderr, "n = %llu, position %llu: chi-square %.1f\n",
+                        (unsigned long long)n, (unsigned long long)where[w], x);
+            CHECK(x <= critical_value((double)n - 1));
+        }
+    }
+    for (uint64_t n = 3; n <= 4; n++) {
+        memset(count, 0, sizeof(count));
+        for (uint64_t e = 0; e < EPOCHS; e++) {
+            /* Lehmer code of the permutation: a number below n! */
+            uint64_t code = 0, used = 0;
+            for (uint64_t pos = 0; pos < n; pos++) {
+                const uint64_t v = rf__sample_at(11, e, pos, n, true);
+                uint64_t smaller_unused = 0;
+                for (uint64_t u = 0; u < v; u++)
+                    smaller_unused += !(used >> u & 1);
+                used |= UINT64_C(1) << v;
+                code = code * (n - pos) + smaller_unused;
+            }
+            count[code]++;
+        }
+        const size_t perms = n == 3 ? 6 : 24;
+        CHECK(chi_square(count, perms, EPOCHS) <=
+              critical_value((double)perms - 1));
+    }
+    printf("order: small datasets uniform over %d epochs\n", EPOCHS);
 }
 
 static void test_identity_without_shuffle(void)
@@ -164,6 +232,7 @@ int main(void)
     test_bijection_many_sizes();
     test_orders_differ();
     test_first_positions_are_spread();
+    test_small_datasets_are_uniform();
     test_identity_without_shuffle();
     test_batches_per_epoch();
     return 0;
