@@ -535,7 +535,9 @@ static uint32_t least_busy_producer(rf_loader *l)
 }
 
 /* Orders the least busy producer to fill `slot` with batch `seq`. */
-static void give_order(rf_loader *l, uint32_t slot, uint64_t seq)
+/* Returns 0, or a fatal RF_E_BAD_HANDLE when the ring is full, which
+ * only a writer into the shared memory can have caused. */
+static int give_order(rf_loader *l, uint32_t slot, uint64_t seq)
 {
     struct slot_info *s = &l->slot_info[slot];
     const uint32_t p = least_busy_producer(l);
@@ -547,20 +549,27 @@ static void give_order(rf_loader *l, uint32_t slot, uint64_t seq)
         l->progress_ns[p] = rf__now_ns();
     l->at_producers++;
     /* Cannot be full: a ring has room for every slot plus a stop. */
-    (void)rf__ring_push(rf__segment_empty_ring(&l->seg, p), l->ring_entries,
-                        rf__handle_make(RF__HANDLE_BATCH, slot, seq));
+    if (rf__ring_push(rf__segment_empty_ring(&l->seg, p), l->ring_entries,
+                      rf__handle_make(RF__HANDLE_BATCH, slot, seq)) < 0)
+        return set_fatal(
+            l, set_error(l, RF_E_BAD_HANDLE,
+                         "the order ring of producer %u is full, which it "
+                         "cannot be: something wrote into the loader's "
+                         "shared memory",
+                         p));
     rf__bell_ring_futex(&rf__segment_producer(&l->seg, p)->bell);
+    return 0;
 }
 
 /* Gives `slot` the next batch number, or marks it free when every batch
  * has been issued. */
-static void issue_order(rf_loader *l, uint32_t slot)
+static int issue_order(rf_loader *l, uint32_t slot)
 {
     if (l->next_issue >= l->total_batches) {
         l->slot_info[slot].where = SLOT_FREE;
-        return;
+        return 0;
     }
-    give_order(l, slot, l->next_issue++);
+    return give_order(l, slot, l->next_issue++);
 }
 
 /* ---- collecting and handing out --------------------------------------- */
@@ -784,6 +793,9 @@ static uint32_t reclaim_slots(rf_loader *l, uint32_t p)
  * the old process is reaped, so nobody else touches them. */
 static void reset_channel(rf_loader *l, uint32_t p)
 {
+    /* The successor attaches to the header, parameters and path: give
+     * it the consumer's own copies, whatever was written there since. */
+    rf__segment_restore(&l->seg, l->params, l->path);
     rf__ring_init(rf__segment_empty_ring(&l->seg, p), l->ring_entries);
     rf__ring_init(rf__segment_full_ring(&l->seg, p), l->ring_entries);
     struct rf__producer_state *st = rf__segment_producer(&l->seg, p);
@@ -863,7 +875,7 @@ static int replace_producer(rf_loader *l, uint32_t p, const char *what)
                          what, (unsigned long long)l->respawns);
     const uint32_t owed = reclaim_slots(l, p);
     reset_channel(l, p);
-    const int rc = start_producer(l, p);
+    int rc = start_producer(l, p);
     if (rc < 0) {
         /* Report the death first; the failed start is the detail. */
         char why[RF__DETAIL / 2];
@@ -872,8 +884,10 @@ static int replace_producer(rf_loader *l, uint32_t p, const char *what)
                          "%s; no replacement could be started: %s", what, why);
     }
     l->respawns++;
-    for (uint32_t k = 0; k < owed; k++)
-        give_order(l, l->owed[k], l->slot_info[l->owed[k]].seq);
+    for (uint32_t k = 0; k < owed && rc == 0; k++)
+        rc = give_order(l, l->owed[k], l->slot_info[l->owed[k]].seq);
+    if (rc < 0)
+        return rc;
     if (!l->quiet)
         fprintf(stderr,
                 "ringfeed: %s; replaced by pid %d, %u batches issued again\n",
@@ -1118,9 +1132,9 @@ static int open_loader(rf_loader *l, const rf_config *cfg)
     if (rc < 0)
         return rc;
     l->next_issue = l->next_deliver = l->first_batch;
-    for (uint32_t s = 0; s < l->slots; s++)
-        issue_order(l, s);
-    return 0;
+    for (uint32_t s = 0; s < l->slots && rc == 0; s++)
+        rc = issue_order(l, s);
+    return rc;
 }
 
 int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp)
@@ -1206,7 +1220,8 @@ int rf_loader_release(rf_loader *l, const rf_batch *batch)
         l->slot_info[slot].where = SLOT_FREE;
         return 0;
     }
-    issue_order(l, slot);
+    /* a failure is sticky: next() reports it */
+    (void)issue_order(l, slot);
     return 0;
 }
 

@@ -81,9 +81,9 @@ static int read_config(struct producer *pr)
     char why[256];
     if (rf__order_init(&pr->order, p, why, sizeof(why)) < 0)
         return fail(pr, "producer %u: %s", pr->index, why);
-    if (pr->order.batch_size != pr->seg.header->batch_size ||
+    if (pr->order.batch_size != pr->seg.layout.batch_size ||
         pr->sample_bytes * pr->order.batch_size >
-            pr->seg.header->slot_data_bytes)
+            pr->seg.layout.slot_data_bytes)
         return fail(pr,
                     "producer %u: configuration in the control segment "
                     "does not match its layout",
@@ -241,7 +241,7 @@ static int handle_order(struct producer *pr, uint64_t h)
 {
     const uint32_t slot = rf__handle_slot(h);
     const uint64_t seq = rf__handle_seq(h);
-    if (rf__handle_kind(h) != RF__HANDLE_BATCH || slot >= pr->seg.header->slots)
+    if (rf__handle_kind(h) != RF__HANDLE_BATCH || slot >= pr->seg.layout.slots)
         return fail(pr, "producer %u: invalid order 0x%016llx on its ring",
                     pr->index, (unsigned long long)h);
     const uint64_t start = rf__now_ns();
@@ -344,7 +344,7 @@ int rf__producer_run(const struct rf__producer_fds *fds, uint32_t index,
         fprintf(stderr, "ringfeed-producer %u: %s\n", index, why);
         return 3;
     }
-    if (index >= pr.seg.header->producers) {
+    if (index >= pr.seg.layout.producers) {
         fprintf(stderr, "ringfeed-producer: index %u out of range\n", index);
         rf__segment_detach(&pr.seg);
         return 3;
@@ -352,7 +352,7 @@ int rf__producer_run(const struct rf__producer_fds *fds, uint32_t index,
     pr.state = rf__segment_producer(&pr.seg, index);
     pr.empty = rf__segment_empty_ring(&pr.seg, index);
     pr.full = rf__segment_full_ring(&pr.seg, index);
-    pr.ring_entries = pr.seg.header->ring_entries;
+    pr.ring_entries = pr.seg.layout.ring_entries;
     pr.consumer_bell = rf__segment_consumer_bell(&pr.seg);
     rf__store_relaxed32(&pr.state->pid, (uint32_t)getpid());
     rc = read_config(&pr);

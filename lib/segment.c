@@ -97,6 +97,7 @@ void rf__segment_format(struct rf__segment *seg, const struct rf__layout *lay,
     h->consumer_bell_offset = lay->consumer_bell_offset;
     h->rings_offset = lay->rings_offset;
     h->ring_stride = lay->ring_stride;
+    seg->layout = *h;
 
     seg->params = (int64_t *)((uint8_t *)h + lay->params_offset);
     memcpy(seg->params, params, RF__PARAMS * sizeof(int64_t));
@@ -276,7 +277,13 @@ int rf__segment_attach(struct rf__segment *seg, int control_fd, int arena_fd,
     if (rc < 0)
         return rc;
     seg->header = base;
+    /* Validated, then compared with the copy taken before: what the
+     * accessors use is exactly what was checked. */
+    if (base)
+        memcpy(&seg->layout, base, sizeof(seg->layout));
     rc = rf__segment_validate(base, seg->control_size, why, why_len);
+    if (rc == 0 && memcmp(&seg->layout, base, sizeof(seg->layout)) != 0)
+        rc = reject(why, why_len, "the header changed while it was checked");
     if (rc < 0)
         goto fail;
     void *arena = NULL;
@@ -284,12 +291,12 @@ int rf__segment_attach(struct rf__segment *seg, int control_fd, int arena_fd,
     if (rc < 0)
         goto fail;
     seg->arena = arena;
-    if (seg->arena_size != seg->header->arena_size) {
+    if (seg->arena_size != seg->layout.arena_size) {
         rc = reject(why, why_len, "arena size differs from the header's");
         goto fail;
     }
-    seg->params = (int64_t *)((uint8_t *)base + seg->header->params_offset);
-    char *path = (char *)base + seg->header->path_offset;
+    seg->params = (int64_t *)((uint8_t *)base + seg->layout.params_offset);
+    char *path = (char *)base + seg->layout.path_offset;
     if (!memchr(path, '\0', RF__PATH_MAX)) {
         rc = reject(why, why_len, "the dataset path is not terminated");
         goto fail;
@@ -310,6 +317,15 @@ void rf__segment_detach(struct rf__segment *seg)
     memset(seg, 0, sizeof(*seg));
 }
 
+void rf__segment_restore(struct rf__segment *seg, const int64_t *params,
+                         const char *path)
+{
+    *seg->header = seg->layout;
+    memcpy(seg->params, params, RF__PARAMS * sizeof(int64_t));
+    rf__format((char *)seg->header + seg->layout.path_offset, RF__PATH_MAX,
+               "%s", path);
+}
+
 static uint8_t *control_at(const struct rf__segment *seg, uint64_t off)
 {
     return (uint8_t *)seg->header + off;
@@ -318,7 +334,7 @@ static uint8_t *control_at(const struct rf__segment *seg, uint64_t off)
 struct rf__ring *rf__segment_empty_ring(const struct rf__segment *seg,
                                         uint32_t producer)
 {
-    const struct rf__header *h = seg->header;
+    const struct rf__header *h = &seg->layout;
     return (struct rf__ring *)control_at(
         seg, h->rings_offset + h->ring_stride * (2 * (uint64_t)producer));
 }
@@ -326,7 +342,7 @@ struct rf__ring *rf__segment_empty_ring(const struct rf__segment *seg,
 struct rf__ring *rf__segment_full_ring(const struct rf__segment *seg,
                                        uint32_t producer)
 {
-    const struct rf__header *h = seg->header;
+    const struct rf__header *h = &seg->layout;
     return (struct rf__ring *)control_at(
         seg, h->rings_offset + h->ring_stride * (2 * (uint64_t)producer + 1));
 }
@@ -335,26 +351,25 @@ struct rf__producer_state *rf__segment_producer(const struct rf__segment *seg,
                                                 uint32_t producer)
 {
     return (struct rf__producer_state *)control_at(
-               seg, seg->header->producers_offset) +
+               seg, seg->layout.producers_offset) +
            producer;
 }
 
 struct rf__bell *rf__segment_consumer_bell(const struct rf__segment *seg)
 {
-    return (struct rf__bell *)control_at(seg,
-                                         seg->header->consumer_bell_offset);
+    return (struct rf__bell *)control_at(seg, seg->layout.consumer_bell_offset);
 }
 
 uint8_t *rf__slot_data(const struct rf__segment *seg, uint32_t slot)
 {
-    return seg->arena + (uint64_t)slot * seg->header->slot_bytes;
+    return seg->arena + (uint64_t)slot * seg->layout.slot_bytes;
 }
 
 struct rf__slot_meta *rf__slot_meta(const struct rf__segment *seg,
                                     uint32_t slot)
 {
     return (struct rf__slot_meta *)(rf__slot_data(seg, slot) +
-                                    seg->header->slot_data_bytes);
+                                    seg->layout.slot_data_bytes);
 }
 
 int64_t *rf__slot_labels(const struct rf__segment *seg, uint32_t slot)
@@ -364,5 +379,5 @@ int64_t *rf__slot_labels(const struct rf__segment *seg, uint32_t slot)
 
 uint64_t *rf__slot_indices(const struct rf__segment *seg, uint32_t slot)
 {
-    return (uint64_t *)(rf__slot_labels(seg, slot) + seg->header->batch_size);
+    return (uint64_t *)(rf__slot_labels(seg, slot) + seg->layout.batch_size);
 }

@@ -136,7 +136,12 @@ struct rf__slot_meta {
 
 /* Everything a process needs to find its way around both segments. */
 struct rf__segment {
-    struct rf__header *header;
+    struct rf__header *header; /* shared: any process can write it */
+    /* Private copy of the validated header, taken by rf__segment_format()
+     * and rf__segment_attach(); every accessor below reads the layout from
+     * here, never from shared memory again: a stray writer could point
+     * the header's offsets anywhere. */
+    struct rf__header layout;
     size_t control_size;
     uint8_t *arena;
     size_t arena_size;
@@ -181,6 +186,14 @@ int rf__segment_attach(struct rf__segment *seg, int control_fd, int arena_fd,
 
 /* Unmaps whatever rf__segment_attach() or the consumer mapped. */
 void rf__segment_detach(struct rf__segment *seg);
+
+/* Consumer: writes the header, parameters and dataset path back into the
+ * shared segment from its private copies (params and path as given to
+ * rf__segment_format()), before a producer attaches: whatever a stray
+ * writer put there is gone. Rings, producer states and bells are left
+ * as they are. */
+void rf__segment_restore(struct rf__segment *seg, const int64_t *params,
+                         const char *path);
 
 struct rf__ring *rf__segment_empty_ring(const struct rf__segment *seg,
                                         uint32_t producer);

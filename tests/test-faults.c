@@ -735,6 +735,7 @@ static struct rf__segment map_control_segment(void)
         seg.control_size = (size_t)sb.st_size;
     }
     CHECK(seg.header);
+    seg.layout = *seg.header; /* as attaching takes it */
     return seg;
 }
 
@@ -837,6 +838,61 @@ static void test_garbage_ring_sizes_are_ignored(void)
     munmap(seg.header, seg.control_size);
 }
 
+/* The layout fields of the shared header are read once, when the loader
+ * makes the segment and when a producer attaches; garbage written there
+ * later must not move any pointer of either side. */
+static void test_garbage_header_is_ignored(void)
+{
+    rf_loader *l = open_one_producer();
+    struct rf__segment seg = map_control_segment();
+    struct rf__producer_state *st = rf__segment_producer(&seg, 0);
+    while (atomic_load(&st->pid) == 0)
+        sleep_us(100);
+    struct rf__header *h = seg.header;
+    h->rings_offset += UINT64_C(1) << 40;
+    h->ring_stride += UINT64_C(1) << 40;
+    h->producers_offset += UINT64_C(1) << 40;
+    h->consumer_bell_offset += UINT64_C(1) << 40;
+    h->slot_bytes += UINT64_C(1) << 40;
+    h->slot_data_bytes += UINT64_C(1) << 40;
+    h->batch_size = UINT32_MAX;
+    h->slots = UINT32_MAX;
+    rf_batch b;
+    for (uint64_t i = 0; i < 400; i++) {
+        if (i == 200) /* its successor attaches to a repaired header */
+            CHECK_EQ(kill((int)atomic_load(&st->pid), SIGKILL), 0);
+        CHECK_EQ(rf_loader_next(l, &b), 1);
+        CHECK_EQ(b.sequence, i);
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    rf_stats stats;
+    CHECK_OK(rf_loader_stats(l, &stats));
+    CHECK_EQ(stats.respawns, 1);
+    rf_loader_close(l);
+    munmap(seg.header, seg.control_size);
+}
+
+/* An order ring that looks full (its head moved back by a stray
+ * writer) cannot take the order for a released slot: that is reported
+ * by the next next(), not lost as a batch that never comes. */
+static void test_full_order_ring_is_an_error(void)
+{
+    rf_loader *l = open_one_producer();
+    struct rf__segment seg = map_control_segment();
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    const int pid = pause_producer(&seg);
+    struct rf__ring *ring = rf__segment_empty_ring(&seg, 0);
+    atomic_store(&ring->head,
+                 atomic_load(&ring->tail) - seg.layout.ring_entries);
+    CHECK_OK(rf_loader_release(l, &b));
+    CHECK_EQ(next_until_error(l), RF_E_BAD_HANDLE);
+    CHECK_CONTAINS(rf_loader_error(l), "order ring of producer 0 is full");
+    kill(pid, SIGCONT);
+    rf_loader_close(l);
+    munmap(seg.header, seg.control_size);
+}
+
 static void test_garbage_order_stops_the_producer(void)
 {
     rf_loader *l = open_one_producer();
@@ -918,6 +974,8 @@ int main(int argc, char **argv)
     test_helper_that_cannot_start_is_named();
     test_garbage_in_the_batch_ring();
     test_garbage_ring_sizes_are_ignored();
+    test_garbage_header_is_ignored();
+    test_full_order_ring_is_an_error();
     test_garbage_order_stops_the_producer();
     test_death_noticed_while_waiting();
     test_stopped_producer_is_replaced();

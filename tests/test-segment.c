@@ -57,6 +57,8 @@ static void expect_attach(struct fixture *f, int want, const char *reason)
     char why[256] = "";
     const int rc =
         rf__segment_attach(&seg, f->control_fd, f->arena_fd, why, sizeof(why));
+    if (rc != want)
+        fprintf(stderr, "attach: %s\n", why);
     CHECK_EQ(rc, want);
     if (rc == 0) {
         CHECK_EQ(seg.header->slots, 6);
@@ -73,7 +75,7 @@ static void test_good_segment_attaches(void)
     fixture_make(&f);
     expect_attach(&f, 0, "");
     /* Rings of different producers do not overlap, nor touch the bell. */
-    struct rf__segment seg = {.header = f.header};
+    struct rf__segment seg = {.header = f.header, .layout = *f.header};
     uint8_t *e0 = (uint8_t *)rf__segment_empty_ring(&seg, 0);
     uint8_t *f0 = (uint8_t *)rf__segment_full_ring(&seg, 0);
     uint8_t *e1 = (uint8_t *)rf__segment_empty_ring(&seg, 1);
@@ -129,7 +131,7 @@ static void bad_producer_offset(struct rf__header *h)
  * refused, not only offsets that point outside. */
 static struct rf__ring *ring_of(struct rf__header *h, uint32_t producer)
 {
-    const struct rf__segment seg = {.header = h};
+    const struct rf__segment seg = {.header = h, .layout = *h};
     return rf__segment_empty_ring(&seg, producer);
 }
 static int64_t *params_of(struct rf__header *h)
