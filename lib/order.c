@@ -74,7 +74,8 @@ static uint64_t below(uint64_t random, uint64_t bound)
  * down, so it stops once `position` is fixed. */
 static uint64_t small_shuffle(uint64_t key, uint64_t position, uint64_t samples)
 {
-    uint8_t perm[SMALL_SHUFFLE];
+    uint8_t perm[SMALL_SHUFFLE] = {0}; /* zeroed for cppcheck: it
+                                          cannot see samples >= 2 */
     for (uint64_t i = 0; i < samples; i++)
         perm[i] = (uint8_t)i;
     for (uint64_t i = samples - 1; i > 0 && i >= position; i--) {
