@@ -657,14 +657,13 @@ static bool take_ready(rf_loader *l, uint32_t *slot)
  * with the fail policy the first one is the error; with skip they are
  * counted against the limits. */
 static int account_failures(rf_loader *l, const struct rf__slot_meta *m,
-                            uint32_t failed)
+                            uint64_t epoch, uint32_t failed)
 {
     if (failed && !l->skip_errors)
         return set_error(l, RF_E_CORRUPT_SAMPLE,
                          "%.*s; set RF_PARAM_ON_ERROR to RF_ON_ERROR_SKIP to "
                          "leave failing samples out",
                          (int)sizeof(m->failures[0].text), m->failures[0].text);
-    const uint64_t epoch = m->epoch;
     for (uint32_t i = 0; i < failed; i++) {
         /* The slot records the first RF__SLOT_FAILURES in full. */
         const struct rf__sample_failure *f =
@@ -698,7 +697,9 @@ static int fill_view(rf_loader *l, uint32_t slot, rf_batch *b)
                          "expected batch %llu",
                          slot, (unsigned long long)sequence, samples,
                          (unsigned long long)s->seq);
-    const int rc = account_failures(l, m, failed);
+    /* the epoch from the loader's own record, not the slot's */
+    const int rc =
+        account_failures(l, m, s->seq / l->order.batches_per_epoch, failed);
     if (rc < 0)
         return rc;
     memset(b, 0, sizeof(*b));
