@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda.h> /* CUcontext: the functions come through the runtime */
+
 #include "loader.h"
 
 /* Pixels and labels go up in one DMA when at most this many bytes lie
@@ -53,8 +55,18 @@ struct device_buffer {
     uint32_t capacity;
 };
 
+typedef CUresult (*ctx_get_fn)(CUcontext *);
+typedef CUresult (*ctx_set_fn)(CUcontext);
+
 struct rf_cuda_loader {
     rf_loader *loader;
+    /* cuCtxGetCurrent and cuCtxSetCurrent (NULL if the driver lacks them):
+     * enter/leave give the caller back exactly the context it had, none
+     * included; cudaSetDevice(0) on the way out would create device 0's
+     * context in a thread that had none. */
+    ctx_get_fn get_ctx;
+    ctx_set_fn set_ctx;
+    CUcontext caller_ctx;
     int device;
     uint32_t depth;
     uint32_t flags;
@@ -117,6 +129,9 @@ int rf__cuda_enter(rf_cuda_loader *gpu, int *previous)
                                     "finding the caller's current device");
     if (*previous == gpu->device)
         return 0;
+    if (gpu->get_ctx && gpu->set_ctx &&
+        gpu->get_ctx(&gpu->caller_ctx) == CUDA_SUCCESS)
+        *previous = -1; /* restore gpu->caller_ctx */
     err = cudaSetDevice(gpu->device);
     if (err != cudaSuccess)
         return rf__cuda_call_failed(gpu, err, "cudaSetDevice",
@@ -128,8 +143,36 @@ void rf__cuda_leave(const rf_cuda_loader *gpu, int previous)
 {
     /* It was current a moment ago, so this cannot fail in a way that the
      * caller could do anything about. */
-    if (previous != gpu->device)
+    if (previous == -1)
+        (void)gpu->set_ctx(gpu->caller_ctx);
+    else if (previous != gpu->device)
         (void)cudaSetDevice(previous);
+}
+
+static void find_ctx_calls(rf_cuda_loader *gpu)
+{
+#if CUDART_VERSION >= 12050
+    void *get = NULL, *set = NULL;
+    enum cudaDriverEntryPointQueryResult got =
+        cudaDriverEntryPointSymbolNotFound;
+    enum cudaDriverEntryPointQueryResult put =
+        cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 12000,
+                                         cudaEnableDefault,
+                                         &got) != cudaSuccess ||
+        cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &set, 12000,
+                                         cudaEnableDefault,
+                                         &put) != cudaSuccess ||
+        got != cudaDriverEntryPointSuccess ||
+        put != cudaDriverEntryPointSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    gpu->get_ctx = (ctx_get_fn)get;
+    gpu->set_ctx = (ctx_set_fn)set;
+#else
+    (void)gpu;
+#endif
 }
 
 /* ---- open ------------------------------------------------------------- */
@@ -298,6 +341,8 @@ int rf_cuda_open(rf_cuda_loader **out, rf_loader *loader, int device,
                     : rf__cuda_fail(gpu, -EINVAL, "no loader given");
     if (rc == 0)
         rc = choose_device(gpu, device);
+    if (rc == 0)
+        find_ctx_calls(gpu);
     int previous = 0;
     if (rc == 0)
         rc = rf__cuda_enter(gpu, &previous);
@@ -340,8 +385,12 @@ static int return_uploaded_slots(rf_cuda_loader *gpu)
         if (!b->host_held)
             continue;
         const cudaError_t err = cudaEventQuery(b->copied);
-        if (err == cudaErrorNotReady)
+        if (err == cudaErrorNotReady) {
+            /* Recorded as the thread's last error: a caller that checks
+             * cudaGetLastError() after its own launches would take it. */
+            (void)cudaGetLastError();
             continue;
+        }
         if (err != cudaSuccess)
             return rf__cuda_call_failed(gpu, err, "cudaEventQuery",
                                         "the upload of batch %" PRIu64

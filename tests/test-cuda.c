@@ -441,6 +441,8 @@ static void test_uploads_wait_for_release(void)
     nanosleep(&pause, NULL);
     CHECK_GPU(gpu, rf_cuda_release(gpu, &b1, other)); /* collects slots */
     CHECK_EQ(slots_with_user(gpu), 1); /* batch 2's: its upload waits */
+    /* Its event was not ready; that is no error of the caller's. */
+    CHECK_EQ(cudaGetLastError(), cudaSuccess);
 
     atomic_store(&gate, 1);
     CHECK_CUDA(cudaStreamSynchronize(held));

@@ -5,8 +5,9 @@
  * (the model's stand-in). CUDA events time each upload and each step.
  * The reference, a plain cudaMemcpyAsync of a full batch's upload size
  * from cudaHostAlloc'd memory, runs side by side with the ring: every few
- * batches one such copy goes on a stream of its own, started with a step
- * (when the ring's copy stream is normally idle), under the same load.
+ * batches one such copy goes on a stream of its own, started halfway
+ * through a step (when the ring's copy stream is normally idle: its upload
+ * starts with the step), under the same load.
  * The ring's GB/s counts only full-size single-copy uploads after the
  * first (the first is cold, a short last batch may take two copies), and
  * copies of either kind that overlapped one of the other are left out of
@@ -68,6 +69,7 @@ struct gpu_run {
     rf_cuda_loader *gpu;
     cudaStream_t step;
     cudaEvent_t origin;
+    cudaEvent_t halfway;      /* mid-step: the plain copy starts here */
     cudaEvent_t *step_events; /* start and end of each timed step */
     struct batch_times *times;
     uint64_t timed_capacity, batches, timed;
@@ -193,6 +195,8 @@ static bool run_setup(struct gpu_run *r, const struct gpu_bench_options *o)
     if (!cuda_ok(cudaStreamCreateWithFlags(&r->step, cudaStreamNonBlocking),
                  "creating the step's stream") ||
         !cuda_ok(cudaEventCreate(&r->origin), "cudaEventCreate") ||
+        !cuda_ok(cudaEventCreateWithFlags(&r->halfway, cudaEventDisableTiming),
+                 "cudaEventCreateWithFlags") ||
         !cuda_ok(cudaMalloc(&r->converted, o->batch_bytes * 2 + 2),
                  "allocating the converted batch"))
         return false;
@@ -215,6 +219,8 @@ static void run_free(struct gpu_run *r)
             cudaEventDestroy(r->step_events[i]);
     if (r->origin)
         cudaEventDestroy(r->origin);
+    if (r->halfway)
+        cudaEventDestroy(r->halfway);
     if (r->step)
         cudaStreamDestroy(r->step);
     cudaFree(r->converted);
@@ -222,8 +228,10 @@ static void run_free(struct gpu_run *r)
     free(r->times);
 }
 
-/* The step's stand-in length: twice an upload of a full batch, so that
- * the upload can hide behind it, unless --step-us says otherwise. */
+/* The step's stand-in length: three uploads of a full batch, unless
+ * --step-us says otherwise. The ring's upload of batch n+depth-1 starts
+ * with step n (it waits for the release of step n-1) and takes the first
+ * third; the plain copy starts halfway and has the middle third alone. */
 static bool choose_step(struct gpu_run *r, const struct gpu_bench_options *o)
 {
     if (o->step_us >= 0) {
@@ -234,7 +242,7 @@ static bool choose_step(struct gpu_run *r, const struct gpu_bench_options *o)
     if (!time_plain_copies(o->batch_bytes + 8 * (size_t)o->batch,
                            ESTIMATE_COPIES, ms))
         return false;
-    r->step_ns = (uint64_t)(2 * median(ms, ESTIMATE_COPIES) * 1e6);
+    r->step_ns = (uint64_t)(3 * median(ms, ESTIMATE_COPIES) * 1e6);
     return true;
 }
 
@@ -253,9 +261,9 @@ static bool record_upload(struct gpu_run *r, const rf_cuda_batch *b)
 }
 
 /* A plain copy of a full batch's upload size, on its own stream, started
- * with step n (when the ring's copy stream is normally idle: its uploads
- * ran ahead), every plain_every batches of the timed ones. Batch 0 sets
- * the copies up and warms them with one untimed copy. */
+ * halfway through step n (the ring's upload that started with the step
+ * is normally done by then), every plain_every batches of the timed ones.
+ * Batch 0 sets the copies up and warms them with one untimed copy. */
 static bool plain_copy_beside(struct gpu_run *r, const rf_cuda_batch *b,
                               cudaEvent_t step_started)
 {
@@ -289,8 +297,7 @@ static bool run_step(struct gpu_run *r, const rf_cuda_batch *b)
     if (!cuda_ok(cudaStreamWaitEvent(r->step, b->ready, 0),
                  "cudaStreamWaitEvent") ||
         (timed &&
-         !cuda_ok(cudaEventRecord(events[0], r->step), "cudaEventRecord")) ||
-        (timed && !plain_copy_beside(r, b, events[0])))
+         !cuda_ok(cudaEventRecord(events[0], r->step), "cudaEventRecord")))
         return false;
     const int rc =
         rf_cuda_convert(r->gpu, b, r->converted, RF_CUDA_FLOAT16,
@@ -299,8 +306,15 @@ static bool run_step(struct gpu_run *r, const rf_cuda_batch *b)
         fprintf(stderr, PROGRAM ": --gpu: %s\n", rf_cuda_error(r->gpu));
         return false;
     }
-    if ((r->step_ns &&
-         !cuda_ok(bench_gpu_busy(r->step_ns, r->step), "the step kernel")) ||
+    const uint64_t first_half = r->step_ns / 2;
+    if ((first_half &&
+         !cuda_ok(bench_gpu_busy(first_half, r->step), "the step kernel")) ||
+        (timed &&
+         !cuda_ok(cudaEventRecord(r->halfway, r->step), "cudaEventRecord")) ||
+        (timed && !plain_copy_beside(r, b, r->halfway)) ||
+        (r->step_ns - first_half &&
+         !cuda_ok(bench_gpu_busy(r->step_ns - first_half, r->step),
+                  "the step kernel")) ||
         (timed &&
          !cuda_ok(cudaEventRecord(events[1], r->step), "cudaEventRecord")) ||
         (timed && !record_upload(r, b)))

@@ -13,7 +13,7 @@
 struct gpu_bench_options {
     int device;         /* CUDA device */
     uint32_t depth;     /* device buffers; 0: the library's default */
-    int64_t step_us;    /* the stand-in step's length; -1: twice an upload */
+    int64_t step_us;    /* the stand-in step's length; -1: 3 uploads */
     uint64_t batches;   /* batches the run will hand out */
     size_t batch_bytes; /* pixels of a full batch */
     uint32_t batch;     /* samples in a full batch */

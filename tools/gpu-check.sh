@@ -26,22 +26,49 @@ command -v nvidia-smi >/dev/null 2>&1 &&
     nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current \
         --format=csv
 
-say "build"
-make -C "$build" -j"$jobs" -s >/dev/null || exit 1
+# A tree carried to a GPU machine without the generated autotools files
+# (configure, Makefile.in) or the jpeg/zstd headers cannot be remade
+# there: set GPU_CHECK_NO_BUILD=1 to run the binaries as they are.
+if [ "${GPU_CHECK_NO_BUILD:-0}" != 1 ] && [ -f "$top/configure" ]; then
+    say "build"
+    make -C "$build" -j"$jobs" -s all >/dev/null || exit 1
+    make -C "$build" -j"$jobs" -s tests/test-cuda examples/cuda-train \
+        >/dev/null || exit 1
+fi
+
+# Not through `make check`: its paths and the libtool wrappers' library
+# path are the ones of the machine that configured the tree. The
+# uninstalled libraries go first; LD_LIBRARY_PATH as given (e.g. the
+# folder of a carried libjpeg/libturbojpeg/libzstd) stays after them.
+export LD_LIBRARY_PATH="$build/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export RINGFEED_PRODUCER="$build/tools/ringfeed-producer"
+for bin in "$RINGFEED_PRODUCER" "$build/tests/.libs/test-cuda" \
+    "$build/examples/.libs/cuda-train" "$build/tools/.libs/ringfeed-bench"; do
+    missing=$(ldd "$bin" 2>&1 | grep 'not found')
+    if [ -n "$missing" ]; then
+        echo "gpu-check: $bin cannot load:" >&2
+        echo "$missing" >&2
+        echo "gpu-check: put their folder in LD_LIBRARY_PATH" >&2
+        exit 2
+    fi
+done
 
 say "GPU tests"
-make -C "$build" -s check TESTS="tests/test-cuda examples/cuda-train" \
-    >/dev/null 2>&1
 for t in tests/test-cuda examples/cuda-train; do
-    result=$(sed -n 's/^:test-result: //p' "$build/$t.trs" 2>/dev/null)
-    echo "${result:-MISSING}: $t"
-    cat "$build/$t.log" 2>/dev/null
+    timeout --kill-after=10 300 "$build/$t" >"$build/$t.gpu-check.log" 2>&1
+    status=$?
+    case $status in
+    0) result=PASS ;;
+    77) result=SKIP ;;
+    *) result="FAIL ($status)" ;;
+    esac
+    echo "$result: $t"
+    cat "$build/$t.gpu-check.log"
     [ "$result" = PASS ] || failed=1
 done
 
 # The shapes: a full ImageNet batch, a large one, a small one, and the
 # first again with no step at all (the upload-bound case).
-export RINGFEED_PRODUCER="$build/tools/ringfeed-producer"
 summary=
 bench() {
     name=$1
@@ -56,13 +83,16 @@ bench() {
     plain=$(echo "$out" | sed -n 's/^  plain copy *\([0-9.]*\) GB.*/\1/p')
     share=$(echo "$out" | sed -n "s/^  copy's share *\([0-9.]*%\).*/\1/p")
     idle=$(echo "$out" | sed -n 's/^  GPU idle .*, \([0-9.]*%\) of.*/\1/p')
-    overlap=$(echo "$out" | sed -n 's/^  overlap *\([0-9]* of [0-9]*\).*/\1/p')
+    overlap=$(echo "$out" |
+        sed -n 's/^  hidden *of \([0-9]*\) uploads, \([0-9]*\) ran wholly.*/\2 of \1/p')
     summary="$summary
 $(printf '%-26s %8s %8s %7s %8s %8s %10s' "$name" "${upload:--}" \
         "${plain:--}" "${ratio:--}" "${share:--}" "${idle:--}" \
         "${overlap:--}")"
-    case $ratio in
-    '' | 0.[0-8]*) failed=1 ;; # under 0.90, or no figure
+    # With no step the copy stream never idles: no plain copy runs alone.
+    case $name:$ratio in
+    *"no step":*) ;;
+    *: | *:0.[0-8]*) failed=1 ;; # under 0.90, or no figure
     esac
 }
 bench "64x224x224x3" --batch 64 --size 224 --samples 10000 --epochs 2

@@ -56,7 +56,7 @@ struct bench_options {
     int64_t spin_ns; /* -1: leave the library's default alone */
     int64_t device;  /* --gpu: CUDA device */
     int64_t depth;   /* --gpu: device buffers; 0: the library's choice */
-    int64_t step_us; /* --gpu: the stand-in step; -1: twice an upload */
+    int64_t step_us; /* --gpu: the stand-in step; -1: 3 uploads */
     uint64_t seed;
     rf_source_kind source;
     const char *path; /* RF_SOURCE_PATH: a folder or packed file */
@@ -97,8 +97,8 @@ struct bench_options {
     X(DEPTH, "depth", depth, 0, 64,                                            \
       "--gpu: device buffers; 0 = the library's choice (default 0)")           \
     X(STEP_US, "step-us", step_us, -1, 10000000,                               \
-      "--gpu: the stand-in step's length in microseconds; -1 = twice a "       \
-      "batch's upload (default -1)")
+      "--gpu: the stand-in step's length in microseconds; -1 = three of a "    \
+      "batch's uploads (default -1)")
 
 /* The other options: X(ID, name, has_arg, metavar, help). */
 #define OTHER_OPTIONS(X)                                                       \
