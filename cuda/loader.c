@@ -204,14 +204,14 @@ static int choose_device(rf_cuda_loader *gpu, int device)
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess)
         (void)cudaGetLastError(); /* reported here, not the caller's */
-    if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver ||
-        (err == cudaSuccess && count == 0))
-        return rf__cuda_fail(gpu, -ENODEV, "no CUDA device: %s",
+    /* Any failure to count (no driver, an old one, one that does not
+     * match its kernel module) means no usable device. */
+    if (err != cudaSuccess || count == 0)
+        return rf__cuda_fail(gpu, -ENODEV,
+                             "no usable CUDA device: %s; nvidia-smi shows "
+                             "what the driver sees",
                              err == cudaSuccess ? "the driver lists none"
                                                 : cudaGetErrorString(err));
-    if (err != cudaSuccess)
-        return rf__cuda_call_failed(gpu, err, "cudaGetDeviceCount",
-                                    "counting CUDA devices");
     if (device == -1) {
         err = cudaGetDevice(&device);
         if (err != cudaSuccess)
@@ -259,12 +259,18 @@ static int register_ring(rf_cuda_loader *gpu)
 {
     const cudaError_t err = cudaHostRegister(gpu->arena, gpu->arena_bytes,
                                              cudaHostRegisterPortable);
+    const char *advice =
+        err == cudaErrorHostMemoryAlreadyRegistered
+            ? "it is pinned already: the caller need not (and must not) "
+              "cudaHostRegister it"
+        : err == cudaErrorNotSupported
+            ? "this platform cannot pin memory CUDA did not allocate"
+            : "fewer slots (RF_PARAM_SLOTS) or smaller batches pin less";
     if (err != cudaSuccess)
-        return rf__cuda_call_failed(
-            gpu, err, "cudaHostRegister",
-            "pinning the loader's ring (%zu bytes) for DMA; fewer slots "
-            "(RF_PARAM_SLOTS) or smaller batches pin less",
-            gpu->arena_bytes);
+        return rf__cuda_call_failed(gpu, err, "cudaHostRegister",
+                                    "pinning the loader's ring (%zu bytes) "
+                                    "for DMA; %s",
+                                    gpu->arena_bytes, advice);
     gpu->registered = true;
     return 0;
 }

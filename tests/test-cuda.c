@@ -291,7 +291,7 @@ static void test_no_device(void)
     char *why = NULL;
     CHECK_EQ(rf_cuda_open(&gpu, l, 0, 0, 0, &why), -ENODEV);
     CHECK(gpu == NULL);
-    CHECK_CONTAINS(why, "no CUDA device");
+    CHECK_CONTAINS(why, "no usable CUDA device");
     free(why);
     rf_batch b;
     CHECK_EQ(rf_loader_next(l, &b), 1);
