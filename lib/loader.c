@@ -656,24 +656,33 @@ static bool take_ready(rf_loader *l, uint32_t *slot)
 /* Failed samples of a batch (`failed` of them, read once from the slot):
  * with the fail policy the first one is the error; with skip they are
  * counted against the limits. */
-static int account_failures(rf_loader *l, const struct rf__slot_meta *m,
-                            uint64_t epoch, uint32_t failed)
+static int account_failures(rf_loader *l, uint32_t slot, uint64_t epoch,
+                            uint32_t failed)
 {
+    const struct rf__slot_meta *m = rf__slot_meta(&l->seg, slot);
+    /* failed indices run down from the end (see the producer) */
+    const uint64_t *failed_index =
+        rf__slot_indices(&l->seg, slot) + l->batch_size - 1;
     if (failed && !l->skip_errors)
         return set_error(l, RF_E_CORRUPT_SAMPLE,
                          "%.*s; set RF_PARAM_ON_ERROR to RF_ON_ERROR_SKIP to "
                          "leave failing samples out",
                          (int)sizeof(m->failures[0].text), m->failures[0].text);
     for (uint32_t i = 0; i < failed; i++) {
-        /* The slot records the first RF__SLOT_FAILURES in full. */
-        const struct rf__sample_failure *f =
-            i < RF__SLOT_FAILURES ? &m->failures[i] : NULL;
+        const uint64_t index = *(failed_index - i);
         char text[sizeof(m->failures[0].text) + 1];
-        rf__format(text, sizeof(text), "%.*s", (int)sizeof(text) - 1,
-                   f ? f->text
-                     : "(details not kept: too many failures in one batch)");
-        const int rc = rf__failures_add(&l->failures, epoch, f ? f->index : 0,
-                                        text, l->error, sizeof(l->error));
+        /* The slot records the first RF__SLOT_FAILURES in full. */
+        if (i < RF__SLOT_FAILURES)
+            rf__format(text, sizeof(text), "%.*s", (int)sizeof(text) - 1,
+                       m->failures[i].text);
+        else
+            rf__format(text, sizeof(text),
+                       "sample %llu: its reason was not kept (more than %d "
+                       "samples of batch %llu failed)",
+                       (unsigned long long)index, RF__SLOT_FAILURES,
+                       (unsigned long long)l->slot_info[slot].seq);
+        const int rc = rf__failures_add(&l->failures, epoch, index, text,
+                                        l->error, sizeof(l->error));
         if (rc < 0)
             return rc;
     }
@@ -699,7 +708,7 @@ static int fill_view(rf_loader *l, uint32_t slot, rf_batch *b)
                          (unsigned long long)s->seq);
     /* the epoch from the loader's own record, not the slot's */
     const int rc =
-        account_failures(l, m, s->seq / l->order.batches_per_epoch, failed);
+        account_failures(l, slot, s->seq / l->order.batches_per_epoch, failed);
     if (rc < 0)
         return rc;
     memset(b, 0, sizeof(*b));

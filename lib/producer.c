@@ -182,10 +182,15 @@ static int fill_sample(struct producer *pr, uint64_t epoch, uint64_t index,
     return -1;
 }
 
-static void record_failure(struct rf__slot_meta *meta, uint64_t index,
+/* Every failed index goes at the end of the slot's index array, from
+ * the last entry down, where the good samples (packed from the front)
+ * never reach; the first RF__SLOT_FAILURES also keep their reason. */
+static void record_failure(struct rf__slot_meta *meta, uint64_t *indices,
+                           uint32_t batch_size, uint64_t index,
                            const char *text)
 {
     const uint32_t k = meta->failed_samples++;
+    indices[batch_size - 1 - k] = index;
     if (k >= RF__SLOT_FAILURES)
         return;
     meta->failures[k].index = index;
@@ -218,7 +223,7 @@ static void fill_batch(struct producer *pr, uint32_t slot, uint64_t seq)
             indices[filled++] = index;
             continue;
         }
-        record_failure(meta, index, err);
+        record_failure(meta, indices, o->batch_size, index, err);
         if (!pr->skip_errors)
             break; /* the consumer fails on this batch anyway */
     }

@@ -215,6 +215,43 @@ static void test_bad_files_skipped_and_listed(int bad)
     rf_config_free(cfg);
 }
 
+/* All five bad files in one unshuffled batch: the slot keeps four
+ * reasons, yet every failure is listed under its own index (the fifth
+ * saying that its reason was not kept), never under another sample's. */
+static void test_many_failures_in_one_batch(int bad)
+{
+    rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 64));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 1));
+    set_skip(cfg, 0, 500000);
+    rf_loader *l = test_open_loader(cfg);
+    uint64_t samples = 0, skipped = 0;
+    CHECK_EQ(drain(l, &samples, &skipped), 0);
+    CHECK_EQ(skipped, (uint64_t)bad);
+    rf_dataset *ds = NULL;
+    CHECK_OK(rf_dataset_open(&ds, root, NULL));
+    rf_sample_error errors[8];
+    CHECK_EQ(rf_loader_sample_errors(l, errors, 8), (uint64_t)bad);
+    int not_kept = 0;
+    for (int e = 0; e < bad; e++) {
+        rf_sample_info info;
+        CHECK_OK(rf_dataset_read(ds, errors[e].index, &info));
+        CHECK(strstr(info.name, "img_") == NULL); /* a bad file's index */
+        for (int k = 0; k < e; k++)
+            CHECK(errors[k].index != errors[e].index);
+        if (strstr(errors[e].message, "its reason was not kept"))
+            not_kept++;
+        else
+            CHECK_CONTAINS(errors[e].message, info.name);
+    }
+    CHECK_EQ(not_kept, bad - 4);
+    rf_dataset_close(ds);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+}
+
 static void test_error_limit_ends_the_run(void)
 {
     rf_config *cfg = folder_config(2, RF_TRANSFORM_EVAL);
@@ -356,6 +393,7 @@ int main(void)
     const int bad = add_bad_files();
     test_bad_file_fails_with_its_name();
     test_bad_files_skipped_and_listed(bad);
+    test_many_failures_in_one_batch(bad);
     test_error_limit_ends_the_run();
     test_zstd_pack();
     test_index_cache();
