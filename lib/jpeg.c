@@ -117,7 +117,11 @@ static void on_error(j_common_ptr cinfo)
     case JERR_NO_IMAGE:
         raise_error(dec, "no image in the JPEG data (truncated header?)");
     default:
-        raise_error(dec, "libjpeg: %s", text);
+        raise_error(dec,
+                    "libjpeg: %s (a damaged file, or a kind of JPEG "
+                    "libjpeg-turbo cannot decode: re-encode it or leave it "
+                    "out)",
+                    text);
     }
 }
 
@@ -133,7 +137,10 @@ static void on_message(j_common_ptr cinfo, int level)
     if (!dec->err.warnings_are_errors)
         return;
     if (cinfo->err->msg_code == JWRN_JPEG_EOF)
-        raise_error(dec, "premature end of data: the file is truncated");
+        raise_error(dec, "premature end of data: the file is truncated; "
+                         "copy it again or leave it out "
+                         "(RF_PARAM_JPEG_WARNINGS=1 accepts it, the missing "
+                         "rows grey)");
     char text[JMSG_LENGTH_MAX];
     (*cinfo->err->format_message)(cinfo, text);
     raise_error(dec,
@@ -639,22 +646,56 @@ static void read_rows(struct rf__jpeg_decoder *dec, struct decode_job *job)
         raise_error(dec, "internal error: rows missing for the resize");
 }
 
+/* EOI (FF D9) cannot occur inside entropy-coded data: a coded FF byte
+ * is followed by 00, and restart markers are FF D0 to FF D7. So a stream
+ * with no FF D9 after the point libjpeg has read to was cut short.
+ * Searched from the end, where a whole file has it: one step for a whole
+ * file, a pass over the unread bytes for a cut one. */
+static bool end_marker_follows(const struct jpeg_source_mgr *src)
+{
+    const uint8_t *start = src->next_input_byte;
+    size_t left = src->bytes_in_buffer;
+    while (left >= 2) {
+        const uint8_t *ff = memrchr(start, 0xff, left - 1);
+        if (!ff)
+            return false;
+        if (ff[1] == 0xd9)
+            return true;
+        left = (size_t)(ff - start);
+    }
+    return false;
+}
+
 /*
  * A decode that read the last row reads on to the end, so that damage
  * after the image data (a stream cut short or out of step) is noticed.
  * One that stopped earlier abandons the rest: rows below the crop are
- * never decoded, so damage there goes unnoticed for this crop - the price
- * of not decoding them. Damage above or inside the crop is always seen,
- * since jpeg_skip_scanlines still entropy-decodes the rows it skips, and a
- * multi-scan (progressive) file is read whole by jpeg_start_decompress.
+ * never decoded. A file cut short is still refused, by the end marker's
+ * absence, so that it fails in every epoch and not only in those whose
+ * crop reaches the cut. Other damage below the crop, and damage that
+ * leaves the Huffman stream out of step without a marker to show it,
+ * goes unseen by such a crop: `ringfeed-pack --verify` decodes every row
+ * of every file.
  */
 static void finish(struct rf__jpeg_decoder *dec)
 {
     j_decompress_ptr ci = &dec->cinfo;
-    if (ci->output_scanline == ci->output_height)
+    if (ci->output_scanline == ci->output_height) {
         jpeg_finish_decompress(ci);
-    else
-        jpeg_abort_decompress(ci);
+        return;
+    }
+    /* A multi-scan file was read whole by jpeg_start_decompress; the
+     * entropy decoder may have read the end marker already */
+    const bool whole = jpeg_has_multiple_scans(ci) ||
+                       ci->unread_marker == JPEG_EOI ||
+                       end_marker_follows(ci->src);
+    if (dec->err.warnings_are_errors && !whole)
+        raise_error(dec, "premature end of data: the file is truncated "
+                         "(no end-of-image marker after the rows decoded); "
+                         "copy it again or leave it out "
+                         "(RF_PARAM_JPEG_WARNINGS=1 accepts it, the missing "
+                         "rows grey)");
+    jpeg_abort_decompress(ci);
 }
 
 static void decode_step(struct rf__jpeg_decoder *dec, void *arg)

@@ -745,19 +745,28 @@ static void test_not_jpeg(struct rf__jpeg_decoder *dec,
     expect_failure(dec, &o, opt, "premature end of data");
 }
 
-/* Expects the crop of the bottom 40 rows to fail: the rows above it are
- * skipped, yet their damage must still be seen (jpeg_skip_scanlines
- * entropy-decodes what it skips). */
+/* Expects a crop of 40 rows from row `top` to fail. */
+static void expect_crop_failure(struct rf__jpeg_decoder *dec,
+                                const struct blob *b,
+                                const struct rf__jpeg_options *opt, double top,
+                                const char *needle)
+{
+    struct chooser ch = {.whole = false, .crop = {100, top, 200, 40, false}};
+    uint8_t *px = decode_with(dec, b, opt, &ch, 100, 20, 3, RF_LAYOUT_NHWC);
+    CHECK(px == NULL);
+    CHECK_CONTAINS(reason, needle);
+    printf("  refused (crop of rows %g to %g): %s\n", top, top + 40, reason);
+}
+
+/* The crop of the bottom 40 rows: the rows above it are skipped, yet
+ * their damage must still be seen (jpeg_skip_scanlines entropy-decodes
+ * what it skips). */
 static void expect_bottom_crop_failure(struct rf__jpeg_decoder *dec,
                                        const struct blob *b,
                                        const struct rf__jpeg_options *opt,
                                        const char *needle)
 {
-    struct chooser ch = {.whole = false, .crop = {100, 300, 200, 40, false}};
-    uint8_t *px = decode_with(dec, b, opt, &ch, 100, 20, 3, RF_LAYOUT_NHWC);
-    CHECK(px == NULL);
-    CHECK_CONTAINS(reason, needle);
-    printf("  refused (crop below the damage): %s\n", reason);
+    expect_crop_failure(dec, b, opt, 300, needle);
 }
 
 static void test_truncated(struct rf__jpeg_decoder *dec,
@@ -768,12 +777,27 @@ static void test_truncated(struct rf__jpeg_decoder *dec,
     for (size_t i = 0; i < 2; i++) {
         struct blob cut = copy_blob(jpeg, jpeg->size * percents[i] / 100);
         expect_failure(dec, &cut, opt, "premature end of data");
-        /* at 99% only the last rows are missing, which this crop does not
-         * read: data after the crop goes unchecked, by design */
         if (percents[i] == 50)
             expect_bottom_crop_failure(dec, &cut, opt, "premature end of data");
+        /* a crop of the top rows does not decode down to the cut, but
+         * the missing end marker gives the cut away: a cut file fails
+         * whatever the crop, in every epoch */
+        expect_crop_failure(dec, &cut, opt, 0, "no end-of-image marker");
         free(cut.data);
     }
+    /* bytes after the end marker (some cameras append data, with FF
+     * bytes in it) are no cut, whatever the crop */
+    struct blob tail = copy_blob(jpeg, jpeg->size + 4096);
+    for (size_t k = jpeg->size; k < tail.size; k++)
+        tail.data[k] = (uint8_t)(k % 7 == 0 ? 0xff : k * 13);
+    struct chooser top = {.whole = false, .crop = {100, 0, 200, 40, false}};
+    uint8_t *px =
+        decode_with(dec, &tail, opt, &top, 100, 20, 3, RF_LAYOUT_NHWC);
+    if (!px)
+        fprintf(stderr, "trailing data refused: %s\n", reason);
+    CHECK(px != NULL);
+    free(px);
+    free(tail.data);
     struct blob header_only = copy_blob(jpeg, 300);
     expect_failure(dec, &header_only, opt, "premature end of data");
     free(header_only.data);

@@ -80,8 +80,10 @@ static void print_usage(void)
           "decoded, and\n"
           "                    list them (default: stop at the first)\n"
           "  --verify PATH     decode every sample of a packed file or "
-          "folder, as a\n"
-          "                    loader would, and list the bad ones\n"
+          "folder, every\n"
+          "                    row of it (a training crop reads only "
+          "some), and list\n"
+          "                    the bad ones\n"
           "  --progress        show the progress line even when stderr is "
           "not a terminal\n"
           "  --quiet           no progress line\n"
@@ -187,6 +189,7 @@ static void parse_options(int argc, char **argv, struct pack_options *o)
 
 struct progress {
     bool shown, on_terminal;
+    bool on_screen; /* a line is drawn and not yet cleared */
     const char *what;
     uint64_t total;
     double start, drawn;
@@ -201,6 +204,7 @@ static void progress_start(struct progress *p, int wanted, const char *what,
     p->total = total;
     p->start = cli_now_s();
     p->drawn = 0;
+    p->on_screen = false;
 }
 
 static void progress_show(struct progress *p, uint64_t done)
@@ -210,6 +214,7 @@ static void progress_show(struct progress *p, uint64_t done)
         (done < p->total && now - p->drawn < CLI_PROGRESS_INTERVAL_S))
         return;
     p->drawn = now;
+    p->on_screen = true;
     char bar[PROGRESS_BAR + 1];
     const uint64_t filled = p->total ? done * PROGRESS_BAR / p->total : 0;
     for (uint64_t i = 0; i < PROGRESS_BAR; i++)
@@ -224,11 +229,13 @@ static void progress_show(struct progress *p, uint64_t done)
             p->total, rate, rate > 0 ? (double)(p->total - done) / rate : 0.0);
 }
 
-/* Takes the progress line away before other output, or ends it. */
-static void progress_clear(const struct progress *p)
+/* Takes the progress line away before other output, or ends it; once,
+ * so that a log gets no empty lines. */
+static void progress_clear(struct progress *p)
 {
-    if (p->shown)
+    if (p->shown && p->on_screen)
         cli_progress_clear(p->on_terminal);
+    p->on_screen = false;
 }
 
 /* Samples that failed: listed (the first MAX_BAD_LISTED), and counted.
@@ -595,9 +602,10 @@ struct verifier {
     struct progress progress;
 };
 
-/* JPEG samples are decoded as a loader's eval transform would, at the
- * pack's shape when it has one (a loader needs one shape for all), else
- * at VERIFY_SIZE; zstd samples as they are. */
+/* JPEG samples are decoded whole (every row, so that damage anywhere in
+ * the file is seen, as a train crop reaching the bottom would see it), at
+ * the pack's shape when it has one (a loader needs one shape for all),
+ * else at VERIFY_SIZE; zstd samples as they are. */
 static void make_verifier(struct verifier *v, const char *path)
 {
     v->ds = open_dataset(path);
@@ -606,7 +614,7 @@ static void make_verifier(struct verifier *v, const char *path)
     const uint32_t h = raw ? s.height : VERIFY_SIZE;
     const uint32_t w = raw ? s.width : VERIFY_SIZE;
     const uint32_t c = raw ? s.channels : 3;
-    v->jpeg_cfg = decode_config(h, w, c, s.layout, RF_TRANSFORM_EVAL);
+    v->jpeg_cfg = decode_config(h, w, c, s.layout, RF_TRANSFORM_NONE);
     v->raw_cfg = decode_config(h, w, c, s.layout, RF_TRANSFORM_NONE);
     v->pixels = malloc((size_t)h * w * c);
     if (!v->pixels)
