@@ -53,10 +53,12 @@ struct bench_options {
     int64_t size;
     int64_t channels;
     int64_t classes;
-    int64_t spin_ns; /* -1: leave the library's default alone */
-    int64_t device;  /* --gpu: CUDA device */
-    int64_t depth;   /* --gpu: device buffers; 0: the library's choice */
-    int64_t step_us; /* --gpu: the stand-in step; -1: 3 uploads */
+    int64_t spin_ns;       /* -1: leave the library's default alone */
+    int64_t max_errors;    /* --on-error skip: RF_PARAM_MAX_ERRORS */
+    int64_t max_error_ppm; /* and RF_PARAM_MAX_ERROR_PPM */
+    int64_t device;        /* --gpu: CUDA device */
+    int64_t depth;         /* --gpu: device buffers; 0: the library's choice */
+    int64_t step_us;       /* --gpu: the stand-in step; -1: 3 uploads */
     uint64_t seed;
     rf_source_kind source;
     const char *path; /* RF_SOURCE_PATH: a folder or packed file */
@@ -93,6 +95,12 @@ struct bench_options {
       "labels are 0..N-1 (default 1000)")                                      \
     X(SPIN_NS, "spin-ns", spin_ns, 0, 1000000000,                              \
       "ns to spin before sleeping (default: the library's)")                   \
+    X(MAX_ERRORS, "max-errors", max_errors, 0, INT64_MAX,                      \
+      "--on-error skip: end the run once more samples failed; 0 = no "         \
+      "limit (default 0)")                                                     \
+    X(MAX_ERROR_PPM, "max-error-ppm", max_error_ppm, 0, 1000000,               \
+      "--on-error skip: end the run once one epoch's failures exceed this "    \
+      "share, per million (default 10000)")                                    \
     X(DEVICE, "device", device, 0, 1023, "--gpu: the CUDA device (default 0)") \
     X(DEPTH, "depth", depth, 0, 64,                                            \
       "--gpu: device buffers; 0 = the library's choice (default 0)")           \
@@ -181,6 +189,7 @@ static struct bench_options default_options(void)
         .channels = 3,
         .classes = 1000,
         .spin_ns = -1,
+        .max_error_ppm = 10000,
         .step_us = -1,
         .source = RF_SOURCE_SYNTHETIC,
         .transform = RF_TRANSFORM_TRAIN,
@@ -722,6 +731,9 @@ struct bench_run {
     double elapsed_s; /* from then until the last batch was released */
     int error;        /* 0, or what ended the run early */
     rf_stats stats;   /* read just before close */
+    /* --on-error skip: the first failures, as the loader lists them */
+    rf_sample_error failures[3];
+    size_t failures_listed;
 };
 
 static int set_param(rf_config *cfg, rf_param param, int64_t value)
@@ -755,6 +767,8 @@ static int configure(rf_config *cfg, const struct bench_options *o)
         {RF_PARAM_SOURCE, o->source},
         {RF_PARAM_TRANSFORM, o->transform},
         {RF_PARAM_ON_ERROR, o->on_error},
+        {RF_PARAM_MAX_ERRORS, o->max_errors},
+        {RF_PARAM_MAX_ERROR_PPM, o->max_error_ppm},
     };
     if (o->path && rf_config_set_path(cfg, o->path) < 0) {
         fprintf(stderr, PROGRAM ": %s\n", rf_config_error(cfg));
@@ -875,6 +889,10 @@ static void run_to_end(rf_loader *loader, struct verifier *verifier,
     run->elapsed_s = cli_now_s() - run->opened_at;
     progress_erase(&progress);
     rf_loader_stats(loader, &run->stats);
+    const size_t room = sizeof(run->failures) / sizeof(run->failures[0]);
+    const uint64_t failed =
+        rf_loader_sample_errors(loader, run->failures, room);
+    run->failures_listed = failed < room ? (size_t)failed : room;
 }
 
 /* ---- reports ----------------------------------------------------------- */
@@ -924,6 +942,14 @@ static void print_summary(const struct bench_options *o,
     printf("  consumer      waited %.1f%% of the time\n",
            100 * share_of_run(s->wait_ns, run));
     print_busy_shares(run);
+    if (s->failed_samples == 0)
+        return;
+    printf("  skipped       %" PRIu64 " samples that failed (--on-error "
+           "skip); the first:\n",
+           s->failed_samples);
+    for (size_t i = 0; i < run->failures_listed; i++)
+        printf("    epoch %" PRIu64 ": %s\n", run->failures[i].epoch,
+               run->failures[i].message);
 }
 
 /* Writes "key": with the comma that JSON needs before every key but the
@@ -995,6 +1021,7 @@ static void print_json(const struct bench_options *o,
     json_u64(&first, "slots", s->slots);
     json_u64(&first, "batches", s->batches);
     json_u64(&first, "errors", errors);
+    json_u64(&first, "skipped", s->failed_samples);
     json_f64(&first, "wait_share", share_of_run(s->wait_ns, run));
     json_busy_shares(&first, run);
     json_f64(&first, "startup_s", run->startup_s);
