@@ -146,8 +146,8 @@ typedef struct rf_cuda_batch {
  * Errors: -EINVAL (NULL out or loader, depth or flags out of range),
  * -ENODEV (no usable CUDA device: no driver, one too old or not matching
  * its kernel module, or `device` is not one; the detail says how many
- * there are and gives CUDA's message), -ENOMEM, RF_E_CUDA (registering the ring,
- * allocating device memory, creating the stream or events failed: the
+ * there are and gives CUDA's message), -ENOMEM, RF_E_CUDA (registering the
+ * ring, allocating device memory, creating the stream or events failed: the
  * detail names the call, the sizes and CUDA's message). On error *out is
  * NULL and, when errp is not NULL, *errp receives a malloc'd detail for
  * the caller to free().
