@@ -653,15 +653,15 @@ static void read_rows(struct rf__jpeg_decoder *dec, struct decode_job *job)
  * file, a pass over the unread bytes for a cut one. */
 static bool end_marker_follows(const struct jpeg_source_mgr *src)
 {
-    const uint8_t *start = src->next_input_byte;
+    const uint8_t *unread = src->next_input_byte;
     size_t left = src->bytes_in_buffer;
     while (left >= 2) {
-        const uint8_t *ff = memrchr(start, 0xff, left - 1);
+        const uint8_t *ff = memrchr(unread, 0xff, left - 1);
         if (!ff)
             return false;
         if (ff[1] == 0xd9)
             return true;
-        left = (size_t)(ff - start);
+        left = (size_t)(ff - unread);
     }
     return false;
 }
