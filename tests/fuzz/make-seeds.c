@@ -203,6 +203,46 @@ static void put_huge_dimensions(const uint8_t *params, const struct blob *b)
         }
 }
 
+/* The first SOF0 marker made SOF3 (lossless), which libjpeg-turbo 2.1
+ * refuses: its error path. */
+static void put_lossless(const uint8_t *params, const struct blob *b)
+{
+    for (size_t i = 0; i + 1 < b->size; i++)
+        if (b->data[i] == 0xff && b->data[i + 1] == 0xc0) {
+            uint8_t *copy = malloc(b->size);
+            if (!copy)
+                die("malloc");
+            memcpy(copy, b->data, b->size);
+            copy[i + 1] = 0xc3;
+            put("jpeg", "lossless-sof3", params, JPEG_PARAM_BYTES, copy,
+                b->size);
+            free(copy);
+            return;
+        }
+}
+
+/* A progressive file whose last scan comes 101 times more: over the
+ * decoder's limit of 100 scans (warnings accepted, so that the repeated
+ * refinement scans do not end it first). */
+static void put_many_scans(const uint8_t *params, const struct blob *b)
+{
+    size_t last_sos = 0;
+    for (size_t i = 0; i + 1 < b->size; i++)
+        if (b->data[i] == 0xff && b->data[i + 1] == 0xda)
+            last_sos = i;
+    const size_t scan = b->size - 2 - last_sos; /* up to EOI */
+    const size_t size = b->size + 101 * scan;
+    uint8_t *copy = malloc(size);
+    if (!copy || last_sos == 0)
+        die("many scans");
+    memcpy(copy, b->data, b->size - 2);
+    for (size_t k = 1; k <= 101; k++)
+        memcpy(copy + b->size - 2 + (k - 1) * scan, b->data + last_sos, scan);
+    memcpy(copy + size - 2, "\xff\xd9", 2);
+    put("jpeg", "progressive-many-scans", params, JPEG_PARAM_BYTES, copy, size);
+    free(copy);
+}
+
 static struct blob jpeg_seed(const char *name)
 {
     for (size_t i = 0; i < sizeof(jpeg_seeds) / sizeof(*jpeg_seeds); i++)
@@ -222,16 +262,22 @@ static void make_jpeg_seeds(void)
     }
     const uint8_t train[JPEG_PARAM_BYTES] = {1, 31, 31, 20, 0, 1, 0, 0};
     const uint8_t lenient[JPEG_PARAM_BYTES] = {JPEG_WARNINGS_OK | 2, 31, 31};
+    /* transform none: every row is decoded, so damage anywhere is met */
+    const uint8_t whole[JPEG_PARAM_BYTES] = {0, 31, 31};
     struct blob b = jpeg_seed("baseline-444");
     put_variant("truncated-half", train, &b, b.size / 2, SIZE_MAX);
     put_variant("truncated-lenient", lenient, &b, b.size * 3 / 4, SIZE_MAX);
-    put_variant("corrupt-scan", train, &b, b.size, b.size - 40);
+    put_variant("corrupt-scan", whole, &b, b.size, b.size - 40);
     put_variant("corrupt-scan-lenient", lenient, &b, b.size, b.size - 40);
     put_variant("soi-only", train, &b, 2, SIZE_MAX);
     put_huge_dimensions(train, &b);
+    put_lossless(train, &b);
     free(b.data);
     b = jpeg_seed("progressive-420");
     put_variant("progressive-truncated", lenient, &b, b.size - 100, SIZE_MAX);
+    const uint8_t lenient_train[JPEG_PARAM_BYTES] = {JPEG_WARNINGS_OK | 1, 31,
+                                                     31, 20};
+    put_many_scans(lenient_train, &b);
     free(b.data);
     static const uint8_t png[] = "\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10"
                                  "\0\0\0\x10\x08\x02\0\0\0\x90\x91\x68\x36";
