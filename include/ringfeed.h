@@ -8,8 +8,14 @@
  *     rf_config *cfg = rf_config_create();
  *     rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 64);
  *     rf_loader *loader;
- *     int rc = rf_loader_open(&loader, cfg);
+ *     char *why = NULL;
+ *     int rc = rf_loader_open(&loader, cfg, &why);
  *     rf_config_free(cfg);                 // the loader keeps its own copy
+ *     if (rc < 0) {
+ *         fprintf(stderr, "%s\n", why);    // malloc'd; ours to free
+ *         free(why);
+ *         return rc;
+ *     }
  *     rf_batch b;
  *     while ((rc = rf_loader_next(loader, &b)) > 0) {
  *         train_step(b.data, b.labels, b.samples);
@@ -125,15 +131,19 @@ typedef enum rf_source_kind {
      * class folders (torchvision ImageFolder's labels) or a packed file
      * written by ringfeed-pack / rf_pack_writer. */
     RF_SOURCE_PATH = 2,
-    /* The synthetic images encoded as JPEG in memory (quality 90, 4:2:0),
-     * then decoded and transformed like files: the JPEG path without
-     * disk I/O. Labels as rf_synthetic_label(). */
+    /* rf_synthetic_jpeg()'s ImageNet-like images (short side 256-500,
+     * 4:4:4 at quality 95 or 4:2:0 at 90), made in memory, then decoded
+     * and transformed like files: the JPEG path without disk I/O. Labels
+     * as rf_synthetic_label(); the pixels do not depend on them, so a
+     * model cannot learn from this source. */
     RF_SOURCE_SYNTHETIC_JPEG = 3
 } rf_source_kind;
 
 /* How each image is cut to the output size (RF_PARAM_HEIGHT x WIDTH). */
 typedef enum rf_transform {
-    /* Decode as is: the image must already have the output size. */
+    /* The whole image, resized to the output size (stretched when its
+     * aspect differs; no crop, no flip): for data already of that size,
+     * where it is a plain decode. */
     RF_TRANSFORM_NONE = 0,
     /* torchvision's RandomResizedCrop(scale=(min_scale, 1), ratio=(3/4,
      * 4/3)) with its exact algorithm, then a horizontal flip with p = 0.5
@@ -321,8 +331,8 @@ RF_API const char *rf_config_error(const rf_config *cfg);
 
 /* Sets the dataset to read (a folder of class folders or a packed file)
  * and RF_PARAM_SOURCE to RF_SOURCE_PATH. The path is copied; it must be
- * shorter than 4096 bytes (else -ENAMETOOLONG). Whether it exists is
- * checked by rf_loader_open(). */
+ * shorter than 4096 bytes (else -ENAMETOOLONG); NULL or "" is -EINVAL.
+ * Whether it exists is checked by rf_loader_open(). */
 RF_API int rf_config_set_path(rf_config *cfg, const char *path);
 
 /* The path set by rf_config_set_path(), or "" when none. Owned by cfg. */
@@ -369,8 +379,10 @@ typedef struct rf_batch {
  *
  * Errors: -EINVAL (inconsistent configuration), -ENOMEM (no memory for the
  * ring: the detail says how many bytes were asked for and what limits
- * them), -EMFILE, RF_E_NO_PRODUCER_BINARY, RF_E_FORK_UNSAFE, or the -errno
- * of a failed system call. On error *out is NULL and, when errp is not NULL,
+ * them), -EMFILE, RF_E_NO_PRODUCER_BINARY, RF_E_FORK_UNSAFE, the errors
+ * of rf_dataset_open() for RF_SOURCE_PATH (-ENOENT, -ENOTDIR,
+ * RF_E_CORRUPT_SAMPLE for a damaged pack, ...), or the -errno of a failed
+ * system call. On error *out is NULL and, when errp is not NULL,
  * *errp receives a malloc'd detail message for the caller to free().
  *
  * Processes: the producers are children of the calling thread. They are
@@ -393,6 +405,10 @@ RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp);
  *                        names the pid, the signal, the batch and sample);
  *   RF_E_PRODUCER_FAILED a producer stopped with an error (detail says why);
  *   RF_E_BAD_HANDLE      the shared rings were corrupted;
+ *   RF_E_CORRUPT_SAMPLE  a sample failed under RF_ON_ERROR_FAIL, or too
+ *                        many under RF_ON_ERROR_SKIP (the detail names
+ *                        the sample, its file and the reason);
+ *   -EINVAL              NULL loader or batch;
  *   -EINTR               a signal arrived while waiting; call again.
  * After any error other than -EINTR and RF_E_ALL_SLOTS_HELD the loader can
  * only be closed. Waiting spins for RF_PARAM_SPIN_NS and then sleeps in the
@@ -518,7 +534,9 @@ RF_API int rf_dataset_read(rf_dataset *ds, uint64_t index,
 
 /* Decodes sample `index` the way a producer would for `epoch` under cfg
  * (source shape, layout, transform, limits), into dst (height x width x
- * channels bytes). Returns 0 or RF_E_CORRUPT_SAMPLE with the reason in
+ * channels bytes). Returns 0, RF_E_CORRUPT_SAMPLE (the sample does not
+ * decode), rf_dataset_read()'s errors, or -EINVAL / -ENOMEM when cfg's
+ * shape does not fit the dataset or memory runs out; the reason is in
  * rf_dataset_error(). */
 RF_API int rf_dataset_decode(rf_dataset *ds, const rf_config *cfg,
                              uint64_t epoch, uint64_t index, void *dst);

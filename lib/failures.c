@@ -64,7 +64,8 @@ int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
     if (f->max_errors && f->total > f->max_errors) {
         rf__format(why, why_len,
                    "%llu samples have failed, more than RF_PARAM_MAX_ERRORS "
-                   "= %llu; the last: %s",
+                   "= %llu: raise it, or fix or remove the files; the last: "
+                   "%s",
                    (unsigned long long)f->total,
                    (unsigned long long)f->max_errors, text);
         return RF_E_CORRUPT_SAMPLE;
@@ -72,7 +73,8 @@ int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
     if (in_epoch > f->max_in_epoch) {
         rf__format(why, why_len,
                    "%llu samples of epoch %llu have failed, more than "
-                   "RF_PARAM_MAX_ERROR_PPM allows (%llu); the last: %s",
+                   "RF_PARAM_MAX_ERROR_PPM allows (%llu): raise it, or fix "
+                   "or remove the files; the last: %s",
                    (unsigned long long)in_epoch, (unsigned long long)epoch,
                    (unsigned long long)f->max_in_epoch, text);
         return RF_E_CORRUPT_SAMPLE;

@@ -116,7 +116,7 @@ struct bench_options {
       "class folders or of a packed file")                                     \
     X(TRANSFORM, "transform", required_argument, "T",                          \
       "train (default): random-resized crop + flip; eval: resize + centre "    \
-      "crop; none: images already of the output size")                         \
+      "crop; none: the whole image resized (stretched) to the output size")    \
     X(ON_ERROR, "on-error", required_argument, "P",                            \
       "fail (default): stop at a bad sample; skip: leave it out and count "    \
       "it")                                                                    \

@@ -238,7 +238,8 @@ static void put_many_scans(const uint8_t *params, const struct blob *b)
     memcpy(copy, b->data, b->size - 2);
     for (size_t k = 1; k <= 101; k++)
         memcpy(copy + b->size - 2 + (k - 1) * scan, b->data + last_sos, scan);
-    memcpy(copy + size - 2, "\xff\xd9", 2);
+    copy[size - 2] = 0xff; /* EOI */
+    copy[size - 1] = 0xd9;
     put("jpeg", "progressive-many-scans", params, JPEG_PARAM_BYTES, copy, size);
     free(copy);
 }
