@@ -64,7 +64,8 @@ extern "C" {
 #define RF_VERSION_NUMBER                                                      \
     (RF_VERSION_MAJOR * 10000 + RF_VERSION_MINOR * 100 + RF_VERSION_PATCH)
 
-/* Returns RF_VERSION_NUMBER of the library that is loaded. */
+/* Returns RF_VERSION_NUMBER of the library that is loaded. Safe from any
+ * thread. */
 RF_API unsigned rf_version(void);
 
 /*
@@ -486,7 +487,8 @@ typedef struct rf_sample_error {
 
 /* Copies the first min(max, count) sample failures of the run (oldest
  * first; at most the first 1024 are kept) into out and returns how many
- * samples have failed in all. out may be NULL when max is 0. */
+ * samples have failed in all (0 for a NULL loader). out may be NULL when
+ * max is 0. */
 RF_API uint64_t rf_loader_sample_errors(const rf_loader *loader,
                                         rf_sample_error *out, size_t max);
 
@@ -509,14 +511,18 @@ typedef struct rf_sample_info {
     size_t size;
     int64_t label;
     rf_sample_kind kind;
-    const char *name; /* path below the folder, or "packed offset N" */
+    const char *name; /* path below the folder, or "packed offset N";
+                         valid until the next call on the dataset, too */
 } rf_sample_info;
 
 /* Opens a folder of class folders or a packed file, read-only. Returns 0,
  * -ENOENT, -ENOTDIR, RF_E_CORRUPT_SAMPLE (a packed file whose header or
  * index is damaged), or -errno; on error *errp (if errp is not NULL) gets
- * a malloc'd detail. Listing a folder reads directories only, never the
- * files. Not thread-safe; open one per thread. */
+ * a malloc'd detail. On success *out is the caller's, to free with
+ * rf_dataset_close(). Listing a folder reads directories only, never the
+ * files. Not thread-safe; open one per thread. After fork() parent and
+ * child may each go on using it: reads use pread() and fresh file
+ * descriptors, so they share no file offset. */
 RF_API int rf_dataset_open(rf_dataset **out, const char *path, char **errp);
 
 /* Samples in the dataset. */
@@ -541,7 +547,8 @@ RF_API int rf_dataset_read(rf_dataset *ds, uint64_t index,
 RF_API int rf_dataset_decode(rf_dataset *ds, const rf_config *cfg,
                              uint64_t epoch, uint64_t index, void *dst);
 
-/* The detail of the last error on ds, or "". */
+/* The detail of the last error on ds, or "": owned by ds, valid until
+ * the next call on it. */
 RF_API const char *rf_dataset_error(const rf_dataset *ds);
 
 /* NULL is fine. */
@@ -567,7 +574,8 @@ RF_API int rf_pack_writer_add(rf_pack_writer *w, rf_sample_kind kind,
                               const void *data, size_t size, int64_t label,
                               const char *name);
 
-/* The detail of the last error on w, or "". */
+/* The detail of the last error on w, or "": owned by w, valid until the
+ * next call on it. */
 RF_API const char *rf_pack_writer_error(const rf_pack_writer *w);
 
 /* Writes the index and header, flushes and renames the file into place,
@@ -593,7 +601,7 @@ RF_API void rf_synthetic_fill(uint64_t seed, uint64_t index, uint32_t classes,
                               uint32_t channels, rf_layout layout, void *dst);
 
 /* The label of synthetic sample `index`, in [0, classes); 0 when classes
- * is 0. */
+ * is 0. A pure function: safe from any thread. */
 RF_API int64_t rf_synthetic_label(uint64_t seed, uint64_t index,
                                   uint32_t classes);
 

@@ -148,8 +148,9 @@ typedef struct rf_cuda_batch {
  * its kernel module, or `device` is not one; the detail says how many
  * there are and gives CUDA's message), -ENOMEM, RF_E_CUDA (registering the
  * ring, allocating device memory, creating the stream or events failed: the
- * detail names the call, the sizes and CUDA's message). On error *out is
- * NULL and, when errp is not NULL, *errp receives a malloc'd detail for
+ * detail names the call, the sizes and CUDA's message), RF_E_ABI
+ * (libringfeed and libringfeed-cuda from different builds). On error *out
+ * is NULL and, when errp is not NULL, *errp receives a malloc'd detail for
  * the caller to free().
  */
 RF_API int rf_cuda_open(rf_cuda_loader **out, rf_loader *loader, int device,
