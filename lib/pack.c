@@ -188,7 +188,8 @@ static int check_version(uint32_t version, uint32_t known, char *why,
     if (version > known) {
         rf__format(why, why_len,
                    "format version %u is newer than this ringfeed reads (%u); "
-                   "upgrade ringfeed",
+                   "upgrade ringfeed (or, if that version does not exist, "
+                   "the header is damaged: write the file again)",
                    version, known);
         return RF__FORMAT_NEWER;
     }
