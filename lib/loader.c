@@ -219,7 +219,9 @@ static int resolve_span(rf_loader *l)
         return set_error(
             l, -EINVAL,
             "cannot resume at batch %llu of epoch %llu: an epoch "
-            "has %llu batches and the run %llu epochs",
+            "has %llu batches and the run %llu epochs; set "
+            "RF_PARAM_START_BATCH and START_EPOCH inside them (the "
+            "checkpoint's batch size and dataset must be this run's)",
             (unsigned long long)start_batch, (unsigned long long)start_epoch,
             (unsigned long long)per_epoch, (unsigned long long)epochs);
     /* Sequence numbers travel in 40 bits of a handle. */
@@ -362,7 +364,10 @@ static int map_segment(rf_loader *l, int fd, uint64_t size, void **out)
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED)
-        return set_error(l, -errno, "cannot map %llu bytes: %s",
+        return set_error(l, -errno,
+                         "cannot map %llu bytes: %s; fewer slots "
+                         "(RF_PARAM_SLOTS) or smaller batches need less, or "
+                         "raise the address-space limit (ulimit -v)",
                          (unsigned long long)size, strerror(errno));
     *out = p;
     return 0;
@@ -1062,6 +1067,9 @@ static int sleep_for_batches(rf_loader *l)
     }
     if (rc == -EINTR)
         return set_error(l, rc, "interrupted by a signal while waiting");
+    if (rc < 0)
+        return set_fatal(l,
+                         set_error(l, rc, "poll() failed: %s", strerror(-rc)));
     if (rc == 0)
         rc = drain_full_rings(l); /* before any deadline is judged */
     if (rc == 0)
