@@ -561,7 +561,10 @@ typedef struct rf_pack_writer rf_pack_writer;
  * stored in the file for RF_SAMPLE_ZSTD samples. For RF_SAMPLE_ZSTD the
  * shape of every sample is height x width x channels in layout (pass
  * zeros when the file holds JPEGs only). Returns 0 or -errno with a
- * malloc'd detail in *errp. */
+ * malloc'd detail in *errp. On success *out is the caller's until
+ * rf_pack_writer_finish() or rf_pack_writer_abort(). One thread at a
+ * time; a child of fork() must not use its parent's writer (both would
+ * write the same file). */
 RF_API int rf_pack_writer_create(rf_pack_writer **out, const char *path,
                                  uint32_t height, uint32_t width,
                                  uint32_t channels, rf_layout layout,
