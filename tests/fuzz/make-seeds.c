@@ -186,39 +186,41 @@ static void put_variant(const char *name, const uint8_t *params,
     free(copy);
 }
 
+/* Where b's first SOF0 marker is (its FF byte); dies without one. */
+static size_t sof0_at(const struct blob *b)
+{
+    for (size_t i = 0; i + 9 < b->size; i++)
+        if (b->data[i] == 0xff && b->data[i + 1] == 0xc0)
+            return i;
+    die("no SOF0 marker");
+    return 0;
+}
+
+/* b with `count` bytes from `at` set to `value`, as seed `name`. */
+static void put_patched(const char *name, const uint8_t *params,
+                        const struct blob *b, size_t at, size_t count,
+                        uint8_t value)
+{
+    uint8_t *copy = malloc(b->size);
+    if (!copy)
+        die("malloc");
+    memcpy(copy, b->data, b->size);
+    memset(copy + at, value, count);
+    put("jpeg", name, params, JPEG_PARAM_BYTES, copy, b->size);
+    free(copy);
+}
+
 /* The SOF marker's height and width set to absurd values. */
 static void put_huge_dimensions(const uint8_t *params, const struct blob *b)
 {
-    for (size_t i = 0; i + 9 < b->size; i++)
-        if (b->data[i] == 0xff && b->data[i + 1] == 0xc0) {
-            uint8_t *copy = malloc(b->size);
-            if (!copy)
-                die("malloc");
-            memcpy(copy, b->data, b->size);
-            copy[i + 5] = copy[i + 6] = copy[i + 7] = copy[i + 8] = 0xfe;
-            put("jpeg", "huge-dimensions", params, JPEG_PARAM_BYTES, copy,
-                b->size);
-            free(copy);
-            return;
-        }
+    put_patched("huge-dimensions", params, b, sof0_at(b) + 5, 4, 0xfe);
 }
 
 /* The first SOF0 marker made SOF3 (lossless), which libjpeg-turbo 2.1
  * refuses: its error path. */
 static void put_lossless(const uint8_t *params, const struct blob *b)
 {
-    for (size_t i = 0; i + 1 < b->size; i++)
-        if (b->data[i] == 0xff && b->data[i + 1] == 0xc0) {
-            uint8_t *copy = malloc(b->size);
-            if (!copy)
-                die("malloc");
-            memcpy(copy, b->data, b->size);
-            copy[i + 1] = 0xc3;
-            put("jpeg", "lossless-sof3", params, JPEG_PARAM_BYTES, copy,
-                b->size);
-            free(copy);
-            return;
-        }
+    put_patched("lossless-sof3", params, b, sof0_at(b) + 1, 1, 0xc3);
 }
 
 /* A progressive file whose last scan comes 101 times more: over the
@@ -515,7 +517,7 @@ static void make_segment_seeds(void)
     put("segment", "2-producers-4-slots", "", 0, b.data, b.size);
     put("segment", "truncated", "", 0, b.data, RF__PAGE);
     h = (struct rf__header *)b.data;
-    struct rf__segment seg = {.header = h};
+    struct rf__segment seg = {.header = h, .layout = *h};
     rf__segment_full_ring(&seg, 1)->mask = 0xffff;
     put("segment", "ring-mask-too-big", "", 0, b.data, b.size);
     free(b.data);
