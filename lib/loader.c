@@ -192,13 +192,13 @@ static int resolve_rank(rf_loader *l)
     const bool torch = env_is_set("RANK") || env_is_set("WORLD_SIZE");
     const char *rank = torch ? "RANK" : "OMPI_COMM_WORLD_RANK";
     const char *size = torch ? "WORLD_SIZE" : "OMPI_COMM_WORLD_SIZE";
+    const bool has_rank = env_is_set(rank);
     if (p[RF_PARAM_RANK] < 0 && p[RF_PARAM_WORLD_SIZE] == 0 &&
-        env_is_set(rank) != env_is_set(size))
+        has_rank != env_is_set(size))
         return set_error(l, -EINVAL,
                          "%s is set but %s is not; set both, or set "
                          "RF_PARAM_RANK and RF_PARAM_WORLD_SIZE",
-                         env_is_set(rank) ? rank : size,
-                         env_is_set(rank) ? size : rank);
+                         has_rank ? rank : size, has_rank ? size : rank);
     int rc = 0;
     if (p[RF_PARAM_RANK] < 0)
         rc = env_number(l, rank, 0, 0, &p[RF_PARAM_RANK]);
@@ -712,8 +712,8 @@ static int fill_view(rf_loader *l, uint32_t slot, rf_batch *b)
                          slot, (unsigned long long)sequence, samples,
                          (unsigned long long)s->seq);
     /* the epoch from the loader's own record, not the slot's */
-    const int rc =
-        account_failures(l, slot, s->seq / l->order.batches_per_epoch, failed);
+    const uint64_t epoch = s->seq / l->order.batches_per_epoch;
+    const int rc = account_failures(l, slot, epoch, failed);
     if (rc < 0)
         return rc;
     memset(b, 0, sizeof(*b));
@@ -730,7 +730,7 @@ static int fill_view(rf_loader *l, uint32_t slot, rf_batch *b)
     b->labels = rf__slot_labels(&l->seg, slot);
     b->indices = rf__slot_indices(&l->seg, slot);
     b->sequence = s->seq;
-    b->epoch = s->seq / l->order.batches_per_epoch;
+    b->epoch = epoch;
     b->number = s->seq % l->order.batches_per_epoch;
     b->handle = rf__handle_make(RF__HANDLE_BATCH, slot, s->seq);
     s->where = SLOT_WITH_USER;
