@@ -181,9 +181,10 @@ typedef enum rf_on_producer_death {
      * producers crashed (by a signal other than SIGKILL) or timed out
      * while filling the same batch: a sample in it then breaks the
      * decoder, and the detail names it. Also when three producers in a
-     * row crashed or timed out before they started: the helper cannot
-     * run (a missing shared library, another version's helper), and the
-     * detail names it. */
+     * row crashed or timed out before they took up work (before
+     * attaching to the loader, or idle before their first batch): the
+     * helper cannot run (a missing shared library, another version's
+     * helper), and the detail names it. */
     RF_ON_DEATH_RESPAWN = 0,
     /* rf_loader_next() returns RF_E_PRODUCER_DIED naming the producer's
      * pid, its signal or exit status, and the batch and sample it was

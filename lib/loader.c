@@ -50,9 +50,11 @@
  * sample that breaks the decoder: respawning again would loop. */
 #define MAX_DEATHS_PER_BATCH 3
 
-/* Producers that crashed or timed out before attaching to the segment,
+/* Producers that crashed or timed out before they took up work (before
+ * attaching to the segment, or attached but before their first batch),
  * this many in a row, cannot start at all (a helper that cannot load its
- * libraries, another version's helper): respawning again would loop. */
+ * libraries, another version's helper, one that aborts as it sets up):
+ * respawning again would loop. */
 #define MAX_FAILED_STARTS 3
 
 enum slot_where { SLOT_FREE, SLOT_AT_PRODUCER, SLOT_READY, SLOT_WITH_USER };
@@ -78,6 +80,8 @@ struct rf_loader {
     uint32_t ring_entries;       /* from the layout; never read back from shared
                                     memory, which producers can write */
     uint32_t *orders;            /* [producers] orders outstanding */
+    bool *has_delivered;         /* [producers] the current process has
+                                 delivered a batch */
     uint64_t *progress_ns;       /* [producers] when it last delivered, or got
                                     its first order after owing none */
     uint32_t next_producer;      /* where the search for the least busy
@@ -106,7 +110,7 @@ struct rf_loader {
     uint64_t crash_seq;     /* the batch of the last crash or time-out */
     uint32_t crash_count;   /* crashes and time-outs in a row on it */
     uint32_t failed_starts; /* crashes and time-outs in a row before
-                               attaching (MAX_FAILED_STARTS) */
+                               taking up work (MAX_FAILED_STARTS) */
     uint64_t next_check_ns; /* when next() looks at the producers again */
     uint32_t *owed;         /* [slots] scratch: slots a dead producer held */
 
@@ -448,6 +452,7 @@ static int start_producer(rf_loader *l, uint32_t i)
     l->pfds[1 + i].fd = l->children[i].pidfd;
     l->pfds[1 + i].events = POLLIN;
     l->progress_ns[i] = rf__now_ns();
+    l->has_delivered[i] = false;
     return 0;
 }
 
@@ -604,6 +609,7 @@ static int accept_handle(rf_loader *l, uint32_t p, uint64_t h)
                          p, l->children[p].pid, (unsigned long long)h);
     l->orders[p]--;
     l->at_producers--;
+    l->has_delivered[p] = true;
     /* Delivering restarts the deadline for what it still owes. */
     l->progress_ns[p] = rf__now_ns();
     mark_ready(l, slot);
@@ -845,12 +851,12 @@ static bool batch_breaks_producers(rf_loader *l, uint64_t seq, bool crashed)
     return ++l->crash_count >= MAX_DEATHS_PER_BATCH;
 }
 
-/* A crash or a time-out before the producer attached (it had not yet
- * written its pid): returns true once too many came in a row. Any other
- * death starts the count again. */
-static bool producers_cannot_start(rf_loader *l, bool attached, bool crashed)
+/* A crash or a time-out before the producer took up work: returns true
+ * once too many came in a row. Any other death starts the count again. */
+static bool producers_cannot_start(rf_loader *l, bool took_up_work,
+                                   bool crashed)
 {
-    if (attached || !crashed) {
+    if (took_up_work || !crashed) {
         l->failed_starts = 0;
         return false;
     }
@@ -927,6 +933,12 @@ static int handle_death(rf_loader *l, uint32_t p, int pid, const char *how,
     describe_death(l, p, pid, how, what, sizeof(what));
     const uint64_t seq = rf__load_relaxed64(&st->current_seq);
     const bool attached = rf__load_relaxed32(&st->pid) != 0;
+    /* Took up work: delivered a batch, or died filling one (which the
+     * count per batch judges). Attached and idle since is not enough: a
+     * helper that aborts as it sets up would be replaced a thousand times
+     * (RF_PARAM_MAX_RESPAWNS) and end in advice about the OOM killer. */
+    const bool took_up_work =
+        attached && (l->has_delivered[p] || seq != UINT64_MAX);
     const bool crashed = crashed_or_timed_out(l->children[p].status, timed_out);
     if (!l->respawn) {
         (void)reclaim_slots(l, p); /* the ring keeps its full count */
@@ -937,7 +949,7 @@ static int handle_death(rf_loader *l, uint32_t p, int pid, const char *how,
                          "RF_ON_DEATH_RESPAWN to replace it",
                          what);
     }
-    if (producers_cannot_start(l, attached, crashed))
+    if (producers_cannot_start(l, took_up_work, crashed))
         return fail_to_start(l, what, l->failed_starts);
     if (batch_breaks_producers(l, seq, crashed))
         return set_error(
@@ -1094,12 +1106,13 @@ static int allocate_tables(rf_loader *l)
     l->cpu_of = calloc(l->producers, sizeof(*l->cpu_of));
     l->orders = calloc(l->producers, sizeof(*l->orders));
     l->progress_ns = calloc(l->producers, sizeof(*l->progress_ns));
+    l->has_delivered = calloc(l->producers, sizeof(*l->has_delivered));
     l->owed = calloc(l->slots, sizeof(*l->owed));
     l->pfds = calloc(1 + (size_t)l->producers, sizeof(*l->pfds));
     l->slot_info = calloc(l->slots, sizeof(*l->slot_info));
     l->ready = malloc(l->slots * sizeof(*l->ready));
     if (!l->children || !l->cpu_of || !l->orders || !l->progress_ns ||
-        !l->owed || !l->pfds || !l->slot_info || !l->ready)
+        !l->has_delivered || !l->owed || !l->pfds || !l->slot_info || !l->ready)
         return set_error(l, -ENOMEM, "out of memory for loader tables");
     for (uint32_t i = 0; i < l->producers; i++) {
         l->children[i].pidfd = -1;
@@ -1263,6 +1276,7 @@ void rf_loader_close(rf_loader *l)
     free(l->cpu_of);
     free(l->orders);
     free(l->progress_ns);
+    free(l->has_delivered);
     free(l->owed);
     free(l->pfds);
     free(l->slot_info);

@@ -710,6 +710,70 @@ static void test_helper_that_cannot_start_is_named(void)
     restore_helper(saved);
 }
 
+/* Waits until producer 0 has attached with a pid other than `old`. */
+static int attached_pid(const struct rf__segment *seg, int old)
+{
+    const struct rf__producer_state *st = rf__segment_producer(seg, 0);
+    int pid;
+    while ((pid = (int)atomic_load(&st->pid)) == 0 || pid == old)
+        sleep_us(100);
+    return pid;
+}
+
+/* A helper that attaches and then crashes before its first batch (as one
+ * that aborts while it sets up would) cannot start either: counted like
+ * a crash before attaching, not replaced a thousand times. One producer
+ * fills every slot and goes idle; the batches stay with the caller, so
+ * its replacements get no order and crash idle. */
+static void test_crash_after_attach_counts_as_failed_start(void)
+{
+    const struct rlimit no_core = {0, 0};
+    CHECK_EQ(setrlimit(RLIMIT_CORE, &no_core), 0);
+    enum { SLOTS = 6 };
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SLOTS, SLOTS));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    struct rf__segment seg = map_control_segment();
+    const struct rf__producer_state *st = rf__segment_producer(&seg, 0);
+    while (atomic_load(&st->batches) < SLOTS)
+        sleep_us(200);
+    rf_batch held[SLOTS];
+    int pid = attached_pid(&seg, 0), rc = 1, taken = 0;
+    /* The first producer did work: its death starts no count. Each of
+     * the next three dies idle before any batch. */
+    for (int death = 0; death < 4 && rc == 1; death++) {
+        if (death > 0)
+            pid = attached_pid(&seg, pid);
+        CHECK_EQ(kill(pid, SIGABRT), 0);
+        /* next() hands out a ready batch at once and looks at the
+         * producers every 10 ms (HEALTH_CHECK_MS): call it until it has
+         * noticed this death, keeping every batch. */
+        while (rc == 1 && (int)atomic_load(&st->pid) == pid) {
+            CHECK(taken < SLOTS);
+            sleep_us(20000);
+            rc = rf_loader_next(l, &held[taken]);
+            taken += rc == 1;
+        }
+    }
+    if (rc == 1)
+        rc = next_until_error(l);
+    CHECK_EQ(rc, RF_E_PRODUCER_DIED);
+    const char *msg = rf_loader_error(l);
+    CHECK_CONTAINS(msg, "signal 6");
+    CHECK_CONTAINS(msg, "while idle");
+    CHECK_CONTAINS(msg, "the last 3 producers all ended this way");
+    CHECK_CONTAINS(msg, "--help' runs");
+    rf_stats stats;
+    CHECK_OK(rf_loader_stats(l, &stats));
+    CHECK_EQ(stats.respawns, 3);
+    rf_loader_close(l);
+    munmap(seg.header, seg.control_size);
+}
+
 /* ---- garbage in the rings ---------------------------------------------- */
 
 /* The control segment of this process's only loader, mapped a second time
@@ -972,6 +1036,7 @@ int main(int argc, char **argv)
     test_low_fd_limit_is_refused();
     test_helper_not_executable_is_refused();
     test_helper_that_cannot_start_is_named();
+    test_crash_after_attach_counts_as_failed_start();
     test_garbage_in_the_batch_ring();
     test_garbage_ring_sizes_are_ignored();
     test_garbage_header_is_ignored();
