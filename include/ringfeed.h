@@ -482,8 +482,10 @@ RF_API int rf_loader_stats(const rf_loader *loader, rf_stats *stats);
 typedef struct rf_sample_error {
     uint64_t index; /* dataset index */
     uint64_t epoch;
-    char message[496]; /* "sample 18231 (train/n01/x.jpg): premature end
-                          of data" */
+    char message[496]; /* "sample 18231 (/data/train/n01/x.jpg): premature
+                          end of data; ...", or for a packed file "sample 7
+                          (n01/x.jpg, packed offset 4096) of /data/t.pack:
+                          ..." */
 } rf_sample_error;
 
 /* Copies the first min(max, count) sample failures of the run (oldest

@@ -1242,14 +1242,60 @@ static int reserve_buffer(rf_dataset *ds, size_t size)
     return 0;
 }
 
-static int folder_sample_failed(rf_dataset *ds, uint64_t index,
-                                const char *name, const char *what, int rc)
+/* "sample 12 (/data/train/cls/a.jpg)", as every message names it. */
+static void describe_folder_sample(const rf_dataset *ds, uint64_t index,
+                                   const char *name, char *out, size_t len)
 {
-    rf__format(ds->error, sizeof(ds->error), "sample %llu (%s/%s): %s%s%s",
-               (unsigned long long)index, ds->path, name, what,
+    rf__format(out, len, "sample %llu (%s/%s)", (unsigned long long)index,
+               ds->path, name);
+}
+
+/* "sample 12 (cls/a.jpg, packed offset 128) of /data/x.pack", or without
+ * the name when the pack stores none. */
+static void describe_packed_sample(const rf_dataset *ds, uint64_t index,
+                                   const struct rf__pack_entry *e, char *out,
+                                   size_t len)
+{
+    const char *name = e->name_length ? ds->names + e->name_offset : NULL;
+    rf__format(out, len, "sample %llu (%s%spacked offset %llu) of %s",
+               (unsigned long long)index, name ? name : "", name ? ", " : "",
+               (unsigned long long)e->offset, ds->path);
+}
+
+void rf__dataset_describe(const rf_dataset *ds, uint64_t index, char *out,
+                          size_t len)
+{
+    if (index >= ds->samples) {
+        rf__format(out, len, "sample %llu of %s", (unsigned long long)index,
+                   ds->path);
+    } else if (ds->kind == DATASET_FOLDER) {
+        struct rf__index_entry e;
+        rf__index_entry_decode(&e, ds->entries + index * RF__INDEX_ENTRY_SIZE);
+        describe_folder_sample(ds, index, ds->names + e.name_offset, out, len);
+    } else {
+        struct rf__pack_entry e;
+        rf__pack_entry_decode(&e, ds->entries + index * RF__PACK_ENTRY_SIZE);
+        describe_packed_sample(ds, index, &e, out, len);
+    }
+}
+
+/* The error of a sample that cannot be read: who, what, and errno's text
+ * for a negative errno. */
+static int sample_failed(rf_dataset *ds, const char *who, const char *what,
+                         int rc)
+{
+    rf__format(ds->error, sizeof(ds->error), "%s: %s%s%s", who, what,
                rc < 0 && rc > -4096 ? ": " : "",
                rc < 0 && rc > -4096 ? strerror(-rc) : "");
     return rc;
+}
+
+static int folder_sample_failed(rf_dataset *ds, uint64_t index,
+                                const char *name, const char *what, int rc)
+{
+    char who[RF__DETAIL / 2];
+    describe_folder_sample(ds, index, name, who, sizeof(who));
+    return sample_failed(ds, who, what, rc);
 }
 
 /* Opens and checks the file of a folder sample; returns its fd and size. */
@@ -1324,14 +1370,9 @@ static int packed_sample_failed(rf_dataset *ds, uint64_t index,
                                 const struct rf__pack_entry *e,
                                 const char *what, int rc)
 {
-    const char *name = e->name_length ? ds->names + e->name_offset : NULL;
-    rf__format(ds->error, sizeof(ds->error),
-               "sample %llu (%s%spacked offset %llu) of %s: %s%s%s",
-               (unsigned long long)index, name ? name : "", name ? ", " : "",
-               (unsigned long long)e->offset, ds->path, what,
-               rc < 0 && rc > -4096 ? ": " : "",
-               rc < 0 && rc > -4096 ? strerror(-rc) : "");
-    return rc;
+    char who[RF__DETAIL / 2];
+    describe_packed_sample(ds, index, e, who, sizeof(who));
+    return sample_failed(ds, who, what, rc);
 }
 
 static int read_packed_sample(rf_dataset *ds, uint64_t index,

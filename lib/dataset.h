@@ -54,6 +54,11 @@ static inline bool rf__is_dot_or_dotdot(const char *name)
  * FOLDER/.ringfeed-index (RF_PARAM_INDEX_CACHE; lib/index-cache.c). */
 int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp);
 
+/* How messages name sample `index`: "sample 12 (/data/train/cls/a.jpg)",
+ * or "sample 12 (cls/a.jpg, packed offset 128) of /data/x.pack". */
+void rf__dataset_describe(const rf_dataset *ds, uint64_t index, char *out,
+                          size_t len);
+
 /* The buffer behind rf_dataset_error(), for rf_dataset_decode() (which
  * lives in lib/decode.c) to write its reason into. */
 char *rf__dataset_error_buffer(rf_dataset *ds, size_t *len);

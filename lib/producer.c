@@ -129,8 +129,9 @@ static int fill_from_dataset(struct producer *pr, uint64_t epoch,
     if (rf__decode_sample(pr->decoder, &info, epoch, index, dst, reason,
                           sizeof(reason)) == 0)
         return 0;
-    rf__format(err, err_len, "sample %llu (%s): %s", (unsigned long long)index,
-               info.name, reason);
+    char who[RF__ERROR_TEXT];
+    rf__dataset_describe(pr->dataset, index, who, sizeof(who));
+    rf__format(err, err_len, "%s: %s", who, reason);
     return -1;
 }
 

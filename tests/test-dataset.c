@@ -925,6 +925,75 @@ static void test_pack_damage(void)
     printf("pack: damaged headers, indexes and payloads refused\n");
 }
 
+/* Decodes sample 0 of a zstd pack of RAW_H x RAW_W x RAW_C samples. */
+static int decode_raw_sample(const char *path, uint8_t *out, char *why,
+                             size_t why_len)
+{
+    rf_dataset *ds = open_or_die(path);
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, RAW_H));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, RAW_W));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_CHANNELS, RAW_C));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_LAYOUT, RF_LAYOUT_NCHW));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_TRANSFORM, RF_TRANSFORM_NONE));
+    const int rc = rf_dataset_decode(ds, cfg, 0, 0, out);
+    rf__format(why, why_len, "%s", rf_dataset_error(ds));
+    rf_config_free(cfg);
+    rf_dataset_close(ds);
+    return rc;
+}
+
+/* A pack whose dictionary is not the one its frames were compressed with.
+ * The writer refuses to make one, so the stored dictionary's ID is edited
+ * afterwards (bytes 4 to 7 of a zstd dictionary, after its magic number):
+ * decoding names both IDs and says to repack, rather than zstd's bare
+ * "Dictionary mismatch". */
+static void test_pack_dictionary_mismatch_on_decode(void)
+{
+    uint8_t dict[1024], frame[256], raw[RAW_BYTES], out[RAW_BYTES];
+    for (size_t i = 0; i < RAW_BYTES; i++)
+        raw[i] = (uint8_t)("ringfeed"[i % 8] + i % 7);
+    const size_t dict_size = train_dictionary(dict, sizeof(dict));
+    const unsigned id = ZSTD_getDictID_fromDict(dict, dict_size);
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    const size_t n = ZSTD_compress_usingDict(cctx, frame, sizeof(frame), raw,
+                                             sizeof(raw), dict, dict_size, 3);
+    ZSTD_freeCCtx(cctx);
+    CHECK(!ZSTD_isError(n));
+    rf_pack_writer *w = NULL;
+    CHECK_OK(rf_pack_writer_create(&w, at("dict.pack"), RAW_H, RAW_W, RAW_C,
+                                   RF_LAYOUT_NCHW, dict, dict_size, NULL));
+    CHECK_OK(rf_pack_writer_add(w, RF_SAMPLE_ZSTD, frame, n, 0, "dict/a.raw"));
+    CHECK_OK(rf_pack_writer_finish(w, NULL));
+    char why[RF__DETAIL];
+    CHECK_OK(decode_raw_sample(at("dict.pack"), out, why, sizeof(why)));
+    CHECK(memcmp(out, raw, sizeof(raw)) == 0);
+
+    size_t size;
+    uint8_t *bytes = read_whole(at("dict.pack"), &size);
+    uint8_t *stored = memmem(bytes, size, dict, dict_size);
+    CHECK(stored);
+    const unsigned other = id + 1;
+    for (int k = 0; k < 4; k++)
+        stored[4 + k] = (uint8_t)(other >> (8 * k));
+    struct rf__pack_header h;
+    CHECK_OK(rf__pack_header_decode(&h, bytes, why, sizeof(why)));
+    reseal(bytes, &h);
+    CHECK_EQ(decode_raw_sample(damaged(bytes, size), out, why, sizeof(why)),
+             RF_E_CORRUPT_SAMPLE);
+    char expected[160];
+    rf__format(expected, sizeof(expected),
+               "compressed with dictionary %u, but the packed file's "
+               "dictionary is %u",
+               id, other);
+    CHECK_CONTAINS(why, expected);
+    CHECK_CONTAINS(why, "(dict/a.raw, packed offset ");
+    CHECK_CONTAINS(why, "damaged.pack:");
+    CHECK_CONTAINS(why, "repack the file, passing the dictionary");
+    printf("  refused as expected: %s\n", why);
+    free(bytes);
+}
+
 /* ---- the index of a packed file, kept apart from the file ------------- */
 
 /* Producers open the pack with the consumer's sealed copy of its index:
@@ -1112,6 +1181,7 @@ int main(void)
     test_pack_round_trip();
     test_pack_writer_edges();
     test_pack_damage();
+    test_pack_dictionary_mismatch_on_decode();
     test_pack_index_fd();
     test_pack_truncated_after_open();
     test_listing_speed();
