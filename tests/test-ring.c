@@ -86,12 +86,16 @@ static void test_wait_times_out(void)
     CHECK_EQ(atomic_load(&ch->bell.sleeping), 0);
 }
 
-/* The writer side of a stream: pushes 1..n, ringing the bell each time. */
+/* The writer side of a stream: pushes 1..n, ringing the bell each time.
+ * On a full ring it yields rather than spins: on a loaded machine (other
+ * tests, a CPU hog) a spinning writer can hold the CPU the reader needs
+ * for a whole time slice at every one of thousands of full rings, and the
+ * test then ran for more than 5 minutes instead of seconds. */
 static void write_stream(struct channel *ch, uint64_t n)
 {
     for (uint64_t v = 1; v <= n; v++) {
         while (rf__ring_push(&ch->ring, ch->ring.entries, v) != 0)
-            rf__cpu_relax();
+            sched_yield();
         rf__bell_ring_futex(&ch->bell);
     }
 }
