@@ -1040,11 +1040,17 @@ static int open_pack(rf_dataset *ds, uint64_t size, int index_fd, char *why,
 
 /* ---- opening ------------------------------------------------------------ */
 
-static int open_path(rf_dataset *ds, int index_fd, char *why, size_t why_len)
+static int open_path(rf_dataset *ds, int data_fd, int index_fd, char *why,
+                     size_t why_len)
 {
     struct stat st;
-    /* O_NONBLOCK: opening a FIFO by mistake must not hang */
-    ds->fd = open(ds->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    /* A producer gets the consumer's open folder or file: by now the path
+     * may name another dataset (a pack replaced by rename, a folder moved
+     * and another put in its place) or none (a relative path after the
+     * caller's chdir()). O_NONBLOCK: opening a FIFO by mistake must not
+     * hang. */
+    ds->fd = data_fd >= 0 ? fcntl(data_fd, F_DUPFD_CLOEXEC, 0)
+                          : open(ds->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (ds->fd < 0 || fstat(ds->fd, &st) < 0) {
         const int rc = -errno;
         rf__format(why, why_len,
@@ -1063,8 +1069,8 @@ static int open_path(rf_dataset *ds, int index_fd, char *why, size_t why_len)
     return -ENOTDIR;
 }
 
-int rf__dataset_open_indexed(rf_dataset **out, const char *path, int index_fd,
-                             char *why, size_t why_len)
+int rf__dataset_open_indexed(rf_dataset **out, const char *path, int data_fd,
+                             int index_fd, char *why, size_t why_len)
 {
     *out = NULL;
     rf_dataset *ds = calloc(1, sizeof(*ds));
@@ -1078,7 +1084,7 @@ int rf__dataset_open_indexed(rf_dataset **out, const char *path, int index_fd,
     ds->fd = -1;
     ds->meta_fd = -1;
     rf__crc32c_init(&ds->crc);
-    const int rc = open_path(ds, index_fd, why, why_len);
+    const int rc = open_path(ds, data_fd, index_fd, why, why_len);
     if (rc < 0) {
         rf_dataset_close(ds);
         return rc;
@@ -1090,7 +1096,8 @@ int rf__dataset_open_indexed(rf_dataset **out, const char *path, int index_fd,
 int rf_dataset_open(rf_dataset **out, const char *path, char **errp)
 {
     char why[RF__DETAIL];
-    const int rc = rf__dataset_open_indexed(out, path, -1, why, sizeof(why));
+    const int rc =
+        rf__dataset_open_indexed(out, path, -1, -1, why, sizeof(why));
     if (rc < 0 && errp)
         *errp = strdup(why);
     return rc;
@@ -1193,6 +1200,12 @@ static int pack_index_fd(rf_dataset *ds, int *fd)
                "%s: cannot hand over the copy of its index: %s", ds->path,
                strerror(errno));
     return rc;
+}
+
+int rf__dataset_data_fd(const rf_dataset *ds)
+{
+    const int fd = fcntl(ds->fd, F_DUPFD_CLOEXEC, 0);
+    return fd >= 0 ? fd : -errno;
 }
 
 int rf__dataset_index_fd(rf_dataset *ds, int *fd)

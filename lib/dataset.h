@@ -13,14 +13,22 @@
 
 #include "ringfeed.h"
 
-/* Opens `path` like rf_dataset_open(); index_fd (made by
+/* Opens `path` like rf_dataset_open(). data_fd (from rf__dataset_data_fd()
+ * in the consumer; < 0 for none) is the dataset already open, the folder
+ * or the packed file: it is used (through a copy of the fd) instead of
+ * opening `path`, which then only names it in messages. index_fd (made by
  * rf__dataset_index_fd() in the consumer; < 0 for none) holds, for a
  * folder, its listing, used instead of listing again, and for a packed
  * file the sealed copy of its metadata, used instead of reading it again
  * (both are checked, never trusted). Returns 0 or a negative code with
  * the reason in why. */
-int rf__dataset_open_indexed(rf_dataset **out, const char *path, int index_fd,
-                             char *why, size_t why_len);
+int rf__dataset_open_indexed(rf_dataset **out, const char *path, int data_fd,
+                             int index_fd, char *why, size_t why_len);
+
+/* Consumer: a new close-on-exec fd of the open folder or packed file, for
+ * producers to open the very dataset the consumer listed, whatever its
+ * path names later. Returns the fd or -errno. */
+int rf__dataset_data_fd(const rf_dataset *ds);
 
 /* Consumer: a sealed memfd for producers (the caller closes it): a
  * folder's listing, or a packed file's metadata (index, names,

@@ -154,7 +154,7 @@ static int open_from_cache(rf_dataset **out, const char *folder,
         return -ESTALE;
     char why[RF__DETAIL]; /* a refused cache is listed again */
     const int rc =
-        rf__dataset_open_indexed(out, folder, listing, why, sizeof(why));
+        rf__dataset_open_indexed(out, folder, -1, listing, why, sizeof(why));
     close(listing);
     return rc;
 }

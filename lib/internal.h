@@ -85,6 +85,9 @@ uint64_t rf__mix64(uint64_t a, uint64_t b);
  * a folder dataset's listing (-1 when there is none). */
 struct rf__producer_fds {
     int control, arena, bell, listing;
+    /* The dataset itself, open (a folder or a packed file), or -1. Set
+     * exactly when listing is. */
+    int data;
     /* The consumer's own fd number of the control memfd, or -1: an idle
      * producer stops once its parent no longer holds it (it exec'd). */
     int parent_control;
@@ -110,7 +113,8 @@ struct rf__child {
 int rf__producer_path(char *path, size_t len, char *why, size_t why_len);
 
 /* Starts producer `index` with posix_spawn of `path`; the child gets the
- * three fds as 3, 4 and 5 and no other fd, default signal handling and an
+ * three fds as 3, 4 and 5 (and listing and data as 6 and 7) and no other
+ * fd, default signal handling and an
  * empty signal mask. Returns 0 or a negative code with a detail. */
 int rf__spawn_producer(const char *path, const struct rf__producer_fds *fds,
                        uint32_t index, int cpu, struct rf__child *child,

@@ -291,6 +291,13 @@ static int open_dataset(rf_loader *l)
              : check_decoder(l, ds);
     if (rc == 0)
         rc = rf__dataset_index_fd(ds, &l->fds.listing);
+    if (rc == 0) {
+        l->fds.data = rf__dataset_data_fd(ds);
+        if (l->fds.data < 0)
+            rc = set_error(l, l->fds.data,
+                           "cannot keep dataset '%s' open for producers: %s",
+                           l->path, strerror(-l->fds.data));
+    }
     rf_dataset_close(ds);
     return rc;
 }
@@ -1127,9 +1134,9 @@ static int allocate_tables(rf_loader *l)
  * than an EMFILE from whichever call happens to come last. */
 static int check_fds(rf_loader *l)
 {
-    /* control, arena, eventfd, the folder listing, a pidfd per producer,
-     * and one for whatever the caller opens next */
-    const uint64_t needed = 5 + (uint64_t)l->producers;
+    /* control, arena, eventfd, the folder listing, the dataset, a pidfd
+     * per producer, and one for whatever the caller opens next */
+    const uint64_t needed = 6 + (uint64_t)l->producers;
     uint64_t limit = 0;
     const int free_fds = rf__fds_free(&limit);
     if ((uint64_t)free_fds >= needed)
@@ -1179,6 +1186,7 @@ int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp)
     if (!l)
         return -ENOMEM;
     l->fds.control = l->fds.arena = l->fds.bell = l->fds.listing = -1;
+    l->fds.data = -1;
     l->fds.parent_control = -1;
     l->open_ns = rf__now_ns();
     const int rc = open_loader(l, cfg);
@@ -1271,6 +1279,8 @@ void rf_loader_close(rf_loader *l)
         close(l->fds.bell);
     if (l->fds.listing >= 0)
         close(l->fds.listing);
+    if (l->fds.data >= 0)
+        close(l->fds.data);
     rf__failures_free(&l->failures);
     free(l->children);
     free(l->cpu_of);

@@ -45,6 +45,7 @@ struct producer {
     bool skip_errors;
     /* RF_SOURCE_PATH and RF_SOURCE_SYNTHETIC_JPEG */
     int index_fd; /* the consumer's listing of a folder, or -1 */
+    int data_fd;  /* the consumer's open folder or packed file, or -1 */
     int control_fd, parent_control_fd; /* ours; the consumer's number */
     rf_dataset *dataset;
     struct rf__decoder *decoder;
@@ -97,8 +98,8 @@ static int open_source(struct producer *pr)
     char why[RF__ERROR_TEXT];
     int rc = 0;
     if (pr->source == RF_SOURCE_PATH)
-        rc = rf__dataset_open_indexed(&pr->dataset, pr->seg.path, pr->index_fd,
-                                      why, sizeof(why));
+        rc = rf__dataset_open_indexed(&pr->dataset, pr->seg.path, pr->data_fd,
+                                      pr->index_fd, why, sizeof(why));
     if (rc == 0 && (pr->source == RF_SOURCE_PATH ||
                     pr->source == RF_SOURCE_SYNTHETIC_JPEG))
         rc = rf__decoder_new(&pr->decoder, pr->seg.params, pr->dataset, why,
@@ -340,6 +341,7 @@ int rf__producer_run(const struct rf__producer_fds *fds, uint32_t index,
                           .parent_pid = parent_pid,
                           .bell_fd = fds->bell,
                           .index_fd = fds->listing,
+                          .data_fd = fds->data,
                           .control_fd = fds->control,
                           .parent_control_fd = fds->parent_control};
     char why[RF__ERROR_TEXT];
@@ -386,7 +388,7 @@ static bool parse_int(const char *s, long min, long max, long *out)
 
 static const char usage[] =
     "usage: ringfeed-producer --control-fd N --arena-fd N --bell-fd N\n"
-    "                         [--listing-fd N]\n"
+    "                         [--listing-fd N] [--data-fd N]\n"
     "                         --index I [--cpu C] [--parent PID]\n"
     "                         [--parent-control-fd N]\n"
     "A ringfeed producer process. rf_loader_open() starts these; there is\n"
@@ -394,7 +396,8 @@ static const char usage[] =
 
 int rf_producer_main(int argc, char **argv)
 {
-    long control = -1, arena = -1, bell = -1, listing = -1, index = -1;
+    long control = -1, arena = -1, bell = -1, listing = -1, data = -1;
+    long index = -1;
     long cpu = -1, parent = 0, parent_control = -1;
     /* every option but --help takes a value: they come in pairs */
     for (int i = 1; i < argc; i += 2) {
@@ -406,6 +409,7 @@ int rf_producer_main(int argc, char **argv)
                     : strcmp(argv[i], "--arena-fd") == 0   ? &arena
                     : strcmp(argv[i], "--bell-fd") == 0    ? &bell
                     : strcmp(argv[i], "--listing-fd") == 0 ? &listing
+                    : strcmp(argv[i], "--data-fd") == 0    ? &data
                     : strcmp(argv[i], "--index") == 0      ? &index
                     : strcmp(argv[i], "--cpu") == 0        ? &cpu
                     : strcmp(argv[i], "--parent") == 0     ? &parent
@@ -423,7 +427,11 @@ int rf_producer_main(int argc, char **argv)
         fputs(usage, stderr);
         return 64;
     }
-    const struct rf__producer_fds fds = {(int)control, (int)arena, (int)bell,
-                                         (int)listing, (int)parent_control};
+    const struct rf__producer_fds fds = {.control = (int)control,
+                                         .arena = (int)arena,
+                                         .bell = (int)bell,
+                                         .listing = (int)listing,
+                                         .data = (int)data,
+                                         .parent_control = (int)parent_control};
     return rf__producer_run(&fds, (uint32_t)index, (int)cpu, (int)parent);
 }

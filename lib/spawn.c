@@ -29,7 +29,8 @@ enum {
     CHILD_CONTROL_FD = 3,
     CHILD_ARENA_FD = 4,
     CHILD_BELL_FD = 5,
-    CHILD_LISTING_FD = 6
+    CHILD_LISTING_FD = 6,
+    CHILD_DATA_FD = 7
 };
 
 int rf__producer_path(char *path, size_t len, char *why, size_t why_len)
@@ -53,14 +54,15 @@ static int open_pidfd(int pid)
     return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-/* Moves fds to 3, 4, 5 (and 6) without clobbering: first above everything
- * involved, then down. */
+/* Moves fds to 3, 4, 5 (and 6, 7) without clobbering: first above
+ * everything involved, then down. */
 static int plan_fds(posix_spawn_file_actions_t *fa,
                     const struct rf__producer_fds *fds)
 {
-    const int src[4] = {fds->control, fds->arena, fds->bell, fds->listing};
-    const int n = fds->listing >= 0 ? 4 : 3;
-    int high = CHILD_LISTING_FD;
+    const int src[5] = {fds->control, fds->arena, fds->bell, fds->listing,
+                        fds->data};
+    const int n = fds->listing < 0 ? 3 : fds->data < 0 ? 4 : 5;
+    int high = CHILD_DATA_FD;
     for (int i = 0; i < n; i++)
         if (src[i] > high)
             high = src[i];
@@ -138,6 +140,8 @@ int rf__spawn_producer(const char *path, const struct rf__producer_fds *fds,
                         "5",
                         "--listing-fd",
                         fds->listing >= 0 ? "6" : "-1",
+                        "--data-fd",
+                        fds->listing >= 0 && fds->data >= 0 ? "7" : "-1",
                         "--index",
                         a_index,
                         "--cpu",
@@ -250,8 +254,9 @@ int rf__fork_producer(const struct rf__producer_fds *fds, uint32_t index,
     if (pid == 0) {
         /* As in spawn mode: the caller's files, sockets and pipes stay
          * out of the producer. */
-        const int keep[4] = {fds->control, fds->arena, fds->bell, fds->listing};
-        close_fds_except(keep, 4);
+        const int keep[5] = {fds->control, fds->arena, fds->bell, fds->listing,
+                             fds->data};
+        close_fds_except(keep, 5);
         struct rf__producer_fds own = *fds;
         own.parent_control = fds->control; /* the same number as ours */
         _exit(rf__producer_run(&own, index, cpu, parent));

@@ -428,7 +428,8 @@ static int open_with_listing(const void *bytes, size_t size, char *why,
     CHECK(fd >= 0);
     CHECK_EQ(write(fd, bytes, size), (long long)size);
     rf_dataset *ds = NULL;
-    const int rc = rf__dataset_open_indexed(&ds, at("tree"), fd, why, why_len);
+    const int rc =
+        rf__dataset_open_indexed(&ds, at("tree"), -1, fd, why, why_len);
     close(fd);
     rf_dataset_close(ds);
     return rc;
@@ -484,7 +485,8 @@ static void test_index_round_trip(void)
     make_file("tree/zzz/new.jpg");
     rf_dataset *copy = NULL;
     char why[RF__DETAIL];
-    CHECK_OK(rf__dataset_open_indexed(&copy, at("tree"), fd, why, sizeof(why)));
+    CHECK_OK(
+        rf__dataset_open_indexed(&copy, at("tree"), -1, fd, why, sizeof(why)));
     close(fd);
     check_tree_listing(copy);
     rf_dataset_close(copy);
@@ -492,7 +494,8 @@ static void test_index_round_trip(void)
     fd = open(at("listing"), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     CHECK(fd >= 0);
     CHECK_OK(rf__dataset_index_write(ds, fd, why, sizeof(why)));
-    CHECK_OK(rf__dataset_open_indexed(&copy, at("tree"), fd, why, sizeof(why)));
+    CHECK_OK(
+        rf__dataset_open_indexed(&copy, at("tree"), -1, fd, why, sizeof(why)));
     close(fd);
     check_tree_listing(copy);
     rf_dataset_close(copy);
@@ -1008,8 +1011,8 @@ static void test_pack_index_fd(void)
     CHECK_EQ(fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK, F_SEAL_SHRINK);
     rf_dataset_close(ds); /* the copy outlives the consumer's dataset */
     char why[RF__DETAIL];
-    CHECK_OK(
-        rf__dataset_open_indexed(&ds, at("test.pack"), fd, why, sizeof(why)));
+    CHECK_OK(rf__dataset_open_indexed(&ds, at("test.pack"), -1, fd, why,
+                                      sizeof(why)));
     for (size_t i = 0; i < PACK_SAMPLES; i++)
         check_pack_sample(ds, i);
     rf_dataset_close(ds);
@@ -1022,9 +1025,9 @@ static void test_pack_index_fd(void)
     CHECK_OK(rf__pack_header_decode(&h, bytes, why, sizeof(why)));
     const size_t meta = size - h.index_offset;
     CHECK_EQ(write(plain, bytes + h.index_offset, meta), (long long)meta);
-    CHECK_EQ(
-        rf__dataset_open_indexed(&ds, at("test.pack"), plain, why, sizeof(why)),
-        RF_E_CORRUPT_SAMPLE);
+    CHECK_EQ(rf__dataset_open_indexed(&ds, at("test.pack"), -1, plain, why,
+                                      sizeof(why)),
+             RF_E_CORRUPT_SAMPLE);
     CHECK_CONTAINS(why, "not a sealed");
     close(plain);
     free(bytes);
@@ -1090,7 +1093,8 @@ static void test_listing_speed(void)
     CHECK_OK(rf__dataset_index_fd(ds, &fd));
     rf_dataset *copy = NULL;
     char why[RF__DETAIL];
-    CHECK_OK(rf__dataset_open_indexed(&copy, at("many"), fd, why, sizeof(why)));
+    CHECK_OK(
+        rf__dataset_open_indexed(&copy, at("many"), -1, fd, why, sizeof(why)));
     const double mapping = seconds_since(&start);
     CHECK_EQ(rf_dataset_size(copy), SPEED_FILES);
     close(fd);

@@ -9,8 +9,10 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -32,28 +34,34 @@ static void write_file(const char *path, const void *data, size_t size)
     close(fd);
 }
 
-/* ROOT/class_c/img_i.jpg: small synthetic JPEGs of varied shape. */
-static void make_folder(void)
+/* FOLDER/class_c/img_i.jpg: small synthetic JPEGs of varied shape, whose
+ * pixels depend on the seed. FOLDER exists. */
+static void fill_folder(const char *folder, uint64_t seed)
 {
-    rf__format(root, sizeof(root), "%s/rf-samples-XXXXXX",
-               getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    CHECK(mkdtemp(root));
     for (int c = 0; c < CLASSES; c++) {
         char dir[512];
-        rf__format(dir, sizeof(dir), "%s/class_%d", root, c);
+        rf__format(dir, sizeof(dir), "%s/class_%d", folder, c);
         CHECK_EQ(mkdir(dir, 0755), 0);
         for (int i = 0; i < PER_CLASS; i++) {
             void *jpeg = NULL;
             size_t size = 0;
             const uint32_t w = 40 + 7 * (uint32_t)i, h = 30 + 5 * (uint32_t)c;
-            CHECK_OK(rf_synthetic_jpeg(9, (uint64_t)(c * 100 + i), w, h, &jpeg,
-                                       &size));
+            CHECK_OK(rf_synthetic_jpeg(seed, (uint64_t)(c * 100 + i), w, h,
+                                       &jpeg, &size));
             char path[600];
             rf__format(path, sizeof(path), "%s/img_%d.jpg", dir, i);
             write_file(path, jpeg, size);
             free(jpeg);
         }
     }
+}
+
+static void make_folder(void)
+{
+    rf__format(root, sizeof(root), "%s/rf-samples-XXXXXX",
+               getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    CHECK(mkdtemp(root));
+    fill_folder(root, 9);
 }
 
 static void remove_tree(const char *path)
@@ -389,10 +397,178 @@ static void test_missing_dataset(void)
     rf_config_free(cfg);
 }
 
+/* ---- the dataset's path changes meaning during a run ------------------- */
+
+/* This process's children that have not exited: its producers. */
+static int producer_pids(int *pids, int max)
+{
+    DIR *proc = opendir("/proc");
+    CHECK(proc);
+    int n = 0;
+    const struct dirent *e;
+    while ((e = readdir(proc)) && n < max) {
+        char path[300], stat[512];
+        rf__format(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        const int fd = e->d_name[0] >= '1' && e->d_name[0] <= '9'
+                           ? open(path, O_RDONLY | O_CLOEXEC)
+                           : -1;
+        if (fd < 0)
+            continue;
+        const ssize_t got = read(fd, stat, sizeof(stat) - 1);
+        close(fd);
+        stat[got > 0 ? got : 0] = '\0';
+        const char *after_name = strrchr(stat, ')');
+        char state = 0;
+        int ppid = 0;
+        if (after_name && sscanf(after_name + 2, "%c %d", &state, &ppid) == 2 &&
+            ppid == getpid() && state != 'Z')
+            pids[n++] = atoi(e->d_name);
+    }
+    closedir(proc);
+    return n;
+}
+
+/* Runs cfg to the end. Once the first batch is in, `change` runs and then
+ * every producer is killed, so that their replacements start after the
+ * change. Every sample must still be `reference`'s, the dataset as it was
+ * when the loader opened it (open before the change). */
+static void run_across_change(const rf_config *cfg, rf_dataset *reference,
+                              void (*change)(void))
+{
+    rf_loader *l = test_open_loader(cfg);
+    uint8_t expect[OUT * OUT * 3];
+    uint64_t samples = 0;
+    rf_batch b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) > 0) {
+        for (uint32_t i = 0; i < b.samples; i++) {
+            CHECK_EQ(b.labels[i], (int64_t)(b.indices[i] / PER_CLASS));
+            CHECK_OK(rf_dataset_decode(reference, cfg, b.epoch, b.indices[i],
+                                       expect));
+            CHECK(memcmp((uint8_t *)b.data + i * b.sample_bytes, expect,
+                         b.sample_bytes) == 0);
+        }
+        samples += b.samples;
+        CHECK_OK(rf_loader_release(l, &b));
+        if (change) {
+            change();
+            change = NULL;
+            int pids[8];
+            const int n = producer_pids(pids, 8);
+            CHECK_EQ(n, 2);
+            for (int k = 0; k < n; k++)
+                CHECK_EQ(kill(pids[k], SIGKILL), 0);
+        }
+    }
+    if (rc < 0)
+        fprintf(stderr, "%s\n", rf_loader_error(l));
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(samples, 2 * CLASSES * PER_CLASS);
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_GE(st.respawns, 2);
+    rf_loader_close(l);
+}
+
+static char moving[300], moved[300], other[300], pack[300], new_pack[300];
+
+/* A folder moved away and another, with other pixels under the same
+ * names, put in its place (a new version of the dataset). */
+static void replace_folder(void)
+{
+    CHECK_EQ(rename(moving, moved), 0);
+    CHECK_EQ(rename(other, moving), 0);
+}
+
+/* A packed file replaced by rename, as ringfeed-pack writes one. */
+static void replace_pack(void)
+{
+    CHECK_EQ(rename(new_pack, pack), 0);
+}
+
+/* The caller changes folder: the relative path now names nothing. */
+static void leave_folder(void)
+{
+    CHECK_EQ(chdir("/"), 0);
+}
+
+static void copy_folder(const char *from, const char *to)
+{
+    char cmd[700];
+    rf__format(cmd, sizeof(cmd), "cp -a '%s' '%s'", from, to);
+    CHECK_EQ(system(cmd), 0);
+}
+
+/* FOLDER's samples, in order, into a packed file. */
+static void pack_folder(const char *folder, const char *path)
+{
+    rf_dataset *ds = NULL;
+    CHECK_OK(rf_dataset_open(&ds, folder, NULL));
+    rf_pack_writer *w = NULL;
+    CHECK_OK(rf_pack_writer_create(&w, path, 0, 0, 0, RF_LAYOUT_NHWC, NULL, 0,
+                                   NULL));
+    for (uint64_t i = 0; i < rf_dataset_size(ds); i++) {
+        rf_sample_info info;
+        CHECK_OK(rf_dataset_read(ds, i, &info));
+        CHECK_OK(rf_pack_writer_add(w, info.kind, info.data, info.size,
+                                    info.label, info.name));
+    }
+    CHECK_OK(rf_pack_writer_finish(w, NULL));
+    rf_dataset_close(ds);
+}
+
+/* Producers read the dataset the loader opened, whatever its path names
+ * later: a replacement that opened the path again would read the new
+ * version (pixels that differ from the reference), fail on a pack whose
+ * index is not the one handed over, or find nothing after chdir(). */
+static void test_path_changes_meaning_during_run(void)
+{
+    rf__format(moving, sizeof(moving), "%s-moving", root);
+    rf__format(moved, sizeof(moved), "%s-moved", root);
+    rf__format(other, sizeof(other), "%s-other", root);
+    rf__format(pack, sizeof(pack), "%s-a.pack", root);
+    rf__format(new_pack, sizeof(new_pack), "%s-b.pack", root);
+    copy_folder(root, moving);
+    CHECK_EQ(mkdir(other, 0755), 0);
+    fill_folder(other, 10);
+    pack_folder(root, pack);
+    pack_folder(other, new_pack);
+    rf_config *cfg = folder_config(2, RF_TRANSFORM_TRAIN);
+    rf_dataset *reference = NULL;
+
+    CHECK_OK(rf_config_set_path(cfg, moving));
+    CHECK_OK(rf_dataset_open(&reference, moving, NULL));
+    run_across_change(cfg, reference, replace_folder);
+    rf_dataset_close(reference);
+
+    CHECK_OK(rf_config_set_path(cfg, pack));
+    CHECK_OK(rf_dataset_open(&reference, pack, NULL));
+    run_across_change(cfg, reference, replace_pack);
+    rf_dataset_close(reference);
+
+    char here[300];
+    CHECK(getcwd(here, sizeof(here)));
+    CHECK_EQ(chdir(moved), 0);
+    CHECK_OK(rf_config_set_path(cfg, "."));
+    CHECK_OK(rf_dataset_open(&reference, ".", NULL));
+    run_across_change(cfg, reference, leave_folder);
+    rf_dataset_close(reference);
+    CHECK_EQ(chdir(here), 0);
+
+    rf_config_free(cfg);
+    remove_tree(moving);
+    remove_tree(moved);
+    CHECK_EQ(unlink(pack), 0);
+    printf("path changes meaning during a run: a folder replaced, a pack "
+           "replaced by rename, a relative path after chdir(): producers "
+           "started after it still read the dataset opened\n");
+}
+
 int main(void)
 {
     make_folder();
     test_folder_exactly_once_any_producers();
+    test_path_changes_meaning_during_run();
     const int bad = add_bad_files();
     test_bad_file_fails_with_its_name();
     test_bad_files_skipped_and_listed(bad);
