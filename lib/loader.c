@@ -285,8 +285,9 @@ static int open_dataset(rf_loader *l)
     l->params[RF_PARAM_CLASSES] = rf_dataset_classes(ds);
     rc = l->params[RF_PARAM_SAMPLES] == 0
              ? set_error(l, -ENOENT,
-                         "dataset '%s' has no samples; a folder needs class "
-                         "folders holding .jpg files",
+                         "dataset '%s' has no samples; pass a folder of "
+                         "class folders holding .jpg files, or a packed "
+                         "file written from one",
                          l->path)
              : check_decoder(l, ds);
     if (rc == 0)

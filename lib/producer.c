@@ -121,8 +121,8 @@ static int fill_from_dataset(struct producer *pr, uint64_t epoch,
 {
     rf_sample_info info;
     if (rf_dataset_read(pr->dataset, index, &info) < 0) {
-        rf__format(err, err_len, "sample %llu: %s", (unsigned long long)index,
-                   rf_dataset_error(pr->dataset));
+        /* It names the sample already: "sample N (file): reason". */
+        rf__format(err, err_len, "%s", rf_dataset_error(pr->dataset));
         return -1;
     }
     *label = info.label;

@@ -394,6 +394,20 @@ static void test_missing_dataset(void)
     CHECK_LT(rf_loader_open(&l, cfg, &err), 0);
     CHECK_CONTAINS(err, "/nonexistent/imagenet/train");
     free(err);
+
+    /* A packed file without samples: the advice fits a packed file. */
+    char empty[300];
+    rf__format(empty, sizeof(empty), "%s-empty.pack", root);
+    rf_pack_writer *w = NULL;
+    CHECK_OK(rf_pack_writer_create(&w, empty, 0, 0, 0, RF_LAYOUT_NHWC, NULL, 0,
+                                   NULL));
+    CHECK_OK(rf_pack_writer_finish(w, NULL));
+    CHECK_OK(rf_config_set_path(cfg, empty));
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), -ENOENT);
+    CHECK_CONTAINS(err, "has no samples");
+    CHECK_CONTAINS(err, "or a packed file written from one");
+    free(err);
+    CHECK_EQ(unlink(empty), 0);
     rf_config_free(cfg);
 }
 
@@ -564,11 +578,37 @@ static void test_path_changes_meaning_during_run(void)
            "started after it still read the dataset opened\n");
 }
 
+/* A file removed after open fails by its whole path, named once: the
+ * dataset's read error already says "sample N (file)". */
+static void test_file_removed_after_open(void)
+{
+    char copy[300], victim[400];
+    rf__format(copy, sizeof(copy), "%s-removed", root);
+    rf__format(victim, sizeof(victim), "%s/class_1/img_3.jpg", copy);
+    copy_folder(root, copy);
+    rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set_path(cfg, copy));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
+    rf_loader *l = test_open_loader(cfg);
+    CHECK_EQ(unlink(victim), 0);
+    CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
+    const char *msg = rf_loader_error(l);
+    char expected[500];
+    rf__format(expected, sizeof(expected), "sample %d (%s): cannot open it",
+               PER_CLASS + 3, victim);
+    CHECK_CONTAINS(msg, expected);
+    CHECK(strstr(msg, ": sample ") == NULL);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    remove_tree(copy);
+}
+
 int main(void)
 {
     make_folder();
     test_folder_exactly_once_any_producers();
     test_path_changes_meaning_during_run();
+    test_file_removed_after_open();
     const int bad = add_bad_files();
     test_bad_file_fails_with_its_name();
     test_bad_files_skipped_and_listed(bad);
