@@ -1241,15 +1241,23 @@ int rf__dataset_index_fd(rf_dataset *ds, int *fd)
 
 /* ---- reading samples ---------------------------------------------------- */
 
+/* A read buffer above this size is given back at the next smaller read:
+ * one odd file (a JPEG with 300 MB of zeros appended decodes fine) must
+ * not pin its size in every producer for the rest of a week-long run. */
+#define KEEP_BUFFER_BYTES (16u << 20)
+
 static int reserve_buffer(rf_dataset *ds, size_t size)
 {
-    if (size <= ds->buffer_size && ds->buffer)
+    const bool fits = size <= ds->buffer_size && ds->buffer;
+    const bool oversized =
+        ds->buffer_size > KEEP_BUFFER_BYTES && size <= KEEP_BUFFER_BYTES;
+    if (fits && !oversized)
         return 0;
     /* round up so that slowly growing samples do not realloc each time */
     const size_t want = (size | 0xffff) + 1;
     uint8_t *buffer = realloc(ds->buffer, want);
     if (!buffer)
-        return -ENOMEM;
+        return fits ? 0 : -ENOMEM; /* a failed shrink keeps what it has */
     ds->buffer = buffer;
     ds->buffer_size = want;
     return 0;

@@ -603,12 +603,63 @@ static void test_file_removed_after_open(void)
     remove_tree(copy);
 }
 
+/* Resident kB of process pid (VmRSS), or -1. */
+static long resident_kb(int pid)
+{
+    char path[64], line[256];
+    rf__format(path, sizeof(path), "/proc/%d/status", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    long kb = -1;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            kb = strtol(line + 6, NULL, 10);
+    fclose(f);
+    return kb;
+}
+
+/* One file with 64 MiB of zeros after its end marker (it decodes fine)
+ * must not keep 64 MiB resident in its producer for the rest of the run:
+ * the read buffer shrinks back at the next ordinary file. */
+static void test_big_file_does_not_pin_memory(void)
+{
+    char copy[300], big[400];
+    rf__format(copy, sizeof(copy), "%s-big", root);
+    rf__format(big, sizeof(big), "%s/class_0/img_0.jpg", copy);
+    copy_folder(root, copy);
+    const int fd = open(big, O_WRONLY | O_APPEND | O_CLOEXEC);
+    CHECK(fd >= 0);
+    static uint8_t zeros[1 << 20];
+    for (int k = 0; k < 64; k++)
+        CHECK_EQ(write(fd, zeros, sizeof(zeros)), (long long)sizeof(zeros));
+    close(fd);
+    rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set_path(cfg, copy));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 1));
+    rf_loader *l = test_open_loader(cfg);
+    uint64_t samples = 0;
+    CHECK_EQ(drain(l, &samples, NULL), 0);
+    CHECK_EQ(samples, CLASSES * PER_CLASS);
+    int pid;
+    CHECK_EQ(producer_pids(&pid, 1), 1);
+    const long kb = resident_kb(pid);
+    printf("a 64 MiB file read first: its producer keeps %ld kB resident\n",
+           kb);
+    CHECK(kb > 0 && kb < 32 * 1024);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    remove_tree(copy);
+}
+
 int main(void)
 {
     make_folder();
     test_folder_exactly_once_any_producers();
     test_path_changes_meaning_during_run();
     test_file_removed_after_open();
+    test_big_file_does_not_pin_memory();
     const int bad = add_bad_files();
     test_bad_file_fails_with_its_name();
     test_bad_files_skipped_and_listed(bad);
