@@ -813,7 +813,15 @@ static int check_pack_areas(const struct rf__pack_header *h, uint64_t size,
     }
     const uint64_t index_room =
         h->index_offset <= size ? (size - h->index_offset) / h->entry_size : 0;
-    if (h->index_offset < h->header_size || h->samples > index_room ||
+    /* Names and dictionary are bounded before anything is copied: a
+     * header claiming a gigabyte of names would otherwise cost that much
+     * memory before the index checksum refused it. Every offset is
+     * checked against the size first, so no difference below wraps. */
+    if (h->index_offset < h->header_size || h->index_offset > size ||
+        h->samples > index_room ||
+        (h->names_size > 0 &&
+         (h->names_size - 1) / (RF__PACK_NAME_MAX + 1) >= h->samples) ||
+        h->dict_size > RF__PACK_DICT_MAX ||
         h->names_offset != h->index_offset + h->samples * h->entry_size ||
         h->names_size > size - h->names_offset ||
         h->dict_offset != h->names_offset + h->names_size ||

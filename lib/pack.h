@@ -23,6 +23,9 @@
 #define RF__PACK_ENTRY_SIZE 40u
 /* Longest sample name kept, in bytes without the terminator. */
 #define RF__PACK_NAME_MAX 4095u
+/* The largest zstd dictionary a packed file may carry (zstd's trainer
+ * makes them of 100 KB or so; --dict-size is rarely above a few MB). */
+#define RF__PACK_DICT_MAX (UINT64_C(64) << 20)
 
 /* Header flags; any other bit set makes a reader refuse the file. */
 #define RF__PACK_FLAG_NAMES 1u /* at least one sample has a name */

@@ -880,6 +880,27 @@ static void test_pack_damage_to_header(const uint8_t *good, size_t size)
     rf__pack_header_encode(&h, bytes);
     check_open_fails(damaged(bytes, size), RF_E_CORRUPT_SAMPLE,
                      "format version 2 is newer");
+    /* Areas that cannot be, refused before anything is copied: names
+     * without samples, and an index beyond the end whose sizes wrap
+     * around to look as if they fit. */
+    struct rf__pack_header bad = h;
+    bad.version = 1;
+    bad.samples = 0;
+    bad.names_offset = bad.index_offset;
+    bad.names_size = size - bad.index_offset;
+    bad.dict_offset = size;
+    bad.dict_size = 0;
+    bad.flags = RF__PACK_FLAG_NAMES;
+    rf__pack_header_encode(&bad, bytes);
+    check_open_fails(damaged(bytes, size), RF_E_CORRUPT_SAMPLE,
+                     "do not fit its");
+    bad.index_offset = bad.names_offset = bad.dict_offset = size + 4096;
+    bad.names_size = 0;
+    bad.dict_size = (uint64_t)size - bad.dict_offset; /* wraps */
+    bad.flags = RF__PACK_FLAG_DICT;
+    rf__pack_header_encode(&bad, bytes);
+    check_open_fails(damaged(bytes, size), RF_E_CORRUPT_SAMPLE,
+                     "do not fit its");
     /* A JPEG's first bytes, padded to a whole header. */
     uint8_t jpeg_like[RF__PACK_HEADER_SIZE];
     memset(jpeg_like, '.', sizeof(jpeg_like));
