@@ -2,14 +2,17 @@
  * index-cache.c - RF_PARAM_INDEX_CACHE: a folder's listing kept in
  * FOLDER/.ringfeed-index, so that a restarted run does not list a million
  * files again. The cache file holds the listing (the folder index format
- * of lib/pack.h), then a trailer naming every folder the listing walked;
- * its mtime is set to the time the listing started, by the file system's
- * clock. It is used only while the class folders are the same and every
- * folder walked last changed (ctime: adding, removing or renaming an
- * entry changes it, and unlike mtime it cannot be set back) strictly
- * before that time; otherwise the folder is listed and the cache
- * rewritten. A cache that cannot be written (read-only data) is simply
- * not kept.
+ * of lib/pack.h), then a trailer: the time the listing started, by the
+ * file system's clock (the cache file's creation time, kept inside it so
+ * that touching the file changes nothing), every folder the listing
+ * walked, and the device and inode each of those names led to, the
+ * dataset's own folder first. It is used only while the class folders
+ * are the same, every name leads to the same folder (a re-pointed
+ * symbolic link does not), and every folder below the dataset's last changed
+ * (ctime: adding, removing or renaming an entry changes it, and unlike
+ * mtime it cannot be set back) strictly before the listing started;
+ * otherwise the folder is listed and the cache rewritten. A cache that
+ * cannot be written (read-only data) is simply not kept.
  */
 #include "config.h"
 
@@ -29,10 +32,24 @@
 #include "pack.h"
 
 #define CACHE_NAME ".ringfeed-index"
-/* The trailer: magic, u64 bytes of the folder list, u32 its CRC-32C,
- * u32 zero; then the list. */
-#define TRAILER_MAGIC "RFDIRS01"
-#define TRAILER_SIZE 24u
+/* The trailer: magic, u64 bytes of the folder list, u32 the CRC-32C of
+ * everything after it, u32 folders (the list's plus the dataset's own),
+ * i64 seconds and u32 nanoseconds of the listing's start, u32 zero; then
+ * the list (names, each ended by a NUL), then for each folder, the
+ * dataset's own first, u64 device and u64 inode. */
+#define TRAILER_MAGIC "RFDIRS02"
+#define TRAILER_SIZE 40u
+#define CRC_FROM 24u /* the trailer's bytes the CRC covers start here */
+#define FOLDER_RECORD 16u
+
+/* Where a cache's trailer says things are. */
+struct trailer {
+    const char *list; /* names of the folders walked, below the dataset */
+    size_t list_size;
+    const uint8_t *records; /* [folders] device, inode */
+    uint32_t folders;
+    struct timespec listed; /* when the listing started */
+};
 
 static bool before(const struct timespec *a, const struct timespec *b)
 {
@@ -81,30 +98,71 @@ static bool same_classes(const char *folder, const char *list, size_t size)
     return same && found == listed;
 }
 
-/* True when the classes are the same and no folder walked changed since
- * the listing started (`listed`). */
-static bool cache_is_fresh(const char *folder, const char *list, size_t size,
-                           const struct timespec *listed)
+/* Whether `path` still leads to the folder of `record` (device, inode),
+ * and, with `listed`, one unchanged since. */
+static bool folder_unchanged(const char *path, const uint8_t *record,
+                             const struct timespec *listed)
 {
-    if (size == 0 || list[size - 1] != '\0' ||
-        !same_classes(folder, list, size))
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
+           (uint64_t)st.st_dev == rf__get_le64(record) &&
+           (uint64_t)st.st_ino == rf__get_le64(record + 8) &&
+           (!listed || before(&st.st_ctim, listed));
+}
+
+/* True when the classes are the same and every folder walked is the one
+ * listed and unchanged since. The dataset's own folder must be the same
+ * one, but it changes when the cache is linked into it; its class
+ * folders are compared by name, and each leads to the folder listed. */
+static bool cache_is_fresh(const char *folder, const struct trailer *t)
+{
+    if (t->list_size == 0 || t->list[t->list_size - 1] != '\0' ||
+        !same_classes(folder, t->list, t->list_size) ||
+        !folder_unchanged(folder, t->records, NULL))
         return false;
-    for (size_t at = 0; at < size; at += strlen(list + at) + 1) {
-        struct stat st;
+    uint32_t n = 1;
+    for (size_t at = 0; at < t->list_size; at += strlen(t->list + at) + 1) {
         char path[RF__PATH_MAX + 256];
-        rf__format(path, sizeof(path), "%s/%s", folder, list + at);
-        if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode) ||
-            !before(&st.st_ctim, listed))
+        rf__format(path, sizeof(path), "%s/%s", folder, t->list + at);
+        if (n >= t->folders ||
+            !folder_unchanged(path, t->records + (size_t)n * FOLDER_RECORD,
+                              &t->listed))
             return false;
+        n++;
     }
+    return n == t->folders;
+}
+
+/* Reads the trailer at `at` (`size` bytes to the end of the cache);
+ * false when it is damaged. */
+static bool read_trailer(const uint8_t *at, size_t size, struct trailer *t)
+{
+    if (size < TRAILER_SIZE || memcmp(at, TRAILER_MAGIC, 8) != 0)
+        return false;
+    t->list_size = rf__get_le64(at + 8);
+    t->folders = rf__get_le32(at + 20);
+    t->listed.tv_sec = (time_t)rf__get_le64(at + 24);
+    t->listed.tv_nsec = (long)rf__get_le32(at + 32);
+    const size_t after = size - TRAILER_SIZE;
+    if (t->list_size > after ||
+        (after - t->list_size) / FOLDER_RECORD != t->folders ||
+        (after - t->list_size) % FOLDER_RECORD != 0)
+        return false;
+    struct rf__crc32c crc;
+    rf__crc32c_init(&crc);
+    if (rf__crc32c(&crc, 0, at + CRC_FROM, size - CRC_FROM) !=
+        rf__get_le32(at + 16))
+        return false;
+    t->list = (const char *)at + TRAILER_SIZE;
+    t->records = at + TRAILER_SIZE + t->list_size;
     return true;
 }
 
 /* The listing part of a cache (`size` bytes mapped at `cache`), copied
  * into a memfd for rf__dataset_open_indexed(), which checks all of it;
- * -1 when the trailer is wrong or the folder changed since `listed`. */
+ * -1 when the trailer is wrong or the folder changed since the listing. */
 static int fresh_listing_fd(const char *folder, const uint8_t *cache,
-                            size_t size, const struct timespec *listed)
+                            size_t size)
 {
     struct rf__index_header h;
     char why[RF__DETAIL]; /* a refused cache is listed again */
@@ -114,16 +172,9 @@ static int fresh_listing_fd(const char *folder, const uint8_t *cache,
         h.total_size > size - TRAILER_SIZE)
         return -1;
     const size_t listing = (size_t)h.total_size;
-    const uint8_t *trailer = cache + listing;
-    const uint64_t list_size = rf__get_le64(trailer + 8);
-    struct rf__crc32c crc;
-    rf__crc32c_init(&crc);
-    if (memcmp(trailer, TRAILER_MAGIC, 8) != 0 ||
-        list_size != size - listing - TRAILER_SIZE ||
-        rf__crc32c(&crc, 0, trailer + TRAILER_SIZE, list_size) !=
-            rf__get_le32(trailer + 16) ||
-        !cache_is_fresh(folder, (const char *)trailer + TRAILER_SIZE, list_size,
-                        listed))
+    struct trailer t;
+    if (!read_trailer(cache + listing, size - listing, &t) ||
+        !cache_is_fresh(folder, &t))
         return -1;
     const int fd = memfd_create("ringfeed-cache", MFD_CLOEXEC);
     if (fd >= 0 && rf__pwrite_all(fd, cache, listing, 0) == 0)
@@ -147,8 +198,7 @@ static int open_from_cache(rf_dataset **out, const char *folder,
     close(fd);
     if (map == MAP_FAILED)
         return -ESTALE;
-    const int listing =
-        fresh_listing_fd(folder, map, (size_t)st.st_size, &st.st_mtim);
+    const int listing = fresh_listing_fd(folder, map, (size_t)st.st_size);
     munmap(map, (size_t)st.st_size);
     if (listing < 0)
         return -ESTALE;
@@ -184,35 +234,76 @@ static void link_finished(int fd, const char *cache)
         (void)linkat(AT_FDCWD, self, AT_FDCWD, cache, AT_SYMLINK_FOLLOW);
 }
 
-/* Best effort, and never seen half-written: named when finished. The file
- * is made before the folder is listed: its mtime, the listing's start by
- * the file system's clock, becomes the cache's. */
-static void write_cache(const rf_dataset *ds, int fd, bool named,
-                        const char *tmp, const char *cache)
+/* Appends to `out` the device and inode that `path` leads to. */
+static bool add_folder_record(const char *path, uint8_t *out)
 {
     struct stat st;
-    size_t list_size = 0;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return false;
+    rf__put_le64(out, (uint64_t)st.st_dev);
+    rf__put_le64(out + 8, (uint64_t)st.st_ino);
+    return true;
+}
+
+/* The trailer for the listing of `folder` (its folders in `list`) that
+ * started at `listed`, in a malloc'd block of *size bytes; NULL when a
+ * folder is gone already (the next open lists again). */
+static uint8_t *make_trailer(const char *folder, const char *list,
+                             size_t list_size, const struct timespec *listed,
+                             size_t *size)
+{
+    uint32_t folders = 1;
+    for (size_t at = 0; at < list_size; at += strlen(list + at) + 1)
+        folders++;
+    *size = TRAILER_SIZE + list_size + (size_t)folders * FOLDER_RECORD;
+    uint8_t *t = calloc(1, *size);
+    if (!t)
+        return NULL;
+    uint8_t *record = t + TRAILER_SIZE + list_size;
+    bool ok = add_folder_record(folder, record);
+    for (size_t at = 0; ok && at < list_size; at += strlen(list + at) + 1) {
+        char path[RF__PATH_MAX + 256];
+        rf__format(path, sizeof(path), "%s/%s", folder, list + at);
+        record += FOLDER_RECORD;
+        ok = add_folder_record(path, record);
+    }
+    if (!ok) {
+        free(t);
+        return NULL;
+    }
+    memcpy(t, TRAILER_MAGIC, 8);
+    rf__put_le64(t + 8, list_size);
+    rf__put_le32(t + 20, folders);
+    rf__put_le64(t + 24, (uint64_t)listed->tv_sec);
+    rf__put_le32(t + 32, (uint32_t)listed->tv_nsec);
+    memcpy(t + TRAILER_SIZE, list, list_size);
+    struct rf__crc32c crc;
+    rf__crc32c_init(&crc);
+    rf__put_le32(t + 16, rf__crc32c(&crc, 0, t + CRC_FROM, *size - CRC_FROM));
+    return t;
+}
+
+/* Best effort, and never seen half-written: named when finished. The file
+ * is made before the folder is listed: its mtime then is the listing's
+ * start by the file system's clock, which the trailer keeps. */
+static void write_cache(const rf_dataset *ds, const char *folder, int fd,
+                        bool named, const char *tmp, const char *cache)
+{
+    struct stat st;
+    size_t list_size = 0, trailer_size = 0;
     const char *list = rf__dataset_folders(ds, &list_size);
     char why[RF__DETAIL];
+    uint8_t *trailer = NULL;
     bool ok = list && fstat(fd, &st) == 0 &&
+              (trailer = make_trailer(folder, list, list_size, &st.st_mtim,
+                                      &trailer_size)) != NULL &&
               rf__dataset_index_write(ds, fd, why, sizeof(why)) == 0;
     if (ok) {
-        struct rf__crc32c crc;
-        uint8_t trailer[TRAILER_SIZE] = {0};
         const off_t end = lseek(fd, 0, SEEK_END);
-        rf__crc32c_init(&crc);
-        memcpy(trailer, TRAILER_MAGIC, 8);
-        rf__put_le64(trailer + 8, list_size);
-        rf__put_le32(trailer + 16, rf__crc32c(&crc, 0, list, list_size));
         ok = end > 0 &&
-             rf__pwrite_all(fd, trailer, TRAILER_SIZE, (uint64_t)end) == 0 &&
-             rf__pwrite_all(fd, list, list_size,
-                            (uint64_t)end + TRAILER_SIZE) == 0;
+             rf__pwrite_all(fd, trailer, trailer_size, (uint64_t)end) == 0;
     }
-    if (ok) {
-        const struct timespec times[2] = {st.st_mtim, st.st_mtim};
-        ok = futimens(fd, times) == 0;
-    }
+    free(trailer);
     if (!named) {
         if (ok)
             link_finished(fd, cache);
@@ -238,7 +329,7 @@ int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp)
     const int fd = open_unfinished(path, tmp, &named);
     const int rc = rf_dataset_open(out, path, errp);
     if (rc == 0 && fd >= 0) {
-        write_cache(*out, fd, named, tmp, cache);
+        write_cache(*out, path, fd, named, tmp, cache);
     } else if (fd >= 0) {
         close(fd);
         if (named)

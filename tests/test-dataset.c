@@ -193,7 +193,31 @@ static void test_index_cache_never_stale(void)
     const struct timespec old[2] = {{1577836800, 0}, {1577836800, 0}};
     CHECK_EQ(utimensat(AT_FDCWD, at("cached/c1"), old, 0), 0);
     CHECK_EQ(cached_size(root), 6);
-    printf("index cache: nested, hidden and back-dated changes seen\n");
+    /* The cache file's own times mean nothing: moved forward (touch, a
+     * sweep that keeps scratch files from being purged), a change made
+     * before is still seen. */
+    usleep(50000);
+    make_file("cached/c1/newer.jpg");
+    const struct timespec later[2] = {{4102444800, 0}, {4102444800, 0}};
+    CHECK_EQ(utimensat(AT_FDCWD, cache, later, 0), 0);
+    CHECK_EQ(cached_size(root), 7);
+    /* A class folder reached through a symbolic link that is pointed at
+     * another folder (one older than the cache): the name leads to
+     * other files. */
+    make_dir(at("first"));
+    make_file("first/1.jpg");
+    make_file("first/2.jpg");
+    make_dir(at("second"));
+    make_file("second/3.jpg");
+    make_link("../first", "cached/linked");
+    usleep(50000);
+    CHECK_EQ(cached_size(root), 9);
+    CHECK_EQ(cached_size(root), 9);
+    CHECK_EQ(unlink(at("cached/linked")), 0);
+    make_link("../second", "cached/linked");
+    CHECK_EQ(cached_size(root), 8);
+    printf("index cache: nested, hidden, back-dated changes, a cache file "
+           "touched and a re-pointed class link seen\n");
 }
 
 /* Entries of folder other than its class folders c0..c9 and the cache:
