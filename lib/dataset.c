@@ -199,6 +199,14 @@ static int walk_failed(struct walker *w, const char *what, const char *name,
     return -error;
 }
 
+/* Lower case for A to Z only, whatever the locale says (as Python's
+ * str.lower() does for ASCII): folding other bytes with | 0x20 would
+ * make 0x0E a '.'. */
+static char ascii_lower(char c)
+{
+    return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+}
+
 /* torchvision's IMG_EXTENSIONS, compared as path.lower().endswith(). */
 static bool has_image_extension(const char *name, size_t length)
 {
@@ -210,8 +218,7 @@ static bool has_image_extension(const char *name, size_t length)
         if (length < n)
             continue;
         size_t k = 0;
-        /* ASCII lower case, whatever the locale says */
-        while (k < n && (name[length - n + k] | 0x20) == extensions[i][k])
+        while (k < n && ascii_lower(name[length - n + k]) == extensions[i][k])
             k++;
         if (k == n)
             return true;

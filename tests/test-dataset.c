@@ -346,6 +346,7 @@ static void make_tree(void)
     make_file("tree/apple/.hidden.jpg");
     make_file("tree/apple/IMG.JPEG.txt");
     make_file("tree/apple/jpg");
+    make_file("tree/apple/x\x0ejpg"); /* 0x0E is no '.', however folded */
     make_dir(at("tree/Apple"));
     make_file("tree/Apple/img.webp");
     make_link("../zebra/b.JPG", "tree/Apple/link.jpg");
