@@ -270,8 +270,9 @@ typedef enum rf_param {
                                        samples horizontally */
     RF_PARAM_ON_ERROR = 28,         /* rf_on_error; default fail */
     RF_PARAM_MAX_ERRORS = 29,       /* skip: fail once more samples than this
-                                       have failed in the run; 0 (default) =
-                                       no count limit */
+                                       have failed in the run (a file that
+                                       fails in every epoch counts once);
+                                       0 (default) = no count limit */
     RF_PARAM_MAX_ERROR_PPM = 30,    /* skip: fail once the failures of one
                                        epoch exceed this share of its samples,
                                        in parts per million; default 10000
@@ -464,7 +465,9 @@ typedef struct rf_stats {
     uint32_t slots;                /* slots in the ring */
     uint64_t producer_busy_ns[64]; /* per producer (first 64): time spent
                                       filling batches */
-    uint64_t failed_samples;       /* samples that failed (skip policy) */
+    uint64_t failed_samples;       /* failures (skip policy): a sample
+                                      counts once for every epoch it
+                                      failed in */
     /* Where the slots are now; the four always add up to `slots`. */
     uint32_t slots_at_producers; /* ordered, being filled or published */
     uint32_t slots_ready;        /* filled, waiting for rf_loader_next() */
@@ -488,10 +491,12 @@ typedef struct rf_sample_error {
                           ..." */
 } rf_sample_error;
 
-/* Copies the first min(max, count) sample failures of the run (oldest
- * first; at most the first 1024 are kept) into out and returns how many
- * samples have failed in all (0 for a NULL loader). out may be NULL when
- * max is 0. */
+/* Copies the first failure of each of the first min(max, count) samples
+ * that failed in the run (oldest first; the first 1024 samples are kept)
+ * into out and returns how many samples have failed in all, each counted
+ * once however many epochs it failed in (0 for a NULL loader). A file
+ * that fails in every epoch thus takes one entry, and a file that breaks
+ * late in a long run is still listed. out may be NULL when max is 0. */
 RF_API uint64_t rf_loader_sample_errors(const rf_loader *loader,
                                         rf_sample_error *out, size_t max);
 

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,37 @@ void rf__failures_init(struct rf__failures *f, const int64_t *params,
         samples_per_epoch * (uint64_t)params[RF_PARAM_MAX_ERROR_PPM] / 1000000;
     for (int i = 0; i < RF__FAILURE_EPOCHS; i++)
         f->by_epoch[i].epoch = UINT64_MAX;
+}
+
+/* Adds index to the set of samples that failed; true when it is new.
+ * When memory runs out it counts as new: the limit then errs on the
+ * side of stopping. */
+static bool first_failure_of(struct rf__failures *f, uint64_t index)
+{
+    if (2 * (f->distinct + 1) > f->seen_capacity) {
+        const size_t capacity = f->seen_capacity ? 2 * f->seen_capacity : 64;
+        uint64_t *seen = calloc(capacity, sizeof(*seen));
+        if (!seen)
+            return true;
+        for (size_t i = 0; i < f->seen_capacity; i++) {
+            if (!f->seen[i])
+                continue;
+            size_t at = rf__mix64(0, f->seen[i]) & (capacity - 1);
+            while (seen[at])
+                at = (at + 1) & (capacity - 1);
+            seen[at] = f->seen[i];
+        }
+        free(f->seen);
+        f->seen = seen;
+        f->seen_capacity = capacity;
+    }
+    const uint64_t key = index + 1;
+    size_t at = rf__mix64(0, key) & (f->seen_capacity - 1);
+    for (; f->seen[at]; at = (at + 1) & (f->seen_capacity - 1))
+        if (f->seen[at] == key)
+            return false;
+    f->seen[at] = key;
+    return true;
 }
 
 static void keep(struct rf__failures *f, uint64_t epoch, uint64_t index,
@@ -58,15 +90,18 @@ static uint64_t *epoch_counter(struct rf__failures *f, uint64_t epoch)
 int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
                      const char *text, char *why, size_t why_len)
 {
-    keep(f, epoch, index, text);
+    if (first_failure_of(f, index)) {
+        f->distinct++;
+        keep(f, epoch, index, text);
+    }
     f->total++;
     const uint64_t in_epoch = ++*epoch_counter(f, epoch);
-    if (f->max_errors && f->total > f->max_errors) {
+    if (f->max_errors && f->distinct > f->max_errors) {
         rf__format(why, why_len,
                    "%llu samples have failed, more than RF_PARAM_MAX_ERRORS "
                    "= %llu: raise it, or fix or remove the files; the last: "
                    "%s",
-                   (unsigned long long)f->total,
+                   (unsigned long long)f->distinct,
                    (unsigned long long)f->max_errors, text);
         return RF_E_CORRUPT_SAMPLE;
     }
@@ -88,11 +123,13 @@ uint64_t rf__failures_copy(const struct rf__failures *f, rf_sample_error *out,
     const size_t n = max < f->kept_count ? max : f->kept_count;
     if (n)
         memcpy(out, f->kept, n * sizeof(*out));
-    return f->total;
+    return f->distinct;
 }
 
 void rf__failures_free(struct rf__failures *f)
 {
     free(f->kept);
     f->kept = NULL;
+    free(f->seen);
+    f->seen = NULL;
 }

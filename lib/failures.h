@@ -1,8 +1,12 @@
 /*
  * failures.h - the consumer's record of samples that failed under the
- * skip policy: the first ones kept in full for rf_loader_sample_errors(),
- * all of them counted, per run and per epoch, against the limits that
- * turn too many failures into a fatal error.
+ * skip policy: the first failure of each of the first samples kept in
+ * full for rf_loader_sample_errors(), and all of them counted against
+ * the limits that turn too many failures into a fatal error: distinct
+ * samples over the run, failures per epoch. A bad file fails again in
+ * every epoch; over a long run that must neither use up the run's limit
+ * nor fill the list with repeats, so that a file that breaks on day 3
+ * is still named.
  */
 #ifndef RF_FAILURES_H
 #define RF_FAILURES_H
@@ -20,7 +24,12 @@
 struct rf__failures {
     rf_sample_error *kept; /* [RF__FAILURES_KEPT], allocated on first use */
     size_t kept_count;
-    uint64_t total;
+    uint64_t total;    /* failures, a sample once per epoch it failed in */
+    uint64_t distinct; /* samples that have failed */
+    /* The indices of those samples: open addressing, index + 1 in use
+     * (0 empty), at most half full. */
+    uint64_t *seen;
+    size_t seen_capacity;
     struct {
         uint64_t epoch, count;
     } by_epoch[RF__FAILURE_EPOCHS];
@@ -38,7 +47,8 @@ void rf__failures_init(struct rf__failures *f, const int64_t *params,
 int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
                      const char *text, char *why, size_t why_len);
 
-/* Copies the first min(max, kept) failures; returns the total count. */
+/* Copies the first failure of each of the first min(max, kept) samples
+ * that failed; returns how many samples have failed. */
 uint64_t rf__failures_copy(const struct rf__failures *f, rf_sample_error *out,
                            size_t max);
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "failures.h"
 #include "internal.h"
 #include "test.h"
 
@@ -213,15 +214,18 @@ static void test_bad_files_skipped_and_listed(int bad)
     CHECK_EQ(samples, 2 * CLASSES * PER_CLASS);
     CHECK_EQ(skipped, 2 * (uint64_t)bad);
     rf_sample_error errors[16];
-    CHECK_EQ(rf_loader_sample_errors(l, errors, 16), 2 * (uint64_t)bad);
+    CHECK_EQ(rf_loader_sample_errors(l, errors, 16), (uint64_t)bad);
     const char *names[] = {"empty.jpg", "noise.jpg", "png.jpg", "truncated.jpg",
                            "huge.jpg"};
     for (int k = 0; k < bad; k++) {
         int found = 0;
-        for (int e = 0; e < 2 * bad; e++)
+        for (int e = 0; e < bad; e++)
             found += strstr(errors[e].message, names[k]) != NULL;
-        CHECK_EQ(found, 2); /* once per epoch */
+        CHECK_EQ(found, 1); /* listed once, though it failed in each epoch */
     }
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.failed_samples, 2 * (uint64_t)bad);
     rf_loader_close(l);
     rf_config_free(cfg);
 }
@@ -273,6 +277,48 @@ static void test_error_limit_ends_the_run(void)
     CHECK_CONTAINS(rf_loader_error(l), "RF_PARAM_MAX_ERRORS = 2");
     rf_loader_close(l);
     rf_config_free(cfg);
+}
+
+/* The count limit is on samples, not on failures: the bad files fail in
+ * each of 4 epochs (4 x bad failures), and a limit of `bad` samples lets
+ * the run end normally. */
+static void test_error_limit_counts_each_sample_once(int bad)
+{
+    rf_config *cfg = folder_config(2, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 4));
+    set_skip(cfg, bad, 1000000);
+    rf_loader *l = test_open_loader(cfg);
+    uint64_t skipped = 0;
+    CHECK_EQ(drain(l, NULL, &skipped), 0);
+    CHECK_EQ(skipped, 4 * (uint64_t)bad);
+    CHECK_EQ(rf_loader_sample_errors(l, NULL, 0), (uint64_t)bad);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+}
+
+/* Over a long run the list is not filled with the same file's failures:
+ * one sample failing in 5000 epochs, then another one in the last: both
+ * are listed, each by its first failure. */
+static void test_late_failure_is_still_listed(void)
+{
+    const int64_t params[RF__PARAMS] = {[RF_PARAM_MAX_ERROR_PPM] = 1000000};
+    struct rf__failures f;
+    rf__failures_init(&f, params, 1000000);
+    char why[256];
+    for (uint64_t epoch = 0; epoch < 5000; epoch++)
+        CHECK_OK(
+            rf__failures_add(&f, epoch, 7, "sample 7: bad", why, sizeof(why)));
+    for (uint64_t index = 100; index < 3100; index++) /* grows the set */
+        CHECK_OK(rf__failures_add(&f, 4999, index, "sample: also bad", why,
+                                  sizeof(why)));
+    CHECK_OK(rf__failures_add(&f, 4999, 7, "sample 7: bad", why, sizeof(why)));
+    rf_sample_error kept[2];
+    CHECK_EQ(rf__failures_copy(&f, kept, 2), 3001);
+    CHECK_EQ(f.total, 8001);
+    CHECK(kept[0].index == 7 && kept[0].epoch == 0);
+    CHECK(kept[1].index == 100 && kept[1].epoch == 4999);
+    rf__failures_free(&f);
 }
 
 /* ---- zstd frames in a packed file ------------------------------------- */
@@ -665,6 +711,8 @@ int main(void)
     test_bad_files_skipped_and_listed(bad);
     test_many_failures_in_one_batch(bad);
     test_error_limit_ends_the_run();
+    test_error_limit_counts_each_sample_once(bad);
+    test_late_failure_is_still_listed();
     test_zstd_pack();
     test_index_cache();
     test_jpeg_channels_refused_at_open();

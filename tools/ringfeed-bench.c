@@ -734,6 +734,7 @@ struct bench_run {
     /* --on-error skip: the first failures, as the loader lists them */
     rf_sample_error failures[3];
     size_t failures_listed;
+    uint64_t failed_distinct; /* samples that failed, each counted once */
 };
 
 static int set_param(rf_config *cfg, rf_param param, int64_t value)
@@ -893,6 +894,7 @@ static void run_to_end(rf_loader *loader, struct verifier *verifier,
     const uint64_t failed =
         rf_loader_sample_errors(loader, run->failures, room);
     run->failures_listed = failed < room ? (size_t)failed : room;
+    run->failed_distinct = failed;
 }
 
 /* ---- reports ----------------------------------------------------------- */
@@ -944,9 +946,10 @@ static void print_summary(const struct bench_options *o,
     print_busy_shares(run);
     if (s->failed_samples == 0)
         return;
-    printf("  skipped       %" PRIu64 " samples that failed (--on-error "
-           "skip); the first:\n",
-           s->failed_samples);
+    printf("  skipped       %" PRIu64 " samples (--on-error skip; %" PRIu64
+           " distinct, a file counted once per epoch it failed in); the "
+           "first:\n",
+           s->failed_samples, run->failed_distinct);
     for (size_t i = 0; i < run->failures_listed; i++)
         printf("    epoch %" PRIu64 ": %s\n", run->failures[i].epoch,
                run->failures[i].message);
@@ -1022,6 +1025,7 @@ static void print_json(const struct bench_options *o,
     json_u64(&first, "batches", s->batches);
     json_u64(&first, "errors", errors);
     json_u64(&first, "skipped", s->failed_samples);
+    json_u64(&first, "skipped_distinct", run->failed_distinct);
     json_f64(&first, "wait_share", share_of_run(s->wait_ns, run));
     json_busy_shares(&first, run);
     json_f64(&first, "startup_s", run->startup_s);
