@@ -139,12 +139,66 @@ static int offsets_add(struct offsets *o, struct text *t, const char *s,
     return 0;
 }
 
-/* qsort_r() comparator of text offsets, in byte order: Python's sorted()
- * on str for ASCII, and code point order for UTF-8 names. */
+/* Whether b is a UTF-8 continuation byte within [low, high]. */
+static bool continues(unsigned char b, unsigned char low, unsigned char high)
+{
+    return b >= low && b <= high;
+}
+
+/* The code point Python sees at *s in a file name (decoded as UTF-8 with
+ * surrogateescape), and moves *s past it. A byte that does not start a
+ * valid sequence stands for itself as U+DC80..U+DCFF, as in os.listdir(). */
+static uint32_t next_code_point(const unsigned char **s)
+{
+    const unsigned char *p = *s;
+    const unsigned char b = p[0];
+    unsigned length = 1;
+    uint32_t cp = 0xDC00u + b;
+    if (b < 0x80) {
+        cp = b;
+    } else if (b >= 0xC2 && b <= 0xDF && continues(p[1], 0x80, 0xBF)) {
+        length = 2;
+        cp = (b & 0x1Fu) << 6 | (p[1] & 0x3Fu);
+    } else if (b >= 0xE0 && b <= 0xEF &&
+               continues(p[1], b == 0xE0 ? 0xA0 : 0x80,
+                         b == 0xED ? 0x9F : 0xBF) &&
+               continues(p[2], 0x80, 0xBF)) {
+        length = 3;
+        cp = (b & 0x0Fu) << 12 | (p[1] & 0x3Fu) << 6 | (p[2] & 0x3Fu);
+    } else if (b >= 0xF0 && b <= 0xF4 &&
+               continues(p[1], b == 0xF0 ? 0x90 : 0x80,
+                         b == 0xF4 ? 0x8F : 0xBF) &&
+               continues(p[2], 0x80, 0xBF) && continues(p[3], 0x80, 0xBF)) {
+        length = 4;
+        cp = (b & 0x07u) << 18 | (p[1] & 0x3Fu) << 12 | (p[2] & 0x3Fu) << 6 |
+             (p[3] & 0x3Fu);
+    }
+    *s = p + length;
+    return cp;
+}
+
+/* Python's sorted() order of two file names: code point by code point as
+ * os.listdir() decodes them. For ASCII and valid UTF-8 that is byte order;
+ * a name with other bytes (Latin-1, say) sorts where torchvision puts it,
+ * so the class labels match. */
+static int compare_names(const char *a, const char *b)
+{
+    const unsigned char *x = (const unsigned char *)a;
+    const unsigned char *y = (const unsigned char *)b;
+    while (*x && *y) {
+        const uint32_t cx = next_code_point(&x), cy = next_code_point(&y);
+        if (cx != cy)
+            return cx < cy ? -1 : 1;
+    }
+    return (*x != 0) - (*y != 0);
+}
+
+/* qsort_r() comparator of text offsets, in Python's sorted() order. */
 static int compare_text_offsets(const void *a, const void *b, void *text)
 {
     const char *base = text;
-    return strcmp(base + *(const uint64_t *)a, base + *(const uint64_t *)b);
+    return compare_names(base + *(const uint64_t *)a,
+                         base + *(const uint64_t *)b);
 }
 
 /* ---- listing a folder --------------------------------------------------- */
@@ -301,8 +355,8 @@ static int read_entries(struct walker *w, DIR *dir, struct offsets *subfolders)
 static int compare_files(const void *a, const void *b, void *text)
 {
     const char *base = text;
-    return strcmp(base + ((const struct walk_file *)a)->name,
-                  base + ((const struct walk_file *)b)->name);
+    return compare_names(base + ((const struct walk_file *)a)->name,
+                         base + ((const struct walk_file *)b)->name);
 }
 
 /* torchvision sorts the file names of each folder on their own. */
@@ -508,7 +562,8 @@ static int compare_dirs(const void *a, const void *b, void *text)
     const struct walk_dir *x = a, *y = b;
     if (x->label != y->label)
         return x->label < y->label ? -1 : 1;
-    return strcmp((const char *)text + x->path, (const char *)text + y->path);
+    return compare_names((const char *)text + x->path,
+                         (const char *)text + y->path);
 }
 
 /* Writes entries and names ("folder/below/file.jpg") into the listing. */

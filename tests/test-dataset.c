@@ -419,6 +419,42 @@ static void test_folder_order(void)
            EXPECTED_TREE);
 }
 
+/* Class folders whose names are not all valid UTF-8 get torchvision's
+ * labels: Python decodes them with surrogateescape (a stray byte b
+ * becomes U+DC00 + b) and sorts by code point, not by byte. The order
+ * below is Python's sorted() of those names. */
+static void test_names_in_python_order(void)
+{
+    static const char *const sorted_names[] = {
+        "Zed",
+        "plain",
+        "\xc3\xa9_utf8",    /* U+00E9 */
+        "\xb5_latin1",      /* U+DCB5 */
+        "\xed\xa0\x80x",    /* an encoded surrogate: U+DCED U+DCA0 ... */
+        "\xff",             /* U+DCFF */
+        "\xf0\x9f\x98\x80", /* U+1F600 */
+    };
+    const size_t n = sizeof(sorted_names) / sizeof(sorted_names[0]);
+    make_dir(at("names"));
+    for (size_t i = n; i-- > 0;) {
+        char rel[64];
+        rf__format(rel, sizeof(rel), "names/%s/a.jpg", sorted_names[i]);
+        make_dir(at("names/%s", sorted_names[i]));
+        make_file(rel);
+    }
+    rf_dataset *ds = open_or_die(at("names"));
+    CHECK_EQ(rf_dataset_size(ds), n);
+    for (size_t i = 0; i < n; i++) {
+        rf_sample_info info;
+        CHECK_OK(rf_dataset_read(ds, i, &info));
+        CHECK_EQ(info.label, (int64_t)i);
+        CHECK(strncmp(info.name, sorted_names[i], strlen(sorted_names[i])) ==
+              0);
+    }
+    rf_dataset_close(ds);
+    printf("folder: class names that are not UTF-8 sort as in Python\n");
+}
+
 static void test_folder_errors(void)
 {
     check_open_fails(at("no-such-folder"), -ENOENT, "No such file");
@@ -1223,6 +1259,7 @@ int main(void)
     test_crc32c();
     make_tree();
     test_folder_order();
+    test_names_in_python_order();
     test_folder_errors();
     test_index_round_trip();
     test_index_damage();
