@@ -177,7 +177,8 @@ typedef enum rf_on_producer_death {
      * again, so the run goes on with every sample exactly once and the
      * same bytes as an undisturbed run; rf_stats.respawns counts the
      * replacements. It is RF_E_PRODUCER_DIED after all when more than
-     * RF_PARAM_MAX_RESPAWNS producers have been replaced, or when three
+     * RF_PARAM_MAX_RESPAWNS producers have been replaced within an hour,
+     * or when three
      * producers crashed (by a signal other than SIGKILL) or timed out
      * while filling the same batch: a sample in it then breaks the
      * decoder, and the detail names it. Also when three producers in a
@@ -297,7 +298,10 @@ typedef enum rf_param {
     RF_PARAM_ON_PRODUCER_DEATH = 36, /* rf_on_producer_death; default
                                         respawn */
     RF_PARAM_MAX_RESPAWNS = 37,      /* respawn: replace at most this many
-                                        producers in the run; default 1000 */
+                                        producers within an hour (the count
+                                        starts again each hour, so a long
+                                        run survives occasional kills);
+                                        default 1000 */
     RF_PARAM_BATCH_TIMEOUT_MS = 38,  /* a producer that owes batches and
                                         delivers none for this long (stopped,
                                         or stuck on one sample) is killed and

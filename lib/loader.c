@@ -50,6 +50,11 @@
  * sample that breaks the decoder: respawning again would loop. */
 #define MAX_DEATHS_PER_BATCH 3
 
+/* RF_PARAM_MAX_RESPAWNS is per hour, not per run: an OOM killer that
+ * takes a producer every ten minutes must not end a week-long run on its
+ * seventh day, while a loop of replacements still ends within the hour. */
+#define RESPAWN_WINDOW_NS (3600ull * 1000000000ull)
+
 /* Producers that crashed or timed out before they took up work (before
  * attaching to the segment, or attached but before their first batch),
  * this many in a row, cannot start at all (a helper that cannot load its
@@ -102,17 +107,19 @@ struct rf_loader {
     uint32_t at_producers; /* slots with state AT_PRODUCER */
 
     /* Producer deaths */
-    bool respawn;           /* RF_ON_DEATH_RESPAWN */
-    bool quiet;             /* RF_PARAM_QUIET */
-    uint64_t max_respawns;  /* RF_PARAM_MAX_RESPAWNS */
-    uint64_t timeout_ns;    /* RF_PARAM_BATCH_TIMEOUT_MS; 0 = none */
-    uint64_t respawns;      /* producers replaced so far */
-    uint64_t crash_seq;     /* the batch of the last crash or time-out */
-    uint32_t crash_count;   /* crashes and time-outs in a row on it */
-    uint32_t failed_starts; /* crashes and time-outs in a row before
-                               taking up work (MAX_FAILED_STARTS) */
-    uint64_t next_check_ns; /* when next() looks at the producers again */
-    uint32_t *owed;         /* [slots] scratch: slots a dead producer held */
+    bool respawn;             /* RF_ON_DEATH_RESPAWN */
+    bool quiet;               /* RF_PARAM_QUIET */
+    uint64_t max_respawns;    /* RF_PARAM_MAX_RESPAWNS, per hour */
+    uint64_t window_start_ns; /* the hour max_respawns counts in */
+    uint64_t window_respawns; /* replacements in it */
+    uint64_t timeout_ns;      /* RF_PARAM_BATCH_TIMEOUT_MS; 0 = none */
+    uint64_t respawns;        /* producers replaced so far */
+    uint64_t crash_seq;       /* the batch of the last crash or time-out */
+    uint32_t crash_count;     /* crashes and time-outs in a row on it */
+    uint32_t failed_starts;   /* crashes and time-outs in a row before
+                                 taking up work (MAX_FAILED_STARTS) */
+    uint64_t next_check_ns;   /* when next() looks at the producers again */
+    uint32_t *owed;           /* [slots] scratch: slots a dead producer held */
 
     struct rf__failures failures; /* samples that failed */
     bool skip_errors;             /* RF_ON_ERROR_SKIP */
@@ -341,6 +348,7 @@ static int resolve_config(rf_loader *l, const rf_config *cfg)
     l->respawn = p[RF_PARAM_ON_PRODUCER_DEATH] == RF_ON_DEATH_RESPAWN;
     l->quiet = p[RF_PARAM_QUIET] != 0;
     l->max_respawns = (uint64_t)p[RF_PARAM_MAX_RESPAWNS];
+    l->window_start_ns = rf__now_ns();
     l->timeout_ns = (uint64_t)p[RF_PARAM_BATCH_TIMEOUT_MS] * 1000000u;
     l->crash_seq = UINT64_MAX;
     rf__failures_init(&l->failures, p, l->order.per_rank);
@@ -892,16 +900,29 @@ static int fail_to_start(rf_loader *l, const char *what, uint32_t times)
                      what, times, advice);
 }
 
+/* Whether this hour's replacements have reached RF_PARAM_MAX_RESPAWNS;
+ * a new hour starts the count again. */
+static bool respawns_used_up(rf_loader *l)
+{
+    const uint64_t now = rf__now_ns();
+    if (now - l->window_start_ns >= RESPAWN_WINDOW_NS) {
+        l->window_start_ns = now;
+        l->window_respawns = 0;
+    }
+    return l->window_respawns >= l->max_respawns;
+}
+
 /* Policy respawn: a new producer p, and its owed batches issued again. */
 static int replace_producer(rf_loader *l, uint32_t p, const char *what)
 {
-    if (l->respawns >= l->max_respawns)
+    if (respawns_used_up(l))
         return set_error(l, RF_E_PRODUCER_DIED,
-                         "%s; %llu producers have been replaced already, "
-                         "the most RF_PARAM_MAX_RESPAWNS allows: look for "
-                         "what kills them (dmesg for the OOM killer), or "
-                         "raise the limit",
-                         what, (unsigned long long)l->respawns);
+                         "%s; %llu producers have been replaced within an "
+                         "hour, the most RF_PARAM_MAX_RESPAWNS allows (%llu "
+                         "in the run): look for what kills them (dmesg for "
+                         "the OOM killer), or raise the limit",
+                         what, (unsigned long long)l->window_respawns,
+                         (unsigned long long)l->respawns);
     const uint32_t owed = reclaim_slots(l, p);
     reset_channel(l, p);
     int rc = start_producer(l, p);
@@ -913,6 +934,7 @@ static int replace_producer(rf_loader *l, uint32_t p, const char *what)
                          "%s; no replacement could be started: %s", what, why);
     }
     l->respawns++;
+    l->window_respawns++;
     for (uint32_t k = 0; k < owed && rc == 0; k++)
         rc = give_order(l, l->owed[k], l->slot_info[l->owed[k]].seq);
     if (rc < 0)

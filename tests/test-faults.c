@@ -319,7 +319,7 @@ static void test_random_kills_fork_mode(void)
 struct delayed_kill {
     pthread_t thread;
     const struct rf__segment *seg;
-    int pid;
+    int pid = 0;
     _Atomic uint64_t killed_ns;
     _Atomic uint64_t replaced_ns; /* when a new producer appeared, or 0 */
 };
@@ -714,10 +714,47 @@ static void test_helper_that_cannot_start_is_named(void)
 static int attached_pid(const struct rf__segment *seg, int old)
 {
     const struct rf__producer_state *st = rf__segment_producer(seg, 0);
-    int pid;
+    int pid = 0;
     while ((pid = (int)atomic_load(&st->pid)) == 0 || pid == old)
         sleep_us(100);
     return pid;
+}
+
+/* Replacements count against RF_PARAM_MAX_RESPAWNS: with a limit of 2,
+ * the third producer killed (SIGKILL, which is never blamed on a batch)
+ * ends the run, with the count and what to look for. */
+static void test_respawn_limit_ends_the_run(void)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 1000000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_RESPAWNS, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    int killed = 0, last = 0, rc;
+    rf_batch b;
+    while ((rc = rf_loader_next(l, &b)) == 1) {
+        CHECK_OK(rf_loader_release(l, &b));
+        int pid;
+        if (list_children(&pid, 1) == 1 && pid != last) {
+            CHECK_EQ(kill(pid, SIGKILL), 0);
+            last = pid;
+            killed++;
+        }
+        CHECK_LE(killed, 3);
+    }
+    CHECK_EQ(rc, RF_E_PRODUCER_DIED);
+    CHECK_EQ(killed, 3);
+    const char *msg = rf_loader_error(l);
+    CHECK_CONTAINS(msg, "2 producers have been replaced within an hour");
+    CHECK_CONTAINS(msg, "RF_PARAM_MAX_RESPAWNS");
+    CHECK_CONTAINS(msg, "OOM killer");
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.respawns, 2);
+    rf_loader_close(l);
 }
 
 /* A helper that attaches and then crashes before its first batch (as one
@@ -818,7 +855,7 @@ static rf_loader *open_one_producer(void)
 /* Stops the producer so that the test can write its side of the rings. */
 static int pause_producer(const struct rf__segment *seg)
 {
-    int pid;
+    int pid = 0;
     /* The producer writes its pid once it has attached. */
     while ((pid = (int)atomic_load(&rf__segment_producer(seg, 0)->pid)) == 0)
         sleep_us(100);
@@ -1037,6 +1074,7 @@ int main(int argc, char **argv)
     test_helper_not_executable_is_refused();
     test_helper_that_cannot_start_is_named();
     test_crash_after_attach_counts_as_failed_start();
+    test_respawn_limit_ends_the_run();
     test_garbage_in_the_batch_ring();
     test_garbage_ring_sizes_are_ignored();
     test_garbage_header_is_ignored();

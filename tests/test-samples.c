@@ -19,6 +19,7 @@
 
 #include "failures.h"
 #include "internal.h"
+#include "proc.h"
 #include "test.h"
 
 #define CLASSES 3
@@ -459,35 +460,6 @@ static void test_missing_dataset(void)
 
 /* ---- the dataset's path changes meaning during a run ------------------- */
 
-/* This process's children that have not exited: its producers. */
-static int producer_pids(int *pids, int max)
-{
-    DIR *proc = opendir("/proc");
-    CHECK(proc);
-    int n = 0;
-    const struct dirent *e;
-    while ((e = readdir(proc)) && n < max) {
-        char path[300], stat[512];
-        rf__format(path, sizeof(path), "/proc/%s/stat", e->d_name);
-        const int fd = e->d_name[0] >= '1' && e->d_name[0] <= '9'
-                           ? open(path, O_RDONLY | O_CLOEXEC)
-                           : -1;
-        if (fd < 0)
-            continue;
-        const ssize_t got = read(fd, stat, sizeof(stat) - 1);
-        close(fd);
-        stat[got > 0 ? got : 0] = '\0';
-        const char *after_name = strrchr(stat, ')');
-        char state = 0;
-        int ppid = 0;
-        if (after_name && sscanf(after_name + 2, "%c %d", &state, &ppid) == 2 &&
-            ppid == getpid() && state != 'Z')
-            pids[n++] = atoi(e->d_name);
-    }
-    closedir(proc);
-    return n;
-}
-
 /* Runs cfg to the end. Once the first batch is in, `change` runs and then
  * every producer is killed, so that their replacements start after the
  * change. Every sample must still be `reference`'s, the dataset as it was
@@ -514,7 +486,7 @@ static void run_across_change(const rf_config *cfg, rf_dataset *reference,
             change();
             change = NULL;
             int pids[8];
-            const int n = producer_pids(pids, 8);
+            const int n = list_children(pids, 8);
             CHECK_EQ(n, 2);
             for (int k = 0; k < n; k++)
                 CHECK_EQ(kill(pids[k], SIGKILL), 0);
@@ -688,8 +660,8 @@ static void test_big_file_does_not_pin_memory(void)
     uint64_t samples = 0;
     CHECK_EQ(drain(l, &samples, NULL), 0);
     CHECK_EQ(samples, CLASSES * PER_CLASS);
-    int pid;
-    CHECK_EQ(producer_pids(&pid, 1), 1);
+    int pid = 0;
+    CHECK_EQ(list_children(&pid, 1), 1);
     const long kb = resident_kb(pid);
     printf("a 64 MiB file read first: its producer keeps %ld kB resident\n",
            kb);
