@@ -319,7 +319,7 @@ static void test_random_kills_fork_mode(void)
 struct delayed_kill {
     pthread_t thread;
     const struct rf__segment *seg;
-    int pid = 0;
+    int pid;
     _Atomic uint64_t killed_ns;
     _Atomic uint64_t replaced_ns; /* when a new producer appeared, or 0 */
 };
@@ -855,7 +855,7 @@ static rf_loader *open_one_producer(void)
 /* Stops the producer so that the test can write its side of the rings. */
 static int pause_producer(const struct rf__segment *seg)
 {
-    int pid = 0;
+    int pid;
     /* The producer writes its pid once it has attached. */
     while ((pid = (int)atomic_load(&rf__segment_producer(seg, 0)->pid)) == 0)
         sleep_us(100);
