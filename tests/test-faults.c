@@ -737,7 +737,7 @@ static void test_respawn_limit_ends_the_run(void)
     rf_batch b;
     while ((rc = rf_loader_next(l, &b)) == 1) {
         CHECK_OK(rf_loader_release(l, &b));
-        int pid;
+        int pid = 0;
         if (list_children(&pid, 1) == 1 && pid != last) {
             CHECK_EQ(kill(pid, SIGKILL), 0);
             last = pid;
