@@ -112,13 +112,23 @@ struct rf__child {
  * installed one. Returns 0 or RF_E_NO_PRODUCER_BINARY with a detail. */
 int rf__producer_path(char *path, size_t len, char *why, size_t why_len);
 
-/* Starts producer `index` with posix_spawn of `path`; the child gets the
- * three fds as 3, 4 and 5 (and listing and data as 6 and 7) and no other
- * fd, default signal handling and an
+/* The helper at `path`, opened (O_PATH) for rf__spawn_producer() to
+ * start from, or -1 where it cannot be (no /proc): then it is started by
+ * name. Holding it open, every replacement runs the very file the loader
+ * checked at open, even after an upgrade replaced or removed the file
+ * under that name (a new helper speaks another version's protocol). */
+int rf__helper_open(const char *path);
+
+/* Starts producer `index` with posix_spawn of the helper: of `helper`
+ * (from rf__helper_open()) when it is >= 0, else of `path`, which also
+ * names it in messages. The child gets the three fds as 3, 4 and 5 (and
+ * listing and data as 6 and 7, then the helper's own, which it closes)
+ * and no other fd, default signal handling and an
  * empty signal mask. Returns 0 or a negative code with a detail. */
-int rf__spawn_producer(const char *path, const struct rf__producer_fds *fds,
-                       uint32_t index, int cpu, struct rf__child *child,
-                       char *why, size_t why_len);
+int rf__spawn_producer(const char *path, int helper,
+                       const struct rf__producer_fds *fds, uint32_t index,
+                       int cpu, struct rf__child *child, char *why,
+                       size_t why_len);
 
 /* Returns 0 when fork() without exec is safe here (one thread, no CUDA
  * driver loaded), else RF_E_FORK_UNSAFE with a detail. */

@@ -82,6 +82,7 @@ struct rf_loader {
     struct rf__child *children;       /* [producers] */
     int *cpu_of;                      /* [producers] CPU to pin to, or -1 */
     char producer_path[RF__PATH_MAX]; /* spawn mode: the helper */
+    int helper_fd;                    /* spawn mode: it, open, or -1 */
     uint32_t ring_entries;       /* from the layout; never read back from shared
                                     memory, which producers can write */
     uint32_t *orders;            /* [producers] orders outstanding */
@@ -460,9 +461,9 @@ static int start_producer(rf_loader *l, uint32_t i)
         rc = fork_mode
                  ? rf__fork_producer(&l->fds, i, l->cpu_of[i], &l->children[i],
                                      l->error, sizeof(l->error))
-                 : rf__spawn_producer(l->producer_path, &l->fds, i,
-                                      l->cpu_of[i], &l->children[i], l->error,
-                                      sizeof(l->error));
+                 : rf__spawn_producer(l->producer_path, l->helper_fd, &l->fds,
+                                      i, l->cpu_of[i], &l->children[i],
+                                      l->error, sizeof(l->error));
     if (rc < 0)
         return rc;
     l->pfds[1 + i].fd = l->children[i].pidfd;
@@ -484,6 +485,8 @@ static int start_producers(rf_loader *l)
     if (l->params[RF_PARAM_START_MODE] != RF_START_FORK)
         rc = rf__producer_path(l->producer_path, sizeof(l->producer_path),
                                l->error, sizeof(l->error));
+    if (rc == 0 && l->params[RF_PARAM_START_MODE] != RF_START_FORK)
+        l->helper_fd = rf__helper_open(l->producer_path);
     for (uint32_t i = 0; i < l->producers && rc == 0; i++)
         rc = start_producer(l, i);
     return rc;
@@ -1157,9 +1160,10 @@ static int allocate_tables(rf_loader *l)
  * than an EMFILE from whichever call happens to come last. */
 static int check_fds(rf_loader *l)
 {
-    /* control, arena, eventfd, the folder listing, the dataset, a pidfd
-     * per producer, and one for whatever the caller opens next */
-    const uint64_t needed = 6 + (uint64_t)l->producers;
+    /* control, arena, eventfd, the folder listing, the dataset, the
+     * helper, a pidfd per producer, and one for whatever the caller opens
+     * next */
+    const uint64_t needed = 7 + (uint64_t)l->producers;
     uint64_t limit = 0;
     const int free_fds = rf__fds_free(&limit);
     if ((uint64_t)free_fds >= needed)
@@ -1210,6 +1214,7 @@ int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp)
         return -ENOMEM;
     l->fds.control = l->fds.arena = l->fds.bell = l->fds.listing = -1;
     l->fds.data = -1;
+    l->helper_fd = -1;
     l->fds.parent_control = -1;
     l->open_ns = rf__now_ns();
     const int rc = open_loader(l, cfg);
@@ -1304,6 +1309,8 @@ void rf_loader_close(rf_loader *l)
         close(l->fds.listing);
     if (l->fds.data >= 0)
         close(l->fds.data);
+    if (l->helper_fd >= 0)
+        close(l->helper_fd);
     rf__failures_free(&l->failures);
     free(l->children);
     free(l->cpu_of);

@@ -390,7 +390,7 @@ static const char usage[] =
     "usage: ringfeed-producer --control-fd N --arena-fd N --bell-fd N\n"
     "                         [--listing-fd N] [--data-fd N]\n"
     "                         --index I [--cpu C] [--parent PID]\n"
-    "                         [--parent-control-fd N]\n"
+    "                         [--parent-control-fd N] [--helper-fd N]\n"
     "A ringfeed producer process. rf_loader_open() starts these; there is\n"
     "no reason to run one by hand.\n";
 
@@ -398,7 +398,7 @@ int rf_producer_main(int argc, char **argv)
 {
     long control = -1, arena = -1, bell = -1, listing = -1, data = -1;
     long index = -1;
-    long cpu = -1, parent = 0, parent_control = -1;
+    long cpu = -1, parent = 0, parent_control = -1, helper = -1;
     /* every option but --help takes a value: they come in pairs */
     for (int i = 1; i < argc; i += 2) {
         if (strcmp(argv[i], "--help") == 0) {
@@ -415,7 +415,8 @@ int rf_producer_main(int argc, char **argv)
                     : strcmp(argv[i], "--parent") == 0     ? &parent
                     : strcmp(argv[i], "--parent-control-fd") == 0
                         ? &parent_control
-                        : NULL;
+                    : strcmp(argv[i], "--helper-fd") == 0 ? &helper
+                                                          : NULL;
         if (!dst || i + 1 >= argc ||
             !parse_int(argv[i + 1], -1, INT_MAX, dst)) {
             fprintf(stderr, "ringfeed-producer: bad argument '%s'\n%s", argv[i],
@@ -427,6 +428,9 @@ int rf_producer_main(int argc, char **argv)
         fputs(usage, stderr);
         return 64;
     }
+    /* The fd this program was started from (rf__helper_open()). */
+    if (helper >= 0)
+        close((int)helper);
     const struct rf__producer_fds fds = {.control = (int)control,
                                          .arena = (int)arena,
                                          .bell = (int)bell,

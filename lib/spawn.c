@@ -54,15 +54,20 @@ static int open_pidfd(int pid)
     return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-/* Moves fds to 3, 4, 5 (and 6, 7) without clobbering: first above
- * everything involved, then down. */
+/* Moves fds to 3, 4, 5 (and 6, 7), then the helper's own fd (when
+ * helper >= 0) to the next, without clobbering: first above everything
+ * involved, then down. Returns the helper's fd number in the child in
+ * *helper_at (-1 without one), for exec to find it there. */
 static int plan_fds(posix_spawn_file_actions_t *fa,
-                    const struct rf__producer_fds *fds)
+                    const struct rf__producer_fds *fds, int helper,
+                    int *helper_at)
 {
-    const int src[5] = {fds->control, fds->arena, fds->bell, fds->listing,
-                        fds->data};
-    const int n = fds->listing < 0 ? 3 : fds->data < 0 ? 4 : 5;
-    int high = CHILD_DATA_FD;
+    int src[6] = {fds->control, fds->arena, fds->bell, fds->listing, fds->data};
+    int n = fds->listing < 0 ? 3 : fds->data < 0 ? 4 : 5;
+    *helper_at = helper >= 0 ? CHILD_CONTROL_FD + n : -1;
+    if (helper >= 0)
+        src[n++] = helper;
+    int high = CHILD_DATA_FD + 1;
     for (int i = 0; i < n; i++)
         if (src[i] > high)
             high = src[i];
@@ -113,11 +118,21 @@ static int watch_child(int pid, struct rf__child *child, char *why,
     return -err;
 }
 
-int rf__spawn_producer(const char *path, const struct rf__producer_fds *fds,
-                       uint32_t index, int cpu, struct rf__child *child,
-                       char *why, size_t why_len)
+int rf__helper_open(const char *path)
+{
+    /* Without /proc there is no path to exec an fd by: spawn by name. */
+    if (access("/proc/self/fd", X_OK) != 0)
+        return -1;
+    return open(path, O_PATH | O_CLOEXEC);
+}
+
+int rf__spawn_producer(const char *path, int helper,
+                       const struct rf__producer_fds *fds, uint32_t index,
+                       int cpu, struct rf__child *child, char *why,
+                       size_t why_len)
 {
     char a_index[16], a_cpu[16], a_parent[16], a_parent_control[16];
+    char a_helper[16], exec_path[32];
     rf__format(a_index, sizeof(a_index), "%u", index);
     rf__format(a_cpu, sizeof(a_cpu), "%d", cpu);
     rf__format(a_parent, sizeof(a_parent), "%d", (int)getpid());
@@ -126,8 +141,10 @@ int rf__spawn_producer(const char *path, const struct rf__producer_fds *fds,
     posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&fa);
     posix_spawnattr_init(&attr);
-    int pid = 0;
-    int rc = plan_fds(&fa, fds);
+    int pid = 0, helper_at = -1;
+    int rc = plan_fds(&fa, fds, helper, &helper_at);
+    rf__format(a_helper, sizeof(a_helper), "%d", helper_at);
+    rf__format(exec_path, sizeof(exec_path), "/proc/self/fd/%d", helper_at);
     if (rc == 0)
         rc = plan_signals(&attr);
     if (rc == 0) {
@@ -150,8 +167,11 @@ int rf__spawn_producer(const char *path, const struct rf__producer_fds *fds,
                         a_parent,
                         "--parent-control-fd",
                         a_parent_control,
+                        "--helper-fd",
+                        a_helper,
                         NULL};
-        rc = posix_spawn(&pid, path, &fa, &attr, argv, environ);
+        rc = posix_spawn(&pid, helper_at >= 0 ? exec_path : path, &fa, &attr,
+                         argv, environ);
     }
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);

@@ -19,6 +19,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -614,7 +615,7 @@ static void test_low_fd_limit_is_refused(void)
         rf_loader *l = NULL;
         char *err = NULL;
         CHECK_EQ(rf_loader_open(&l, cfg, &err), -EMFILE);
-        CHECK_CONTAINS(err, "needs 10 file descriptors (4 producers)");
+        CHECK_CONTAINS(err, "needs 11 file descriptors (4 producers)");
         CHECK_CONTAINS(err, "ulimit -n");
         free(err);
         rf_config_free(cfg);
@@ -809,6 +810,104 @@ static void test_crash_after_attach_counts_as_failed_start(void)
     CHECK_EQ(stats.respawns, 3);
     rf_loader_close(l);
     munmap(seg.header, seg.control_size);
+}
+
+/* Copies the file at `from` to a new temporary file made executable;
+ * writes its path into `to`. */
+static void copy_executable(const char *from, char *to)
+{
+    const int in = open(from, O_RDONLY | O_CLOEXEC);
+    const int out = mkstemp(to);
+    CHECK(in >= 0 && out >= 0);
+    char buffer[1 << 16];
+    ssize_t got;
+    while ((got = read(in, buffer, sizeof(buffer))) > 0)
+        CHECK_EQ(write(out, buffer, (size_t)got), got);
+    CHECK_EQ(got, 0);
+    close(in);
+    close(out);
+    CHECK_EQ(chmod(to, 0755), 0);
+}
+
+/* A replacement runs the helper the loader checked at open, though the
+ * file under that name was replaced meanwhile (an upgrade during the run)
+ * by one that cannot start. */
+static void test_helper_replaced_during_run(void)
+{
+    char helper[] = "/tmp/rf-helper-XXXXXX";
+    char broken[] = "/tmp/rf-broken-XXXXXX";
+    copy_executable(getenv("RINGFEED_PRODUCER"), helper);
+    const int fd = mkstemp(broken);
+    CHECK(fd >= 0);
+    static const char script[] = "#!/bin/sh\nexit 127\n";
+    CHECK_EQ(write(fd, script, sizeof(script) - 1),
+             (ssize_t)(sizeof(script) - 1));
+    close(fd);
+    CHECK_EQ(chmod(broken, 0755), 0);
+    char *saved = use_helper(helper);
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 4000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    CHECK_EQ(rename(broken, helper), 0);
+    int pid = 0;
+    CHECK_EQ(list_children(&pid, 1), 1);
+    CHECK_EQ(kill(pid, SIGKILL), 0);
+    const int rc = next_until_error(l);
+    if (rc != 0)
+        fprintf(stderr, "%s\n", rf_loader_error(l));
+    CHECK_EQ(rc, 0);
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.respawns, 1);
+    rf_loader_close(l);
+    unlink(helper);
+    restore_helper(saved);
+    printf("helper replaced during the run: its replacement ran the one "
+           "opened\n");
+}
+
+/* A spawned producer holds fds 0 to 5 and nothing else: not the caller's
+ * files (opened here without O_CLOEXEC), not the fd its helper was
+ * started from. */
+static void test_producer_holds_only_its_fds(void)
+{
+#ifdef HAVE_POSIX_SPAWN_FILE_ACTIONS_ADDCLOSEFROM_NP
+    const int stray = open("/dev/null", O_RDONLY);
+    CHECK(stray >= 0);
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1); /* the producer is running */
+    int pid = 0;
+    CHECK_EQ(list_children(&pid, 1), 1);
+    char folder[64];
+    snprintf(folder, sizeof(folder), "/proc/%d/fd", pid);
+    DIR *dir = opendir(folder);
+    CHECK(dir != NULL);
+    int highest = -1, count = 0;
+    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        const int fd = atoi(e->d_name);
+        highest = fd > highest ? fd : highest;
+        count++;
+    }
+    closedir(dir);
+    CHECK_EQ(count, 6);
+    CHECK_EQ(highest, 5);
+    CHECK_OK(rf_loader_release(l, &b));
+    rf_loader_close(l);
+    close(stray);
+#endif
 }
 
 /* ---- garbage in the rings ---------------------------------------------- */
@@ -1075,6 +1174,8 @@ int main(int argc, char **argv)
     test_helper_that_cannot_start_is_named();
     test_crash_after_attach_counts_as_failed_start();
     test_respawn_limit_ends_the_run();
+    test_helper_replaced_during_run();
+    test_producer_holds_only_its_fds();
     test_garbage_in_the_batch_ring();
     test_garbage_ring_sizes_are_ignored();
     test_garbage_header_is_ignored();
