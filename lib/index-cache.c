@@ -37,7 +37,8 @@
  * i64 seconds and u32 nanoseconds of the listing's start, u32 zero; then
  * the list (names, each ended by a NUL), then for each folder, the
  * dataset's own first, u64 device and u64 inode. */
-#define TRAILER_MAGIC "RFDIRS02"
+static const uint8_t trailer_magic[8] = {'R', 'F', 'D', 'I',
+                                         'R', 'S', '0', '2'};
 #define TRAILER_SIZE 40u
 #define CRC_FROM 24u /* the trailer's bytes the CRC covers start here */
 #define FOLDER_RECORD 16u
@@ -137,7 +138,7 @@ static bool cache_is_fresh(const char *folder, const struct trailer *t)
  * false when it is damaged. */
 static bool read_trailer(const uint8_t *at, size_t size, struct trailer *t)
 {
-    if (size < TRAILER_SIZE || memcmp(at, TRAILER_MAGIC, 8) != 0)
+    if (size < TRAILER_SIZE || memcmp(at, trailer_magic, 8) != 0)
         return false;
     t->list_size = rf__get_le64(at + 8);
     t->folders = rf__get_le32(at + 20);
@@ -271,7 +272,7 @@ static uint8_t *make_trailer(const char *folder, const char *list,
         free(t);
         return NULL;
     }
-    memcpy(t, TRAILER_MAGIC, 8);
+    memcpy(t, trailer_magic, 8);
     rf__put_le64(t + 8, list_size);
     rf__put_le32(t + 20, folders);
     rf__put_le64(t + 24, (uint64_t)listed->tv_sec);

@@ -53,6 +53,8 @@ static void die(const char *what, const char *detail)
 static void make_tree(const char *dir, unsigned long files,
                       unsigned long classes)
 {
+    if (classes == 0 || files < classes)
+        die("--make", "wants at least one file per class");
     if (mkdir(dir, 0755) != 0)
         die(dir, strerror(errno));
     char path[4096];
@@ -128,7 +130,7 @@ int main(int argc, char **argv)
                       strtoul(argv[i + 2], NULL, 10));
             i += 2;
         } else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
-            runs = atoi(argv[++i]);
+            runs = (int)strtol(argv[++i], NULL, 10);
         } else {
             die(argv[i], "unknown option; see --help");
         }

@@ -836,7 +836,9 @@ static void test_helper_replaced_during_run(void)
 {
     char helper[] = "/tmp/rf-helper-XXXXXX";
     char broken[] = "/tmp/rf-broken-XXXXXX";
-    copy_executable(getenv("RINGFEED_PRODUCER"), helper);
+    const char *installed = getenv("RINGFEED_PRODUCER");
+    CHECK(installed != NULL);
+    copy_executable(installed, helper);
     const int fd = mkstemp(broken);
     CHECK(fd >= 0);
     static const char script[] = "#!/bin/sh\nexit 127\n";
@@ -897,7 +899,7 @@ static void test_producer_holds_only_its_fds(void)
     for (struct dirent *e; (e = readdir(dir)) != NULL;) {
         if (e->d_name[0] == '.')
             continue;
-        const int fd = atoi(e->d_name);
+        const int fd = (int)strtol(e->d_name, NULL, 10);
         highest = fd > highest ? fd : highest;
         count++;
     }

@@ -665,7 +665,7 @@ static void test_big_file_does_not_pin_memory(void)
     const long kb = resident_kb(pid);
     printf("a 64 MiB file read first: its producer keeps %ld kB resident\n",
            kb);
-    CHECK(kb > 0 && kb < 32 * 1024);
+    CHECK(kb > 0 && kb < 32L * 1024);
     rf_loader_close(l);
     rf_config_free(cfg);
     remove_tree(copy);

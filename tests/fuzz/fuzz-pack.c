@@ -155,7 +155,8 @@ static void reopen_as_producer(rf_dataset *ds, const char *path)
         abort();
     rf_dataset *again = NULL;
     char why[RF__DETAIL];
-    if (rf__dataset_open_indexed(&again, path, index_fd, why, sizeof(why)) < 0)
+    if (rf__dataset_open_indexed(&again, path, -1, index_fd, why, sizeof(why)) <
+        0)
         abort(); /* the same file and its own copy must open */
     if (rf_dataset_size(again) != rf_dataset_size(ds))
         abort();
