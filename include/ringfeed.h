@@ -559,15 +559,22 @@ RF_API void rf_dataset_close(rf_dataset *ds);
 
 typedef struct rf_pack_writer rf_pack_writer;
 
-/* Starts a packed file at path (written to path.tmp, renamed into place
- * by rf_pack_writer_finish()). dict (may be NULL) is a zstd dictionary
- * stored in the file for RF_SAMPLE_ZSTD samples. For RF_SAMPLE_ZSTD the
- * shape of every sample is height x width x channels in layout (pass
- * zeros when the file holds JPEGs only). Returns 0 or -errno with a
- * malloc'd detail in *errp. On success *out is the caller's until
- * rf_pack_writer_finish() or rf_pack_writer_abort(). One thread at a
- * time; a child of fork() must not use its parent's writer (both would
- * write the same file). */
+/* Starts a packed file at path. It is written as an unnamed file in path's
+ * folder (or, where the file system cannot, under a unique name
+ * path.XXXXXXXX.tmp) and gets its name only from rf_pack_writer_finish(),
+ * replacing any file there in one step: a reader never sees it half-written,
+ * a process killed while writing leaves nothing behind, and two writers of
+ * one path each write their own file (the last to finish wins). dict (may be
+ * NULL) is a zstd dictionary stored in the file for RF_SAMPLE_ZSTD samples.
+ * For RF_SAMPLE_ZSTD the shape of every sample is height x width x channels
+ * in layout (pass zeros when the file holds JPEGs only). Returns 0, -EINVAL
+ * (a shape that is not valid), -EISDIR (path is a folder), -EEXIST (path is
+ * something other than a regular file), or the -errno of creating the file
+ * in path's folder (-ENOENT, -EACCES, ...), so that a path that cannot be
+ * written fails here, before any work; with a malloc'd detail in *errp. On
+ * success *out is the caller's until rf_pack_writer_finish() or
+ * rf_pack_writer_abort(). One thread at a time; a child of fork() must not
+ * use its parent's writer (both would write the same file). */
 RF_API int rf_pack_writer_create(rf_pack_writer **out, const char *path,
                                  uint32_t height, uint32_t width,
                                  uint32_t channels, rf_layout layout,
@@ -584,12 +591,12 @@ RF_API int rf_pack_writer_add(rf_pack_writer *w, rf_sample_kind kind,
  * next call on it. */
 RF_API const char *rf_pack_writer_error(const rf_pack_writer *w);
 
-/* Writes the index and header, flushes and renames the file into place,
- * then frees w. Returns 0 or -errno with a malloc'd detail in *errp (the
- * temporary file is removed). */
+/* Writes the index and header, flushes the file to disk and gives it its
+ * name (replacing any file there), then frees w. Returns 0 or -errno with
+ * a malloc'd detail in *errp (nothing of the file is left then). */
 RF_API int rf_pack_writer_finish(rf_pack_writer *w, char **errp);
 
-/* Abandons the file (removes path.tmp) and frees w. NULL is fine. */
+/* Abandons the file (nothing of it is left) and frees w. NULL is fine. */
 RF_API void rf_pack_writer_abort(rf_pack_writer *w);
 
 /* ------------------------------------------------------------------------

@@ -7,15 +7,13 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
+#include "atomic-file.h"
 #include "internal.h"
 #include "pack.h"
 
@@ -353,8 +351,7 @@ struct byte_buffer {
 };
 
 struct rf_pack_writer {
-    int fd;
-    char *path, *tmp_path;
+    struct rf__atomic_file file; /* unnamed until finished */
     struct rf__pack_header header;
     uint64_t end;             /* where the next payload goes */
     struct byte_buffer index; /* encoded entries */
@@ -429,30 +426,6 @@ static int check_writer_shape(uint32_t height, uint32_t width,
     return -EINVAL;
 }
 
-static int writer_open_file(rf_pack_writer *w, const char *path, char *why,
-                            size_t why_len)
-{
-    const size_t len = strlen(path);
-    w->path = strdup(path);
-    w->tmp_path = malloc(len + sizeof(".tmp"));
-    if (!w->path || !w->tmp_path) {
-        rf__format(why, why_len, "%s: out of memory", path);
-        return -ENOMEM;
-    }
-    memcpy(w->tmp_path, path, len);
-    memcpy(w->tmp_path + len, ".tmp", sizeof(".tmp"));
-    w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
-        const int rc = -errno;
-        rf__format(why, why_len,
-                   "%s: cannot create it: %s; choose a folder you can write "
-                   "to",
-                   w->tmp_path, strerror(errno));
-        return rc;
-    }
-    return 0;
-}
-
 static int writer_setup(rf_pack_writer *w, const char *path, uint32_t height,
                         uint32_t width, uint32_t channels, rf_layout layout,
                         const void *dict, size_t dict_size, char *why,
@@ -467,7 +440,9 @@ static int writer_setup(rf_pack_writer *w, const char *path, uint32_t height,
         return -ENOMEM;
     }
     w->dict_id = dict_size > 0 ? ZSTD_getDictID_fromDict(dict, dict_size) : 0;
-    rc = writer_open_file(w, path, why, why_len);
+    /* The file is made now, in the output's folder, so that a path that
+     * cannot be written is refused before any sample is prepared. */
+    rc = rf__atomic_file_open(&w->file, path, 0, why, why_len);
     if (rc < 0)
         return rc;
     w->header.height = height;
@@ -480,12 +455,10 @@ static int writer_setup(rf_pack_writer *w, const char *path, uint32_t height,
     return 0;
 }
 
+/* Frees w; its file, unless it was committed, goes with it. */
 static void writer_free(rf_pack_writer *w)
 {
-    if (w->fd >= 0)
-        close(w->fd);
-    free(w->path);
-    free(w->tmp_path);
+    rf__atomic_file_discard(&w->file);
     free(w->index.data);
     free(w->names.data);
     free(w->dict.data);
@@ -504,13 +477,11 @@ int rf_pack_writer_create(rf_pack_writer **out, const char *path,
         give_detail(errp, "rf_pack_writer_create: out of memory");
         return -ENOMEM;
     }
-    w->fd = -1;
+    w->file.fd = -1;
     const int rc = writer_setup(w, path, height, width, channels, layout, dict,
                                 dict_size, why, sizeof(why));
     if (rc < 0) {
         give_detail(errp, why);
-        if (w->fd >= 0)
-            unlink(w->tmp_path);
         writer_free(w);
         return rc;
     }
@@ -630,7 +601,7 @@ static int reserve_entry(rf_pack_writer *w, const char *name,
         buffer_reserve(&w->names, length + 1) < 0) {
         rf__format(w->error, sizeof(w->error),
                    "%s: out of memory for the index of %llu samples",
-                   w->tmp_path, (unsigned long long)w->header.samples + 1);
+                   w->file.path, (unsigned long long)w->header.samples + 1);
         return -ENOMEM;
     }
     e->name_length = (uint32_t)length;
@@ -650,12 +621,12 @@ int rf_pack_writer_add(rf_pack_writer *w, rf_sample_kind kind, const void *data,
         rc = reserve_entry(w, name, &e);
     if (rc < 0)
         return rc;
-    rc = rf__pwrite_all(w->fd, data, size, w->end);
+    rc = rf__pwrite_all(w->file.fd, data, size, w->end);
     if (rc < 0) {
         rf__format(w->error, sizeof(w->error),
                    "%s: cannot write sample %llu: %s; free some space or "
                    "write the pack elsewhere",
-                   w->tmp_path, (unsigned long long)w->header.samples,
+                   w->file.path, (unsigned long long)w->header.samples,
                    strerror(-rc));
         return rc;
     }
@@ -700,59 +671,22 @@ static int write_metadata(rf_pack_writer *w)
     h->meta_crc = rf__crc32c(&w->crc, crc, w->dict.data, w->dict.used);
     uint8_t header[RF__PACK_HEADER_SIZE];
     rf__pack_header_encode(h, header);
-    int rc =
-        rf__pwrite_all(w->fd, w->index.data, w->index.used, h->index_offset);
+    int rc = rf__pwrite_all(w->file.fd, w->index.data, w->index.used,
+                            h->index_offset);
     if (rc == 0)
-        rc = rf__pwrite_all(w->fd, w->names.data, w->names.used,
+        rc = rf__pwrite_all(w->file.fd, w->names.data, w->names.used,
                             h->names_offset);
     if (rc == 0)
-        rc = rf__pwrite_all(w->fd, w->dict.data, w->dict.used, h->dict_offset);
+        rc = rf__pwrite_all(w->file.fd, w->dict.data, w->dict.used,
+                            h->dict_offset);
     if (rc == 0)
-        rc = rf__pwrite_all(w->fd, header, sizeof(header), 0);
+        rc = rf__pwrite_all(w->file.fd, header, sizeof(header), 0);
     if (rc < 0)
         rf__format(w->error, sizeof(w->error),
                    "%s: cannot write the index: %s; free some space or write "
                    "the pack elsewhere",
-                   w->tmp_path, strerror(-rc));
+                   w->file.path, strerror(-rc));
     return rc;
-}
-
-/* After a crash the rename must not point at a file whose blocks never
- * reached the disk, and the rename itself must be on disk before we
- * report success: fsync the file, then its folder. */
-static void sync_parent_folder(const char *path)
-{
-    char *copy = strdup(path);
-    if (!copy)
-        return;
-    const int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd); /* best effort: some file systems refuse it on folders */
-        close(fd);
-    }
-    free(copy);
-}
-
-static int commit_file(rf_pack_writer *w)
-{
-    const char *step = "fsync";
-    int rc = fsync(w->fd) < 0 ? -errno : 0;
-    if (rc == 0) {
-        step = "close";
-        rc = close(w->fd) < 0 ? -errno : 0;
-        w->fd = -1;
-    }
-    if (rc == 0) {
-        step = "rename into place";
-        rc = rename(w->tmp_path, w->path) < 0 ? -errno : 0;
-    }
-    if (rc < 0) {
-        rf__format(w->error, sizeof(w->error), "%s: cannot %s: %s", w->tmp_path,
-                   step, strerror(-rc));
-        return rc;
-    }
-    sync_parent_folder(w->path);
-    return 0;
 }
 
 int rf_pack_writer_finish(rf_pack_writer *w, char **errp)
@@ -763,19 +697,15 @@ int rf_pack_writer_finish(rf_pack_writer *w, char **errp)
     }
     int rc = write_metadata(w);
     if (rc == 0)
-        rc = commit_file(w);
-    if (rc < 0) {
+        rc = rf__atomic_file_commit(&w->file, w->error, sizeof(w->error));
+    if (rc < 0)
         give_detail(errp, w->error);
-        unlink(w->tmp_path);
-    }
-    writer_free(w);
+    writer_free(w); /* removes the file unless it was committed */
     return rc;
 }
 
 void rf_pack_writer_abort(rf_pack_writer *w)
 {
-    if (!w)
-        return;
-    unlink(w->tmp_path);
-    writer_free(w);
+    if (w)
+        writer_free(w);
 }
