@@ -567,8 +567,10 @@ typedef struct rf_pack_writer rf_pack_writer;
  * one path each write their own file (the last to finish wins). dict (may be
  * NULL) is a zstd dictionary stored in the file for RF_SAMPLE_ZSTD samples.
  * For RF_SAMPLE_ZSTD the shape of every sample is height x width x channels
- * in layout (pass zeros when the file holds JPEGs only). Returns 0, -EINVAL
- * (a shape that is not valid), -EISDIR (path is a folder), -EEXIST (path is
+ * in layout, within the ranges of RF_PARAM_HEIGHT, WIDTH and CHANNELS (a
+ * loader must be configured for the pack's shape to read it); pass zeros
+ * when the file holds JPEGs only. Returns 0, -EINVAL (a shape no loader
+ * takes), -EISDIR (path is a folder), -EEXIST (path is
  * something other than a regular file), or the -errno of creating the file
  * in path's folder (-ENOENT, -EACCES, ...), so that a path that cannot be
  * written fails here, before any work; with a malloc'd detail in *errp. On
@@ -582,7 +584,11 @@ RF_API int rf_pack_writer_create(rf_pack_writer **out, const char *path,
                                  char **errp);
 
 /* Appends one sample; name (may be NULL) is kept for error messages.
- * Returns 0 or -errno (the detail in rf_pack_writer_error()). */
+ * Refused with -EINVAL, among others: a zstd sample that is not one whole
+ * frame, names another dictionary, or goes into a pack without a shape;
+ * a JPEG sample in a pack whose shape has 2 or 4 channels (a JPEG decodes
+ * to 1 or 3, so no loader could decode it). Returns 0 or -errno (the
+ * detail in rf_pack_writer_error()). */
 RF_API int rf_pack_writer_add(rf_pack_writer *w, rf_sample_kind kind,
                               const void *data, size_t size, int64_t label,
                               const char *name);

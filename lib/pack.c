@@ -198,19 +198,55 @@ static int check_version(uint32_t version, uint32_t known, char *why,
     return 0;
 }
 
+static bool within_param_range(rf_param param, uint32_t value)
+{
+    int64_t min = 0, max = 0;
+    return rf__param_range(param, &min, &max) && value >= min && value <= max;
+}
+
+/* A sample shape a loader can be configured for (its RF_PARAM_HEIGHT,
+ * WIDTH, CHANNELS and LAYOUT), since it must be configured for the pack's
+ * shape to read the pack; or all zeros, for JPEG samples only. Writer and
+ * reader share it: a pack with any other shape could never be loaded. */
+static bool shape_is_loadable(uint32_t height, uint32_t width,
+                              uint32_t channels, uint32_t layout)
+{
+    if (layout > RF_LAYOUT_NCHW)
+        return false;
+    if (!height && !width && !channels)
+        return true;
+    return within_param_range(RF_PARAM_HEIGHT, height) &&
+           within_param_range(RF_PARAM_WIDTH, width) &&
+           within_param_range(RF_PARAM_CHANNELS, channels);
+}
+
+/* "heights and widths of 1..65536 and 1..4 channels", from the config's
+ * ranges, for the messages of both. */
+static void describe_loadable_shapes(char *out, size_t len)
+{
+    int64_t h_min = 0, h_max = 0, w_min = 0, w_max = 0, c_min = 0, c_max = 0;
+    rf__param_range(RF_PARAM_HEIGHT, &h_min, &h_max);
+    rf__param_range(RF_PARAM_WIDTH, &w_min, &w_max);
+    rf__param_range(RF_PARAM_CHANNELS, &c_min, &c_max);
+    rf__format(out, len,
+               "a height of %lld..%lld, a width of %lld..%lld and "
+               "%lld..%lld channels",
+               (long long)h_min, (long long)h_max, (long long)w_min,
+               (long long)w_max, (long long)c_min, (long long)c_max);
+}
+
 static int check_pack_shape(const struct rf__pack_header *h, char *why,
                             size_t why_len)
 {
-    const bool none = !h->height && !h->width && !h->channels;
-    const bool all = h->height && h->width && h->channels;
-    if ((!none && !all) || h->channels > 4 || h->layout > RF_LAYOUT_NCHW) {
-        rf__format(why, why_len,
-                   "the header's sample shape %u x %u x %u, layout %u, is "
-                   "not valid",
-                   h->height, h->width, h->channels, h->layout);
-        return -1;
-    }
-    return 0;
+    if (shape_is_loadable(h->height, h->width, h->channels, h->layout))
+        return 0;
+    char loadable[160];
+    describe_loadable_shapes(loadable, sizeof(loadable));
+    rf__format(why, why_len,
+               "the header's sample shape %u x %u x %u, layout %u, is not "
+               "valid (a loader takes %s, layout 0 or 1; or all zeros)",
+               h->height, h->width, h->channels, h->layout, loadable);
+    return -1;
 }
 
 int rf__pack_header_decode(struct rf__pack_header *h,
@@ -410,19 +446,20 @@ int rf__pwrite_all(int fd, const void *data, size_t size, uint64_t offset)
     return 0;
 }
 
-static int check_writer_shape(uint32_t height, uint32_t width,
+static int check_writer_shape(const char *path, uint32_t height, uint32_t width,
                               uint32_t channels, rf_layout layout, char *why,
                               size_t why_len)
 {
-    const bool none = !height && !width && !channels;
-    const bool all = height && width && channels;
-    if ((none || all) && channels <= 4 && (unsigned)layout <= RF_LAYOUT_NCHW)
+    if (shape_is_loadable(height, width, channels, (unsigned)layout))
         return 0;
+    char loadable[160];
+    describe_loadable_shapes(loadable, sizeof(loadable));
     rf__format(why, why_len,
-               "the sample shape %u x %u x %u, layout %d, is not valid; pass "
-               "all zeros for JPEG samples, or a height, width, 1..4 "
-               "channels and RF_LAYOUT_NHWC or RF_LAYOUT_NCHW",
-               height, width, channels, (int)layout);
+               "%s: the sample shape %u x %u x %u, layout %d, is not valid; "
+               "pass all zeros for JPEG samples only, or %s (the shapes a "
+               "loader can be configured for) and RF_LAYOUT_NHWC or "
+               "RF_LAYOUT_NCHW",
+               path, height, width, channels, (int)layout, loadable);
     return -EINVAL;
 }
 
@@ -431,7 +468,8 @@ static int writer_setup(rf_pack_writer *w, const char *path, uint32_t height,
                         const void *dict, size_t dict_size, char *why,
                         size_t why_len)
 {
-    int rc = check_writer_shape(height, width, channels, layout, why, why_len);
+    int rc =
+        check_writer_shape(path, height, width, channels, layout, why, why_len);
     if (rc < 0)
         return rc;
     if (dict_size > 0 && buffer_append(&w->dict, dict, dict_size) < 0) {
@@ -555,6 +593,23 @@ static int check_zstd_frame(rf_pack_writer *w, const void *data, size_t size,
     return 0;
 }
 
+/* A JPEG decodes to 1 or 3 channels only, and a loader reading a pack
+ * with a sample shape must be configured for that shape: a JPEG sample in
+ * a pack of 2 or 4 channels could never be decoded. */
+static int check_jpeg_channels(rf_pack_writer *w, const char *sample)
+{
+    const uint32_t channels = w->header.channels;
+    if (channels == 0 || channels == 1 || channels == 3)
+        return 0;
+    rf__format(w->error, sizeof(w->error),
+               "%s: a JPEG sample decodes to 1 or 3 channels, but the "
+               "samples of this pack have %u, so a loader could never "
+               "decode it; store its pixels as RF_SAMPLE_ZSTD, or create the "
+               "pack with 1 or 3 channels",
+               sample, channels);
+    return -EINVAL;
+}
+
 static int check_sample(rf_pack_writer *w, rf_sample_kind kind,
                         const void *data, size_t size, int64_t label,
                         const char *name)
@@ -587,7 +642,9 @@ static int check_sample(rf_pack_writer *w, rf_sample_kind kind,
                    (unsigned long long)w->header.samples, RF__PACK_NAME_MAX);
         return -ENAMETOOLONG;
     }
-    return kind == RF_SAMPLE_ZSTD ? check_zstd_frame(w, data, size, sample) : 0;
+    if (kind == RF_SAMPLE_ZSTD)
+        return check_zstd_frame(w, data, size, sample);
+    return check_jpeg_channels(w, sample);
 }
 
 /* Stores the name (when there is one) and makes room for the entry

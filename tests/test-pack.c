@@ -8,7 +8,9 @@
  * writer leaves nothing, and the named fallback (file systems without
  * O_TMPFILE) behaves the same. A path that names a folder, a missing
  * folder or anything but a regular file is refused when the writer is
- * created, before any sample.
+ * created, before any sample. Shapes no loader can be configured for are
+ * refused by the writer, and by the reader in a header, naming the file;
+ * JPEG samples are refused in a pack of 2 or 4 channels.
  */
 #include "config.h"
 
@@ -18,6 +20,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "atomic-file.h"
 #include "dataset.h"
@@ -311,6 +314,104 @@ static void test_output_checked_up_front(void)
     printf("output: a folder, a missing folder, a fifo refused at create\n");
 }
 
+/* ---- which packs are accepted ------------------------------------------- */
+
+static void check_shape_refused(uint32_t height, uint32_t width,
+                                uint32_t channels, const char *needle)
+{
+    rf_pack_writer *w = NULL;
+    char *why = NULL;
+    CHECK_EQ(rf_pack_writer_create(&w, at("shape.pack"), height, width,
+                                   channels, RF_LAYOUT_NHWC, NULL, 0, &why),
+             -EINVAL);
+    CHECK(w == NULL);
+    CHECK_CONTAINS(why, needle);
+    CHECK_CONTAINS(why, "a height of 1..65536, a width of 1..65536 and 1..4 "
+                        "channels");
+    printf("  refused as expected: %s\n", why);
+    free(why);
+}
+
+/* The limits are the loader's (RF_PARAM_HEIGHT, WIDTH, CHANNELS): a pack
+ * with a larger shape could be written but never loaded. */
+static void test_shape_limits(void)
+{
+    check_shape_refused(100000, 224, 3, "shape 100000 x 224 x 3");
+    check_shape_refused(224, 65537, 3, "shape 224 x 65537 x 3");
+    check_shape_refused(224, 224, 5, "shape 224 x 224 x 5");
+    check_shape_refused(224, 0, 3, "shape 224 x 0 x 3");
+    rf_pack_writer_abort(create_or_die(at("largest.pack"), 65536, 65536, 4));
+    check_folder_holds(0);
+    printf("shape: the loader's limits\n");
+}
+
+/* A JPEG decodes to 1 or 3 channels: in a pack of 2 or 4 it could never
+ * be decoded, since a loader must be configured for the pack's shape. */
+static void test_jpeg_channels(void)
+{
+    for (uint32_t channels = 1; channels <= 4; channels++) {
+        rf_pack_writer *w = create_or_die(at("jpeg.pack"), 8, 8, channels);
+        const int rc = rf_pack_writer_add(w, RF_SAMPLE_JPEG, "\xff\xd8\xff", 3,
+                                          0, "x.jpg");
+        if (channels == 1 || channels == 3) {
+            CHECK_OK(rc);
+        } else {
+            CHECK_EQ(rc, -EINVAL);
+            CHECK_CONTAINS(rf_pack_writer_error(w), "sample 0 (x.jpg): a JPEG "
+                                                    "sample decodes to 1 or 3 "
+                                                    "channels");
+            CHECK_CONTAINS(rf_pack_writer_error(w), "create the pack with 1 "
+                                                    "or 3 channels");
+            printf("  refused as expected: %s\n", rf_pack_writer_error(w));
+            uint8_t pixels[8 * 8 * 4] = {0}, frame[256];
+            const size_t n = ZSTD_compress(frame, sizeof(frame), pixels,
+                                           8 * 8 * channels, 1);
+            CHECK(!ZSTD_isError(n));
+            CHECK_OK(rf_pack_writer_add(w, RF_SAMPLE_ZSTD, frame, n, 0, "z"));
+        }
+        rf_pack_writer_abort(w);
+    }
+    check_folder_holds(0);
+    printf("jpeg samples: in packs of 1 or 3 channels only\n");
+}
+
+/* A header whose shape no loader takes is refused when the pack is
+ * opened, naming the file; it used to open, and `ringfeed-pack --verify`
+ * then died in rf_config_set() naming no file. */
+static void test_reader_refuses_unloadable_shape(void)
+{
+    struct rf__pack_header h = {.version = RF__PACK_VERSION,
+                                .header_size = RF__PACK_HEADER_SIZE,
+                                .entry_size = RF__PACK_ENTRY_SIZE,
+                                .height = 100000,
+                                .width = 224,
+                                .channels = 3,
+                                .index_offset = RF__PACK_HEADER_SIZE,
+                                .names_offset = RF__PACK_HEADER_SIZE,
+                                .dict_offset = RF__PACK_HEADER_SIZE,
+                                .file_size = RF__PACK_HEADER_SIZE};
+    uint8_t bytes[RF__PACK_HEADER_SIZE];
+    rf__pack_header_encode(&h, bytes);
+    write_file(at("tall.pack"), bytes, sizeof(bytes));
+    rf_dataset *ds = NULL;
+    char *why = NULL;
+    CHECK_EQ(rf_dataset_open(&ds, at("tall.pack"), &why), RF_E_CORRUPT_SAMPLE);
+    char expected[1100];
+    rf__format(expected, sizeof(expected),
+               "%s: the header's sample shape 100000 x 224 x 3",
+               at("tall.pack"));
+    CHECK_CONTAINS(why, expected);
+    printf("  refused as expected: %s\n", why);
+    free(why);
+    h.height = 224; /* the same header with a loadable shape opens */
+    rf__pack_header_encode(&h, bytes);
+    write_file(at("tall.pack"), bytes, sizeof(bytes));
+    CHECK_OK(rf_dataset_open(&ds, at("tall.pack"), NULL));
+    rf_dataset_close(ds);
+    clear_folder();
+    printf("reader: a header's shape outside the loader's limits refused\n");
+}
+
 int main(void)
 {
     rf__format(base, sizeof(base), "%s/rf-pack-XXXXXX",
@@ -321,6 +422,9 @@ int main(void)
     test_abort_leaves_nothing();
     test_named_fallback();
     test_output_checked_up_front();
+    test_shape_limits();
+    test_jpeg_channels();
+    test_reader_refuses_unloadable_shape();
     CHECK_EQ(rmdir(base), 0);
     return 0;
 }
