@@ -565,16 +565,16 @@ typedef struct rf_pack_writer rf_pack_writer;
  * replacing any file there in one step: a reader never sees it half-written,
  * a process killed while writing leaves nothing behind, and two writers of
  * one path each write their own file (the last to finish wins). dict (may be
- * NULL) is a zstd dictionary stored in the file for RF_SAMPLE_ZSTD samples.
- * For RF_SAMPLE_ZSTD the shape of every sample is height x width x channels
- * in layout, within the ranges of RF_PARAM_HEIGHT, WIDTH and CHANNELS (a
- * loader must be configured for the pack's shape to read it); pass zeros
- * when the file holds JPEGs only. Returns 0, -EINVAL (a shape no loader
- * takes), -EISDIR (path is a folder), -EEXIST (path is
- * something other than a regular file), or the -errno of creating the file
- * in path's folder (-ENOENT, -EACCES, ...), so that a path that cannot be
- * written fails here, before any work; with a malloc'd detail in *errp. On
- * success *out is the caller's until rf_pack_writer_finish() or
+ * NULL) is a zstd dictionary stored in the file for RF_SAMPLE_ZSTD samples
+ * (see also rf_pack_writer_set_dictionary()). For RF_SAMPLE_ZSTD the shape
+ * of every sample is height x width x channels in layout, within the ranges
+ * of RF_PARAM_HEIGHT, WIDTH and CHANNELS (a loader must be configured for
+ * the pack's shape to read it); pass zeros when the file holds JPEGs only.
+ * Returns 0, -EINVAL (a shape no loader takes), -EISDIR (path is a folder),
+ * -EEXIST (path is something other than a regular file), or the -errno of
+ * creating the file in path's folder (-ENOENT, -EACCES, ...), so that a path
+ * that cannot be written fails here, before any work; with a malloc'd detail
+ * in *errp. On success *out is the caller's until rf_pack_writer_finish() or
  * rf_pack_writer_abort(). One thread at a time; a child of fork() must not
  * use its parent's writer (both would write the same file). */
 RF_API int rf_pack_writer_create(rf_pack_writer **out, const char *path,
@@ -582,6 +582,14 @@ RF_API int rf_pack_writer_create(rf_pack_writer **out, const char *path,
                                  uint32_t channels, rf_layout layout,
                                  const void *dict, size_t dict_size,
                                  char **errp);
+
+/* Replaces the zstd dictionary given to rf_pack_writer_create() (NULL or
+ * 0 bytes: none), before the first sample is added: a tool can create the
+ * writer first, so that a bad output path is found before it trains a
+ * dictionary on the samples. Returns 0, -EINVAL once a sample has been
+ * added, or -ENOMEM (the detail in rf_pack_writer_error()). */
+RF_API int rf_pack_writer_set_dictionary(rf_pack_writer *w, const void *dict,
+                                         size_t dict_size);
 
 /* Appends one sample; name (may be NULL) is kept for error messages.
  * Refused with -EINVAL, among others: a zstd sample that is not one whole

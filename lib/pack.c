@@ -705,6 +705,35 @@ const char *rf_pack_writer_error(const rf_pack_writer *w)
     return w->error;
 }
 
+int rf_pack_writer_set_dictionary(rf_pack_writer *w, const void *dict,
+                                  size_t dict_size)
+{
+    if (w->header.samples > 0) {
+        /* frames already added were checked against the old one */
+        rf__format(w->error, sizeof(w->error),
+                   "%s: the dictionary must be set before the first sample; "
+                   "%llu are already added",
+                   w->file.path, (unsigned long long)w->header.samples);
+        return -EINVAL;
+    }
+    if (dict_size > 0 && !dict) {
+        rf__format(w->error, sizeof(w->error),
+                   "%s: a %zu-byte dictionary at NULL", w->file.path,
+                   dict_size);
+        return -EINVAL;
+    }
+    w->dict.used = 0;
+    if (buffer_append(&w->dict, dict, dict_size) < 0) {
+        rf__format(w->error, sizeof(w->error),
+                   "%s: no memory for a %zu-byte dictionary", w->file.path,
+                   dict_size);
+        return -ENOMEM;
+    }
+    w->dict_id = dict_size > 0 ? ZSTD_getDictID_fromDict(dict, dict_size) : 0;
+    w->error[0] = '\0';
+    return 0;
+}
+
 /* Index, names and dictionary go after the payloads, in that order and
  * with no gap, then the header (which covers them with meta_crc) goes to
  * the front. */

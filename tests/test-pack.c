@@ -412,6 +412,33 @@ static void test_reader_refuses_unloadable_shape(void)
     printf("reader: a header's shape outside the loader's limits refused\n");
 }
 
+/* The dictionary can be given after the writer is created (ringfeed-pack
+ * creates it before training one), but not once samples were added. */
+static void test_set_dictionary(void)
+{
+    uint8_t dict[300];
+    for (size_t i = 0; i < sizeof(dict); i++)
+        dict[i] = (uint8_t)(i * 7);
+    rf_pack_writer *w = create_or_die(at("dict.pack"), 4, 4, 3);
+    CHECK_OK(rf_pack_writer_set_dictionary(w, "first", 5));
+    CHECK_OK(rf_pack_writer_set_dictionary(w, dict, sizeof(dict)));
+    uint8_t pixels[4 * 4 * 3] = {0}, frame[128];
+    const size_t n = ZSTD_compress(frame, sizeof(frame), pixels, 48, 1);
+    CHECK_OK(rf_pack_writer_add(w, RF_SAMPLE_ZSTD, frame, n, 0, "z"));
+    CHECK_EQ(rf_pack_writer_set_dictionary(w, NULL, 0), -EINVAL);
+    CHECK_CONTAINS(rf_pack_writer_error(w), "before the first sample");
+    finish_or_die(w);
+    rf_dataset *ds = NULL;
+    CHECK_OK(rf_dataset_open(&ds, at("dict.pack"), NULL));
+    size_t size = 0;
+    const void *stored = rf__dataset_dict(ds, &size);
+    CHECK_EQ(size, sizeof(dict));
+    CHECK(memcmp(stored, dict, size) == 0);
+    rf_dataset_close(ds);
+    clear_folder();
+    printf("dictionary: set after create, refused after the first sample\n");
+}
+
 int main(void)
 {
     rf__format(base, sizeof(base), "%s/rf-pack-XXXXXX",
@@ -425,6 +452,7 @@ int main(void)
     test_shape_limits();
     test_jpeg_channels();
     test_reader_refuses_unloadable_shape();
+    test_set_dictionary();
     CHECK_EQ(rmdir(base), 0);
     return 0;
 }
