@@ -260,6 +260,19 @@ static void report_bad(struct bad_samples *b, struct progress *p,
 /* ---- packing ---------------------------------------------------------------
  */
 
+/* The writer of the pack being written, until it is finished. Every way
+ * out of the program before that (cli_die() in any helper, a failed add)
+ * abandons it, so that no partial file is left behind; where the file
+ * system has no O_TMPFILE the writer's file has a name, and this is what
+ * removes it. */
+static rf_pack_writer *unfinished_pack;
+
+static void abandon_unfinished_pack(void)
+{
+    rf_pack_writer_abort(unfinished_pack);
+    unfinished_pack = NULL;
+}
+
 struct packer {
     const struct pack_options *o;
     rf_dataset *ds;
@@ -341,9 +354,7 @@ static void add_sample(struct packer *pk, rf_sample_kind kind, const void *data,
     if (rf_pack_writer_add(pk->w, kind, data, size, info->label, info->name) <
         0) {
         progress_clear(&pk->progress);
-        fprintf(stderr, PROGRAM ": %s\n", rf_pack_writer_error(pk->w));
-        rf_pack_writer_abort(pk->w);
-        exit(EXIT_FAILED);
+        cli_die(PROGRAM, "%s", rf_pack_writer_error(pk->w));
     }
     pk->packed++;
     pk->bytes += size;
@@ -356,11 +367,8 @@ static void sample_failed(struct packer *pk)
     report_bad(&pk->bad, &pk->progress, rf_dataset_error(pk->ds));
     if (pk->o->skip_bad)
         return;
-    fprintf(stderr, PROGRAM ": stopped at that sample; fix or remove the "
-                            "file, or pass --skip-bad to leave such "
-                            "samples out\n");
-    rf_pack_writer_abort(pk->w);
-    exit(EXIT_FAILED);
+    cli_die(PROGRAM, "stopped at that sample; fix or remove the file, or "
+                     "pass --skip-bad to leave such samples out");
 }
 
 static void pack_raw(struct packer *pk, uint64_t i)
@@ -489,14 +497,36 @@ static void setup_raw(struct packer *pk)
         cli_die(PROGRAM, "zstd cannot use the dictionary it trained");
 }
 
+/* Created before anything else is done: the writer makes its file in the
+ * output's folder at once, so that an output that cannot be written (a
+ * folder, a missing or read-only folder) fails now, not after the
+ * samples were decoded or a dictionary trained. */
 static void start_writer(struct packer *pk)
 {
     const struct pack_options *o = pk->o;
     const uint32_t channels = o->height ? 3 : 0;
     char *why = NULL;
     if (rf_pack_writer_create(&pk->w, o->output, o->height, o->width, channels,
-                              o->layout, pk->dict, pk->dict_size, &why) < 0)
+                              o->layout, NULL, 0, &why) < 0)
         cli_die(PROGRAM, "%s", why ? why : "cannot create the packed file");
+    unfinished_pack = pk->w;
+    atexit(abandon_unfinished_pack);
+}
+
+static void store_dictionary(struct packer *pk)
+{
+    if (pk->dict_size > 0 &&
+        rf_pack_writer_set_dictionary(pk->w, pk->dict, pk->dict_size) < 0)
+        cli_die(PROGRAM, "%s", rf_pack_writer_error(pk->w));
+}
+
+static void finish_writer(struct packer *pk)
+{
+    char *why = NULL;
+    unfinished_pack = NULL; /* finish frees it, whatever happens */
+    if (rf_pack_writer_finish(pk->w, &why) < 0)
+        cli_die(PROGRAM, "%s", why ? why : "cannot finish the packed file");
+    pk->w = NULL;
 }
 
 static void print_pack_summary(const struct packer *pk, double seconds)
@@ -538,10 +568,11 @@ static int pack(const struct pack_options *o)
     pk.bad = (struct bad_samples){stderr,
                                   o->skip_bad ? "skipped: " : PROGRAM ": ", 0};
     const double start = cli_now_s();
+    start_writer(&pk);
     pk.ds = open_dataset(o->source);
     if (o->height)
         setup_raw(&pk);
-    start_writer(&pk);
+    store_dictionary(&pk);
     const uint64_t samples = rf_dataset_size(pk.ds);
     progress_start(&pk.progress, o->progress, "packing", samples);
     for (uint64_t i = 0; i < samples; i++) {
@@ -552,9 +583,7 @@ static int pack(const struct pack_options *o)
         progress_show(&pk.progress, i + 1);
     }
     progress_clear(&pk.progress);
-    char *why = NULL;
-    if (rf_pack_writer_finish(pk.w, &why) < 0)
-        cli_die(PROGRAM, "%s", why ? why : "cannot finish the packed file");
+    finish_writer(&pk);
     print_pack_summary(&pk, cli_now_s() - start);
     free_packer(&pk);
     return 0;

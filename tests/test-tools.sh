@@ -1,0 +1,170 @@
+#!/bin/sh
+# test-tools.sh - ringfeed-pack and ringfeed-synth run as a user runs
+# them: exit statuses, messages, and the files they leave (or not).
+#
+#     tests/test-tools.sh [CASE]...      every case when none is named
+#
+# The tools are taken from $RINGFEED_TOOLS, else from the folder of
+# $RINGFEED_PRODUCER (make check sets both). Everything is written under
+# one mktemp -d folder, removed at the end. (Helpers name their variables
+# _like_this: sh has no local variables, and the cases use plain names.) Each case runs in a subshell:
+# a failed check ends its case, the others still run, and the script
+# exits 1 if any failed.
+set -u
+
+tools=${RINGFEED_TOOLS:-$(dirname "${RINGFEED_PRODUCER:?set RINGFEED_TOOLS or RINGFEED_PRODUCER}")}
+pack=$tools/ringfeed-pack
+synth=$tools/ringfeed-synth
+work=$(mktemp -d "${TMPDIR:-/tmp}/rf-tools-XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+trap 'exit 1' HUP INT TERM
+
+# ---- checks -----------------------------------------------------------
+
+# A run left in the background by a failed case is stopped with it.
+background=
+fail() {
+    echo "FAIL: $case: $*"
+    [ -z "$background" ] || kill -s KILL $background 2>/dev/null
+    for _file in "$work/out" "$work/err"; do
+        [ -s "$_file" ] && sed "s|^|  ${_file##*/}: |" "$_file"
+    done
+    exit 1
+}
+
+# run EXPECTED_STATUS COMMAND...: stdout in $work/out, stderr in $work/err.
+run() {
+    _expected=$1
+    shift
+    "$@" >"$work/out" 2>"$work/err"
+    _status=$?
+    [ $_status -eq "$_expected" ] ||
+        fail "exit status $_status, expected $_expected: $*"
+}
+
+# has FILE TEXT / lacks FILE TEXT: whether FILE holds TEXT (fixed string).
+has() {
+    grep -qF -- "$2" "$1" || fail "${1##*/} does not say '$2'"
+}
+lacks() {
+    ! grep -qF -- "$2" "$1" || fail "${1##*/} says '$2'"
+}
+
+# holds DIR NAME...: DIR holds exactly these entries.
+holds() {
+    _dir=$1
+    shift
+    _found=$(ls -A "$_dir" | sort | tr '\n' ' ')
+    _expected=$(printf '%s\n' "$@" | sed '/^$/d' | sort | tr '\n' ' ')
+    [ "$_found" = "$_expected" ] ||
+        fail "${_dir#"$work"/} holds '$_found', expected '$_expected'"
+}
+
+# wait_for FILE TEXT: until FILE holds TEXT (a background run got that
+# far), for at most 20 s.
+wait_for() {
+    _tries=0
+    until grep -qF -- "$2" "$1" 2>/dev/null; do
+        _tries=$((_tries + 1))
+        [ $_tries -le 400 ] || fail "${1##*/} never said '$2'"
+        sleep 0.05
+    done
+}
+
+# ---- data -------------------------------------------------------------
+
+# $work/ds: 24 synthetic JPEGs in 3 classes, shared by the cases (read
+# only). A slow run (decoding and compressing at zstd level 19) takes
+# about a second on it, long enough to be caught in the middle.
+"$synth" "$work/ds" --images 24 --classes 3 --jobs 2 --quiet >/dev/null ||
+    { echo "FAIL: ringfeed-synth could not write the test data"; exit 1; }
+slow_pack="--raw 256x256 --level 19 --progress"
+
+# ---- ringfeed-pack: where the pack is written ---------------------------
+
+# Two runs writing one output at once: each writes a file of its own and
+# the last to finish wins, whole (they used to share OUT.tmp: the first to
+# finish renamed the other's half-written file into place and exited 0).
+case_concurrent_runs() {
+    dir=$work/concurrent
+    mkdir "$dir"
+    "$pack" "$work/ds" "$dir/same.pack" $slow_pack >/dev/null \
+        2>"$dir/slow.err" &
+    background=$!
+    wait_for "$dir/slow.err" "packing"
+    run 0 "$pack" "$work/ds" "$dir/same.pack" --quiet
+    wait $background || fail "the slow run failed: $(cat "$dir/slow.err")"
+    run 0 "$pack" --verify "$dir/same.pack"
+    has "$work/out" "24 samples in 3 classes"
+    holds "$dir" same.pack slow.err
+}
+
+# A run killed at any moment leaves nothing in the output's folder.
+case_killed_leaves_nothing() {
+    dir=$work/killed
+    mkdir "$dir" "$dir/out"
+    for signal in KILL TERM; do
+        "$pack" "$work/ds" "$dir/out/x.pack" $slow_pack 2>"$dir/err" &
+        background=$!
+        wait_for "$dir/err" "packing"
+        kill -s $signal $background
+        { wait $background; } 2>/dev/null # "Killed" is expected
+        background=
+        holds "$dir/out"
+    done
+}
+
+# A run that fails leaves nothing either: here a pack of raw samples
+# given as a source without --raw.
+case_failure_leaves_nothing() {
+    dir=$work/failure
+    mkdir "$dir" "$dir/out"
+    run 0 "$pack" "$work/ds" "$dir/raw.pack" --raw 16x16 --quiet
+    run 1 "$pack" "$dir/raw.pack" "$dir/out/x.pack" --quiet
+    has "$work/err" "holds raw (zstd) samples"
+    holds "$dir/out"
+}
+
+# An output that cannot be written is refused before the work: before a
+# dictionary is trained (the progress line would say "training").
+case_output_checked_first() {
+    dir=$work/output
+    mkdir "$dir" "$dir/folder"
+    for output in "$dir/folder" "$dir/folder/" "$dir/new/"; do
+        run 1 "$pack" "$work/ds" "$output" --raw 32x32 --dict-size 4096 \
+            --progress
+        has "$work/err" "is a folder; give the name of the file to write"
+        lacks "$work/err" "training"
+    done
+    run 1 "$pack" "$work/ds" "$dir/missing/x.pack" --raw 32x32 \
+        --dict-size 4096 --progress
+    has "$work/err" "missing/x.pack: cannot create a file in its folder"
+    lacks "$work/err" "training"
+    if [ "$(id -u)" -ne 0 ]; then # root writes anywhere
+        chmod 555 "$dir/folder"
+        run 1 "$pack" "$work/ds" "$dir/folder/x.pack" --raw 32x32 \
+            --dict-size 4096 --progress
+        has "$work/err" "that you can write to"
+        lacks "$work/err" "training"
+        chmod 755 "$dir/folder"
+    fi
+    holds "$dir" folder
+    holds "$dir/folder"
+}
+
+# ---- the run ----------------------------------------------------------
+
+all_cases="concurrent_runs killed_leaves_nothing failure_leaves_nothing
+output_checked_first"
+failed=0
+for case in ${*:-$all_cases}; do
+    start=$(date +%s)
+    : >"$work/out"
+    : >"$work/err"
+    if (case_$case); then
+        echo "ok: $case ($(($(date +%s) - start)) s)"
+    else
+        failed=$((failed + 1))
+    fi
+done
+[ $failed -eq 0 ] || { echo "$failed case(s) failed"; exit 1; }
