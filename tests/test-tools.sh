@@ -152,10 +152,32 @@ case_output_checked_first() {
     holds "$dir/folder"
 }
 
+# ---- ringfeed-pack: options ----------------------------------------------
+
+# Options that would have no effect are refused (exit 2), naming the one
+# to drop, and nothing is written.
+case_options_without_effect() {
+    dir=$work/options
+    mkdir "$dir"
+    run 0 "$pack" "$work/ds" "$dir/ok.pack" --quiet
+    for option in "--level 5" "--layout nchw" "--dict-size 4096"; do
+        run 2 "$pack" "$work/ds" "$dir/x.pack" $option --quiet
+        has "$work/err" "applies to --raw samples only"
+        has "$work/err" "drop ${option% *}, or add --raw HxW"
+    done
+    for option in "--raw 32x32" "--skip-bad" "--level 3" "--layout nhwc" \
+        "--dict-size 0"; do
+        run 2 "$pack" --verify "$dir/ok.pack" $option
+        has "$work/err" "--verify checks a file as it is"
+        has "$work/err" "drop ${option% *}"
+    done
+    holds "$dir" ok.pack
+}
+
 # ---- the run ----------------------------------------------------------
 
 all_cases="concurrent_runs killed_leaves_nothing failure_leaves_nothing
-output_checked_first"
+output_checked_first options_without_effect"
 failed=0
 for case in ${*:-$all_cases}; do
     start=$(date +%s)

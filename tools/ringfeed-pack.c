@@ -55,6 +55,10 @@ struct pack_options {
     uint64_t dict_size;
     bool skip_bad;
     int progress; /* -1 quiet, 0 when stderr is a terminal, 1 always */
+    /* The first option given that changes how a pack is written, and the
+     * first that only --raw samples use, for refusing them where they
+     * would have no effect; NULL when none was given. */
+    const char *packing_option, *raw_option;
 };
 
 /* ---- usage ------------------------------------------------------------- */
@@ -83,7 +87,8 @@ static void print_usage(void)
           "folder, every\n"
           "                    row of it (a training crop reads only "
           "some), and list\n"
-          "                    the bad ones\n"
+          "                    the bad ones; takes none of the options "
+          "above\n"
           "  --progress        show the progress line even when stderr is "
           "not a terminal\n"
           "  --quiet           no progress line\n"
@@ -120,8 +125,24 @@ static const struct option long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* Remembers which options were given, by name (see pack_options). */
+static void note_option(struct pack_options *o, int code)
+{
+    const char *name = code == 'r'   ? "--raw"
+                       : code == 'l' ? "--layout"
+                       : code == 'L' ? "--level"
+                       : code == 'd' ? "--dict-size"
+                       : code == 's' ? "--skip-bad"
+                                     : NULL;
+    if (name && !o->packing_option)
+        o->packing_option = name;
+    if (name && code != 'r' && code != 's' && !o->raw_option)
+        o->raw_option = name;
+}
+
 static void apply_option(struct pack_options *o, int code, const char *arg)
 {
+    note_option(o, code);
     switch (code) {
     case 'r':
         parse_shape(arg, o);
@@ -163,8 +184,16 @@ static void check_combination(const struct pack_options *o, int positional)
         cli_die_usage(PROGRAM,
                       "give the SOURCE folder (or file) and the OUT.pack to "
                       "write");
-    if (o->height == 0 && (o->dict_size || o->layout != RF_LAYOUT_NHWC))
-        cli_die_usage(PROGRAM, "--layout and --dict-size go with --raw");
+    if (o->verify && o->packing_option)
+        cli_die_usage(PROGRAM,
+                      "--verify checks a file as it is, and %s only changes "
+                      "how a pack is written: drop %s",
+                      o->packing_option, o->packing_option);
+    if (o->height == 0 && o->raw_option)
+        cli_die_usage(PROGRAM,
+                      "%s applies to --raw samples only, and has no effect "
+                      "on JPEG bytes: drop %s, or add --raw HxW",
+                      o->raw_option, o->raw_option);
     if (o->dict_size && o->dict_size < 256)
         cli_die_usage(PROGRAM,
                       "--dict-size of %" PRIu64 " bytes is too small to train; "
