@@ -152,6 +152,49 @@ case_output_checked_first() {
     holds "$dir/folder"
 }
 
+# ---- ringfeed-pack: bad samples -----------------------------------------
+
+# make_bad_folder DIR: class a holds a good JPEG, a text file, an empty
+# file and a JPEG cut short; class b one good JPEG.
+make_bad_folder() {
+    mkdir -p "$1/a" "$1/b"
+    cp "$work/ds/class_000/$(ls "$work/ds/class_000" | head -n 1)" "$1/a/good.jpg"
+    cp "$work/ds/class_001/$(ls "$work/ds/class_001" | head -n 1)" "$1/b/good.jpg"
+    echo x >"$1/a/fake.jpg"
+    : >"$1/a/empty.jpg"
+    dd if="$1/b/good.jpg" of="$1/a/cut.jpg" bs=1000 count=3 2>/dev/null
+}
+
+# count FILE TEXT: lines of FILE that hold TEXT.
+count() {
+    grep -cF -- "$2" "$1"
+}
+
+# --skip-bad leaves out what cannot be decoded, not only what cannot be
+# read (it used to pack the three bad files, which --verify then found),
+# and names each file left out with the reason.
+case_skip_bad_decodes() {
+    dir=$work/skip
+    make_bad_folder "$dir/source"
+    run 0 "$pack" "$dir/source" "$dir/x.pack" --skip-bad --quiet
+    [ "$(count "$work/err" "skipped: sample")" -eq 3 ] ||
+        fail "3 samples should be skipped"
+    has "$work/err" "source/a/fake.jpg): not a JPEG file"
+    has "$work/err" "source/a/empty.jpg): empty file"
+    has "$work/err" "source/a/cut.jpg): premature end of data"
+    has "$work/out" "packed 2 samples"
+    has "$work/out" "3 bad samples left out"
+    run 0 "$pack" --verify "$dir/x.pack"
+    has "$work/out" "2 samples in 2 classes checked"
+    has "$work/out" "all good"
+    # without --skip-bad the bytes go in as they are, with a warning
+    run 0 "$pack" "$dir/source" "$dir/as-is.pack" --quiet
+    [ "$(count "$work/err" "is not a JPEG file; packed as is")" -eq 2 ] ||
+        fail "2 files should be said not to be JPEGs"
+    run 1 "$pack" --verify "$dir/as-is.pack"
+    [ "$(count "$work/out" "bad: ")" -eq 3 ] || fail "3 bad samples expected"
+}
+
 # ---- ringfeed-pack: options ----------------------------------------------
 
 # Options that would have no effect are refused (exit 2), naming the one
@@ -177,7 +220,7 @@ case_options_without_effect() {
 # ---- the run ----------------------------------------------------------
 
 all_cases="concurrent_runs killed_leaves_nothing failure_leaves_nothing
-output_checked_first options_without_effect"
+output_checked_first options_without_effect skip_bad_decodes"
 failed=0
 for case in ${*:-$all_cases}; do
     start=$(date +%s)

@@ -81,8 +81,13 @@ static void print_usage(void)
           "bytes on a\n"
           "                    sample of the images (default 0: none)\n"
           "  --skip-bad        leave out samples that cannot be read or "
-          "decoded, and\n"
-          "                    list them (default: stop at the first)\n"
+          "decoded (JPEGs\n"
+          "                    are decoded whole first, as --verify does), "
+          "and list them;\n"
+          "                    without it a sample that cannot be read "
+          "(with --raw:\n"
+          "                    or decoded) stops the run, and JPEG bytes "
+          "go in as they are\n"
           "  --verify PATH     decode every sample of a packed file or "
           "folder, every\n"
           "                    row of it (a training crop reads only "
@@ -286,6 +291,93 @@ static void report_bad(struct bad_samples *b, struct progress *p,
     fflush(b->out);
 }
 
+/* ---- decoding ------------------------------------------------------------ */
+
+/* A configuration for rf_dataset_decode(): the shape and the transform. */
+static rf_config *decode_config(uint32_t height, uint32_t width,
+                                uint32_t channels, rf_layout layout,
+                                rf_transform transform)
+{
+    rf_config *cfg = rf_config_create();
+    if (!cfg)
+        cli_die(PROGRAM, "out of memory");
+    const int64_t settings[][2] = {
+        {RF_PARAM_HEIGHT, height},       {RF_PARAM_WIDTH, width},
+        {RF_PARAM_CHANNELS, channels},   {RF_PARAM_LAYOUT, layout},
+        {RF_PARAM_TRANSFORM, transform},
+    };
+    for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
+        if (rf_config_set(cfg, (rf_param)settings[i][0], settings[i][1]) < 0)
+            cli_die(PROGRAM, "%s", rf_config_error(cfg));
+    return cfg;
+}
+
+struct pack_shape {
+    uint32_t height, width, channels;
+    rf_layout layout;
+};
+
+static uint32_t le32_at(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+/* The zstd sample shape, from the header (docs/packed-format.md): the
+ * public API has no call for it, and the decoder wants it configured.
+ * All zero for a folder, or a pack of JPEG samples. */
+static struct pack_shape read_pack_shape(const char *path)
+{
+    unsigned char header[128];
+    struct pack_shape shape = {0, 0, 0, RF_LAYOUT_NHWC};
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const ssize_t got = fd < 0 ? -1 : pread(fd, header, sizeof(header), 0);
+    if (fd >= 0)
+        close(fd);
+    if (got != (ssize_t)sizeof(header) || memcmp(header, "RFPACK01", 8) != 0)
+        return shape; /* a folder: rf_dataset_open() has checked the rest */
+    shape.height = le32_at(header + 36);
+    shape.width = le32_at(header + 40);
+    shape.channels = le32_at(header + 44);
+    shape.layout = le32_at(header + 48) ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC;
+    return shape;
+}
+
+/* Decodes samples whole, to find those that cannot be decoded: with
+ * transform none, which reads every row of a JPEG (a training crop reads
+ * only the rows down to its bottom, so damage below it can go unseen for
+ * epochs). At the pack's shape when it has one (the decoder must be
+ * configured for it), else at VERIFY_SIZE x VERIFY_SIZE. */
+struct whole_decoder {
+    rf_config *cfg;
+    unsigned char *pixels;
+};
+
+static void whole_decoder_init(struct whole_decoder *d, const char *path)
+{
+    const struct pack_shape s = read_pack_shape(path);
+    const bool raw = s.height != 0;
+    const uint32_t h = raw ? s.height : VERIFY_SIZE;
+    const uint32_t w = raw ? s.width : VERIFY_SIZE;
+    const uint32_t c = raw ? s.channels : 3;
+    d->cfg = decode_config(h, w, c, s.layout, RF_TRANSFORM_NONE);
+    d->pixels = malloc((size_t)h * w * c);
+    if (!d->pixels)
+        cli_die(PROGRAM, "out of memory");
+}
+
+static void whole_decoder_free(struct whole_decoder *d)
+{
+    rf_config_free(d->cfg);
+    free(d->pixels);
+}
+
+/* Whether sample i decodes; rf_dataset_error() says why not. */
+static bool decodes_whole(struct whole_decoder *d, rf_dataset *ds, uint64_t i)
+{
+    return rf_dataset_decode(ds, d->cfg, 0, i, d->pixels) == 0;
+}
+
 /* ---- packing ---------------------------------------------------------------
  */
 
@@ -315,6 +407,7 @@ struct packer {
     ZSTD_CDict *cdict;
     void *dict;
     size_t dict_size;
+    struct whole_decoder whole; /* --skip-bad without --raw */
     uint64_t packed, not_jpeg, bytes;
     struct bad_samples bad;
     struct progress progress;
@@ -329,25 +422,6 @@ static rf_dataset *open_dataset(const char *path)
     if (rc < 0)
         cli_die(PROGRAM, "%s", why ? why : rf_strerror(rc));
     return ds;
-}
-
-/* A configuration for rf_dataset_decode(): the shape and the transform. */
-static rf_config *decode_config(uint32_t height, uint32_t width,
-                                uint32_t channels, rf_layout layout,
-                                rf_transform transform)
-{
-    rf_config *cfg = rf_config_create();
-    if (!cfg)
-        cli_die(PROGRAM, "out of memory");
-    const int64_t settings[][2] = {
-        {RF_PARAM_HEIGHT, height},       {RF_PARAM_WIDTH, width},
-        {RF_PARAM_CHANNELS, channels},   {RF_PARAM_LAYOUT, layout},
-        {RF_PARAM_TRANSFORM, transform},
-    };
-    for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
-        if (rf_config_set(cfg, (rf_param)settings[i][0], settings[i][1]) < 0)
-            cli_die(PROGRAM, "%s", rf_config_error(cfg));
-    return cfg;
 }
 
 /* Decodes sample i into pk->pixels; returns 0 or the failure, with its
@@ -410,8 +484,34 @@ static void pack_raw(struct packer *pk, uint64_t i)
     add_sample(pk, RF_SAMPLE_ZSTD, pk->frame, compress_pixels(pk), &info);
 }
 
-/* JPEG bytes go in as they are, even when they are not a JPEG: the
- * sample then fails when decoded, as it would from the folder. Say so. */
+/* Without --skip-bad, JPEG bytes go in as they are, even when they are
+ * not a JPEG: the sample then fails when decoded, as it would from the
+ * folder. Say so. */
+static void warn_if_not_jpeg(struct packer *pk, uint64_t i,
+                             const rf_sample_info *info)
+{
+    const unsigned char *b = info->data;
+    if (info->size >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
+        return;
+    if (pk->not_jpeg++ < MAX_BAD_LISTED) {
+        progress_clear(&pk->progress);
+        fprintf(stderr,
+                PROGRAM ": warning: sample %" PRIu64 " (%s) is not a JPEG "
+                        "file; packed as is, it will fail to decode\n",
+                i, info->name);
+    }
+}
+
+/* --skip-bad promises to leave out samples that cannot be decoded, so
+ * each one is decoded whole first, as --verify does. The decode reads the
+ * sample again into the dataset's buffer, so its bytes are read once
+ * more to be added. */
+static bool read_decodable(struct packer *pk, uint64_t i, rf_sample_info *info)
+{
+    return decodes_whole(&pk->whole, pk->ds, i) &&
+           rf_dataset_read(pk->ds, i, info) == 0;
+}
+
 static void pack_jpeg(struct packer *pk, uint64_t i)
 {
     rf_sample_info info;
@@ -424,15 +524,11 @@ static void pack_jpeg(struct packer *pk, uint64_t i)
                 "%s holds raw (zstd) samples; only JPEG samples can be packed "
                 "again",
                 pk->o->source);
-    const unsigned char *b = info.data;
-    if (info.size < 3 || b[0] != 0xff || b[1] != 0xd8 || b[2] != 0xff) {
-        if (pk->not_jpeg++ < MAX_BAD_LISTED) {
-            progress_clear(&pk->progress);
-            fprintf(stderr,
-                    PROGRAM ": warning: sample %" PRIu64 " (%s) is not a "
-                            "JPEG file; packed as is, it will fail to decode\n",
-                    i, info.name);
-        }
+    if (!pk->o->skip_bad) {
+        warn_if_not_jpeg(pk, i, &info);
+    } else if (!read_decodable(pk, i, &info)) {
+        sample_failed(pk);
+        return;
     }
     add_sample(pk, info.kind, info.data, info.size, &info);
 }
@@ -583,6 +679,7 @@ static void print_pack_summary(const struct packer *pk, double seconds)
 static void free_packer(struct packer *pk)
 {
     rf_dataset_close(pk->ds);
+    whole_decoder_free(&pk->whole);
     rf_config_free(pk->cfg);
     ZSTD_freeCDict(pk->cdict);
     ZSTD_freeCCtx(pk->cctx);
@@ -601,6 +698,8 @@ static int pack(const struct pack_options *o)
     pk.ds = open_dataset(o->source);
     if (o->height)
         setup_raw(&pk);
+    else if (o->skip_bad)
+        whole_decoder_init(&pk.whole, o->source);
     store_dictionary(&pk);
     const uint64_t samples = rf_dataset_size(pk.ds);
     progress_start(&pk.progress, o->progress, "packing", samples);
@@ -621,75 +720,25 @@ static int pack(const struct pack_options *o)
 /* ---- --verify
  * ------------------------------------------------------------------ */
 
-struct pack_shape {
-    uint32_t height, width, channels;
-    rf_layout layout;
-};
-
-static uint32_t le32_at(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
-
-/* The zstd sample shape, from the header (docs/packed-format.md): the
- * public API has no call for it, and the decoder wants it configured.
- * All zero for a folder, or a pack of JPEG samples. */
-static struct pack_shape read_pack_shape(const char *path)
-{
-    unsigned char header[128];
-    struct pack_shape shape = {0, 0, 0, RF_LAYOUT_NHWC};
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
-    const ssize_t got = fd < 0 ? -1 : pread(fd, header, sizeof(header), 0);
-    if (fd >= 0)
-        close(fd);
-    if (got != (ssize_t)sizeof(header) || memcmp(header, "RFPACK01", 8) != 0)
-        return shape; /* a folder: rf_dataset_open() has checked the rest */
-    shape.height = le32_at(header + 36);
-    shape.width = le32_at(header + 40);
-    shape.channels = le32_at(header + 44);
-    shape.layout = le32_at(header + 48) ? RF_LAYOUT_NCHW : RF_LAYOUT_NHWC;
-    return shape;
-}
-
 struct verifier {
     rf_dataset *ds;
-    rf_config *jpeg_cfg, *raw_cfg;
-    unsigned char *pixels;
+    struct whole_decoder whole;
     struct bad_samples bad;
     struct progress progress;
 };
 
-/* JPEG samples are decoded whole (every row, so that damage anywhere in
- * the file is seen, as a train crop reaching the bottom would see it), at
- * the pack's shape when it has one (a loader needs one shape for all),
- * else at VERIFY_SIZE; zstd samples as they are. */
 static void make_verifier(struct verifier *v, const char *path)
 {
     v->ds = open_dataset(path);
-    const struct pack_shape s = read_pack_shape(path);
-    const bool raw = s.height != 0;
-    const uint32_t h = raw ? s.height : VERIFY_SIZE;
-    const uint32_t w = raw ? s.width : VERIFY_SIZE;
-    const uint32_t c = raw ? s.channels : 3;
-    v->jpeg_cfg = decode_config(h, w, c, s.layout, RF_TRANSFORM_NONE);
-    v->raw_cfg = decode_config(h, w, c, s.layout, RF_TRANSFORM_NONE);
-    v->pixels = malloc((size_t)h * w * c);
-    if (!v->pixels)
-        cli_die(PROGRAM, "out of memory");
+    whole_decoder_init(&v->whole, path);
     v->bad = (struct bad_samples){stdout, "bad: ", 0};
 }
 
+/* JPEG samples are decoded whole, so that damage anywhere in the file is
+ * seen; zstd samples as they are. */
 static void verify_sample(struct verifier *v, uint64_t i)
 {
-    rf_sample_info info;
-    if (rf_dataset_read(v->ds, i, &info) < 0) {
-        report_bad(&v->bad, &v->progress, rf_dataset_error(v->ds));
-        return;
-    }
-    const rf_config *cfg =
-        info.kind == RF_SAMPLE_ZSTD ? v->raw_cfg : v->jpeg_cfg;
-    if (rf_dataset_decode(v->ds, cfg, 0, i, v->pixels) < 0)
+    if (!decodes_whole(&v->whole, v->ds, i))
         report_bad(&v->bad, &v->progress, rf_dataset_error(v->ds));
 }
 
@@ -712,9 +761,7 @@ static int verify(const struct pack_options *o)
            o->verify, samples, rf_dataset_classes(v.ds), cli_now_s() - start,
            v.bad.count ? "" : "all good, ", v.bad.count);
     rf_dataset_close(v.ds);
-    rf_config_free(v.jpeg_cfg);
-    rf_config_free(v.raw_cfg);
-    free(v.pixels);
+    whole_decoder_free(&v.whole);
     return v.bad.count ? EXIT_FAILED : 0;
 }
 
