@@ -195,6 +195,66 @@ case_skip_bad_decodes() {
     [ "$(count "$work/out" "bad: ")" -eq 3 ] || fail "3 bad samples expected"
 }
 
+# A class whose samples are all left out is refused, named, whether it is
+# the last one (the pack's class count would shrink: it is the largest
+# label + 1) or not; so is a run that would pack nothing. No pack is
+# written. (Both used to exit 0.)
+case_empty_class_refused() {
+    dir=$work/empty-class
+    for last in a b; do
+        mkdir -p "$dir/source-$last/a" "$dir/source-$last/b"
+        for class in a b; do
+            if [ $class = $last ]; then
+                echo x >"$dir/source-$last/$class/fake.jpg"
+            else
+                cp "$work/ds/class_000/$(ls "$work/ds/class_000" | head -n 1)" \
+                    "$dir/source-$last/$class/good.jpg"
+            fi
+        done
+        run 1 "$pack" "$dir/source-$last" "$dir/x.pack" --skip-bad --quiet
+        has "$work/err" "x.pack would have no sample of class '$last'"
+        has "$work/err" "No pack was written"
+        run 1 "$pack" "$dir/source-$last" "$dir/x.pack" --skip-bad --quiet \
+            --raw 8x8
+        has "$work/err" "no sample of class '$last'"
+    done
+    mkdir -p "$dir/nothing/a"
+    echo x >"$dir/nothing/a/fake.jpg"
+    run 1 "$pack" "$dir/nothing" "$dir/x.pack" --skip-bad --quiet --raw 8x8
+    has "$work/err" "no sample of $dir/nothing can be packed"
+    holds "$dir" source-a source-b nothing
+}
+
+# The summary counts the pack's samples and classes; --verify of a pack
+# with no sample fails.
+case_counts_are_the_pack_s() {
+    dir=$work/counts
+    make_bad_folder "$dir/source"
+    run 0 "$pack" "$dir/source" "$dir/x.pack" --skip-bad --quiet
+    has "$work/out" "packed 2 samples in 2 classes"
+    empty_pack >"$dir/empty.pack"
+    run 1 "$pack" --verify "$dir/empty.pack"
+    has "$work/out" "empty.pack: no samples: a loader can read nothing"
+}
+
+# empty_pack: the 128 bytes rf_pack_writer writes for a pack of 8x8x3
+# samples to which no sample was added (ringfeed-pack no longer writes
+# one).
+empty_pack() {
+    z4='\000\000\000\000'
+    # magic, version 1, header size 128, flags 0, entry size 40
+    printf "RFPACK01\001\000\000\000\200\000\000\000$z4\050\000\000\000"
+    printf "$z4$z4$z4" # samples, classes
+    # height 8, width 8, channels 3, layout, reserved
+    printf "\010\000\000\000\010\000\000\000\003\000\000\000$z4$z4"
+    # index and names at 128, no names
+    printf "\200\000\000\000$z4\200\000\000\000$z4$z4$z4"
+    # dictionary at 128, none; file size 128
+    printf "\200\000\000\000$z4$z4$z4\200\000\000\000$z4"
+    # meta_crc 0, header_crc, reserved
+    printf "$z4\172\120\047\010$z4$z4$z4$z4"
+}
+
 # ---- ringfeed-pack: options ----------------------------------------------
 
 # Options that would have no effect are refused (exit 2), naming the one
@@ -220,7 +280,8 @@ case_options_without_effect() {
 # ---- the run ----------------------------------------------------------
 
 all_cases="concurrent_runs killed_leaves_nothing failure_leaves_nothing
-output_checked_first options_without_effect skip_bad_decodes"
+output_checked_first options_without_effect skip_bad_decodes
+empty_class_refused counts_are_the_pack_s"
 failed=0
 for case in ${*:-$all_cases}; do
     start=$(date +%s)

@@ -16,6 +16,7 @@
  */
 #include <ringfeed.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zdict.h>
 #include <zstd.h>
@@ -87,7 +89,11 @@ static void print_usage(void)
           "                    without it a sample that cannot be read "
           "(with --raw:\n"
           "                    or decoded) stops the run, and JPEG bytes "
-          "go in as they are\n"
+          "go in as they are.\n"
+          "                    A pack with no sample, or with a class left "
+          "without one, is\n"
+          "                    refused (as torchvision refuses empty "
+          "classes)\n"
           "  --verify PATH     decode every sample of a packed file or "
           "folder, every\n"
           "                    row of it (a training crop reads only "
@@ -408,6 +414,8 @@ struct packer {
     void *dict;
     size_t dict_size;
     struct whole_decoder whole; /* --skip-bad without --raw */
+    uint32_t classes;           /* the source's */
+    uint64_t *packed_per_class; /* indexed by label */
     uint64_t packed, not_jpeg, bytes;
     struct bad_samples bad;
     struct progress progress;
@@ -461,6 +469,8 @@ static void add_sample(struct packer *pk, rf_sample_kind kind, const void *data,
     }
     pk->packed++;
     pk->bytes += size;
+    if (info->label >= 0 && info->label < pk->classes)
+        pk->packed_per_class[info->label]++;
 }
 
 /* A sample that cannot be packed: left out with --skip-bad, else the
@@ -531,6 +541,128 @@ static void pack_jpeg(struct packer *pk, uint64_t i)
         return;
     }
     add_sample(pk, info.kind, info.data, info.size, &info);
+}
+
+/* ---- every class keeps a sample ---------------------------------------------
+ */
+
+static void count_classes(struct packer *pk)
+{
+    pk->classes = rf_dataset_classes(pk->ds);
+    pk->packed_per_class =
+        calloc(pk->classes ? pk->classes : 1, sizeof(*pk->packed_per_class));
+    if (!pk->packed_per_class)
+        cli_die(PROGRAM, "out of memory for counting %u classes", pk->classes);
+}
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool is_class_folder(const char *root, const char *name)
+{
+    struct stat st;
+    char path[8300];
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return false;
+    snprintf(path, sizeof(path), "%s/%s", root, name);
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The folder of class `label` of a folder dataset, as rf_dataset_open()
+ * numbers them: the folders right below the root (links to folders
+ * included) in byte order (docs/packed-format.md, "What is listed"). The
+ * public API gives a sample's name, hence its class folder, only when the
+ * sample can be read, and the samples of an emptied class may all have
+ * failed to. False when it cannot be found (a packed source). */
+static bool class_folder(const char *root, uint32_t label, char *out,
+                         size_t len)
+{
+    struct dirent **entries = NULL;
+    const int count = scandir(root, &entries, NULL, NULL);
+    char **names = malloc(sizeof(*names) * (count > 0 ? (size_t)count : 1));
+    size_t classes = 0;
+    for (int i = 0; i < count; i++)
+        if (names && is_class_folder(root, entries[i]->d_name))
+            names[classes++] = entries[i]->d_name;
+    if (names)
+        qsort(names, classes, sizeof(*names), compare_names);
+    const bool found = names && label < classes;
+    if (found)
+        snprintf(out, len, "%s", names[label]);
+    for (int i = 0; i < count; i++)
+        free(entries[i]);
+    free(entries);
+    free(names);
+    return found;
+}
+
+/* "'n01440764' (label 0)", or "label 3" for a packed source. */
+static void describe_class(const struct packer *pk, uint32_t label, char *out,
+                           size_t len)
+{
+    char folder[1024];
+    if (class_folder(pk->o->source, label, folder, sizeof(folder)))
+        snprintf(out, len, "'%s' (label %u)", folder, label);
+    else
+        snprintf(out, len, "label %u", label);
+}
+
+/* The classes left without a sample, the first few described in out;
+ * returns how many there are. */
+static uint32_t describe_empty_classes(const struct packer *pk, char *out,
+                                       size_t len)
+{
+    uint32_t empty = 0;
+    size_t used = 0;
+    out[0] = '\0';
+    for (uint32_t c = 0; c < pk->classes; c++) {
+        if (pk->packed_per_class[c] > 0 || empty++ >= 5)
+            continue;
+        char one[1100];
+        describe_class(pk, c, one, sizeof(one));
+        used += (size_t)snprintf(out + used, used < len ? len - used : 0,
+                                 "%s%s", empty > 1 ? ", " : "", one);
+    }
+    if (empty > 5 && used < len)
+        snprintf(out + used, len - used, " and %u more", empty - 5);
+    return empty;
+}
+
+/* A pack with no sample feeds nothing, and a class left without one
+ * either shrinks the pack's class count (classes are the largest label
+ * + 1, so when it is the last one) and a model sized from the pack gets
+ * the wrong number of outputs, or leaves a class the model never sees.
+ * torchvision's ImageFolder refuses empty classes; so does this, before
+ * the pack is given its name. */
+static void check_every_class_packed(const struct packer *pk)
+{
+    if (pk->packed == 0)
+        cli_die(PROGRAM,
+                "no sample of %s can be packed: all %" PRIu64 " were left "
+                "out (listed above); fix or remove those files. No pack was "
+                "written",
+                pk->o->source, rf_dataset_size(pk->ds));
+    char classes[8192];
+    const uint32_t empty = describe_empty_classes(pk, classes, sizeof(classes));
+    if (empty > 0)
+        cli_die(PROGRAM,
+                "%s would have no sample of %s %s (left out, listed above, or "
+                "missing from the source), so a model sized from it would "
+                "not match its classes; fix or remove those files, or "
+                "remove %s from %s. No pack was written",
+                pk->o->output, empty > 1 ? "classes" : "class", classes,
+                empty > 1 ? "those classes" : "that class", pk->o->source);
+}
+
+/* Classes in the pack: its largest label + 1, as its header will say. */
+static uint32_t packed_classes(const struct packer *pk)
+{
+    uint32_t classes = pk->classes;
+    while (classes > 0 && pk->packed_per_class[classes - 1] == 0)
+        classes--;
+    return classes;
 }
 
 /* ---- the zstd dictionary
@@ -659,7 +791,7 @@ static void print_pack_summary(const struct packer *pk, double seconds)
     const struct pack_options *o = pk->o;
     printf("packed %" PRIu64 " samples in %u classes from %s into %s: %.1f "
            "MB, %.1f KB each",
-           pk->packed, rf_dataset_classes(pk->ds), o->source, o->output,
+           pk->packed, packed_classes(pk), o->source, o->output,
            (double)pk->bytes / 1e6,
            pk->packed ? (double)pk->bytes / 1024.0 / (double)pk->packed : 0.0);
     if (o->height)
@@ -680,6 +812,7 @@ static void free_packer(struct packer *pk)
 {
     rf_dataset_close(pk->ds);
     whole_decoder_free(&pk->whole);
+    free(pk->packed_per_class);
     rf_config_free(pk->cfg);
     ZSTD_freeCDict(pk->cdict);
     ZSTD_freeCCtx(pk->cctx);
@@ -696,6 +829,7 @@ static int pack(const struct pack_options *o)
     const double start = cli_now_s();
     start_writer(&pk);
     pk.ds = open_dataset(o->source);
+    count_classes(&pk);
     if (o->height)
         setup_raw(&pk);
     else if (o->skip_bad)
@@ -711,6 +845,7 @@ static int pack(const struct pack_options *o)
         progress_show(&pk.progress, i + 1);
     }
     progress_clear(&pk.progress);
+    check_every_class_packed(&pk);
     finish_writer(&pk);
     print_pack_summary(&pk, cli_now_s() - start);
     free_packer(&pk);
@@ -742,6 +877,27 @@ static void verify_sample(struct verifier *v, uint64_t i)
         report_bad(&v->bad, &v->progress, rf_dataset_error(v->ds));
 }
 
+/* The last line of --verify: what was checked and what was found. An
+ * empty pack fails too: a loader can read nothing from it. */
+static bool print_verify_result(const struct verifier *v, const char *path,
+                                double seconds)
+{
+    const uint64_t samples = rf_dataset_size(v->ds);
+    if (samples == 0) {
+        printf("%s: no samples: a loader can read nothing from it; pack it "
+               "again from a source that has samples\n",
+               path);
+        return false;
+    }
+    if (v->bad.count > MAX_BAD_LISTED)
+        printf("(only the first %d bad samples are listed)\n", MAX_BAD_LISTED);
+    printf("%s: %" PRIu64 " samples in %u classes checked in %.1f s: %s%" PRIu64
+           " bad\n",
+           path, samples, rf_dataset_classes(v->ds), seconds,
+           v->bad.count ? "" : "all good, ", v->bad.count);
+    return v->bad.count == 0;
+}
+
 static int verify(const struct pack_options *o)
 {
     struct verifier v;
@@ -754,15 +910,10 @@ static int verify(const struct pack_options *o)
         progress_show(&v.progress, i + 1);
     }
     progress_clear(&v.progress);
-    if (v.bad.count > MAX_BAD_LISTED)
-        printf("(only the first %d bad samples are listed)\n", MAX_BAD_LISTED);
-    printf("%s: %" PRIu64 " samples in %u classes checked in %.1f s: %s%" PRIu64
-           " bad\n",
-           o->verify, samples, rf_dataset_classes(v.ds), cli_now_s() - start,
-           v.bad.count ? "" : "all good, ", v.bad.count);
+    const bool good = print_verify_result(&v, o->verify, cli_now_s() - start);
     rf_dataset_close(v.ds);
     whole_decoder_free(&v.whole);
-    return v.bad.count ? EXIT_FAILED : 0;
+    return good ? 0 : EXIT_FAILED;
 }
 
 int main(int argc, char **argv)
