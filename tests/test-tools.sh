@@ -24,7 +24,7 @@ trap 'exit 1' HUP INT TERM
 # A run left in the background by a failed case is stopped with it.
 background=
 fail() {
-    echo "FAIL: $case: $*"
+    printf 'FAIL: %s: %s\n' "$case" "$*"
     [ -z "$background" ] || kill -s KILL $background 2>/dev/null
     for _file in "$work/out" "$work/err"; do
         [ -s "$_file" ] && sed "s|^|  ${_file##*/}: |" "$_file"
@@ -255,6 +255,32 @@ empty_pack() {
     printf "$z4\172\120\047\010$z4$z4$z4$z4"
 }
 
+# Control bytes in names are escaped in what the tools print: a file
+# named "evil<newline>bad: sample 9 ..." used to make --verify print two
+# "bad:" lines for one sample, and an escape byte reached the terminal.
+case_names_escaped() {
+    dir=$work/names
+    mkdir -p "$dir/source/a"
+    cp "$work/ds/class_000/$(ls "$work/ds/class_000" | head -n 1)" \
+        "$dir/source/a/good.jpg"
+    echo x >"$dir/source/a/$(printf 'evil\nbad: sample 9 (zz.jpg): fake.jpg')"
+    echo x >"$dir/source/a/$(printf 'tab\there\033[2J.jpg')"
+    run 1 "$pack" --verify "$dir/source"
+    [ "$(count "$work/out" "bad: ")" -eq 2 ] ||
+        fail "two bad samples should make two 'bad:' lines"
+    has "$work/out" 'a/evil\nbad: sample 9 (zz.jpg): fake.jpg): not a JPEG'
+    has "$work/out" 'a/tab\there\x1b[2J.jpg): not a JPEG'
+    run 0 "$pack" "$dir/source" "$dir/as-is.pack" --quiet
+    has "$work/err" 'sample 0 (a/evil\nbad: sample 9 (zz.jpg): fake.jpg) is not'
+    [ "$(wc -l <"$work/err")" -eq 2 ] || fail "two warnings, one line each"
+    run 0 "$pack" "$dir/source" "$dir/$(printf 'new\nline.pack')" --skip-bad \
+        --quiet
+    [ "$(count "$work/err" "skipped: ")" -eq 2 ] || fail "two skipped"
+    [ "$(wc -l <"$work/err")" -eq 2 ] || fail "two skipped, one line each"
+    has "$work/out" 'new\nline.pack: '
+    [ "$(wc -l <"$work/out")" -eq 1 ] || fail "the summary is one line"
+}
+
 # ---- ringfeed-pack: options ----------------------------------------------
 
 # Options that would have no effect are refused (exit 2), naming the one
@@ -281,7 +307,7 @@ case_options_without_effect() {
 
 all_cases="concurrent_runs killed_leaves_nothing failure_leaves_nothing
 output_checked_first options_without_effect skip_bad_decodes
-empty_class_refused counts_are_the_pack_s"
+empty_class_refused counts_are_the_pack_s names_escaped"
 failed=0
 for case in ${*:-$all_cases}; do
     start=$(date +%s)

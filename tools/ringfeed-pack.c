@@ -293,7 +293,7 @@ static void report_bad(struct bad_samples *b, struct progress *p,
     if (b->count++ >= MAX_BAD_LISTED)
         return;
     progress_clear(p);
-    fprintf(b->out, "%s%s\n", b->prefix, reason);
+    cli_print_line(b->out, "%s%s", b->prefix, reason);
     fflush(b->out);
 }
 
@@ -505,10 +505,11 @@ static void warn_if_not_jpeg(struct packer *pk, uint64_t i,
         return;
     if (pk->not_jpeg++ < MAX_BAD_LISTED) {
         progress_clear(&pk->progress);
-        fprintf(stderr,
-                PROGRAM ": warning: sample %" PRIu64 " (%s) is not a JPEG "
-                        "file; packed as is, it will fail to decode\n",
-                i, info->name);
+        cli_print_line(stderr,
+                       PROGRAM ": warning: sample %" PRIu64 " (%s) is not a "
+                               "JPEG file; packed as is, it will fail to "
+                               "decode",
+                       i, info->name);
     }
 }
 
@@ -786,26 +787,44 @@ static void finish_writer(struct packer *pk)
     pk->w = NULL;
 }
 
-static void print_pack_summary(const struct packer *pk, double seconds)
+/* One line: what was packed, how large, how fast, and what was left
+ * out. Written to a string first, so that the paths in it are escaped as
+ * any message is. */
+static void write_pack_summary(FILE *out, const struct packer *pk,
+                               double seconds)
 {
     const struct pack_options *o = pk->o;
-    printf("packed %" PRIu64 " samples in %u classes from %s into %s: %.1f "
-           "MB, %.1f KB each",
-           pk->packed, packed_classes(pk), o->source, o->output,
-           (double)pk->bytes / 1e6,
-           pk->packed ? (double)pk->bytes / 1024.0 / (double)pk->packed : 0.0);
+    fprintf(out,
+            "packed %" PRIu64 " samples in %u classes from %s into %s: %.1f "
+            "MB, %.1f KB each",
+            pk->packed, packed_classes(pk), o->source, o->output,
+            (double)pk->bytes / 1e6,
+            pk->packed ? (double)pk->bytes / 1024.0 / (double)pk->packed : 0.0);
     if (o->height)
-        printf(
-            " (%.0f%% of the %ux%ux3 pixels, zstd level %d%s)",
+        fprintf(
+            out, " (%.0f%% of the %ux%ux3 pixels, zstd level %d%s)",
             100.0 * (double)pk->bytes /
                 ((double)pk->pixel_bytes * (double)(pk->packed + !pk->packed)),
             o->height, o->width, o->level,
             pk->dict_size ? " with a dictionary" : "");
-    printf(", in %.1f s (%.0f samples/s)", seconds,
-           cli_per_second((double)pk->packed, seconds));
+    fprintf(out, ", in %.1f s (%.0f samples/s)", seconds,
+            cli_per_second((double)pk->packed, seconds));
     if (pk->bad.count)
-        printf("; %" PRIu64 " bad samples left out", pk->bad.count);
-    putchar('\n');
+        fprintf(out, "; %" PRIu64 " bad samples left out", pk->bad.count);
+}
+
+static void print_pack_summary(const struct packer *pk, double seconds)
+{
+    char *line = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&line, &size);
+    if (!out)
+        cli_die(PROGRAM, "out of memory");
+    write_pack_summary(out, pk, seconds);
+    if (fclose(out) != 0)
+        cli_die(PROGRAM, "out of memory");
+    cli_print_line(stdout, "%s", line);
+    free(line);
 }
 
 static void free_packer(struct packer *pk)
@@ -884,17 +903,19 @@ static bool print_verify_result(const struct verifier *v, const char *path,
 {
     const uint64_t samples = rf_dataset_size(v->ds);
     if (samples == 0) {
-        printf("%s: no samples: a loader can read nothing from it; pack it "
-               "again from a source that has samples\n",
-               path);
+        cli_print_line(stdout,
+                       "%s: no samples: a loader can read nothing from it; "
+                       "pack it again from a source that has samples",
+                       path);
         return false;
     }
     if (v->bad.count > MAX_BAD_LISTED)
         printf("(only the first %d bad samples are listed)\n", MAX_BAD_LISTED);
-    printf("%s: %" PRIu64 " samples in %u classes checked in %.1f s: %s%" PRIu64
-           " bad\n",
-           path, samples, rf_dataset_classes(v->ds), seconds,
-           v->bad.count ? "" : "all good, ", v->bad.count);
+    cli_print_line(stdout,
+                   "%s: %" PRIu64 " samples in %u classes checked in %.1f s: "
+                   "%s%" PRIu64 " bad",
+                   path, samples, rf_dataset_classes(v->ds), seconds,
+                   v->bad.count ? "" : "all good, ", v->bad.count);
     return v->bad.count == 0;
 }
 
