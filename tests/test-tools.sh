@@ -121,7 +121,7 @@ case_failure_leaves_nothing() {
     mkdir "$dir" "$dir/out"
     run 0 "$pack" "$work/ds" "$dir/raw.pack" --raw 16x16 --quiet
     run 1 "$pack" "$dir/raw.pack" "$dir/out/x.pack" --quiet
-    has "$work/err" "holds raw (zstd) samples"
+    has "$work/err" "holds raw samples of 16x16x3 nhwc"
     holds "$dir/out"
 }
 
@@ -281,6 +281,30 @@ case_names_escaped() {
     [ "$(wc -l <"$work/out")" -eq 1 ] || fail "the summary is one line"
 }
 
+# A pack of raw samples can be packed again only at its own shape; the
+# advice is the --raw to pass, not the loader's RF_PARAM_HEIGHT followed
+# by --skip-bad (which would leave every sample out).
+case_raw_shape_advice() {
+    dir=$work/raw-shape
+    mkdir "$dir"
+    run 0 "$pack" "$work/ds" "$dir/raw.pack" --raw 32x32 --quiet
+    for options in "--raw 48x48 --quiet" "--raw 48x48 --skip-bad --quiet" \
+        "--raw 32x32 --layout nchw --quiet" \
+        "--raw 48x48 --dict-size 4096 --progress" "--quiet"; do
+        run 1 "$pack" "$dir/raw.pack" "$dir/x.pack" $options
+        has "$work/err" "raw.pack holds raw samples of 32x32x3 nhwc"
+        has "$work/err" "pass --raw 32x32 --layout nhwc (their shape)"
+        lacks "$work/err" "RF_PARAM"
+        lacks "$work/err" "--skip-bad"
+        lacks "$work/err" "training"
+    done
+    run 0 "$pack" "$dir/raw.pack" "$dir/again.pack" --raw 32x32 --level 9 \
+        --quiet
+    run 0 "$pack" --verify "$dir/again.pack"
+    has "$work/out" "24 samples in 3 classes"
+    holds "$dir" raw.pack again.pack
+}
+
 # ---- ringfeed-pack: options ----------------------------------------------
 
 # Options that would have no effect are refused (exit 2), naming the one
@@ -307,7 +331,7 @@ case_options_without_effect() {
 
 all_cases="concurrent_runs killed_leaves_nothing failure_leaves_nothing
 output_checked_first options_without_effect skip_bad_decodes
-empty_class_refused counts_are_the_pack_s names_escaped"
+empty_class_refused counts_are_the_pack_s names_escaped raw_shape_advice"
 failed=0
 for case in ${*:-$all_cases}; do
     start=$(date +%s)

@@ -76,7 +76,9 @@ static void print_usage(void)
           "  --raw HxW         store decoded pixels (resize to 8/7, centre "
           "crop HxW,\n"
           "                    3 channels) as zstd frames, not the JPEG "
-          "bytes\n"
+          "bytes; a SOURCE\n"
+          "                    pack of such frames takes only its own HxW "
+          "and layout\n"
           "  --layout L        with --raw: nhwc (default) or nchw\n"
           "  --level L         with --raw: zstd level 1..22 (default 3)\n"
           "  --dict-size N     with --raw: train a zstd dictionary of N "
@@ -413,9 +415,10 @@ struct packer {
     ZSTD_CDict *cdict;
     void *dict;
     size_t dict_size;
-    struct whole_decoder whole; /* --skip-bad without --raw */
-    uint32_t classes;           /* the source's */
-    uint64_t *packed_per_class; /* indexed by label */
+    struct pack_shape source_shape; /* all zero: no raw samples */
+    struct whole_decoder whole;     /* --skip-bad without --raw */
+    uint32_t classes;               /* the source's */
+    uint64_t *packed_per_class;     /* indexed by label */
     uint64_t packed, not_jpeg, bytes;
     struct bad_samples bad;
     struct progress progress;
@@ -494,6 +497,44 @@ static void pack_raw(struct packer *pk, uint64_t i)
     add_sample(pk, RF_SAMPLE_ZSTD, pk->frame, compress_pixels(pk), &info);
 }
 
+/* The pixels of a pack's raw samples can be compressed again, but not
+ * resized or converted: say which --raw gives their shape, since the
+ * decoder's own message would speak of a loader's RF_PARAM_HEIGHT, and
+ * --skip-bad would leave every sample out. */
+static void raw_source_refused(const struct packer *pk, const char *why)
+{
+    const struct pack_shape *s = &pk->source_shape;
+    const char *layout = s->layout == RF_LAYOUT_NCHW ? "nchw" : "nhwc";
+    if (s->channels != 3)
+        cli_die(PROGRAM,
+                "%s holds raw samples of %ux%ux%u %s, and --raw stores 3 "
+                "channels (%s); pack again from the JPEG folder they were "
+                "made from",
+                pk->o->source, s->height, s->width, s->channels, layout, why);
+    cli_die(PROGRAM,
+            "%s holds raw samples of %ux%ux3 %s (%s); to compress them "
+            "again pass --raw %ux%u --layout %s (their shape), or pack again "
+            "from the JPEG folder they were made from",
+            pk->o->source, s->height, s->width, layout, why, s->height,
+            s->width, layout);
+}
+
+/* With --raw, a source of raw samples must have the shape that --raw
+ * asks for: checked before any sample is decoded or a dictionary
+ * trained. */
+static void check_source_shape(struct packer *pk)
+{
+    const struct pack_options *o = pk->o;
+    const struct pack_shape *s = &pk->source_shape;
+    pk->source_shape = read_pack_shape(o->source);
+    if (s->height == 0 || o->height == 0 ||
+        (s->height == o->height && s->width == o->width && s->channels == 3 &&
+         s->layout == o->layout))
+        return;
+    raw_source_refused(
+        pk, "ringfeed-pack cannot resize them or change their layout");
+}
+
 /* Without --skip-bad, JPEG bytes go in as they are, even when they are
  * not a JPEG: the sample then fails when decoded, as it would from the
  * folder. Say so. */
@@ -531,10 +572,8 @@ static void pack_jpeg(struct packer *pk, uint64_t i)
         return;
     }
     if (info.kind != RF_SAMPLE_JPEG)
-        cli_die(PROGRAM,
-                "%s holds raw (zstd) samples; only JPEG samples can be packed "
-                "again",
-                pk->o->source);
+        raw_source_refused(pk,
+                           "without --raw only JPEG samples go in as they are");
     if (!pk->o->skip_bad) {
         warn_if_not_jpeg(pk, i, &info);
     } else if (!read_decodable(pk, i, &info)) {
@@ -849,6 +888,7 @@ static int pack(const struct pack_options *o)
     start_writer(&pk);
     pk.ds = open_dataset(o->source);
     count_classes(&pk);
+    check_source_shape(&pk);
     if (o->height)
         setup_raw(&pk);
     else if (o->skip_bad)
