@@ -327,11 +327,65 @@ case_options_without_effect() {
     holds "$dir" ok.pack
 }
 
+# ---- ringfeed-synth ------------------------------------------------------
+
+# Fewer images than classes would leave empty class folders, which no
+# loader opens: refused (it used to exit 0).
+case_synth_needs_an_image_per_class() {
+    dir=$work/synth-few
+    mkdir "$dir"
+    run 2 "$synth" "$dir/x" --images 3 --classes 5 --quiet
+    has "$work/err" "--images 3 is fewer than --classes 5"
+    holds "$dir"
+    run 0 "$synth" "$dir/x" --images 5 --classes 5 --quiet
+    run 0 "$pack" --verify "$dir/x"
+    has "$work/out" "5 samples in 5 classes"
+}
+
+# A worker killed while writing leaves no partial .jpg under its name: a
+# file size limit far below an image's size (40 KB at least) kills the
+# first worker with SIGXFSZ in the middle of its first file. (ulimit -f
+# counts 512- or 1024-byte blocks, depending on the shell.)
+case_synth_killed_writes_no_partial_jpeg() {
+    dir=$work/synth-killed
+    mkdir "$dir"
+    run 1 sh -c 'ulimit -f 16 && exec "$0" "$1" --images 2 --classes 1 \
+        --jobs 1 --quiet' "$synth" "$dir/x"
+    has "$work/err" "was killed by signal"
+    [ -z "$(find "$dir/x" -name '*.jpg')" ] ||
+        fail "a partial file has an image's name: $(find "$dir/x" -name '*.jpg')"
+}
+
+# SIGTERM to the parent alone stops its workers too: no file is written
+# after it has gone (they went on to the end).
+case_synth_workers_stop_with_parent() {
+    dir=$work/synth-term
+    mkdir "$dir"
+    "$synth" "$dir/x" --images 1000 --classes 2 --jobs 2 --quiet &
+    background=$!
+    until [ "$(ls "$dir/x/class_000" 2>/dev/null | wc -l)" -ge 4 ]; do
+        kill -0 $background 2>/dev/null || fail "ringfeed-synth ended early"
+        sleep 0.05
+    done
+    kill -s TERM $background
+    { wait $background; } 2>/dev/null # "Terminated" is expected
+    background=
+    sleep 0.2 # a worker that outlived it would write a file or two here
+    before=$(find "$dir/x" -type f | wc -l)
+    sleep 0.5
+    after=$(find "$dir/x" -type f | wc -l)
+    [ "$before" -eq "$after" ] ||
+        fail "$((after - before)) files were written after the parent died"
+    [ "$after" -lt 1000 ] || fail "the run was not stopped"
+}
+
 # ---- the run ----------------------------------------------------------
 
 all_cases="concurrent_runs killed_leaves_nothing failure_leaves_nothing
 output_checked_first options_without_effect skip_bad_decodes
-empty_class_refused counts_are_the_pack_s names_escaped raw_shape_advice"
+empty_class_refused counts_are_the_pack_s names_escaped raw_shape_advice
+synth_needs_an_image_per_class synth_killed_writes_no_partial_jpeg
+synth_workers_stop_with_parent"
 failed=0
 for case in ${*:-$all_cases}; do
     start=$(date +%s)
