@@ -6,13 +6,14 @@
 #
 # The tools are taken from $RINGFEED_TOOLS, else from the folder of
 # $RINGFEED_PRODUCER (make check sets both). Everything is written under
-# one mktemp -d folder, removed at the end. (Helpers name their variables
-# _like_this: sh has no local variables, and the cases use plain names.) Each case runs in a subshell:
+# one mktemp -d folder, removed at the end. Each case runs in a subshell:
 # a failed check ends its case, the others still run, and the script
-# exits 1 if any failed.
+# exits 1 if any failed. (Helpers name their variables _like_this: sh has
+# no local variables, and the cases use plain names.)
 set -u
 
-tools=${RINGFEED_TOOLS:-$(dirname "${RINGFEED_PRODUCER:?set RINGFEED_TOOLS or RINGFEED_PRODUCER}")}
+: "${RINGFEED_TOOLS:=$(dirname "${RINGFEED_PRODUCER:?set RINGFEED_TOOLS}")}"
+tools=$RINGFEED_TOOLS
 pack=$tools/ringfeed-pack
 synth=$tools/ringfeed-synth
 work=$(mktemp -d "${TMPDIR:-/tmp}/rf-tools-XXXXXX") || exit 1
@@ -79,6 +80,11 @@ wait_for() {
 "$synth" "$work/ds" --images 24 --classes 3 --jobs 2 --quiet >/dev/null ||
     { echo "FAIL: ringfeed-synth could not write the test data"; exit 1; }
 slow_pack="--raw 256x256 --level 19 --progress"
+
+# first_image CLASS: the path of the first JPEG of $work/ds/CLASS.
+first_image() {
+    echo "$work/ds/$1/$(ls "$work/ds/$1" | head -n 1)"
+}
 
 # ---- ringfeed-pack: where the pack is written ---------------------------
 
@@ -158,8 +164,8 @@ case_output_checked_first() {
 # file and a JPEG cut short; class b one good JPEG.
 make_bad_folder() {
     mkdir -p "$1/a" "$1/b"
-    cp "$work/ds/class_000/$(ls "$work/ds/class_000" | head -n 1)" "$1/a/good.jpg"
-    cp "$work/ds/class_001/$(ls "$work/ds/class_001" | head -n 1)" "$1/b/good.jpg"
+    cp "$(first_image class_000)" "$1/a/good.jpg"
+    cp "$(first_image class_001)" "$1/b/good.jpg"
     echo x >"$1/a/fake.jpg"
     : >"$1/a/empty.jpg"
     dd if="$1/b/good.jpg" of="$1/a/cut.jpg" bs=1000 count=3 2>/dev/null
@@ -201,22 +207,21 @@ case_skip_bad_decodes() {
 # written. (Both used to exit 0.)
 case_empty_class_refused() {
     dir=$work/empty-class
-    for last in a b; do
-        mkdir -p "$dir/source-$last/a" "$dir/source-$last/b"
+    for emptied in a b; do # the first class, then the last
+        source=$dir/source-$emptied
+        mkdir -p "$source/a" "$source/b"
         for class in a b; do
-            if [ $class = $last ]; then
-                echo x >"$dir/source-$last/$class/fake.jpg"
+            if [ $class = $emptied ]; then
+                echo x >"$source/$class/fake.jpg"
             else
-                cp "$work/ds/class_000/$(ls "$work/ds/class_000" | head -n 1)" \
-                    "$dir/source-$last/$class/good.jpg"
+                cp "$(first_image class_000)" "$source/$class/good.jpg"
             fi
         done
-        run 1 "$pack" "$dir/source-$last" "$dir/x.pack" --skip-bad --quiet
-        has "$work/err" "x.pack would have no sample of class '$last'"
+        run 1 "$pack" "$source" "$dir/x.pack" --skip-bad --quiet
+        has "$work/err" "x.pack would have no sample of class '$emptied'"
         has "$work/err" "No pack was written"
-        run 1 "$pack" "$dir/source-$last" "$dir/x.pack" --skip-bad --quiet \
-            --raw 8x8
-        has "$work/err" "no sample of class '$last'"
+        run 1 "$pack" "$source" "$dir/x.pack" --skip-bad --quiet --raw 8x8
+        has "$work/err" "no sample of class '$emptied'"
     done
     mkdir -p "$dir/nothing/a"
     echo x >"$dir/nothing/a/fake.jpg"
@@ -261,8 +266,7 @@ empty_pack() {
 case_names_escaped() {
     dir=$work/names
     mkdir -p "$dir/source/a"
-    cp "$work/ds/class_000/$(ls "$work/ds/class_000" | head -n 1)" \
-        "$dir/source/a/good.jpg"
+    cp "$(first_image class_000)" "$dir/source/a/good.jpg"
     echo x >"$dir/source/a/$(printf 'evil\nbad: sample 9 (zz.jpg): fake.jpg')"
     echo x >"$dir/source/a/$(printf 'tab\there\033[2J.jpg')"
     run 1 "$pack" --verify "$dir/source"
@@ -352,8 +356,8 @@ case_synth_killed_writes_no_partial_jpeg() {
     run 1 sh -c 'ulimit -f 16 && exec "$0" "$1" --images 2 --classes 1 \
         --jobs 1 --quiet' "$synth" "$dir/x"
     has "$work/err" "was killed by signal"
-    [ -z "$(find "$dir/x" -name '*.jpg')" ] ||
-        fail "a partial file has an image's name: $(find "$dir/x" -name '*.jpg')"
+    partial=$(find "$dir/x" -name '*.jpg')
+    [ -z "$partial" ] || fail "a partial file has an image's name: $partial"
 }
 
 # SIGTERM to the parent alone stops its workers too: no file is written

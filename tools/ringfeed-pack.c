@@ -583,8 +583,7 @@ static void pack_jpeg(struct packer *pk, uint64_t i)
     add_sample(pk, info.kind, info.data, info.size, &info);
 }
 
-/* ---- every class keeps a sample ---------------------------------------------
- */
+/* ---- every class keeps a sample ------------------------------------------ */
 
 static void count_classes(struct packer *pk)
 {
