@@ -365,7 +365,7 @@ static void test_jpeg_channels(void)
             printf("  refused as expected: %s\n", rf_pack_writer_error(w));
             uint8_t pixels[8 * 8 * 4] = {0}, frame[256];
             const size_t n = ZSTD_compress(frame, sizeof(frame), pixels,
-                                           8 * 8 * channels, 1);
+                                           (size_t)8 * 8 * channels, 1);
             CHECK(!ZSTD_isError(n));
             CHECK_OK(rf_pack_writer_add(w, RF_SAMPLE_ZSTD, frame, n, 0, "z"));
         }

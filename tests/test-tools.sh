@@ -55,6 +55,7 @@ lacks() {
 holds() {
     _dir=$1
     shift
+    # shellcheck disable=SC2012 # the names are this script's, one a line
     _found=$(ls -A "$_dir" | sort | tr '\n' ' ')
     _expected=$(printf '%s\n' "$@" | sed '/^$/d' | sort | tr '\n' ' ')
     [ "$_found" = "$_expected" ] ||
@@ -75,15 +76,19 @@ wait_for() {
 # ---- data -------------------------------------------------------------
 
 # $work/ds: 24 synthetic JPEGs in 3 classes, shared by the cases (read
-# only). A slow run (decoding and compressing at zstd level 19) takes
-# about a second on it, long enough to be caught in the middle.
+# only).
 "$synth" "$work/ds" --images 24 --classes 3 --jobs 2 --quiet >/dev/null ||
     { echo "FAIL: ringfeed-synth could not write the test data"; exit 1; }
-slow_pack="--raw 256x256 --level 19 --progress"
+
+# Options that make a run take about a second on $work/ds (decoding, and
+# compressing at zstd level 19), long enough to be caught in the middle,
+# showing its progress on stderr. (Not a function: run in the background
+# it would be a subshell, and $! its pid, not the run's.)
+slow="--raw 256x256 --level 19 --progress"
 
 # first_image CLASS: the path of the first JPEG of $work/ds/CLASS.
 first_image() {
-    echo "$work/ds/$1/$(ls "$work/ds/$1" | head -n 1)"
+    find "$work/ds/$1" -name '*.jpg' | sort | head -n 1
 }
 
 # ---- ringfeed-pack: where the pack is written ---------------------------
@@ -94,8 +99,8 @@ first_image() {
 case_concurrent_runs() {
     dir=$work/concurrent
     mkdir "$dir"
-    "$pack" "$work/ds" "$dir/same.pack" $slow_pack >/dev/null \
-        2>"$dir/slow.err" &
+    # shellcheck disable=SC2086 # $slow is a list of options
+    "$pack" "$work/ds" "$dir/same.pack" $slow >/dev/null 2>"$dir/slow.err" &
     background=$!
     wait_for "$dir/slow.err" "packing"
     run 0 "$pack" "$work/ds" "$dir/same.pack" --quiet
@@ -110,7 +115,8 @@ case_killed_leaves_nothing() {
     dir=$work/killed
     mkdir "$dir" "$dir/out"
     for signal in KILL TERM; do
-        "$pack" "$work/ds" "$dir/out/x.pack" $slow_pack 2>"$dir/err" &
+        # shellcheck disable=SC2086 # $slow is a list of options
+        "$pack" "$work/ds" "$dir/out/x.pack" $slow 2>"$dir/err" &
         background=$!
         wait_for "$dir/err" "packing"
         kill -s $signal $background
@@ -244,7 +250,8 @@ case_counts_are_the_pack_s() {
 
 # empty_pack: the 128 bytes rf_pack_writer writes for a pack of 8x8x3
 # samples to which no sample was added (ringfeed-pack no longer writes
-# one).
+# one). The zeros are printf escapes, shared through $z4.
+# shellcheck disable=SC2059
 empty_pack() {
     z4='\000\000\000\000'
     # magic, version 1, header size 128, flags 0, entry size 40
@@ -292,6 +299,7 @@ case_raw_shape_advice() {
     dir=$work/raw-shape
     mkdir "$dir"
     run 0 "$pack" "$work/ds" "$dir/raw.pack" --raw 32x32 --quiet
+    # shellcheck disable=SC2086 # $options is a list of options
     for options in "--raw 48x48 --quiet" "--raw 48x48 --skip-bad --quiet" \
         "--raw 32x32 --layout nchw --quiet" \
         "--raw 48x48 --dict-size 4096 --progress" "--quiet"; do
@@ -317,11 +325,13 @@ case_options_without_effect() {
     dir=$work/options
     mkdir "$dir"
     run 0 "$pack" "$work/ds" "$dir/ok.pack" --quiet
+    # shellcheck disable=SC2086 # $option is an option and its value
     for option in "--level 5" "--layout nchw" "--dict-size 4096"; do
         run 2 "$pack" "$work/ds" "$dir/x.pack" $option --quiet
         has "$work/err" "applies to --raw samples only"
         has "$work/err" "drop ${option% *}, or add --raw HxW"
     done
+    # shellcheck disable=SC2086 # $option is an option and its value
     for option in "--raw 32x32" "--skip-bad" "--level 3" "--layout nhwc" \
         "--dict-size 0"; do
         run 2 "$pack" --verify "$dir/ok.pack" $option
@@ -353,6 +363,7 @@ case_synth_needs_an_image_per_class() {
 case_synth_killed_writes_no_partial_jpeg() {
     dir=$work/synth-killed
     mkdir "$dir"
+    # shellcheck disable=SC2016 # $0 and $1 are for the inner shell
     run 1 sh -c 'ulimit -f 16 && exec "$0" "$1" --images 2 --classes 1 \
         --jobs 1 --quiet' "$synth" "$dir/x"
     has "$work/err" "was killed by signal"
@@ -367,7 +378,7 @@ case_synth_workers_stop_with_parent() {
     mkdir "$dir"
     "$synth" "$dir/x" --images 1000 --classes 2 --jobs 2 --quiet &
     background=$!
-    until [ "$(ls "$dir/x/class_000" 2>/dev/null | wc -l)" -ge 4 ]; do
+    until [ "$(find "$dir/x" -name '*.jpg' 2>/dev/null | wc -l)" -ge 4 ]; do
         kill -0 $background 2>/dev/null || fail "ringfeed-synth ended early"
         sleep 0.05
     done
@@ -391,11 +402,13 @@ empty_class_refused counts_are_the_pack_s names_escaped raw_shape_advice
 synth_needs_an_image_per_class synth_killed_writes_no_partial_jpeg
 synth_workers_stop_with_parent"
 failed=0
-for case in ${*:-$all_cases}; do
+# shellcheck disable=SC2086 # a list of names
+[ $# -gt 0 ] || set -- $all_cases
+for case in "$@"; do
     start=$(date +%s)
     : >"$work/out"
     : >"$work/err"
-    if (case_$case); then
+    if ("case_$case"); then
         echo "ok: $case ($(($(date +%s) - start)) s)"
     else
         failed=$((failed + 1))

@@ -522,14 +522,12 @@ static void raw_source_refused(const struct packer *pk, const char *why)
 /* With --raw, a source of raw samples must have the shape that --raw
  * asks for: checked before any sample is decoded or a dictionary
  * trained. */
-static void check_source_shape(struct packer *pk)
+static void check_source_shape(const struct packer *pk)
 {
     const struct pack_options *o = pk->o;
     const struct pack_shape *s = &pk->source_shape;
-    pk->source_shape = read_pack_shape(o->source);
-    if (s->height == 0 || o->height == 0 ||
-        (s->height == o->height && s->width == o->width && s->channels == 3 &&
-         s->layout == o->layout))
+    if (s->height == 0 || (s->height == o->height && s->width == o->width &&
+                           s->channels == 3 && s->layout == o->layout))
         return;
     raw_source_refused(
         pk, "ringfeed-pack cannot resize them or change their layout");
@@ -887,11 +885,13 @@ static int pack(const struct pack_options *o)
     start_writer(&pk);
     pk.ds = open_dataset(o->source);
     count_classes(&pk);
-    check_source_shape(&pk);
-    if (o->height)
+    pk.source_shape = read_pack_shape(o->source);
+    if (o->height) {
+        check_source_shape(&pk);
         setup_raw(&pk);
-    else if (o->skip_bad)
+    } else if (o->skip_bad) {
         whole_decoder_init(&pk.whole, o->source);
+    }
     store_dictionary(&pk);
     const uint64_t samples = rf_dataset_size(pk.ds);
     progress_start(&pk.progress, o->progress, "packing", samples);
