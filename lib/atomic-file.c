@@ -18,8 +18,8 @@
 #include "atomic-file.h"
 #include "internal.h"
 
-/* A name made up by the first tries at a unique name is taken this many
- * times in a row only if someone is planting files on purpose. */
+/* How many unique names are tried: each one is already taken only when
+ * someone plants files on purpose. */
 #define UNIQUE_NAME_TRIES 100
 
 /* A path that names a folder, or something other than a file, would
@@ -28,15 +28,20 @@ static int check_target(const char *path, char *why, size_t why_len)
 {
     struct stat st;
     const size_t len = strlen(path);
-    if (len == 0 || path[len - 1] == '/' ||
-        (stat(path, &st) == 0 && S_ISDIR(st.st_mode))) {
+    const bool exists = len > 0 && stat(path, &st) == 0;
+    if (len == 0) {
+        rf__format(why, why_len,
+                   "the path is empty; give the name of the file to write");
+        return -ENOENT;
+    }
+    if (path[len - 1] == '/' || (exists && S_ISDIR(st.st_mode))) {
         rf__format(why, why_len,
                    "%s is a folder; give the name of the file to write, "
                    "inside that folder or elsewhere",
                    path);
         return -EISDIR;
     }
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (exists && !S_ISREG(st.st_mode)) {
         rf__format(why, why_len,
                    "%s exists and is not a regular file; choose another "
                    "name, or remove it",
@@ -50,11 +55,12 @@ static int check_target(const char *path, char *why, size_t why_len)
  * between calls. */
 static void unique_name(const char *path, char *out, size_t len)
 {
-    static unsigned calls;
+    static unsigned calls; /* writers may run in several threads */
+    const unsigned call = __atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     const uint64_t key =
-        rf__mix64((uint64_t)getpid() << 32 | calls++,
+        rf__mix64((uint64_t)getpid() << 32 | call,
                   (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec);
     rf__format(out, len, "%s.%08x.tmp", path, (unsigned)key);
 }

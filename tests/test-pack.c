@@ -298,6 +298,7 @@ static void test_output_checked_up_front(void)
     rf__format(expected, sizeof(expected), "%s is a folder", at("folder"));
     check_create_refused(at("folder"), -EISDIR, expected);
     check_create_refused(at("new-folder/"), -EISDIR, "is a folder");
+    check_create_refused("", -ENOENT, "the path is empty");
     CHECK_EQ(mkfifo(at("fifo"), 0644), 0);
     check_create_refused(at("fifo"), -EEXIST, "is not a regular file");
     check_create_refused(at("missing/x.pack"), -ENOENT,
@@ -311,7 +312,8 @@ static void test_output_checked_up_front(void)
     CHECK_EQ(rmdir(at("folder")), 0);
     check_folder_holds(1); /* the fifo */
     clear_folder();
-    printf("output: a folder, a missing folder, a fifo refused at create\n");
+    printf("output: a folder, an empty path, a missing folder, a fifo "
+           "refused at create\n");
 }
 
 /* ---- which packs are accepted ------------------------------------------- */
