@@ -568,23 +568,44 @@ RF_API void rf_dataset_close(rf_dataset *ds);
 
 typedef struct rf_pack_writer rf_pack_writer;
 
-/* Starts a packed file at path (written to path.tmp, renamed into place
- * by rf_pack_writer_finish()). dict (may be NULL) is a zstd dictionary
- * stored in the file for RF_SAMPLE_ZSTD samples. For RF_SAMPLE_ZSTD the
- * shape of every sample is height x width x channels in layout (pass
- * zeros when the file holds JPEGs only). Returns 0 or -errno with a
- * malloc'd detail in *errp. On success *out is the caller's until
- * rf_pack_writer_finish() or rf_pack_writer_abort(). One thread at a
- * time; a child of fork() must not use its parent's writer (both would
- * write the same file). */
+/* Starts a packed file at path. It is written as an unnamed file in path's
+ * folder (or, where the file system cannot, under a unique name
+ * path.XXXXXXXX.tmp) and gets its name only from rf_pack_writer_finish(),
+ * replacing any file there in one step: a reader never sees it half-written,
+ * a process killed while writing leaves nothing behind, and two writers of
+ * one path each write their own file (the last to finish wins). dict (may be
+ * NULL) is a zstd dictionary stored in the file for RF_SAMPLE_ZSTD samples
+ * (see also rf_pack_writer_set_dictionary()). For RF_SAMPLE_ZSTD the shape
+ * of every sample is height x width x channels in layout, within the ranges
+ * of RF_PARAM_HEIGHT, WIDTH and CHANNELS (a loader must be configured for
+ * the pack's shape to read it); pass zeros when the file holds JPEGs only.
+ * Returns 0, -EINVAL (a shape no loader takes), -EISDIR (path is a folder),
+ * -EEXIST (path is something other than a regular file), or the -errno of
+ * creating the file in path's folder (-ENOENT, -EACCES, ...), so that a path
+ * that cannot be written fails here, before any work; with a malloc'd detail
+ * in *errp. On success *out is the caller's until rf_pack_writer_finish() or
+ * rf_pack_writer_abort(). One thread at a time; a child of fork() must not
+ * use its parent's writer (both would write the same file). */
 RF_API int rf_pack_writer_create(rf_pack_writer **out, const char *path,
                                  uint32_t height, uint32_t width,
                                  uint32_t channels, rf_layout layout,
                                  const void *dict, size_t dict_size,
                                  char **errp);
 
+/* Replaces the zstd dictionary given to rf_pack_writer_create() (NULL or
+ * 0 bytes: none), before the first sample is added: a tool can create the
+ * writer first, so that a bad output path is found before it trains a
+ * dictionary on the samples. Returns 0, -EINVAL once a sample has been
+ * added, or -ENOMEM (the detail in rf_pack_writer_error()). */
+RF_API int rf_pack_writer_set_dictionary(rf_pack_writer *w, const void *dict,
+                                         size_t dict_size);
+
 /* Appends one sample; name (may be NULL) is kept for error messages.
- * Returns 0 or -errno (the detail in rf_pack_writer_error()). */
+ * Refused with -EINVAL, among others: a zstd sample that is not one whole
+ * frame, names another dictionary, or goes into a pack without a shape;
+ * a JPEG sample in a pack whose shape has 2 or 4 channels (a JPEG decodes
+ * to 1 or 3, so no loader could decode it). Returns 0 or -errno (the
+ * detail in rf_pack_writer_error()). */
 RF_API int rf_pack_writer_add(rf_pack_writer *w, rf_sample_kind kind,
                               const void *data, size_t size, int64_t label,
                               const char *name);
@@ -593,12 +614,12 @@ RF_API int rf_pack_writer_add(rf_pack_writer *w, rf_sample_kind kind,
  * next call on it. */
 RF_API const char *rf_pack_writer_error(const rf_pack_writer *w);
 
-/* Writes the index and header, flushes and renames the file into place,
- * then frees w. Returns 0 or -errno with a malloc'd detail in *errp (the
- * temporary file is removed). */
+/* Writes the index and header, flushes the file to disk and gives it its
+ * name (replacing any file there), then frees w. Returns 0 or -errno with
+ * a malloc'd detail in *errp (nothing of the file is left then). */
 RF_API int rf_pack_writer_finish(rf_pack_writer *w, char **errp);
 
-/* Abandons the file (removes path.tmp) and frees w. NULL is fine. */
+/* Abandons the file (nothing of it is left) and frees w. NULL is fine. */
 RF_API void rf_pack_writer_abort(rf_pack_writer *w);
 
 /* ------------------------------------------------------------------------

@@ -143,6 +143,16 @@ int rf_config_set(rf_config *cfg, rf_param param, int64_t value)
     return 0;
 }
 
+bool rf__param_range(rf_param param, int64_t *min, int64_t *max)
+{
+    const struct param_rule *r = rule_of(param);
+    if (!r)
+        return false;
+    *min = r->min;
+    *max = r->max;
+    return true;
+}
+
 int rf_config_get(const rf_config *cfg, rf_param param, int64_t *value)
 {
     if (!rule_of(param))

@@ -26,6 +26,11 @@ struct rf_config {
 void rf__format(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The values rf_config_set() accepts for param, so that checks made
+ * elsewhere (the pack writer's sample shape) keep to the same limits.
+ * False for a number that is not a parameter. */
+bool rf__param_range(rf_param param, int64_t *min, int64_t *max);
+
 /* CPUs in this process's affinity mask, in increasing order. Returns the
  * count (>= 1) and stores at most `max` of them in cpus. */
 int rf__affinity_cpus(int *cpus, int max);

@@ -7,15 +7,13 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
+#include "atomic-file.h"
 #include "internal.h"
 #include "pack.h"
 
@@ -200,19 +198,55 @@ static int check_version(uint32_t version, uint32_t known, char *why,
     return 0;
 }
 
+static bool within_param_range(rf_param param, uint32_t value)
+{
+    int64_t min = 0, max = 0;
+    return rf__param_range(param, &min, &max) && value >= min && value <= max;
+}
+
+/* A sample shape a loader can be configured for (its RF_PARAM_HEIGHT,
+ * WIDTH, CHANNELS and LAYOUT), since it must be configured for the pack's
+ * shape to read the pack; or all zeros, for JPEG samples only. Writer and
+ * reader share it: a pack with any other shape could never be loaded. */
+static bool shape_is_loadable(uint32_t height, uint32_t width,
+                              uint32_t channels, uint32_t layout)
+{
+    if (layout > RF_LAYOUT_NCHW)
+        return false;
+    if (!height && !width && !channels)
+        return true;
+    return within_param_range(RF_PARAM_HEIGHT, height) &&
+           within_param_range(RF_PARAM_WIDTH, width) &&
+           within_param_range(RF_PARAM_CHANNELS, channels);
+}
+
+/* "heights and widths of 1..65536 and 1..4 channels", from the config's
+ * ranges, for the messages of both. */
+static void describe_loadable_shapes(char *out, size_t len)
+{
+    int64_t h_min = 0, h_max = 0, w_min = 0, w_max = 0, c_min = 0, c_max = 0;
+    rf__param_range(RF_PARAM_HEIGHT, &h_min, &h_max);
+    rf__param_range(RF_PARAM_WIDTH, &w_min, &w_max);
+    rf__param_range(RF_PARAM_CHANNELS, &c_min, &c_max);
+    rf__format(out, len,
+               "a height of %lld..%lld, a width of %lld..%lld and "
+               "%lld..%lld channels",
+               (long long)h_min, (long long)h_max, (long long)w_min,
+               (long long)w_max, (long long)c_min, (long long)c_max);
+}
+
 static int check_pack_shape(const struct rf__pack_header *h, char *why,
                             size_t why_len)
 {
-    const bool none = !h->height && !h->width && !h->channels;
-    const bool all = h->height && h->width && h->channels;
-    if ((!none && !all) || h->channels > 4 || h->layout > RF_LAYOUT_NCHW) {
-        rf__format(why, why_len,
-                   "the header's sample shape %u x %u x %u, layout %u, is "
-                   "not valid",
-                   h->height, h->width, h->channels, h->layout);
-        return -1;
-    }
-    return 0;
+    if (shape_is_loadable(h->height, h->width, h->channels, h->layout))
+        return 0;
+    char loadable[160];
+    describe_loadable_shapes(loadable, sizeof(loadable));
+    rf__format(why, why_len,
+               "the header's sample shape %u x %u x %u, layout %u, is not "
+               "valid (a loader takes %s, layout 0 or 1; or all zeros)",
+               h->height, h->width, h->channels, h->layout, loadable);
+    return -1;
 }
 
 int rf__pack_header_decode(struct rf__pack_header *h,
@@ -353,8 +387,7 @@ struct byte_buffer {
 };
 
 struct rf_pack_writer {
-    int fd;
-    char *path, *tmp_path;
+    struct rf__atomic_file file; /* unnamed until finished */
     struct rf__pack_header header;
     uint64_t end;             /* where the next payload goes */
     struct byte_buffer index; /* encoded entries */
@@ -413,44 +446,21 @@ int rf__pwrite_all(int fd, const void *data, size_t size, uint64_t offset)
     return 0;
 }
 
-static int check_writer_shape(uint32_t height, uint32_t width,
+static int check_writer_shape(const char *path, uint32_t height, uint32_t width,
                               uint32_t channels, rf_layout layout, char *why,
                               size_t why_len)
 {
-    const bool none = !height && !width && !channels;
-    const bool all = height && width && channels;
-    if ((none || all) && channels <= 4 && (unsigned)layout <= RF_LAYOUT_NCHW)
+    if (shape_is_loadable(height, width, channels, (unsigned)layout))
         return 0;
+    char loadable[160];
+    describe_loadable_shapes(loadable, sizeof(loadable));
     rf__format(why, why_len,
-               "the sample shape %u x %u x %u, layout %d, is not valid; pass "
-               "all zeros for JPEG samples, or a height, width, 1..4 "
-               "channels and RF_LAYOUT_NHWC or RF_LAYOUT_NCHW",
-               height, width, channels, (int)layout);
+               "%s: the sample shape %u x %u x %u, layout %d, is not valid; "
+               "pass all zeros for JPEG samples only, or %s (the shapes a "
+               "loader can be configured for) and RF_LAYOUT_NHWC or "
+               "RF_LAYOUT_NCHW",
+               path, height, width, channels, (int)layout, loadable);
     return -EINVAL;
-}
-
-static int writer_open_file(rf_pack_writer *w, const char *path, char *why,
-                            size_t why_len)
-{
-    const size_t len = strlen(path);
-    w->path = strdup(path);
-    w->tmp_path = malloc(len + sizeof(".tmp"));
-    if (!w->path || !w->tmp_path) {
-        rf__format(why, why_len, "%s: out of memory", path);
-        return -ENOMEM;
-    }
-    memcpy(w->tmp_path, path, len);
-    memcpy(w->tmp_path + len, ".tmp", sizeof(".tmp"));
-    w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
-        const int rc = -errno;
-        rf__format(why, why_len,
-                   "%s: cannot create it: %s; choose a folder you can write "
-                   "to",
-                   w->tmp_path, strerror(errno));
-        return rc;
-    }
-    return 0;
 }
 
 static int writer_setup(rf_pack_writer *w, const char *path, uint32_t height,
@@ -458,7 +468,8 @@ static int writer_setup(rf_pack_writer *w, const char *path, uint32_t height,
                         const void *dict, size_t dict_size, char *why,
                         size_t why_len)
 {
-    int rc = check_writer_shape(height, width, channels, layout, why, why_len);
+    int rc =
+        check_writer_shape(path, height, width, channels, layout, why, why_len);
     if (rc < 0)
         return rc;
     if (dict_size > 0 && buffer_append(&w->dict, dict, dict_size) < 0) {
@@ -467,7 +478,9 @@ static int writer_setup(rf_pack_writer *w, const char *path, uint32_t height,
         return -ENOMEM;
     }
     w->dict_id = dict_size > 0 ? ZSTD_getDictID_fromDict(dict, dict_size) : 0;
-    rc = writer_open_file(w, path, why, why_len);
+    /* The file is made now, in the output's folder, so that a path that
+     * cannot be written is refused before any sample is prepared. */
+    rc = rf__atomic_file_open(&w->file, path, 0, why, why_len);
     if (rc < 0)
         return rc;
     w->header.height = height;
@@ -480,12 +493,10 @@ static int writer_setup(rf_pack_writer *w, const char *path, uint32_t height,
     return 0;
 }
 
+/* Frees w; its file, unless it was committed, goes with it. */
 static void writer_free(rf_pack_writer *w)
 {
-    if (w->fd >= 0)
-        close(w->fd);
-    free(w->path);
-    free(w->tmp_path);
+    rf__atomic_file_discard(&w->file);
     free(w->index.data);
     free(w->names.data);
     free(w->dict.data);
@@ -504,13 +515,11 @@ int rf_pack_writer_create(rf_pack_writer **out, const char *path,
         give_detail(errp, "rf_pack_writer_create: out of memory");
         return -ENOMEM;
     }
-    w->fd = -1;
+    w->file.fd = -1;
     const int rc = writer_setup(w, path, height, width, channels, layout, dict,
                                 dict_size, why, sizeof(why));
     if (rc < 0) {
         give_detail(errp, why);
-        if (w->fd >= 0)
-            unlink(w->tmp_path);
         writer_free(w);
         return rc;
     }
@@ -584,6 +593,23 @@ static int check_zstd_frame(rf_pack_writer *w, const void *data, size_t size,
     return 0;
 }
 
+/* A JPEG decodes to 1 or 3 channels only, and a loader reading a pack
+ * with a sample shape must be configured for that shape: a JPEG sample in
+ * a pack of 2 or 4 channels could never be decoded. */
+static int check_jpeg_channels(rf_pack_writer *w, const char *sample)
+{
+    const uint32_t channels = w->header.channels;
+    if (channels == 0 || channels == 1 || channels == 3)
+        return 0;
+    rf__format(w->error, sizeof(w->error),
+               "%s: a JPEG sample decodes to 1 or 3 channels, but the "
+               "samples of this pack have %u, so a loader could never "
+               "decode it; store its pixels as RF_SAMPLE_ZSTD, or create the "
+               "pack with 1 or 3 channels",
+               sample, channels);
+    return -EINVAL;
+}
+
 static int check_sample(rf_pack_writer *w, rf_sample_kind kind,
                         const void *data, size_t size, int64_t label,
                         const char *name)
@@ -616,7 +642,9 @@ static int check_sample(rf_pack_writer *w, rf_sample_kind kind,
                    (unsigned long long)w->header.samples, RF__PACK_NAME_MAX);
         return -ENAMETOOLONG;
     }
-    return kind == RF_SAMPLE_ZSTD ? check_zstd_frame(w, data, size, sample) : 0;
+    if (kind == RF_SAMPLE_ZSTD)
+        return check_zstd_frame(w, data, size, sample);
+    return check_jpeg_channels(w, sample);
 }
 
 /* Stores the name (when there is one) and makes room for the entry
@@ -630,7 +658,7 @@ static int reserve_entry(rf_pack_writer *w, const char *name,
         buffer_reserve(&w->names, length + 1) < 0) {
         rf__format(w->error, sizeof(w->error),
                    "%s: out of memory for the index of %llu samples",
-                   w->tmp_path, (unsigned long long)w->header.samples + 1);
+                   w->file.path, (unsigned long long)w->header.samples + 1);
         return -ENOMEM;
     }
     e->name_length = (uint32_t)length;
@@ -650,12 +678,12 @@ int rf_pack_writer_add(rf_pack_writer *w, rf_sample_kind kind, const void *data,
         rc = reserve_entry(w, name, &e);
     if (rc < 0)
         return rc;
-    rc = rf__pwrite_all(w->fd, data, size, w->end);
+    rc = rf__pwrite_all(w->file.fd, data, size, w->end);
     if (rc < 0) {
         rf__format(w->error, sizeof(w->error),
                    "%s: cannot write sample %llu: %s; free some space or "
                    "write the pack elsewhere",
-                   w->tmp_path, (unsigned long long)w->header.samples,
+                   w->file.path, (unsigned long long)w->header.samples,
                    strerror(-rc));
         return rc;
     }
@@ -675,6 +703,35 @@ int rf_pack_writer_add(rf_pack_writer *w, rf_sample_kind kind, const void *data,
 const char *rf_pack_writer_error(const rf_pack_writer *w)
 {
     return w->error;
+}
+
+int rf_pack_writer_set_dictionary(rf_pack_writer *w, const void *dict,
+                                  size_t dict_size)
+{
+    if (w->header.samples > 0) {
+        /* frames already added were checked against the old one */
+        rf__format(w->error, sizeof(w->error),
+                   "%s: the dictionary must be set before the first sample; "
+                   "%llu are already added",
+                   w->file.path, (unsigned long long)w->header.samples);
+        return -EINVAL;
+    }
+    if (dict_size > 0 && !dict) {
+        rf__format(w->error, sizeof(w->error),
+                   "%s: a %zu-byte dictionary at NULL", w->file.path,
+                   dict_size);
+        return -EINVAL;
+    }
+    w->dict.used = 0;
+    if (buffer_append(&w->dict, dict, dict_size) < 0) {
+        rf__format(w->error, sizeof(w->error),
+                   "%s: no memory for a %zu-byte dictionary", w->file.path,
+                   dict_size);
+        return -ENOMEM;
+    }
+    w->dict_id = dict_size > 0 ? ZSTD_getDictID_fromDict(dict, dict_size) : 0;
+    w->error[0] = '\0';
+    return 0;
 }
 
 /* Index, names and dictionary go after the payloads, in that order and
@@ -700,59 +757,22 @@ static int write_metadata(rf_pack_writer *w)
     h->meta_crc = rf__crc32c(&w->crc, crc, w->dict.data, w->dict.used);
     uint8_t header[RF__PACK_HEADER_SIZE];
     rf__pack_header_encode(h, header);
-    int rc =
-        rf__pwrite_all(w->fd, w->index.data, w->index.used, h->index_offset);
+    int rc = rf__pwrite_all(w->file.fd, w->index.data, w->index.used,
+                            h->index_offset);
     if (rc == 0)
-        rc = rf__pwrite_all(w->fd, w->names.data, w->names.used,
+        rc = rf__pwrite_all(w->file.fd, w->names.data, w->names.used,
                             h->names_offset);
     if (rc == 0)
-        rc = rf__pwrite_all(w->fd, w->dict.data, w->dict.used, h->dict_offset);
+        rc = rf__pwrite_all(w->file.fd, w->dict.data, w->dict.used,
+                            h->dict_offset);
     if (rc == 0)
-        rc = rf__pwrite_all(w->fd, header, sizeof(header), 0);
+        rc = rf__pwrite_all(w->file.fd, header, sizeof(header), 0);
     if (rc < 0)
         rf__format(w->error, sizeof(w->error),
                    "%s: cannot write the index: %s; free some space or write "
                    "the pack elsewhere",
-                   w->tmp_path, strerror(-rc));
+                   w->file.path, strerror(-rc));
     return rc;
-}
-
-/* After a crash the rename must not point at a file whose blocks never
- * reached the disk, and the rename itself must be on disk before we
- * report success: fsync the file, then its folder. */
-static void sync_parent_folder(const char *path)
-{
-    char *copy = strdup(path);
-    if (!copy)
-        return;
-    const int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd); /* best effort: some file systems refuse it on folders */
-        close(fd);
-    }
-    free(copy);
-}
-
-static int commit_file(rf_pack_writer *w)
-{
-    const char *step = "fsync";
-    int rc = fsync(w->fd) < 0 ? -errno : 0;
-    if (rc == 0) {
-        step = "close";
-        rc = close(w->fd) < 0 ? -errno : 0;
-        w->fd = -1;
-    }
-    if (rc == 0) {
-        step = "rename into place";
-        rc = rename(w->tmp_path, w->path) < 0 ? -errno : 0;
-    }
-    if (rc < 0) {
-        rf__format(w->error, sizeof(w->error), "%s: cannot %s: %s", w->tmp_path,
-                   step, strerror(-rc));
-        return rc;
-    }
-    sync_parent_folder(w->path);
-    return 0;
 }
 
 int rf_pack_writer_finish(rf_pack_writer *w, char **errp)
@@ -763,19 +783,15 @@ int rf_pack_writer_finish(rf_pack_writer *w, char **errp)
     }
     int rc = write_metadata(w);
     if (rc == 0)
-        rc = commit_file(w);
-    if (rc < 0) {
+        rc = rf__atomic_file_commit(&w->file, w->error, sizeof(w->error));
+    if (rc < 0)
         give_detail(errp, w->error);
-        unlink(w->tmp_path);
-    }
-    writer_free(w);
+    writer_free(w); /* removes the file unless it was committed */
     return rc;
 }
 
 void rf_pack_writer_abort(rf_pack_writer *w)
 {
-    if (!w)
-        return;
-    unlink(w->tmp_path);
-    writer_free(w);
+    if (w)
+        writer_free(w);
 }

@@ -3,6 +3,7 @@
  * Uses libc only, so that each tool still needs nothing but the public
  * API besides.
  */
+#define _GNU_SOURCE /* vasprintf() */
 #include "cli.h"
 
 #include <ctype.h>
@@ -14,6 +15,50 @@
 #include <time.h>
 #include <unistd.h>
 
+void cli_put_escaped(FILE *out, const char *text)
+{
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        if (*c == '\n')
+            fputs("\\n", out);
+        else if (*c == '\t')
+            fputs("\\t", out);
+        else if (*c == '\r')
+            fputs("\\r", out);
+        else if (*c == '\\')
+            fputs("\\\\", out);
+        else if (*c < 0x20 || *c == 0x7f)
+            fprintf(out, "\\x%02x", *c);
+        else
+            fputc(*c, out);
+    }
+}
+
+/* The message, escaped, then a newline. Formatted whole first, so that
+ * what the arguments hold is escaped and the format's own text is not
+ * split from it. */
+static void vprint_line(FILE *out, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void vprint_line(FILE *out, const char *fmt, va_list ap)
+{
+    char *text = NULL;
+    if (vasprintf(&text, fmt, ap) < 0) {
+        fputs("(no memory for the message)\n", out);
+        return;
+    }
+    cli_put_escaped(out, text);
+    fputc('\n', out);
+    free(text);
+}
+
+void cli_print_line(FILE *out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprint_line(out, fmt, ap);
+    va_end(ap);
+}
+
 /* "PROGRAM: message\n" on stderr, the form of every tool's errors. */
 static void print_message(const char *program, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
@@ -21,8 +66,7 @@ static void print_message(const char *program, const char *fmt, va_list ap)
 static void print_message(const char *program, const char *fmt, va_list ap)
 {
     fprintf(stderr, "%s: ", program);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vprint_line(stderr, fmt, ap);
 }
 
 void cli_usage_failure(const char *program)

@@ -13,6 +13,7 @@
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* The exit statuses every tool's --help promises (0 is success). */
 enum { CLI_EXIT_FAILED = 1, CLI_EXIT_USAGE = 2 };
@@ -48,6 +49,17 @@ int64_t cli_parse_int(const char *program, const char *option, const char *text,
  * error. */
 int cli_next_option(const char *program, int argc, char **argv,
                     const struct option *long_options);
+
+/* Writes text to out with its control characters escaped: \n, \t, \r,
+ * \\ for a backslash, \xNN for the others. Names of files and samples
+ * go into messages, and a name holding a newline (or a terminal's escape
+ * sequence) must not forge a line of output, or move the cursor. */
+void cli_put_escaped(FILE *out, const char *text);
+
+/* printf() to out, escaped as above, then a newline. Every tool's error
+ * messages (cli_die() and cli_die_usage()) go through it. */
+void cli_print_line(FILE *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Seconds on the monotonic clock, for timing a run. */
 double cli_now_s(void);

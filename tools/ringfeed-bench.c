@@ -448,8 +448,8 @@ static int open_dataset_for(struct verifier *v, const struct bench_options *o)
     char *detail = NULL;
     const int rc = rf_dataset_open(&v->dataset, o->path, &detail);
     if (rc < 0) {
-        fprintf(stderr, PROGRAM ": --verify: %s\n",
-                detail ? detail : rf_strerror(rc));
+        cli_print_line(stderr, PROGRAM ": --verify: %s",
+                       detail ? detail : rf_strerror(rc));
         free(detail);
         return rc;
     }
@@ -490,12 +490,12 @@ static void describe_failure(struct verifier *v, const char *fmt, ...)
 {
     if (v->described++ >= MAX_FAILURES_DESCRIBED)
         return;
+    char text[2048];
     va_list ap;
-    fputs(PROGRAM ": verify: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    cli_print_line(stderr, PROGRAM ": verify: %s", text);
 }
 
 /* Ordered delivery promises sequence 0, 1, 2, ... across all epochs. */
@@ -792,8 +792,8 @@ static int start_loader(const rf_config *cfg, rf_loader **loader,
     run->opened_at = cli_now_s();
     run->startup_s = run->opened_at - start;
     if (rc < 0)
-        fprintf(stderr, PROGRAM ": %s: %s\n", rf_strerror(rc),
-                detail ? detail : "no detail");
+        cli_print_line(stderr, PROGRAM ": %s: %s", rf_strerror(rc),
+                       detail ? detail : "no detail");
     free(detail);
     return rc < 0 ? EXIT_RUN_FAILED : EXIT_SUCCESS;
 }
@@ -854,8 +854,8 @@ static int next_batch(rf_loader *loader, rf_batch *batch)
 
 static int loader_failure(const rf_loader *loader, int rc)
 {
-    fprintf(stderr, PROGRAM ": %s: %s\n", rf_strerror(rc),
-            rf_loader_error(loader));
+    cli_print_line(stderr, PROGRAM ": %s: %s", rf_strerror(rc),
+                   rf_loader_error(loader));
     return rc;
 }
 
@@ -951,8 +951,8 @@ static void print_summary(const struct bench_options *o,
            "first:\n",
            s->failed_samples, run->failed_distinct);
     for (size_t i = 0; i < run->failures_listed; i++)
-        printf("    epoch %" PRIu64 ": %s\n", run->failures[i].epoch,
-               run->failures[i].message);
+        cli_print_line(stdout, "    epoch %" PRIu64 ": %s",
+                       run->failures[i].epoch, run->failures[i].message);
 }
 
 /* Writes "key": with the comma that JSON needs before every key but the

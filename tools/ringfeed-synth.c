@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -66,9 +67,13 @@ static void print_usage(void)
           "CPU)\n"
           "  --quiet       no progress line on stderr\n"
           "  --help        show this help and exit\n\n"
-          "DIR must not exist yet, or be empty. Images are 256..500 pixels "
-          "on the short\n"
-          "side, 40-150 KB each; see rf_synthetic_jpeg() in ringfeed.h.\n"
+          "DIR must not exist yet, or be empty; N must be at least C. Each "
+          "file is\n"
+          "written under a temporary name and renamed when complete. Images "
+          "are\n"
+          "256..500 pixels on the short side, 40-150 KB each; see "
+          "rf_synthetic_jpeg()\n"
+          "in ringfeed.h.\n"
           "Exit status: 0 success, 1 failure, 2 bad usage.\n",
           stdout);
 }
@@ -131,6 +136,14 @@ static void parse_options(int argc, char **argv, struct synth_options *o)
         cli_die_usage(PROGRAM, "unexpected argument '%s'", argv[optind]);
     if (o->images == 0 || o->classes == 0)
         cli_die_usage(PROGRAM, "--images and --classes are required");
+    /* A class folder without an image cannot be opened as a dataset
+     * (torchvision refuses empty classes, and so does ringfeed). */
+    if (o->images < o->classes)
+        cli_die_usage(PROGRAM,
+                      "--images %" PRIu64 " is fewer than --classes %" PRIu64
+                      ", which would leave class folders without an image; "
+                      "give at least as many images as classes",
+                      o->images, o->classes);
 }
 
 /* ---- the folder ---------------------------------------------------------- */
@@ -217,6 +230,28 @@ static int write_all(int fd, const unsigned char *data, size_t size)
     return 0;
 }
 
+/* Writes the file under a temporary name in its folder, renamed to its
+ * own name once complete: a worker killed while writing (SIGKILL, a full
+ * disk) never leaves a partial .jpg, which a loader would then read; at
+ * most a PATH.tmp, which no image folder reader lists. */
+static int write_file_whole(const char *path, const unsigned char *data,
+                            size_t size)
+{
+    char temp[4400];
+    snprintf(temp, sizeof(temp), "%s.tmp", path);
+    const int fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    int err = write_all(fd, data, size);
+    if (close(fd) != 0 && err == 0) /* where some file systems report */
+        err = -errno;
+    if (err == 0 && rename(temp, path) != 0)
+        err = -errno;
+    if (err < 0)
+        unlink(temp);
+    return err;
+}
+
 /* Writes image i; returns its size, or exits the worker with a message. */
 static size_t write_image(const struct layout *l, uint64_t seed, uint64_t i)
 {
@@ -231,10 +266,7 @@ static size_t write_image(const struct layout *l, uint64_t seed, uint64_t i)
     const size_t used = strlen(path);
     snprintf(path + used, sizeof(path) - used, "/img_%0*" PRIu64 ".jpg",
              l->image_digits, i);
-    const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    int err = fd < 0 ? -errno : write_all(fd, jpeg, size);
-    if (fd >= 0 && close(fd) != 0 && err == 0)
-        err = -errno;
+    const int err = write_file_whole(path, jpeg, size);
     free(jpeg);
     if (err < 0)
         cli_die(PROGRAM, "%s: cannot write it: %s", path, strerror(-err));
@@ -251,14 +283,29 @@ static void run_worker(const struct layout *l, const struct synth_options *o,
     }
 }
 
+/* A worker must not go on writing once the parent is gone (SIGTERM or
+ * SIGKILL sent to it alone, as a user stopping the run does): the kernel
+ * kills the worker when its parent dies. The parent may already have
+ * died before the call, which getppid() then shows. */
+static void stop_with_parent(pid_t parent)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        cli_die(PROGRAM, "cannot tie a worker to its parent: %s",
+                strerror(errno));
+    if (getppid() != parent)
+        _exit(CLI_EXIT_FAILED);
+}
+
 static pid_t start_worker(const struct layout *l, const struct synth_options *o,
                           unsigned job, struct shared_counts *counts)
 {
+    const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid < 0)
         cli_die(PROGRAM, "cannot start worker %u: %s; try fewer --jobs", job,
                 strerror(errno));
     if (pid == 0) {
+        stop_with_parent(parent);
         run_worker(l, o, job, counts);
         fflush(NULL);
         _exit(0);
@@ -333,12 +380,14 @@ static bool wait_workers(pid_t *pids, unsigned count,
 static void print_summary(const struct synth_options *o,
                           const struct shared_counts *counts, double seconds)
 {
-    printf("wrote %" PRIu64 " images in %" PRIu64 " classes into %s: %.1f "
-           "MB, %.1f KB each on average, in %.1f s (%.0f images/s with %u "
-           "jobs)\n",
-           counts->files, o->classes, o->dir, (double)counts->bytes / 1e6,
-           (double)counts->bytes / 1024.0 / (double)counts->files, seconds,
-           cli_per_second((double)counts->files, seconds), o->jobs);
+    cli_print_line(
+        stdout,
+        "wrote %" PRIu64 " images in %" PRIu64 " classes into %s: "
+        "%.1f MB, %.1f KB each on average, in %.1f s (%.0f "
+        "images/s with %u jobs)",
+        counts->files, o->classes, o->dir, (double)counts->bytes / 1e6,
+        (double)counts->bytes / 1024.0 / (double)counts->files, seconds,
+        cli_per_second((double)counts->files, seconds), o->jobs);
 }
 
 int main(int argc, char **argv)

@@ -1,0 +1,460 @@
+/*
+ * test-pack.c - how rf_pack_writer puts its file on disk, and which packs
+ * it accepts.
+ *
+ * The file gets its name only when finished, in one step: two writers of
+ * one path each finish a whole file (the last wins), a link planted where
+ * the old writer put its temporary file is never followed, an aborted
+ * writer leaves nothing, and the named fallback (file systems without
+ * O_TMPFILE) behaves the same. A path that names a folder, a missing
+ * folder or anything but a regular file is refused when the writer is
+ * created, before any sample. Shapes no loader can be configured for are
+ * refused by the writer, and by the reader in a header, naming the file;
+ * JPEG samples are refused in a pack of 2 or 4 channels.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "atomic-file.h"
+#include "dataset.h"
+#include "internal.h"
+#include "pack.h"
+#include "test.h"
+
+static char base[256]; /* the temporary folder of this run */
+
+static const char *at(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+/* base/<formatted>, in one of a few rotating buffers. */
+static const char *at(const char *fmt, ...)
+{
+    static char buffers[4][1024];
+    static unsigned next;
+    char *out = buffers[next++ % 4];
+    const size_t used = (size_t)snprintf(out, 1024, "%s/", base);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out + used, 1024 - used, fmt, ap);
+    va_end(ap);
+    return out;
+}
+
+static void write_file(const char *path, const void *data, size_t size)
+{
+    const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    CHECK(fd >= 0);
+    CHECK_EQ(write(fd, data, size), (long long)size);
+    close(fd);
+}
+
+/* The first `max - 1` bytes of a file, as a string. */
+static void read_text(const char *path, char *out, size_t max)
+{
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    CHECK(fd >= 0);
+    const ssize_t got = read(fd, out, max - 1);
+    CHECK(got >= 0);
+    out[got] = '\0';
+    close(fd);
+}
+
+/* How many entries the run's folder holds; their names, for messages,
+ * in names ("a b c ", in readdir's order). */
+static int folder_entries(char *names, size_t len)
+{
+    DIR *d = opendir(base);
+    CHECK(d);
+    int count = 0;
+    size_t used = 0;
+    names[0] = '\0';
+    for (const struct dirent *e = readdir(d); e; e = readdir(d)) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        count++;
+        used += (size_t)snprintf(names + used, used < len ? len - used : 0,
+                                 "%s ", e->d_name);
+    }
+    closedir(d);
+    return count;
+}
+
+/* Empties the run's folder (it holds files and links only). */
+static void clear_folder(void)
+{
+    DIR *d = opendir(base);
+    CHECK(d);
+    for (const struct dirent *e = readdir(d); e; e = readdir(d))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            CHECK_EQ(unlink(at("%s", e->d_name)), 0);
+    closedir(d);
+}
+
+static void check_folder_holds(int expected)
+{
+    char names[4096];
+    const int count = folder_entries(names, sizeof(names));
+    if (count != expected) {
+        fprintf(stderr, "the folder holds %d entries (%s), expected %d\n",
+                count, names, expected);
+        exit(1);
+    }
+}
+
+static rf_pack_writer *create_or_die(const char *path, uint32_t height,
+                                     uint32_t width, uint32_t channels)
+{
+    rf_pack_writer *w = NULL;
+    char *why = NULL;
+    const int rc = rf_pack_writer_create(&w, path, height, width, channels,
+                                         RF_LAYOUT_NHWC, NULL, 0, &why);
+    if (rc < 0)
+        fprintf(stderr, "create %s: %s\n", path, why);
+    CHECK_OK(rc);
+    return w;
+}
+
+static void add_text(rf_pack_writer *w, const char *text, int64_t label)
+{
+    const int rc =
+        rf_pack_writer_add(w, RF_SAMPLE_JPEG, text, strlen(text), label, text);
+    if (rc < 0)
+        fprintf(stderr, "add: %s\n", rf_pack_writer_error(w));
+    CHECK_OK(rc);
+}
+
+static void finish_or_die(rf_pack_writer *w)
+{
+    char *why = NULL;
+    const int rc = rf_pack_writer_finish(w, &why);
+    if (rc < 0)
+        fprintf(stderr, "finish: %s\n", why);
+    CHECK_OK(rc);
+}
+
+/* The pack at path holds exactly the samples texts[0..count), in order,
+ * their bytes also their names. */
+static void check_pack_holds(const char *path, const char *const *texts,
+                             size_t count)
+{
+    rf_dataset *ds = NULL;
+    char *why = NULL;
+    const int rc = rf_dataset_open(&ds, path, &why);
+    if (rc < 0)
+        fprintf(stderr, "open %s: %s\n", path, why);
+    CHECK_OK(rc);
+    CHECK_EQ(rf_dataset_size(ds), count);
+    for (size_t i = 0; i < count; i++) {
+        rf_sample_info info;
+        CHECK_OK(rf_dataset_read(ds, i, &info));
+        CHECK_EQ(info.size, strlen(texts[i]));
+        CHECK(memcmp(info.data, texts[i], info.size) == 0);
+        CHECK(strcmp(info.name, texts[i]) == 0);
+    }
+    rf_dataset_close(ds);
+}
+
+/* ---- where the file is written ------------------------------------------ */
+
+/* Two writers of one path, interleaved: each finishes a whole file of its
+ * own, and the path ends up holding the one that finished last (the old
+ * writer shared PATH.tmp between them: the second run truncated the
+ * first's file, the first to finish renamed it, and the other then wrote
+ * its index into the renamed file and failed). */
+static void test_racing_writers(void)
+{
+    const char *path = at("same.pack");
+    rf_pack_writer *a = create_or_die(path, 0, 0, 0);
+    add_text(a, "a0", 0);
+    rf_pack_writer *b = create_or_die(path, 0, 0, 0);
+    add_text(b, "b0", 0);
+    add_text(a, "a1", 1);
+    finish_or_die(b);
+    const char *b_texts[] = {"b0"};
+    check_pack_holds(path, b_texts, 1);
+    add_text(a, "a2", 1);
+    finish_or_die(a);
+    const char *a_texts[] = {"a0", "a1", "a2"};
+    check_pack_holds(path, a_texts, 3);
+    check_folder_holds(1);
+    clear_folder();
+    printf("two writers of one path: each finished whole, the last won\n");
+}
+
+/* A link planted at the name the old writer used for its temporary file
+ * (PATH.tmp, opened with O_TRUNC) is never followed: its target keeps
+ * its bytes, and the pack is a file of its own. */
+static void test_planted_link_not_followed(void)
+{
+    write_file(at("victim"), "victim's bytes", 14);
+    CHECK_EQ(symlink(at("victim"), at("out.pack.tmp")), 0);
+    rf_pack_writer *w = create_or_die(at("out.pack"), 0, 0, 0);
+    add_text(w, "sample", 0);
+    finish_or_die(w);
+    char text[64];
+    read_text(at("victim"), text, sizeof(text));
+    CHECK(strcmp(text, "victim's bytes") == 0);
+    struct stat st;
+    CHECK_EQ(lstat(at("out.pack"), &st), 0);
+    CHECK(S_ISREG(st.st_mode));
+    const char *texts[] = {"sample"};
+    check_pack_holds(at("out.pack"), texts, 1);
+    check_folder_holds(3); /* victim, the link, out.pack */
+    clear_folder();
+    printf("a link planted at PATH.tmp: not followed\n");
+}
+
+/* Whether the run's folder can hold unnamed files: where it cannot, the
+ * writer uses a named file, which the next tests check on their own. */
+static bool folder_has_o_tmpfile(void)
+{
+    const int fd = open(base, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return false;
+    close(fd);
+    return true;
+}
+
+/* An aborted writer leaves nothing, and an existing pack keeps its bytes
+ * until a new one is finished. */
+static void test_abort_leaves_nothing(void)
+{
+    rf_pack_writer *old = create_or_die(at("kept.pack"), 0, 0, 0);
+    add_text(old, "old", 0);
+    finish_or_die(old);
+    rf_pack_writer *w = create_or_die(at("kept.pack"), 0, 0, 0);
+    add_text(w, "new", 0);
+    if (folder_has_o_tmpfile())
+        check_folder_holds(1); /* the unfinished file has no name */
+    rf_pack_writer_abort(w);
+    check_folder_holds(1);
+    const char *texts[] = {"old"};
+    check_pack_holds(at("kept.pack"), texts, 1);
+    clear_folder();
+    printf("abort: nothing left, the old pack untouched\n");
+}
+
+/* The fallback for file systems without O_TMPFILE: a unique name next to
+ * the target, removed when discarded, renamed over the target when
+ * committed. */
+static void test_named_fallback(void)
+{
+    struct rf__atomic_file f;
+    char why[RF__DETAIL];
+    const char *path = at("named.pack");
+    CHECK_OK(rf__atomic_file_open(&f, path, RF__ATOMIC_FILE_NAMED, why,
+                                  sizeof(why)));
+    CHECK(f.temp != NULL);
+    CHECK(strncmp(f.temp, path, strlen(path)) == 0);
+    CHECK(strcmp(f.temp + strlen(f.temp) - 4, ".tmp") == 0);
+    CHECK_EQ(access(f.temp, F_OK), 0);
+    check_folder_holds(1);
+    rf__atomic_file_discard(&f);
+    check_folder_holds(0);
+    rf__atomic_file_discard(&f); /* twice is fine */
+
+    write_file(path, "old", 3);
+    CHECK_OK(rf__atomic_file_open(&f, path, RF__ATOMIC_FILE_NAMED, why,
+                                  sizeof(why)));
+    CHECK_OK(rf__pwrite_all(f.fd, "new bytes", 9, 0));
+    CHECK_OK(rf__atomic_file_commit(&f, why, sizeof(why)));
+    CHECK_EQ(f.fd, -1);
+    char text[64];
+    read_text(path, text, sizeof(text));
+    CHECK(strcmp(text, "new bytes") == 0);
+    check_folder_holds(1);
+    clear_folder();
+    printf("named fallback: removed when discarded, renamed over the "
+           "target when committed\n");
+}
+
+static void check_create_refused(const char *path, int expected,
+                                 const char *needle)
+{
+    rf_pack_writer *w = NULL;
+    char *why = NULL;
+    CHECK_EQ(
+        rf_pack_writer_create(&w, path, 0, 0, 0, RF_LAYOUT_NHWC, NULL, 0, &why),
+        expected);
+    CHECK(w == NULL);
+    CHECK_CONTAINS(why, needle);
+    printf("  refused as expected: %s\n", why);
+    free(why);
+}
+
+/* What used to be found at the rename, after all the work, is found when
+ * the writer is created. */
+static void test_output_checked_up_front(void)
+{
+    CHECK_EQ(mkdir(at("folder"), 0755), 0);
+    char expected[1100];
+    rf__format(expected, sizeof(expected), "%s is a folder", at("folder"));
+    check_create_refused(at("folder"), -EISDIR, expected);
+    check_create_refused(at("new-folder/"), -EISDIR, "is a folder");
+    check_create_refused("", -ENOENT, "the path is empty");
+    CHECK_EQ(mkfifo(at("fifo"), 0644), 0);
+    check_create_refused(at("fifo"), -EEXIST, "is not a regular file");
+    check_create_refused(at("missing/x.pack"), -ENOENT,
+                         "missing/x.pack: cannot create a file in its folder");
+    if (geteuid() != 0) { /* root writes anywhere */
+        CHECK_EQ(chmod(at("folder"), 0555), 0);
+        check_create_refused(at("folder/x.pack"), -EACCES,
+                             "that you can write to");
+        CHECK_EQ(chmod(at("folder"), 0755), 0);
+    }
+    CHECK_EQ(rmdir(at("folder")), 0);
+    check_folder_holds(1); /* the fifo */
+    clear_folder();
+    printf("output: a folder, an empty path, a missing folder, a fifo "
+           "refused at create\n");
+}
+
+/* ---- which packs are accepted ------------------------------------------- */
+
+static void check_shape_refused(uint32_t height, uint32_t width,
+                                uint32_t channels, const char *needle)
+{
+    rf_pack_writer *w = NULL;
+    char *why = NULL;
+    CHECK_EQ(rf_pack_writer_create(&w, at("shape.pack"), height, width,
+                                   channels, RF_LAYOUT_NHWC, NULL, 0, &why),
+             -EINVAL);
+    CHECK(w == NULL);
+    CHECK_CONTAINS(why, needle);
+    CHECK_CONTAINS(why, "a height of 1..65536, a width of 1..65536 and 1..4 "
+                        "channels");
+    printf("  refused as expected: %s\n", why);
+    free(why);
+}
+
+/* The limits are the loader's (RF_PARAM_HEIGHT, WIDTH, CHANNELS): a pack
+ * with a larger shape could be written but never loaded. */
+static void test_shape_limits(void)
+{
+    check_shape_refused(100000, 224, 3, "shape 100000 x 224 x 3");
+    check_shape_refused(224, 65537, 3, "shape 224 x 65537 x 3");
+    check_shape_refused(224, 224, 5, "shape 224 x 224 x 5");
+    check_shape_refused(224, 0, 3, "shape 224 x 0 x 3");
+    rf_pack_writer_abort(create_or_die(at("largest.pack"), 65536, 65536, 4));
+    check_folder_holds(0);
+    printf("shape: the loader's limits\n");
+}
+
+/* A JPEG decodes to 1 or 3 channels: in a pack of 2 or 4 it could never
+ * be decoded, since a loader must be configured for the pack's shape. */
+static void test_jpeg_channels(void)
+{
+    for (uint32_t channels = 1; channels <= 4; channels++) {
+        rf_pack_writer *w = create_or_die(at("jpeg.pack"), 8, 8, channels);
+        const int rc = rf_pack_writer_add(w, RF_SAMPLE_JPEG, "\xff\xd8\xff", 3,
+                                          0, "x.jpg");
+        if (channels == 1 || channels == 3) {
+            CHECK_OK(rc);
+        } else {
+            CHECK_EQ(rc, -EINVAL);
+            CHECK_CONTAINS(rf_pack_writer_error(w), "sample 0 (x.jpg): a JPEG "
+                                                    "sample decodes to 1 or 3 "
+                                                    "channels");
+            CHECK_CONTAINS(rf_pack_writer_error(w), "create the pack with 1 "
+                                                    "or 3 channels");
+            printf("  refused as expected: %s\n", rf_pack_writer_error(w));
+            uint8_t pixels[8 * 8 * 4] = {0}, frame[256];
+            const size_t n = ZSTD_compress(frame, sizeof(frame), pixels,
+                                           (size_t)8 * 8 * channels, 1);
+            CHECK(!ZSTD_isError(n));
+            CHECK_OK(rf_pack_writer_add(w, RF_SAMPLE_ZSTD, frame, n, 0, "z"));
+        }
+        rf_pack_writer_abort(w);
+    }
+    check_folder_holds(0);
+    printf("jpeg samples: in packs of 1 or 3 channels only\n");
+}
+
+/* A header whose shape no loader takes is refused when the pack is
+ * opened, naming the file; it used to open, and `ringfeed-pack --verify`
+ * then died in rf_config_set() naming no file. */
+static void test_reader_refuses_unloadable_shape(void)
+{
+    struct rf__pack_header h = {.version = RF__PACK_VERSION,
+                                .header_size = RF__PACK_HEADER_SIZE,
+                                .entry_size = RF__PACK_ENTRY_SIZE,
+                                .height = 100000,
+                                .width = 224,
+                                .channels = 3,
+                                .index_offset = RF__PACK_HEADER_SIZE,
+                                .names_offset = RF__PACK_HEADER_SIZE,
+                                .dict_offset = RF__PACK_HEADER_SIZE,
+                                .file_size = RF__PACK_HEADER_SIZE};
+    uint8_t bytes[RF__PACK_HEADER_SIZE];
+    rf__pack_header_encode(&h, bytes);
+    write_file(at("tall.pack"), bytes, sizeof(bytes));
+    rf_dataset *ds = NULL;
+    char *why = NULL;
+    CHECK_EQ(rf_dataset_open(&ds, at("tall.pack"), &why), RF_E_CORRUPT_SAMPLE);
+    char expected[1100];
+    rf__format(expected, sizeof(expected),
+               "%s: the header's sample shape 100000 x 224 x 3",
+               at("tall.pack"));
+    CHECK_CONTAINS(why, expected);
+    printf("  refused as expected: %s\n", why);
+    free(why);
+    h.height = 224; /* the same header with a loadable shape opens */
+    rf__pack_header_encode(&h, bytes);
+    write_file(at("tall.pack"), bytes, sizeof(bytes));
+    CHECK_OK(rf_dataset_open(&ds, at("tall.pack"), NULL));
+    rf_dataset_close(ds);
+    clear_folder();
+    printf("reader: a header's shape outside the loader's limits refused\n");
+}
+
+/* The dictionary can be given after the writer is created (ringfeed-pack
+ * creates it before training one), but not once samples were added. */
+static void test_set_dictionary(void)
+{
+    uint8_t dict[300];
+    for (size_t i = 0; i < sizeof(dict); i++)
+        dict[i] = (uint8_t)(i * 7);
+    rf_pack_writer *w = create_or_die(at("dict.pack"), 4, 4, 3);
+    CHECK_OK(rf_pack_writer_set_dictionary(w, "first", 5));
+    CHECK_OK(rf_pack_writer_set_dictionary(w, dict, sizeof(dict)));
+    uint8_t pixels[4 * 4 * 3] = {0}, frame[128];
+    const size_t n = ZSTD_compress(frame, sizeof(frame), pixels, 48, 1);
+    CHECK_OK(rf_pack_writer_add(w, RF_SAMPLE_ZSTD, frame, n, 0, "z"));
+    CHECK_EQ(rf_pack_writer_set_dictionary(w, NULL, 0), -EINVAL);
+    CHECK_CONTAINS(rf_pack_writer_error(w), "before the first sample");
+    finish_or_die(w);
+    rf_dataset *ds = NULL;
+    CHECK_OK(rf_dataset_open(&ds, at("dict.pack"), NULL));
+    size_t size = 0;
+    const void *stored = rf__dataset_dict(ds, &size);
+    CHECK_EQ(size, sizeof(dict));
+    CHECK(memcmp(stored, dict, size) == 0);
+    rf_dataset_close(ds);
+    clear_folder();
+    printf("dictionary: set after create, refused after the first sample\n");
+}
+
+int main(void)
+{
+    rf__format(base, sizeof(base), "%s/rf-pack-XXXXXX",
+               getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    CHECK(mkdtemp(base));
+    test_racing_writers();
+    test_planted_link_not_followed();
+    test_abort_leaves_nothing();
+    test_named_fallback();
+    test_output_checked_up_front();
+    test_shape_limits();
+    test_jpeg_channels();
+    test_reader_refuses_unloadable_shape();
+    test_set_dictionary();
+    CHECK_EQ(rmdir(base), 0);
+    return 0;
+}

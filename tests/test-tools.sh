@@ -1,0 +1,417 @@
+#!/bin/sh
+# test-tools.sh - ringfeed-pack and ringfeed-synth run as a user runs
+# them: exit statuses, messages, and the files they leave (or not).
+#
+#     tests/test-tools.sh [CASE]...      every case when none is named
+#
+# The tools are taken from $RINGFEED_TOOLS, else from the folder of
+# $RINGFEED_PRODUCER (make check sets both). Everything is written under
+# one mktemp -d folder, removed at the end. Each case runs in a subshell:
+# a failed check ends its case, the others still run, and the script
+# exits 1 if any failed. (Helpers name their variables _like_this: sh has
+# no local variables, and the cases use plain names.)
+set -u
+
+: "${RINGFEED_TOOLS:=$(dirname "${RINGFEED_PRODUCER:?set RINGFEED_TOOLS}")}"
+tools=$RINGFEED_TOOLS
+pack=$tools/ringfeed-pack
+synth=$tools/ringfeed-synth
+work=$(mktemp -d "${TMPDIR:-/tmp}/rf-tools-XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+trap 'exit 1' HUP INT TERM
+
+# ---- checks -----------------------------------------------------------
+
+# A run left in the background by a failed case is stopped with it.
+background=
+fail() {
+    printf 'FAIL: %s: %s\n' "$case" "$*"
+    [ -z "$background" ] || kill -s KILL $background 2>/dev/null
+    for _file in "$work/out" "$work/err"; do
+        [ -s "$_file" ] && sed "s|^|  ${_file##*/}: |" "$_file"
+    done
+    exit 1
+}
+
+# run EXPECTED_STATUS COMMAND...: stdout in $work/out, stderr in $work/err.
+run() {
+    _expected=$1
+    shift
+    "$@" >"$work/out" 2>"$work/err"
+    _status=$?
+    [ $_status -eq "$_expected" ] ||
+        fail "exit status $_status, expected $_expected: $*"
+}
+
+# has FILE TEXT / lacks FILE TEXT: whether FILE holds TEXT (fixed string).
+has() {
+    grep -qF -- "$2" "$1" || fail "${1##*/} does not say '$2'"
+}
+lacks() {
+    ! grep -qF -- "$2" "$1" || fail "${1##*/} says '$2'"
+}
+
+# holds DIR NAME...: DIR holds exactly these entries.
+holds() {
+    _dir=$1
+    shift
+    # shellcheck disable=SC2012 # the names are this script's, one a line
+    _found=$(ls -A "$_dir" | sort | tr '\n' ' ')
+    _expected=$(printf '%s\n' "$@" | sed '/^$/d' | sort | tr '\n' ' ')
+    [ "$_found" = "$_expected" ] ||
+        fail "${_dir#"$work"/} holds '$_found', expected '$_expected'"
+}
+
+# wait_for FILE TEXT: until FILE holds TEXT (a background run got that
+# far), for at most 20 s.
+wait_for() {
+    _tries=0
+    until grep -qF -- "$2" "$1" 2>/dev/null; do
+        _tries=$((_tries + 1))
+        [ $_tries -le 400 ] || fail "${1##*/} never said '$2'"
+        sleep 0.05
+    done
+}
+
+# ---- data -------------------------------------------------------------
+
+# $work/ds: 24 synthetic JPEGs in 3 classes, shared by the cases (read
+# only).
+"$synth" "$work/ds" --images 24 --classes 3 --jobs 2 --quiet >/dev/null ||
+    { echo "FAIL: ringfeed-synth could not write the test data"; exit 1; }
+
+# Options that make a run take about a second on $work/ds (decoding, and
+# compressing at zstd level 19), long enough to be caught in the middle,
+# showing its progress on stderr. (Not a function: run in the background
+# it would be a subshell, and $! its pid, not the run's.)
+slow="--raw 256x256 --level 19 --progress"
+
+# first_image CLASS: the path of the first JPEG of $work/ds/CLASS.
+first_image() {
+    find "$work/ds/$1" -name '*.jpg' | sort | head -n 1
+}
+
+# ---- ringfeed-pack: where the pack is written ---------------------------
+
+# Two runs writing one output at once: each writes a file of its own and
+# the last to finish wins, whole (they used to share OUT.tmp: the first to
+# finish renamed the other's half-written file into place and exited 0).
+case_concurrent_runs() {
+    dir=$work/concurrent
+    mkdir "$dir"
+    # shellcheck disable=SC2086 # $slow is a list of options
+    "$pack" "$work/ds" "$dir/same.pack" $slow >/dev/null 2>"$dir/slow.err" &
+    background=$!
+    wait_for "$dir/slow.err" "packing"
+    run 0 "$pack" "$work/ds" "$dir/same.pack" --quiet
+    wait $background || fail "the slow run failed: $(cat "$dir/slow.err")"
+    run 0 "$pack" --verify "$dir/same.pack"
+    has "$work/out" "24 samples in 3 classes"
+    holds "$dir" same.pack slow.err
+}
+
+# A run killed at any moment leaves nothing in the output's folder.
+case_killed_leaves_nothing() {
+    dir=$work/killed
+    mkdir "$dir" "$dir/out"
+    for signal in KILL TERM; do
+        # shellcheck disable=SC2086 # $slow is a list of options
+        "$pack" "$work/ds" "$dir/out/x.pack" $slow 2>"$dir/err" &
+        background=$!
+        wait_for "$dir/err" "packing"
+        kill -s $signal $background
+        { wait $background; } 2>/dev/null # "Killed" is expected
+        background=
+        holds "$dir/out"
+    done
+}
+
+# A run that fails leaves nothing either: here a pack of raw samples
+# given as a source without --raw.
+case_failure_leaves_nothing() {
+    dir=$work/failure
+    mkdir "$dir" "$dir/out"
+    run 0 "$pack" "$work/ds" "$dir/raw.pack" --raw 16x16 --quiet
+    run 1 "$pack" "$dir/raw.pack" "$dir/out/x.pack" --quiet
+    has "$work/err" "holds raw samples of 16x16x3 nhwc"
+    holds "$dir/out"
+}
+
+# An output that cannot be written is refused before the work: before a
+# dictionary is trained (the progress line would say "training").
+case_output_checked_first() {
+    dir=$work/output
+    mkdir "$dir" "$dir/folder"
+    for output in "$dir/folder" "$dir/folder/" "$dir/new/"; do
+        run 1 "$pack" "$work/ds" "$output" --raw 32x32 --dict-size 4096 \
+            --progress
+        has "$work/err" "is a folder; give the name of the file to write"
+        lacks "$work/err" "training"
+    done
+    run 1 "$pack" "$work/ds" "$dir/missing/x.pack" --raw 32x32 \
+        --dict-size 4096 --progress
+    has "$work/err" "missing/x.pack: cannot create a file in its folder"
+    lacks "$work/err" "training"
+    if [ "$(id -u)" -ne 0 ]; then # root writes anywhere
+        chmod 555 "$dir/folder"
+        run 1 "$pack" "$work/ds" "$dir/folder/x.pack" --raw 32x32 \
+            --dict-size 4096 --progress
+        has "$work/err" "that you can write to"
+        lacks "$work/err" "training"
+        chmod 755 "$dir/folder"
+    fi
+    holds "$dir" folder
+    holds "$dir/folder"
+}
+
+# ---- ringfeed-pack: bad samples -----------------------------------------
+
+# make_bad_folder DIR: class a holds a good JPEG, a text file, an empty
+# file and a JPEG cut short; class b one good JPEG.
+make_bad_folder() {
+    mkdir -p "$1/a" "$1/b"
+    cp "$(first_image class_000)" "$1/a/good.jpg"
+    cp "$(first_image class_001)" "$1/b/good.jpg"
+    echo x >"$1/a/fake.jpg"
+    : >"$1/a/empty.jpg"
+    dd if="$1/b/good.jpg" of="$1/a/cut.jpg" bs=1000 count=3 2>/dev/null
+}
+
+# count FILE TEXT: lines of FILE that hold TEXT.
+count() {
+    grep -cF -- "$2" "$1"
+}
+
+# --skip-bad leaves out what cannot be decoded, not only what cannot be
+# read (it used to pack the three bad files, which --verify then found),
+# and names each file left out with the reason.
+case_skip_bad_decodes() {
+    dir=$work/skip
+    make_bad_folder "$dir/source"
+    run 0 "$pack" "$dir/source" "$dir/x.pack" --skip-bad --quiet
+    [ "$(count "$work/err" "skipped: sample")" -eq 3 ] ||
+        fail "3 samples should be skipped"
+    has "$work/err" "source/a/fake.jpg): not a JPEG file"
+    has "$work/err" "source/a/empty.jpg): empty file"
+    has "$work/err" "source/a/cut.jpg): premature end of data"
+    has "$work/out" "packed 2 samples"
+    has "$work/out" "3 bad samples left out"
+    run 0 "$pack" --verify "$dir/x.pack"
+    has "$work/out" "2 samples in 2 classes checked"
+    has "$work/out" "all good"
+    # without --skip-bad the bytes go in as they are, with a warning
+    run 0 "$pack" "$dir/source" "$dir/as-is.pack" --quiet
+    [ "$(count "$work/err" "is not a JPEG file; packed as is")" -eq 2 ] ||
+        fail "2 files should be said not to be JPEGs"
+    run 1 "$pack" --verify "$dir/as-is.pack"
+    [ "$(count "$work/out" "bad: ")" -eq 3 ] || fail "3 bad samples expected"
+}
+
+# A class whose samples are all left out is refused, named, whether it is
+# the last one (the pack's class count would shrink: it is the largest
+# label + 1) or not; so is a run that would pack nothing. No pack is
+# written. (Both used to exit 0.)
+case_empty_class_refused() {
+    dir=$work/empty-class
+    for emptied in a b; do # the first class, then the last
+        source=$dir/source-$emptied
+        mkdir -p "$source/a" "$source/b"
+        for class in a b; do
+            if [ $class = $emptied ]; then
+                echo x >"$source/$class/fake.jpg"
+            else
+                cp "$(first_image class_000)" "$source/$class/good.jpg"
+            fi
+        done
+        run 1 "$pack" "$source" "$dir/x.pack" --skip-bad --quiet
+        has "$work/err" "x.pack would have no sample of class '$emptied'"
+        has "$work/err" "No pack was written"
+        run 1 "$pack" "$source" "$dir/x.pack" --skip-bad --quiet --raw 8x8
+        has "$work/err" "no sample of class '$emptied'"
+    done
+    mkdir -p "$dir/nothing/a"
+    echo x >"$dir/nothing/a/fake.jpg"
+    run 1 "$pack" "$dir/nothing" "$dir/x.pack" --skip-bad --quiet --raw 8x8
+    has "$work/err" "no sample of $dir/nothing can be packed"
+    holds "$dir" source-a source-b nothing
+}
+
+# The summary counts the pack's samples and classes; --verify of a pack
+# with no sample fails.
+case_counts_are_the_pack_s() {
+    dir=$work/counts
+    make_bad_folder "$dir/source"
+    run 0 "$pack" "$dir/source" "$dir/x.pack" --skip-bad --quiet
+    has "$work/out" "packed 2 samples in 2 classes"
+    empty_pack >"$dir/empty.pack"
+    run 1 "$pack" --verify "$dir/empty.pack"
+    has "$work/out" "empty.pack: no samples: a loader can read nothing"
+}
+
+# empty_pack: the 128 bytes rf_pack_writer writes for a pack of 8x8x3
+# samples to which no sample was added (ringfeed-pack no longer writes
+# one). The zeros are printf escapes, shared through $z4.
+# shellcheck disable=SC2059
+empty_pack() {
+    z4='\000\000\000\000'
+    # magic, version 1, header size 128, flags 0, entry size 40
+    printf "RFPACK01\001\000\000\000\200\000\000\000$z4\050\000\000\000"
+    printf "$z4$z4$z4" # samples, classes
+    # height 8, width 8, channels 3, layout, reserved
+    printf "\010\000\000\000\010\000\000\000\003\000\000\000$z4$z4"
+    # index and names at 128, no names
+    printf "\200\000\000\000$z4\200\000\000\000$z4$z4$z4"
+    # dictionary at 128, none; file size 128
+    printf "\200\000\000\000$z4$z4$z4\200\000\000\000$z4"
+    # meta_crc 0, header_crc, reserved
+    printf "$z4\172\120\047\010$z4$z4$z4$z4"
+}
+
+# Control bytes in names are escaped in what the tools print: a file
+# named "evil<newline>bad: sample 9 ..." used to make --verify print two
+# "bad:" lines for one sample, and an escape byte reached the terminal.
+case_names_escaped() {
+    dir=$work/names
+    mkdir -p "$dir/source/a"
+    cp "$(first_image class_000)" "$dir/source/a/good.jpg"
+    echo x >"$dir/source/a/$(printf 'evil\nbad: sample 9 (zz.jpg): fake.jpg')"
+    echo x >"$dir/source/a/$(printf 'tab\there\033[2J.jpg')"
+    run 1 "$pack" --verify "$dir/source"
+    [ "$(count "$work/out" "bad: ")" -eq 2 ] ||
+        fail "two bad samples should make two 'bad:' lines"
+    has "$work/out" 'a/evil\nbad: sample 9 (zz.jpg): fake.jpg): not a JPEG'
+    has "$work/out" 'a/tab\there\x1b[2J.jpg): not a JPEG'
+    run 0 "$pack" "$dir/source" "$dir/as-is.pack" --quiet
+    has "$work/err" 'sample 0 (a/evil\nbad: sample 9 (zz.jpg): fake.jpg) is not'
+    [ "$(wc -l <"$work/err")" -eq 2 ] || fail "two warnings, one line each"
+    run 0 "$pack" "$dir/source" "$dir/$(printf 'new\nline.pack')" --skip-bad \
+        --quiet
+    [ "$(count "$work/err" "skipped: ")" -eq 2 ] || fail "two skipped"
+    [ "$(wc -l <"$work/err")" -eq 2 ] || fail "two skipped, one line each"
+    has "$work/out" 'new\nline.pack: '
+    [ "$(wc -l <"$work/out")" -eq 1 ] || fail "the summary is one line"
+}
+
+# A pack of raw samples can be packed again only at its own shape; the
+# advice is the --raw to pass, not the loader's RF_PARAM_HEIGHT followed
+# by --skip-bad (which would leave every sample out).
+case_raw_shape_advice() {
+    dir=$work/raw-shape
+    mkdir "$dir"
+    run 0 "$pack" "$work/ds" "$dir/raw.pack" --raw 32x32 --quiet
+    # shellcheck disable=SC2086 # $options is a list of options
+    for options in "--raw 48x48 --quiet" "--raw 48x48 --skip-bad --quiet" \
+        "--raw 32x32 --layout nchw --quiet" \
+        "--raw 48x48 --dict-size 4096 --progress" "--quiet"; do
+        run 1 "$pack" "$dir/raw.pack" "$dir/x.pack" $options
+        has "$work/err" "raw.pack holds raw samples of 32x32x3 nhwc"
+        has "$work/err" "pass --raw 32x32 --layout nhwc (their shape)"
+        lacks "$work/err" "RF_PARAM"
+        lacks "$work/err" "--skip-bad"
+        lacks "$work/err" "training"
+    done
+    run 0 "$pack" "$dir/raw.pack" "$dir/again.pack" --raw 32x32 --level 9 \
+        --quiet
+    run 0 "$pack" --verify "$dir/again.pack"
+    has "$work/out" "24 samples in 3 classes"
+    holds "$dir" raw.pack again.pack
+}
+
+# ---- ringfeed-pack: options ----------------------------------------------
+
+# Options that would have no effect are refused (exit 2), naming the one
+# to drop, and nothing is written.
+case_options_without_effect() {
+    dir=$work/options
+    mkdir "$dir"
+    run 0 "$pack" "$work/ds" "$dir/ok.pack" --quiet
+    # shellcheck disable=SC2086 # $option is an option and its value
+    for option in "--level 5" "--layout nchw" "--dict-size 4096"; do
+        run 2 "$pack" "$work/ds" "$dir/x.pack" $option --quiet
+        has "$work/err" "applies to --raw samples only"
+        has "$work/err" "drop ${option% *}, or add --raw HxW"
+    done
+    # shellcheck disable=SC2086 # $option is an option and its value
+    for option in "--raw 32x32" "--skip-bad" "--level 3" "--layout nhwc" \
+        "--dict-size 0"; do
+        run 2 "$pack" --verify "$dir/ok.pack" $option
+        has "$work/err" "--verify checks a file as it is"
+        has "$work/err" "drop ${option% *}"
+    done
+    holds "$dir" ok.pack
+}
+
+# ---- ringfeed-synth ------------------------------------------------------
+
+# Fewer images than classes would leave empty class folders, which no
+# loader opens: refused (it used to exit 0).
+case_synth_needs_an_image_per_class() {
+    dir=$work/synth-few
+    mkdir "$dir"
+    run 2 "$synth" "$dir/x" --images 3 --classes 5 --quiet
+    has "$work/err" "--images 3 is fewer than --classes 5"
+    holds "$dir"
+    run 0 "$synth" "$dir/x" --images 5 --classes 5 --quiet
+    run 0 "$pack" --verify "$dir/x"
+    has "$work/out" "5 samples in 5 classes"
+}
+
+# A worker killed while writing leaves no partial .jpg under its name: a
+# file size limit far below an image's size (40 KB at least) kills the
+# first worker with SIGXFSZ in the middle of its first file. (ulimit -f
+# counts 512- or 1024-byte blocks, depending on the shell.)
+case_synth_killed_writes_no_partial_jpeg() {
+    dir=$work/synth-killed
+    mkdir "$dir"
+    # shellcheck disable=SC2016 # $0 and $1 are for the inner shell
+    run 1 sh -c 'ulimit -f 16 && exec "$0" "$1" --images 2 --classes 1 \
+        --jobs 1 --quiet' "$synth" "$dir/x"
+    has "$work/err" "was killed by signal"
+    partial=$(find "$dir/x" -name '*.jpg')
+    [ -z "$partial" ] || fail "a partial file has an image's name: $partial"
+}
+
+# SIGTERM to the parent alone stops its workers too: no file is written
+# after it has gone (they went on to the end).
+case_synth_workers_stop_with_parent() {
+    dir=$work/synth-term
+    mkdir "$dir"
+    "$synth" "$dir/x" --images 1000 --classes 2 --jobs 2 --quiet &
+    background=$!
+    until [ "$(find "$dir/x" -name '*.jpg' 2>/dev/null | wc -l)" -ge 4 ]; do
+        kill -0 $background 2>/dev/null || fail "ringfeed-synth ended early"
+        sleep 0.05
+    done
+    kill -s TERM $background
+    { wait $background; } 2>/dev/null # "Terminated" is expected
+    background=
+    sleep 0.2 # a worker that outlived it would write a file or two here
+    before=$(find "$dir/x" -type f | wc -l)
+    sleep 0.5
+    after=$(find "$dir/x" -type f | wc -l)
+    [ "$before" -eq "$after" ] ||
+        fail "$((after - before)) files were written after the parent died"
+    [ "$after" -lt 1000 ] || fail "the run was not stopped"
+}
+
+# ---- the run ----------------------------------------------------------
+
+all_cases="concurrent_runs killed_leaves_nothing failure_leaves_nothing
+output_checked_first options_without_effect skip_bad_decodes
+empty_class_refused counts_are_the_pack_s names_escaped raw_shape_advice
+synth_needs_an_image_per_class synth_killed_writes_no_partial_jpeg
+synth_workers_stop_with_parent"
+failed=0
+# shellcheck disable=SC2086 # a list of names
+[ $# -gt 0 ] || set -- $all_cases
+for case in "$@"; do
+    start=$(date +%s)
+    : >"$work/out"
+    : >"$work/err"
+    if ("case_$case"); then
+        echo "ok: $case ($(($(date +%s) - start)) s)"
+    else
+        failed=$((failed + 1))
+    fi
+done
+[ $failed -eq 0 ] || { echo "$failed case(s) failed"; exit 1; }
