@@ -463,6 +463,21 @@ static int check_writer_shape(const char *path, uint32_t height, uint32_t width,
     return -EINVAL;
 }
 
+/* Readers refuse a dictionary above RF__PACK_DICT_MAX (before copying
+ * anything from a header that may be damaged): so does the writer. */
+static int check_dictionary_size(const char *path, size_t dict_size, char *why,
+                                 size_t why_len)
+{
+    if (dict_size <= RF__PACK_DICT_MAX)
+        return 0;
+    rf__format(why, why_len,
+               "%s: a %zu-byte dictionary is larger than the %llu bytes a "
+               "packed file may carry; train a smaller one (zstd's trainer "
+               "makes them of about 100 KB)",
+               path, dict_size, (unsigned long long)RF__PACK_DICT_MAX);
+    return -EINVAL;
+}
+
 static int writer_setup(rf_pack_writer *w, const char *path, uint32_t height,
                         uint32_t width, uint32_t channels, rf_layout layout,
                         const void *dict, size_t dict_size, char *why,
@@ -470,6 +485,8 @@ static int writer_setup(rf_pack_writer *w, const char *path, uint32_t height,
 {
     int rc =
         check_writer_shape(path, height, width, channels, layout, why, why_len);
+    if (rc == 0)
+        rc = check_dictionary_size(path, dict_size, why, why_len);
     if (rc < 0)
         return rc;
     if (dict_size > 0 && buffer_append(&w->dict, dict, dict_size) < 0) {
@@ -722,6 +739,9 @@ int rf_pack_writer_set_dictionary(rf_pack_writer *w, const void *dict,
                    dict_size);
         return -EINVAL;
     }
+    if (check_dictionary_size(w->file.path, dict_size, w->error,
+                              sizeof(w->error)) < 0)
+        return -EINVAL;
     w->dict.used = 0;
     if (buffer_append(&w->dict, dict, dict_size) < 0) {
         rf__format(w->error, sizeof(w->error),

@@ -430,6 +430,13 @@ static void test_set_dictionary(void)
     CHECK_EQ(rf_pack_writer_set_dictionary(w, NULL, 0), -EINVAL);
     CHECK_CONTAINS(rf_pack_writer_error(w), "before the first sample");
     finish_or_die(w);
+    /* Larger than readers accept: refused (the size is checked first,
+     * so the bytes behind `dict` are never read). */
+    w = create_or_die(at("big.pack"), 4, 4, 3);
+    CHECK_EQ(rf_pack_writer_set_dictionary(w, dict, RF__PACK_DICT_MAX + 1),
+             -EINVAL);
+    CHECK_CONTAINS(rf_pack_writer_error(w), "larger than the 67108864 bytes");
+    finish_or_die(w);
     rf_dataset *ds = NULL;
     CHECK_OK(rf_dataset_open(&ds, at("dict.pack"), NULL));
     size_t size = 0;
