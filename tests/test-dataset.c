@@ -42,18 +42,14 @@ static char base[256]; /* the temporary folder of this run */
 static const char *at(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 
-/* base/<formatted>, in one of a few rotating buffers. */
+/* base/<formatted> (see test_vpath()). */
 static const char *at(const char *fmt, ...)
 {
-    static char buffers[4][1024];
-    static unsigned next;
-    char *out = buffers[next++ % 4];
-    const size_t used = (size_t)snprintf(out, 1024, "%s/", base);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(out + used, 1024 - used, fmt, ap);
+    const char *path = test_vpath(base, fmt, ap);
     va_end(ap);
-    return out;
+    return path;
 }
 
 static void make_dir(const char *path)
@@ -687,6 +683,19 @@ static size_t train_dictionary(uint8_t *dict, size_t capacity)
     return size;
 }
 
+/* raw compressed with dict into frame (capacity bytes); returns its size. */
+static size_t compress_with_dictionary(const void *raw, size_t raw_size,
+                                       const void *dict, size_t dict_size,
+                                       uint8_t *frame, size_t capacity)
+{
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    const size_t n = ZSTD_compress_usingDict(cctx, frame, capacity, raw,
+                                             raw_size, dict, dict_size, 3);
+    ZSTD_freeCCtx(cctx);
+    CHECK(!ZSTD_isError(n));
+    return n;
+}
+
 /* A frame naming a dictionary goes only into a pack that carries that
  * dictionary: the pack of write_test_pack() carries raw bytes, so the
  * frame is refused; and the check itself for a matching and another ID. */
@@ -695,11 +704,8 @@ static void check_dictionary_refusal(rf_pack_writer *w)
     uint8_t dict[1024], frame[256], raw[RAW_BYTES] = {0};
     const size_t dict_size = train_dictionary(dict, sizeof(dict));
     const unsigned id = ZSTD_getDictID_fromDict(dict, dict_size);
-    ZSTD_CCtx *cctx = ZSTD_createCCtx();
-    const size_t n = ZSTD_compress_usingDict(cctx, frame, sizeof(frame), raw,
-                                             sizeof(raw), dict, dict_size, 3);
-    ZSTD_freeCCtx(cctx);
-    CHECK(!ZSTD_isError(n));
+    const size_t n = compress_with_dictionary(raw, sizeof(raw), dict, dict_size,
+                                              frame, sizeof(frame));
     CHECK_EQ(ZSTD_getDictID_fromFrame(frame, n), id);
     check_add_refused(w, RF_SAMPLE_ZSTD, frame, n, 0,
                       "has no dictionary with an ID; compress it with the "
@@ -1040,11 +1046,8 @@ static void test_pack_dictionary_mismatch_on_decode(void)
         raw[i] = (uint8_t)("ringfeed"[i % 8] + i % 7);
     const size_t dict_size = train_dictionary(dict, sizeof(dict));
     const unsigned id = ZSTD_getDictID_fromDict(dict, dict_size);
-    ZSTD_CCtx *cctx = ZSTD_createCCtx();
-    const size_t n = ZSTD_compress_usingDict(cctx, frame, sizeof(frame), raw,
-                                             sizeof(raw), dict, dict_size, 3);
-    ZSTD_freeCCtx(cctx);
-    CHECK(!ZSTD_isError(n));
+    const size_t n = compress_with_dictionary(raw, sizeof(raw), dict, dict_size,
+                                              frame, sizeof(frame));
     rf_pack_writer *w = NULL;
     CHECK_OK(rf_pack_writer_create(&w, at("dict.pack"), RAW_H, RAW_W, RAW_C,
                                    RF_LAYOUT_NCHW, dict, dict_size, NULL));

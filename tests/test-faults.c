@@ -667,13 +667,10 @@ static void test_helper_not_executable_is_refused(void)
     restore_helper(saved);
 }
 
-/* A helper that runs but dies before attaching, as one whose shared
- * library is missing does (the dynamic loader exits with 127): three in a
- * row end the run naming the helper, not a thousand respawns ending in
- * advice about the OOM killer. Policy fail says the same at once. */
-static void test_helper_that_cannot_start_is_named(void)
+/* A new executable script from the template path (mkstemp's XXXXXX) that
+ * exits 127 at once, as a helper whose shared library is missing does. */
+static void write_helper_that_exits_127(char *path)
 {
-    char path[] = "/tmp/rf-cannot-start-XXXXXX";
     const int fd = mkstemp(path);
     CHECK(fd >= 0);
     static const char script[] = "#!/bin/sh\nexit 127\n";
@@ -681,6 +678,16 @@ static void test_helper_that_cannot_start_is_named(void)
              (ssize_t)(sizeof(script) - 1));
     close(fd);
     CHECK_EQ(chmod(path, 0755), 0);
+}
+
+/* A helper that runs but dies before attaching, as one whose shared
+ * library is missing does (the dynamic loader exits with 127): three in a
+ * row end the run naming the helper, not a thousand respawns ending in
+ * advice about the OOM killer. Policy fail says the same at once. */
+static void test_helper_that_cannot_start_is_named(void)
+{
+    char path[] = "/tmp/rf-cannot-start-XXXXXX";
+    write_helper_that_exits_127(path);
     char *saved = use_helper(path);
     for (int policy = 0; policy < 2; policy++) {
         rf_config *cfg = rf_config_create();
@@ -839,13 +846,7 @@ static void test_helper_replaced_during_run(void)
     const char *installed = getenv("RINGFEED_PRODUCER");
     CHECK(installed != NULL);
     copy_executable(installed, helper);
-    const int fd = mkstemp(broken);
-    CHECK(fd >= 0);
-    static const char script[] = "#!/bin/sh\nexit 127\n";
-    CHECK_EQ(write(fd, script, sizeof(script) - 1),
-             (ssize_t)(sizeof(script) - 1));
-    close(fd);
-    CHECK_EQ(chmod(broken, 0755), 0);
+    write_helper_that_exits_127(broken);
     char *saved = use_helper(helper);
     rf_config *cfg = rf_config_create();
     CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));

@@ -33,18 +33,14 @@ static char base[256]; /* the temporary folder of this run */
 static const char *at(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 
-/* base/<formatted>, in one of a few rotating buffers. */
+/* base/<formatted> (see test_vpath()). */
 static const char *at(const char *fmt, ...)
 {
-    static char buffers[4][1024];
-    static unsigned next;
-    char *out = buffers[next++ % 4];
-    const size_t used = (size_t)snprintf(out, 1024, "%s/", base);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(out + used, 1024 - used, fmt, ap);
+    const char *path = test_vpath(base, fmt, ap);
     va_end(ap);
-    return out;
+    return path;
 }
 
 static void write_file(const char *path, const void *data, size_t size)

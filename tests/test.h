@@ -7,6 +7,7 @@
 #define RF_TEST_H
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,19 @@
 #include "ringfeed.h"
 
 #define TEST_SKIP 77
+
+/* folder/<formatted fmt>, in one of 4 rotating buffers: the last four
+ * paths made stay valid, so a call may take two or three of them. */
+static inline const char *test_vpath(const char *folder, const char *fmt,
+                                     va_list ap)
+{
+    static char buffers[4][1024];
+    static unsigned next;
+    char *out = buffers[next++ % 4];
+    const size_t used = (size_t)snprintf(out, 1024, "%s/", folder);
+    vsnprintf(out + used, 1024 - used, fmt, ap);
+    return out;
+}
 
 #define CHECK(cond)                                                            \
     do {                                                                       \
