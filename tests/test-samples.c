@@ -665,7 +665,13 @@ static void test_big_file_does_not_pin_memory(void)
     const long kb = resident_kb(pid);
     printf("a 64 MiB file read first: its producer keeps %ld kB resident\n",
            kb);
+#ifdef __SANITIZE_ADDRESS__
+    /* ASan's allocator keeps freed memory in quarantine, resident: the
+     * figure says nothing about the buffer there. */
+    CHECK(kb > 0);
+#else
     CHECK(kb > 0 && kb < 32L * 1024);
+#endif
     rf_loader_close(l);
     rf_config_free(cfg);
     remove_tree(copy);
