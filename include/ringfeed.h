@@ -543,6 +543,19 @@ RF_API uint64_t rf_dataset_size(const rf_dataset *ds);
 /* Classes (folders; or the largest label + 1 of a packed file). */
 RF_API uint32_t rf_dataset_classes(const rf_dataset *ds);
 
+/* The name of class `label` (torchvision's dataset.classes[label]): the
+ * first path component of the name of its first sample that has a name,
+ * which for a folder is the class folder's name, and for a packed file
+ * written from a folder by ringfeed-pack the same. Copies it into out (len
+ * bytes, always NUL-terminated, cut short if longer). Works for samples that
+ * cannot be read, too: it needs only the index. Returns 0, -ERANGE
+ * (label not below rf_dataset_classes()), -ENOENT (a packed file with no
+ * named sample of that label), or -EINVAL
+ * (out is NULL or len is 0). Scans the index: O(samples). Thread-safety
+ * and fork: as rf_dataset_size(), a pure read of the dataset. */
+RF_API int rf_dataset_class_name(const rf_dataset *ds, uint32_t label,
+                                 char *out, size_t len);
+
 /* Reads sample `index` into *info. Returns 0, -ERANGE, RF_E_CORRUPT_SAMPLE
  * (a packed sample whose checksum does not match; a folder entry that is
  * not a regular file, or is above 1 GiB), or -errno of the open or read,

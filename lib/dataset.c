@@ -1203,6 +1203,46 @@ uint32_t rf_dataset_classes(const rf_dataset *ds)
     return ds->classes;
 }
 
+/* Sample i's label and stored name (NULL when it has none). */
+static const char *entry_label_name(const rf_dataset *ds, uint64_t i,
+                                    uint32_t *label, size_t *length)
+{
+    if (ds->kind == DATASET_FOLDER) {
+        struct rf__index_entry e;
+        rf__index_entry_decode(&e, ds->entries + i * RF__INDEX_ENTRY_SIZE);
+        *label = e.label;
+        *length = e.name_length;
+        return ds->names + e.name_offset;
+    }
+    struct rf__pack_entry e;
+    rf__pack_entry_decode(&e, ds->entries + i * RF__PACK_ENTRY_SIZE);
+    *label = (uint32_t)e.label;
+    *length = e.name_length;
+    return e.name_length ? ds->names + e.name_offset : NULL;
+}
+
+int rf_dataset_class_name(const rf_dataset *ds, uint32_t label, char *out,
+                          size_t len)
+{
+    if (!out || len == 0)
+        return -EINVAL;
+    out[0] = '\0';
+    if (label >= ds->classes)
+        return -ERANGE;
+    for (uint64_t i = 0; i < ds->samples; i++) {
+        uint32_t l;
+        size_t length;
+        const char *name = entry_label_name(ds, i, &l, &length);
+        if (l != label || !name)
+            continue;
+        const char *slash = memchr(name, '/', length);
+        const size_t n = slash ? (size_t)(slash - name) : length;
+        rf__format(out, len, "%.*s", (int)n, name);
+        return 0;
+    }
+    return -ENOENT;
+}
+
 const char *rf_dataset_error(const rf_dataset *ds)
 {
     return ds->error;

@@ -410,8 +410,22 @@ static void test_folder_order(void)
     size_t dict_size = 1;
     CHECK(rf__dataset_dict(ds, &dict_size) == NULL);
     CHECK_EQ(dict_size, 0);
+    /* torchvision's dataset.classes; "Apple/dangling.jpg", its first
+     * sample, cannot be read, and the name is there all the same */
+    static const char *const classes[] = {".cache", "Apple", "apple", "mango",
+                                          "zebra"};
+    char name[16];
+    for (uint32_t c = 0; c < 5; c++) {
+        CHECK_OK(rf_dataset_class_name(ds, c, name, sizeof(name)));
+        CHECK(strcmp(name, classes[c]) == 0);
+    }
+    CHECK_EQ(rf_dataset_class_name(ds, 5, name, sizeof(name)), -ERANGE);
+    CHECK_EQ(rf_dataset_class_name(ds, 0, NULL, 0), -EINVAL);
+    CHECK_OK(rf_dataset_class_name(ds, 4, name, 3)); /* cut short */
+    CHECK(strcmp(name, "ze") == 0);
     rf_dataset_close(ds);
-    printf("folder: %zu samples in torchvision's order and labels\n",
+    printf("folder: %zu samples in torchvision's order and labels, and its "
+           "class names\n",
            EXPECTED_TREE);
 }
 
@@ -446,6 +460,9 @@ static void test_names_in_python_order(void)
         CHECK_EQ(info.label, (int64_t)i);
         CHECK(strncmp(info.name, sorted_names[i], strlen(sorted_names[i])) ==
               0);
+        char name[32];
+        CHECK_OK(rf_dataset_class_name(ds, (uint32_t)i, name, sizeof(name)));
+        CHECK(strcmp(name, sorted_names[i]) == 0);
     }
     rf_dataset_close(ds);
     printf("folder: class names that are not UTF-8 sort as in Python\n");
@@ -787,6 +804,14 @@ static void test_pack_round_trip(void)
     CHECK_EQ(rf_dataset_classes(ds), 3);
     for (size_t i = PACK_SAMPLES; i-- > 0;) /* random access */
         check_pack_sample(ds, i);
+    /* class names from the stored names: label 1's first sample has none,
+     * its second does; label 0's only sample has none */
+    char name[16];
+    CHECK_OK(rf_dataset_class_name(ds, 2, name, sizeof(name)));
+    CHECK(strcmp(name, "cls") == 0);
+    CHECK_OK(rf_dataset_class_name(ds, 1, name, sizeof(name)));
+    CHECK(strcmp(name, "raw") == 0);
+    CHECK_EQ(rf_dataset_class_name(ds, 0, name, sizeof(name)), -ENOENT);
     size_t dict_size = 0;
     const void *dict = rf__dataset_dict(ds, &dict_size);
     CHECK_EQ(dict_size, sizeof(pack_dict));

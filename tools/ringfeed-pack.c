@@ -16,7 +16,6 @@
  */
 #include <ringfeed.h>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -25,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zdict.h>
 #include <zstd.h>
@@ -592,55 +590,14 @@ static void count_classes(struct packer *pk)
         cli_die(PROGRAM, "out of memory for counting %u classes", pk->classes);
 }
 
-static int compare_names(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static bool is_class_folder(const char *root, const char *name)
-{
-    struct stat st;
-    char path[8300];
-    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-        return false;
-    snprintf(path, sizeof(path), "%s/%s", root, name);
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* The folder of class `label` of a folder dataset, as rf_dataset_open()
- * numbers them: the folders right below the root (links to folders
- * included) in byte order (docs/packed-format.md, "What is listed"). The
- * public API gives a sample's name, hence its class folder, only when the
- * sample can be read, and the samples of an emptied class may all have
- * failed to. False when it cannot be found (a packed source). */
-static bool class_folder(const char *root, uint32_t label, char *out,
-                         size_t len)
-{
-    struct dirent **entries = NULL;
-    const int count = scandir(root, &entries, NULL, NULL);
-    char **names = malloc(sizeof(*names) * (count > 0 ? (size_t)count : 1));
-    size_t classes = 0;
-    for (int i = 0; i < count; i++)
-        if (names && is_class_folder(root, entries[i]->d_name))
-            names[classes++] = entries[i]->d_name;
-    if (names)
-        qsort(names, classes, sizeof(*names), compare_names);
-    const bool found = names && label < classes;
-    if (found)
-        snprintf(out, len, "%s", names[label]);
-    for (int i = 0; i < count; i++)
-        free(entries[i]);
-    free(entries);
-    free(names);
-    return found;
-}
-
-/* "'n01440764' (label 0)", or "label 3" for a packed source. */
+/* "'n01440764' (label 0)", or "label 3" for a source that names none
+ * (a packed file without names). The name comes from the index, so an
+ * emptied class is named though none of its samples could be read. */
 static void describe_class(const struct packer *pk, uint32_t label, char *out,
                            size_t len)
 {
     char folder[1024];
-    if (class_folder(pk->o->source, label, folder, sizeof(folder)))
+    if (rf_dataset_class_name(pk->ds, label, folder, sizeof(folder)) == 0)
         snprintf(out, len, "'%s' (label %u)", folder, label);
     else
         snprintf(out, len, "label %u", label);
