@@ -62,8 +62,7 @@ struct rf_dataset {
     bool listing_mapped;
     /* Folder listed here: the path below it of every folder walked, each
      * NUL-terminated (for the index cache); NULL otherwise. */
-    char *folders;
-    size_t folders_size;
+    struct rf__walked walked; /* listed here: the folders walked */
     /* Packed file: the header and the mapping of its metadata. */
     struct rf__pack_header header;
     int meta_fd; /* sealed memfd holding a copy of them, or -1 */
@@ -210,6 +209,7 @@ struct walk_dir {
     uint32_t path_length;
     uint32_t label;
     size_t first_file, files;
+    uint64_t dev, ino; /* the folder the walk read, by its open fd */
 };
 
 struct walk_file {
@@ -434,8 +434,11 @@ static int walk_folder(struct walker *w, int fd, uint32_t label)
     fd = -1; /* the DIR owns it now */
     w->ancestors[w->depth++] = st;
     rc = add_dir(w, label, &position);
-    if (rc == 0)
+    if (rc == 0) {
+        w->dirs[position].dev = (uint64_t)st.st_dev;
+        w->dirs[position].ino = (uint64_t)st.st_ino;
         rc = read_entries(w, dir, &subfolders);
+    }
     if (rc == 0) {
         sort_files(w, position);
         rc = walk_subfolders(w, dir, &subfolders, label);
@@ -621,23 +624,33 @@ static int build_listing(struct walker *w, const struct rf__crc32c *crc,
     return 0;
 }
 
-/* The path of every folder walked, NUL-terminated, back to back. */
-static int list_walked_folders(struct walker *w, char **out, size_t *out_size)
+/* The path of every folder walked, NUL-terminated, back to back; and the
+ * device and inode of the root, then of each of them, as walked. */
+static int list_walked_folders(struct walker *w, struct rf__walked *out)
 {
     size_t size = 0;
     for (size_t d = 0; d < w->dir_count; d++)
         size += w->dirs[d].path_length + 1;
-    char *folders = malloc(size ? size : 1);
-    if (!folders)
+    char *names = malloc(size ? size : 1);
+    uint64_t *ids = malloc(2 * (w->dir_count + 1) * sizeof(*ids));
+    struct stat root;
+    if (!names || !ids || fstat(w->root_fd, &root) < 0) {
+        free(names);
+        free(ids);
         return walk_no_memory(w);
+    }
+    ids[0] = (uint64_t)root.st_dev;
+    ids[1] = (uint64_t)root.st_ino;
     size_t at = 0;
     for (size_t d = 0; d < w->dir_count; d++) {
-        memcpy(folders + at, w->text.data + w->dirs[d].path,
+        memcpy(names + at, w->text.data + w->dirs[d].path,
                w->dirs[d].path_length + 1);
         at += w->dirs[d].path_length + 1;
+        ids[2 * d + 2] = w->dirs[d].dev;
+        ids[2 * d + 3] = w->dirs[d].ino;
     }
-    *out = folders;
-    *out_size = size;
+    *out = (struct rf__walked){
+        .names = names, .names_size = size, .ids = ids, .count = w->dir_count};
     return 0;
 }
 
@@ -654,8 +667,8 @@ static void walker_free(struct walker *w)
  * index format. Reads folders only, never the files. */
 static int list_folder(int root_fd, const char *root,
                        const struct rf__crc32c *crc, uint8_t **listing,
-                       size_t *size, char **folders, size_t *folders_size,
-                       char *why, size_t why_len)
+                       size_t *size, struct rf__walked *walked, char *why,
+                       size_t why_len)
 {
     struct walker *w = calloc(1, sizeof(*w));
     if (!w) {
@@ -674,7 +687,7 @@ static int list_folder(int root_fd, const char *root,
     if (rc == 0)
         rc = build_listing(w, crc, listing, size);
     if (rc == 0) {
-        rc = list_walked_folders(w, folders, folders_size);
+        rc = list_walked_folders(w, walked);
         if (rc < 0)
             free(*listing);
     }
@@ -834,7 +847,7 @@ static int open_folder(rf_dataset *ds, int index_fd, char *why, size_t why_len)
     uint8_t *listing = NULL;
     size_t size = 0;
     const int rc = list_folder(ds->fd, ds->path, &ds->crc, &listing, &size,
-                               &ds->folders, &ds->folders_size, why, why_len);
+                               &ds->walked, why, why_len);
     if (rc == 0)
         use_listing(ds, listing, size, false);
     return rc;
@@ -1181,7 +1194,8 @@ void rf_dataset_close(rf_dataset *ds)
         munmap(ds->listing, ds->listing_size);
     else
         free(ds->listing);
-    free(ds->folders);
+    free(ds->walked.names);
+    free(ds->walked.ids);
     if (ds->meta_map)
         munmap(ds->meta_map, ds->meta_map_size);
     if (ds->meta_fd >= 0)
@@ -1274,10 +1288,9 @@ void rf__dataset_raw_shape(const rf_dataset *ds, uint32_t *height,
 
 /* ---- the listing for producers ------------------------------------------ */
 
-const char *rf__dataset_folders(const rf_dataset *ds, size_t *size)
+const struct rf__walked *rf__dataset_walked(const rf_dataset *ds)
 {
-    *size = ds->folders_size;
-    return ds->folders;
+    return ds->walked.names ? &ds->walked : NULL;
 }
 
 int rf__dataset_index_write(const rf_dataset *ds, int fd, char *why,

@@ -45,10 +45,21 @@ void rf__dataset_raw_shape(const rf_dataset *ds, uint32_t *height,
                            uint32_t *width, uint32_t *channels,
                            rf_layout *layout);
 
-/* A folder listed by this rf_dataset (not handed a listing): the path
- * below the folder of every folder walked, each NUL-terminated, back to
- * back, in *size bytes; NULL otherwise. For the index cache. */
-const char *rf__dataset_folders(const rf_dataset *ds, size_t *size);
+/* The folders a listing walked, for the index cache. */
+struct rf__walked {
+    char *names; /* the path below the folder of each, NUL-terminated,
+                    back to back */
+    size_t names_size;
+    /* Device and inode, in pairs: of the folder itself, then of each of
+     * `count` folders in the order of names, taken from the fd the walk
+     * read it through (so a link re-pointed meanwhile does not count). */
+    uint64_t *ids;
+    size_t count;
+};
+
+/* What a folder listed by this rf_dataset walked; NULL when it was
+ * handed a listing, or is a packed file. */
+const struct rf__walked *rf__dataset_walked(const rf_dataset *ds);
 
 /* "." or "..": a folder entry that is no class nor sample, for the
  * listing and for the index cache's check of it alike. */

@@ -32,15 +32,16 @@
 #include "pack.h"
 
 #define CACHE_NAME ".ringfeed-index"
-/* The trailer: magic, u64 bytes of the folder list, u32 the CRC-32C of
- * everything after it, u32 folders (the list's plus the dataset's own),
- * i64 seconds and u32 nanoseconds of the listing's start, u32 zero; then
- * the list (names, each ended by a NUL), then for each folder, the
- * dataset's own first, u64 device and u64 inode. */
+/* The trailer: magic, u32 the CRC-32C of everything after that field,
+ * u32 folders (the list's plus the dataset's own, so at least 1), u64
+ * bytes of the folder list, i64 seconds and u32 nanoseconds of the
+ * listing's start, u32 zero; then the list (names, each ended by a NUL),
+ * then for each folder, the dataset's own first, u64 device and u64
+ * inode. */
 static const uint8_t trailer_magic[8] = {'R', 'F', 'D', 'I',
                                          'R', 'S', '0', '2'};
 #define TRAILER_SIZE 40u
-#define CRC_FROM 24u /* the trailer's bytes the CRC covers start here */
+#define CRC_FROM 12u /* the trailer's bytes the CRC covers start here */
 #define FOLDER_RECORD 16u
 
 /* Where a cache's trailer says things are. */
@@ -140,19 +141,19 @@ static bool read_trailer(const uint8_t *at, size_t size, struct trailer *t)
 {
     if (size < TRAILER_SIZE || memcmp(at, trailer_magic, 8) != 0)
         return false;
-    t->list_size = rf__get_le64(at + 8);
-    t->folders = rf__get_le32(at + 20);
+    t->folders = rf__get_le32(at + 12);
+    t->list_size = rf__get_le64(at + 16);
     t->listed.tv_sec = (time_t)rf__get_le64(at + 24);
     t->listed.tv_nsec = (long)rf__get_le32(at + 32);
     const size_t after = size - TRAILER_SIZE;
-    if (t->list_size > after ||
+    if (t->folders == 0 || t->list_size > after ||
         (after - t->list_size) / FOLDER_RECORD != t->folders ||
         (after - t->list_size) % FOLDER_RECORD != 0)
         return false;
     struct rf__crc32c crc;
     rf__crc32c_init(&crc);
     if (rf__crc32c(&crc, 0, at + CRC_FROM, size - CRC_FROM) !=
-        rf__get_le32(at + 16))
+        rf__get_le32(at + 8))
         return false;
     t->list = (const char *)at + TRAILER_SIZE;
     t->records = at + TRAILER_SIZE + t->list_size;
@@ -235,70 +236,46 @@ static void link_finished(int fd, const char *cache)
         (void)linkat(AT_FDCWD, self, AT_FDCWD, cache, AT_SYMLINK_FOLLOW);
 }
 
-/* Appends to `out` the device and inode that `path` leads to. */
-static bool add_folder_record(const char *path, uint8_t *out)
+/* The trailer for a listing that walked `walked` and started at
+ * `listed`, in a malloc'd block of *size bytes; NULL without memory. */
+static uint8_t *make_trailer(const struct rf__walked *walked,
+                             const struct timespec *listed, size_t *size)
 {
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-        return false;
-    rf__put_le64(out, (uint64_t)st.st_dev);
-    rf__put_le64(out + 8, (uint64_t)st.st_ino);
-    return true;
-}
-
-/* The trailer for the listing of `folder` (its folders in `list`) that
- * started at `listed`, in a malloc'd block of *size bytes; NULL when a
- * folder is gone already (the next open lists again). */
-static uint8_t *make_trailer(const char *folder, const char *list,
-                             size_t list_size, const struct timespec *listed,
-                             size_t *size)
-{
-    uint32_t folders = 1;
-    for (size_t at = 0; at < list_size; at += strlen(list + at) + 1)
-        folders++;
-    *size = TRAILER_SIZE + list_size + (size_t)folders * FOLDER_RECORD;
+    const size_t folders = walked->count + 1;
+    *size = TRAILER_SIZE + walked->names_size + folders * FOLDER_RECORD;
     uint8_t *t = calloc(1, *size);
     if (!t)
         return NULL;
-    uint8_t *record = t + TRAILER_SIZE + list_size;
-    bool ok = add_folder_record(folder, record);
-    for (size_t at = 0; ok && at < list_size; at += strlen(list + at) + 1) {
-        char path[RF__PATH_MAX + 256];
-        rf__format(path, sizeof(path), "%s/%s", folder, list + at);
-        record += FOLDER_RECORD;
-        ok = add_folder_record(path, record);
-    }
-    if (!ok) {
-        free(t);
-        return NULL;
-    }
     memcpy(t, trailer_magic, 8);
-    rf__put_le64(t + 8, list_size);
-    rf__put_le32(t + 20, folders);
+    rf__put_le32(t + 12, (uint32_t)folders);
+    rf__put_le64(t + 16, walked->names_size);
     rf__put_le64(t + 24, (uint64_t)listed->tv_sec);
     rf__put_le32(t + 32, (uint32_t)listed->tv_nsec);
-    memcpy(t + TRAILER_SIZE, list, list_size);
+    memcpy(t + TRAILER_SIZE, walked->names, walked->names_size);
+    uint8_t *record = t + TRAILER_SIZE + walked->names_size;
+    for (size_t k = 0; k < 2 * folders; k++)
+        rf__put_le64(record + 8 * k, walked->ids[k]);
     struct rf__crc32c crc;
     rf__crc32c_init(&crc);
-    rf__put_le32(t + 16, rf__crc32c(&crc, 0, t + CRC_FROM, *size - CRC_FROM));
+    rf__put_le32(t + 8, rf__crc32c(&crc, 0, t + CRC_FROM, *size - CRC_FROM));
     return t;
 }
 
 /* Best effort, and never seen half-written: named when finished. The file
  * is made before the folder is listed: its mtime then is the listing's
  * start by the file system's clock, which the trailer keeps. */
-static void write_cache(const rf_dataset *ds, const char *folder, int fd,
-                        bool named, const char *tmp, const char *cache)
+static void write_cache(const rf_dataset *ds, int fd, bool named,
+                        const char *tmp, const char *cache)
 {
     struct stat st;
-    size_t list_size = 0, trailer_size = 0;
-    const char *list = rf__dataset_folders(ds, &list_size);
+    size_t trailer_size = 0;
+    const struct rf__walked *walked = rf__dataset_walked(ds);
     char why[RF__DETAIL];
     uint8_t *trailer = NULL;
-    bool ok = list && fstat(fd, &st) == 0 &&
-              (trailer = make_trailer(folder, list, list_size, &st.st_mtim,
-                                      &trailer_size)) != NULL &&
-              rf__dataset_index_write(ds, fd, why, sizeof(why)) == 0;
+    bool ok =
+        walked && walked->count < UINT32_MAX && fstat(fd, &st) == 0 &&
+        (trailer = make_trailer(walked, &st.st_mtim, &trailer_size)) != NULL &&
+        rf__dataset_index_write(ds, fd, why, sizeof(why)) == 0;
     if (ok) {
         const off_t end = lseek(fd, 0, SEEK_END);
         ok = end > 0 &&
@@ -330,7 +307,7 @@ int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp)
     const int fd = open_unfinished(path, tmp, &named);
     const int rc = rf_dataset_open(out, path, errp);
     if (rc == 0 && fd >= 0) {
-        write_cache(*out, path, fd, named, tmp, cache);
+        write_cache(*out, fd, named, tmp, cache);
     } else if (fd >= 0) {
         close(fd);
         if (named)

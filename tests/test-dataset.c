@@ -157,6 +157,35 @@ static ino_t inode_of(const char *path)
     return st.st_ino;
 }
 
+static uint8_t *read_whole(const char *path, size_t *size);
+
+/* A cache whose trailer is damaged in any byte of its fixed part is not
+ * used: the folder is listed again (the cache is rewritten: a new inode)
+ * and gives the same samples. The byte counts and the folder count are
+ * covered by the CRC, so a damaged count cannot send the reader past the
+ * end. */
+static void test_index_cache_trailer_damage(const char *root, const char *cache,
+                                            uint64_t samples)
+{
+    for (size_t k = 0; k < 40; k++) {
+        size_t size;
+        uint8_t *bytes = read_whole(cache, &size);
+        struct rf__index_header h;
+        char why[256];
+        CHECK_OK(rf__index_header_decode(&h, bytes, why, sizeof(why)));
+        CHECK(h.total_size + 40 <= size);
+        bytes[h.total_size + k] ^= 0x01;
+        const int fd = open(cache, O_WRONLY | O_CLOEXEC);
+        CHECK(fd >= 0);
+        CHECK_EQ(pwrite(fd, bytes, size, 0), (ssize_t)size);
+        close(fd);
+        free(bytes);
+        const ino_t damaged_inode = inode_of(cache);
+        CHECK_EQ(cached_size(root), samples);
+        CHECK(inode_of(cache) != damaged_inode);
+    }
+}
+
 /* The cache must notice every change a new listing would see: files
  * added in a nested folder, in a hidden class folder, and in a folder
  * whose mtime was set back afterwards (rsync -a, tar, cp -a do that). */
@@ -214,6 +243,7 @@ static void test_index_cache_never_stale(void)
     CHECK_EQ(cached_size(root), 8);
     printf("index cache: nested, hidden, back-dated changes, a cache file "
            "touched and a re-pointed class link seen\n");
+    test_index_cache_trailer_damage(root, cache, 8);
 }
 
 /* Entries of folder other than its class folders c0..c9 and the cache:
