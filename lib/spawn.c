@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
 #include <poll.h>
 #include <signal.h>
@@ -55,9 +56,9 @@ static int open_pidfd(int pid)
 }
 
 /* Moves fds to 3, 4, 5 (and 6, 7), then the helper's own fd (when
- * helper >= 0) to the next, without clobbering: first above everything
- * involved, then down. Returns the helper's fd number in the child in
- * *helper_at (-1 without one), for exec to find it there. */
+ * helper >= 0) to the next, without clobbering. Returns the helper's fd
+ * number in the child in *helper_at (-1 without one), for exec to find
+ * it there. */
 static int plan_fds(posix_spawn_file_actions_t *fa,
                     const struct rf__producer_fds *fds, int helper,
                     int *helper_at)
@@ -67,16 +68,27 @@ static int plan_fds(posix_spawn_file_actions_t *fa,
     *helper_at = helper >= 0 ? CHILD_CONTROL_FD + n : -1;
     if (helper >= 0)
         src[n++] = helper;
-    int high = CHILD_DATA_FD + 1;
-    for (int i = 0; i < n; i++)
-        if (src[i] > high)
-            high = src[i];
+    int high = CHILD_CONTROL_FD + n - 1, low = INT_MAX;
+    for (int i = 0; i < n; i++) {
+        high = src[i] > high ? src[i] : high;
+        low = src[i] < low ? src[i] : low;
+    }
     int rc = 0;
-    for (int i = 0; i < n && rc == 0; i++)
-        rc = posix_spawn_file_actions_adddup2(fa, src[i], high + 1 + i);
-    for (int i = 0; i < n && rc == 0; i++)
-        rc = posix_spawn_file_actions_adddup2(fa, high + 1 + i,
-                                              CHILD_CONTROL_FD + i);
+    if (low > CHILD_CONTROL_FD + n - 1) {
+        /* No source where a target goes: straight down. This is the usual
+         * case, and the only one that works near RLIMIT_NOFILE, where the
+         * numbers above the highest source may not exist. */
+        for (int i = 0; i < n && rc == 0; i++)
+            rc = posix_spawn_file_actions_adddup2(fa, src[i],
+                                                  CHILD_CONTROL_FD + i);
+    } else {
+        /* First above everything involved, then down. */
+        for (int i = 0; i < n && rc == 0; i++)
+            rc = posix_spawn_file_actions_adddup2(fa, src[i], high + 1 + i);
+        for (int i = 0; i < n && rc == 0; i++)
+            rc = posix_spawn_file_actions_adddup2(fa, high + 1 + i,
+                                                  CHILD_CONTROL_FD + i);
+    }
 #ifdef HAVE_POSIX_SPAWN_FILE_ACTIONS_ADDCLOSEFROM_NP
     /* The caller's sockets and files stay out of the producers. */
     if (rc == 0)

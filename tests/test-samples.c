@@ -13,7 +13,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -677,6 +679,38 @@ static void test_big_file_does_not_pin_memory(void)
     remove_tree(copy);
 }
 
+/* Near RLIMIT_NOFILE: with the loader's fds at the top of the table and
+ * only a few numbers free, a producer must still start (its fds are
+ * moved straight down to 3..8; moving them above the highest first, as
+ * when one sits where a target goes, needed numbers past the limit). */
+static void test_spawn_near_fd_limit(void)
+{
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        const struct rlimit limit = {64, 64};
+        CHECK_EQ(setrlimit(RLIMIT_NOFILE, &limit), 0);
+        int fd;
+        do
+            fd = open("/dev/null", O_RDONLY);
+        while (fd >= 0 && fd < 64 - 12);
+        rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
+        rf_loader *l = NULL;
+        char *err = NULL;
+        const int rc = rf_loader_open(&l, cfg, &err);
+        if (rc < 0)
+            fprintf(stderr, "%s\n", err);
+        CHECK_OK(rc);
+        CHECK_EQ(drain(l, NULL, NULL), 0);
+        rf_loader_close(l);
+        rf_config_free(cfg);
+        _exit(0);
+    }
+    int status;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void)
 {
     make_folder();
@@ -684,6 +718,7 @@ int main(void)
     test_path_changes_meaning_during_run();
     test_file_removed_after_open();
     test_big_file_does_not_pin_memory();
+    test_spawn_near_fd_limit();
     const int bad = add_bad_files();
     test_bad_file_fails_with_its_name();
     test_bad_files_skipped_and_listed(bad);
