@@ -75,6 +75,21 @@ void rf__format(char *buf, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
+void rf__copy_elided(char *out, size_t len, const char *text)
+{
+    if (len == 0)
+        return;
+    const size_t n = strlen(text);
+    if (n < len || len < 16) {
+        rf__format(out, len, "%s", text);
+        return;
+    }
+    const size_t tail = (len - 1 - 3) / 2, head = len - 1 - 3 - tail;
+    memcpy(out, text, head);
+    memcpy(out + head, "...", 3);
+    memcpy(out + head + 3, text + n - tail, tail + 1);
+}
+
 unsigned rf_version(void)
 {
     return RF_VERSION_NUMBER;

@@ -1390,8 +1390,10 @@ static int reserve_buffer(rf_dataset *ds, size_t size)
 static void describe_folder_sample(const rf_dataset *ds, uint64_t index,
                                    const char *name, char *out, size_t len)
 {
-    rf__format(out, len, "sample %llu (%s/%s)", (unsigned long long)index,
-               ds->path, name);
+    char whole[2 * RF__PATH_MAX + 64];
+    rf__format(whole, sizeof(whole), "sample %llu (%s/%s)",
+               (unsigned long long)index, ds->path, name);
+    rf__copy_elided(out, len, whole);
 }
 
 /* "sample 12 (cls/a.jpg, packed offset 128) of /data/x.pack", or without
@@ -1401,17 +1403,22 @@ static void describe_packed_sample(const rf_dataset *ds, uint64_t index,
                                    size_t len)
 {
     const char *name = e->name_length ? ds->names + e->name_offset : NULL;
-    rf__format(out, len, "sample %llu (%s%spacked offset %llu) of %s",
+    char whole[2 * RF__PATH_MAX + 64];
+    rf__format(whole, sizeof(whole),
+               "sample %llu (%s%spacked offset %llu) of %s",
                (unsigned long long)index, name ? name : "", name ? ", " : "",
                (unsigned long long)e->offset, ds->path);
+    rf__copy_elided(out, len, whole);
 }
 
 void rf__dataset_describe(const rf_dataset *ds, uint64_t index, char *out,
                           size_t len)
 {
     if (index >= ds->samples) {
-        rf__format(out, len, "sample %llu of %s", (unsigned long long)index,
-                   ds->path);
+        char whole[RF__PATH_MAX + 64];
+        rf__format(whole, sizeof(whole), "sample %llu of %s",
+                   (unsigned long long)index, ds->path);
+        rf__copy_elided(out, len, whole);
     } else if (ds->kind == DATASET_FOLDER) {
         struct rf__index_entry e;
         rf__index_entry_decode(&e, ds->entries + index * RF__INDEX_ENTRY_SIZE);
@@ -1437,7 +1444,7 @@ static int sample_failed(rf_dataset *ds, const char *who, const char *what,
 static int folder_sample_failed(rf_dataset *ds, uint64_t index,
                                 const char *name, const char *what, int rc)
 {
-    char who[RF__DETAIL / 2];
+    char who[RF__SAMPLE_NAME_MAX];
     describe_folder_sample(ds, index, name, who, sizeof(who));
     return sample_failed(ds, who, what, rc);
 }
@@ -1514,7 +1521,7 @@ static int packed_sample_failed(rf_dataset *ds, uint64_t index,
                                 const struct rf__pack_entry *e,
                                 const char *what, int rc)
 {
-    char who[RF__DETAIL / 2];
+    char who[RF__SAMPLE_NAME_MAX];
     describe_packed_sample(ds, index, e, who, sizeof(who));
     return sample_failed(ds, who, what, rc);
 }

@@ -235,7 +235,7 @@ int rf_dataset_decode(rf_dataset *ds, const rf_config *cfg, uint64_t epoch,
     rf__decoder_free(d);
     if (rc == 0)
         return 0;
-    char who[RF__DETAIL / 2];
+    char who[RF__SAMPLE_NAME_MAX];
     rf__dataset_describe(ds, index, who, sizeof(who));
     rf__format(why, len, "%s: %s", who, reason);
     return RF_E_CORRUPT_SAMPLE;

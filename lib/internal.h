@@ -26,6 +26,15 @@ struct rf_config {
 void rf__format(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Copies text into out (len bytes, always terminated): whole when it
+ * fits, else its start and its end around "...", so that a long path
+ * keeps its beginning and its file name. */
+void rf__copy_elided(char *out, size_t len, const char *text);
+
+/* Room for "sample N (file)" in messages: a slot's error text has 504
+ * bytes, and the reason after it must fit too. */
+#define RF__SAMPLE_NAME_MAX 240
+
 /* The values rf_config_set() accepts for param, so that checks made
  * elsewhere (the pack writer's sample shape) keep to the same limits.
  * False for a number that is not a parameter. */

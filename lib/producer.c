@@ -130,7 +130,7 @@ static int fill_from_dataset(struct producer *pr, uint64_t epoch,
     if (rf__decode_sample(pr->decoder, &info, epoch, index, dst, reason,
                           sizeof(reason)) == 0)
         return 0;
-    char who[RF__ERROR_TEXT];
+    char who[RF__SAMPLE_NAME_MAX];
     rf__dataset_describe(pr->dataset, index, who, sizeof(who));
     rf__format(err, err_len, "%s: %s", who, reason);
     return -1;

@@ -679,6 +679,41 @@ static void test_big_file_does_not_pin_memory(void)
     remove_tree(copy);
 }
 
+/* A sample whose path is longer than a message can hold is named by the
+ * start of the path and its file name, and the reason is kept whole. */
+static void test_long_path_keeps_the_reason(void)
+{
+    char base[400], dir[1024], file[1400];
+    rf__format(base, sizeof(base), "%s-long", root);
+    CHECK_EQ(mkdir(base, 0755), 0);
+    const int n = snprintf(dir, sizeof(dir), "%s/", base);
+    memset(dir + n, 'c', 200);
+    dir[n + 200] = '\0';
+    CHECK_EQ(mkdir(dir, 0755), 0);
+    char cls[1100];
+    rf__format(cls, sizeof(cls), "%s/%s", dir, "class_a");
+    CHECK_EQ(mkdir(cls, 0755), 0);
+    void *jpeg = NULL;
+    size_t size = 0;
+    CHECK_OK(rf_synthetic_jpeg(9, 1, 64, 48, &jpeg, &size));
+    const int m = snprintf(file, sizeof(file), "%s/", cls);
+    memset(file + m, 'f', 200);
+    strcpy(file + m + 200, ".jpg");
+    write_file(file, jpeg, size / 2); /* cut short */
+    free(jpeg);
+    rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set_path(cfg, dir));
+    rf_loader *l = test_open_loader(cfg);
+    CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
+    const char *msg = rf_loader_error(l);
+    CHECK_CONTAINS(msg, "...");
+    CHECK_CONTAINS(msg, "ffff.jpg): ");
+    CHECK_CONTAINS(msg, "truncated");
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    remove_tree(base);
+}
+
 /* Near RLIMIT_NOFILE: with the loader's fds at the top of the table and
  * only a few numbers free, a producer must still start (its fds are
  * moved straight down to 3..8; moving them above the highest first, as
@@ -719,6 +754,7 @@ int main(void)
     test_file_removed_after_open();
     test_big_file_does_not_pin_memory();
     test_spawn_near_fd_limit();
+    test_long_path_keeps_the_reason();
     const int bad = add_bad_files();
     test_bad_file_fails_with_its_name();
     test_bad_files_skipped_and_listed(bad);
