@@ -592,7 +592,8 @@ typedef struct rf_pack_writer rf_pack_writer;
  * of every sample is height x width x channels in layout, within the ranges
  * of RF_PARAM_HEIGHT, WIDTH and CHANNELS (a loader must be configured for
  * the pack's shape to read it); pass zeros when the file holds JPEGs only.
- * Returns 0, -EINVAL (a shape no loader takes), -EISDIR (path is a folder),
+ * Returns 0, -EINVAL (a shape no loader takes, or a dictionary above
+ * 64 MiB, more than readers accept), -EISDIR (path is a folder),
  * -EEXIST (path is something other than a regular file), or the -errno of
  * creating the file in path's folder (-ENOENT, -EACCES, ...), so that a path
  * that cannot be written fails here, before any work; with a malloc'd detail
@@ -609,7 +610,9 @@ RF_API int rf_pack_writer_create(rf_pack_writer **out, const char *path,
  * 0 bytes: none), before the first sample is added: a tool can create the
  * writer first, so that a bad output path is found before it trains a
  * dictionary on the samples. Returns 0, -EINVAL once a sample has been
- * added, or -ENOMEM (the detail in rf_pack_writer_error()). */
+ * added, for dict NULL with dict_size > 0, or for a dictionary above
+ * 64 MiB (more than readers accept), or -ENOMEM; the detail is in
+ * rf_pack_writer_error(). On any error the dictionary set before stays. */
 RF_API int rf_pack_writer_set_dictionary(rf_pack_writer *w, const void *dict,
                                          size_t dict_size);
 

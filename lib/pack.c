@@ -742,13 +742,16 @@ int rf_pack_writer_set_dictionary(rf_pack_writer *w, const void *dict,
     if (check_dictionary_size(w->file.path, dict_size, w->error,
                               sizeof(w->error)) < 0)
         return -EINVAL;
-    w->dict.used = 0;
-    if (buffer_append(&w->dict, dict, dict_size) < 0) {
+    /* Made aside: a failure leaves the old dictionary and its ID. */
+    struct byte_buffer copy = {0};
+    if (buffer_append(&copy, dict, dict_size) < 0) {
         rf__format(w->error, sizeof(w->error),
                    "%s: no memory for a %zu-byte dictionary", w->file.path,
                    dict_size);
         return -ENOMEM;
     }
+    free(w->dict.data);
+    w->dict = copy;
     w->dict_id = dict_size > 0 ? ZSTD_getDictID_fromDict(dict, dict_size) : 0;
     w->error[0] = '\0';
     return 0;
