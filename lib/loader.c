@@ -884,11 +884,21 @@ static bool producers_cannot_start(rf_loader *l, bool took_up_work,
 
 /* The error for a producer that died before it attached, the last of
  * `times` in a row: the helper is what to look at, not the data. */
-static int fail_to_start(rf_loader *l, const char *what, uint32_t times)
+static int fail_to_start(rf_loader *l, const char *what, uint32_t times,
+                         bool attached)
 {
     char advice[RF__DETAIL / 2];
     if (l->params[RF_PARAM_START_MODE] == RF_START_FORK)
         rf__format(advice, sizeof(advice), "see its message on stderr");
+    else if (attached)
+        /* It ran and attached: its libraries load and it speaks this
+         * version's protocol. Something kills it as it sets up. */
+        rf__format(advice, sizeof(advice),
+                   "producers start but die before their first batch: see "
+                   "the message of '%s' on stderr (a sanitizer's report, a "
+                   "failed assertion) and what else signals them (a "
+                   "sandbox, seccomp)",
+                   l->producer_path);
     else
         rf__format(advice, sizeof(advice),
                    "the helper '%s' cannot run here: see its message on "
@@ -976,14 +986,14 @@ static int handle_death(rf_loader *l, uint32_t p, int pid, const char *how,
     if (!l->respawn) {
         (void)reclaim_slots(l, p); /* the ring keeps its full count */
         if (!attached && crashed)
-            return fail_to_start(l, what, 1);
+            return fail_to_start(l, what, 1, false);
         return set_error(l, RF_E_PRODUCER_DIED,
                          "%s; set RF_PARAM_ON_PRODUCER_DEATH to "
                          "RF_ON_DEATH_RESPAWN to replace it",
                          what);
     }
     if (producers_cannot_start(l, took_up_work, crashed))
-        return fail_to_start(l, what, l->failed_starts);
+        return fail_to_start(l, what, l->failed_starts, attached);
     if (batch_breaks_producers(l, seq, crashed))
         return set_error(
             l, RF_E_PRODUCER_DIED,
