@@ -700,6 +700,13 @@ static int account_failures(rf_loader *l, uint32_t slot, uint64_t epoch,
                          (int)sizeof(m->failures[0].text), m->failures[0].text);
     for (uint32_t i = 0; i < failed; i++) {
         const uint64_t index = *(failed_index - i);
+        if (index >= (uint64_t)l->params[RF_PARAM_SAMPLES])
+            return set_error(l, RF_E_BAD_HANDLE,
+                             "slot %u lists failed sample %llu, but the "
+                             "dataset has %lld samples; the shared memory "
+                             "was overwritten",
+                             slot, (unsigned long long)index,
+                             (long long)l->params[RF_PARAM_SAMPLES]);
         char text[sizeof(m->failures[0].text) + 1];
         /* The slot records the first RF__SLOT_FAILURES in full. */
         if (i < RF__SLOT_FAILURES)
