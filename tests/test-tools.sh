@@ -276,18 +276,21 @@ case_names_escaped() {
     cp "$(first_image class_000)" "$dir/source/a/good.jpg"
     echo x >"$dir/source/a/$(printf 'evil\nbad: sample 9 (zz.jpg): fake.jpg')"
     echo x >"$dir/source/a/$(printf 'tab\there\033[2J.jpg')"
+    # U+009B (CSI, a C1 control), a valid U+00E9 and a byte that is no UTF-8
+    echo x >"$dir/source/a/$(printf 'c1\302\233x\303\251\377.jpg')"
     run 1 "$pack" --verify "$dir/source"
-    [ "$(count "$work/out" "bad: ")" -eq 2 ] ||
-        fail "two bad samples should make two 'bad:' lines"
+    [ "$(count "$work/out" "bad: ")" -eq 3 ] ||
+        fail "three bad samples should make three 'bad:' lines"
     has "$work/out" 'a/evil\nbad: sample 9 (zz.jpg): fake.jpg): not a JPEG'
     has "$work/out" 'a/tab\there\x1b[2J.jpg): not a JPEG'
+    has "$work/out" "a/c1\\xc2\\x9bx$(printf '\303\251')\\xff.jpg): not a JPEG"
     run 0 "$pack" "$dir/source" "$dir/as-is.pack" --quiet
-    has "$work/err" 'sample 0 (a/evil\nbad: sample 9 (zz.jpg): fake.jpg) is not'
-    [ "$(wc -l <"$work/err")" -eq 2 ] || fail "two warnings, one line each"
+    has "$work/err" 'sample 1 (a/evil\nbad: sample 9 (zz.jpg): fake.jpg) is not'
+    [ "$(wc -l <"$work/err")" -eq 3 ] || fail "three warnings, one line each"
     run 0 "$pack" "$dir/source" "$dir/$(printf 'new\nline.pack')" --skip-bad \
         --quiet
-    [ "$(count "$work/err" "skipped: ")" -eq 2 ] || fail "two skipped"
-    [ "$(wc -l <"$work/err")" -eq 2 ] || fail "two skipped, one line each"
+    [ "$(count "$work/err" "skipped: ")" -eq 3 ] || fail "three skipped"
+    [ "$(wc -l <"$work/err")" -eq 3 ] || fail "three skipped, one line each"
     has "$work/out" 'new\nline.pack: '
     [ "$(wc -l <"$work/out")" -eq 1 ] || fail "the summary is one line"
 }

@@ -15,10 +15,36 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Bytes in the valid UTF-8 sequence at c that prints (not U+0080 to
+ * U+009F, the C1 controls a terminal obeys); 0 when there is none. */
+static int printable_utf8(const unsigned char *c)
+{
+    int n = c[0] >= 0xC2 && c[0] <= 0xDF   ? 2
+            : c[0] >= 0xE0 && c[0] <= 0xEF ? 3
+            : c[0] >= 0xF0 && c[0] <= 0xF4 ? 4
+                                           : 0;
+    if (n == 0 || (c[0] == 0xC2 && c[1] <= 0x9F))
+        return 0;
+    const unsigned char low = c[0] == 0xE0 ? 0xA0 : c[0] == 0xF0 ? 0x90 : 0x80;
+    const unsigned char high = c[0] == 0xED ? 0x9F : c[0] == 0xF4 ? 0x8F : 0xBF;
+    if (c[1] < low || c[1] > high)
+        return 0;
+    for (int k = 2; k < n; k++)
+        if (c[k] < 0x80 || c[k] > 0xBF)
+            return 0;
+    return n;
+}
+
 void cli_put_escaped(FILE *out, const char *text)
 {
     for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
-        if (*c == '\n')
+        const int n = *c >= 0x80 ? printable_utf8(c) : 0;
+        if (n > 0) {
+            fwrite(c, 1, (size_t)n, out);
+            c += n - 1;
+        } else if (*c >= 0x80)
+            fprintf(out, "\\x%02x", *c); /* not UTF-8, or a C1 control */
+        else if (*c == '\n')
             fputs("\\n", out);
         else if (*c == '\t')
             fputs("\\t", out);
