@@ -85,9 +85,7 @@ void rf__copy_elided(char *out, size_t len, const char *text)
         return;
     }
     const size_t tail = (len - 1 - 3) / 2, head = len - 1 - 3 - tail;
-    memcpy(out, text, head);
-    memcpy(out + head, "...", 3);
-    memcpy(out + head + 3, text + n - tail, tail + 1);
+    rf__format(out, len, "%.*s...%s", (int)head, text, text + n - tail);
 }
 
 unsigned rf_version(void)

@@ -698,7 +698,7 @@ static void test_long_path_keeps_the_reason(void)
     CHECK_OK(rf_synthetic_jpeg(9, 1, 64, 48, &jpeg, &size));
     const int m = snprintf(file, sizeof(file), "%s/", cls);
     memset(file + m, 'f', 200);
-    strcpy(file + m + 200, ".jpg");
+    memcpy(file + m + 200, ".jpg", sizeof(".jpg"));
     write_file(file, jpeg, size / 2); /* cut short */
     free(jpeg);
     rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);

@@ -42,9 +42,7 @@ void cli_put_escaped(FILE *out, const char *text)
         if (n > 0) {
             fwrite(c, 1, (size_t)n, out);
             c += n - 1;
-        } else if (*c >= 0x80)
-            fprintf(out, "\\x%02x", *c); /* not UTF-8, or a C1 control */
-        else if (*c == '\n')
+        } else if (*c == '\n')
             fputs("\\n", out);
         else if (*c == '\t')
             fputs("\\t", out);
@@ -52,7 +50,8 @@ void cli_put_escaped(FILE *out, const char *text)
             fputs("\\r", out);
         else if (*c == '\\')
             fputs("\\\\", out);
-        else if (*c < 0x20 || *c == 0x7f)
+        else if (*c < 0x20 || *c >= 0x7f) /* controls; above 0x7f here:
+                                             not UTF-8, or a C1 control */
             fprintf(out, "\\x%02x", *c);
         else
             fputc(*c, out);
