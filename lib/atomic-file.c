@@ -65,29 +65,44 @@ static void unique_name(const char *path, char *out, size_t len)
     rf__format(out, len, "%s.%08x.tmp", path, (unsigned)key);
 }
 
-/* Creates a new file under a unique name next to path: O_EXCL never
- * opens a file that is already there, O_NOFOLLOW never a planted link. */
-static int open_named(struct rf__atomic_file *f, char *why, size_t why_len)
+/* Gives f->temp a unique name next to f->path that `make` can create
+ * (it returns 0, or -errno: -EEXIST tries another name). On failure
+ * f->temp is NULL again; returns 0 or -errno. */
+static int claim_unique_name(struct rf__atomic_file *f,
+                             int (*make)(struct rf__atomic_file *f))
 {
     const size_t len = strlen(f->path) + sizeof(".XXXXXXXX.tmp");
     f->temp = malloc(len);
-    if (!f->temp) {
-        rf__format(why, why_len, "%s: out of memory", f->path);
+    if (!f->temp)
         return -ENOMEM;
-    }
-    for (int tries = 0; tries < UNIQUE_NAME_TRIES; tries++) {
+    int rc = -EEXIST;
+    for (int tries = 0; tries < UNIQUE_NAME_TRIES && rc == -EEXIST; tries++) {
         unique_name(f->path, f->temp, len);
-        f->fd =
-            open(f->temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                 0644);
-        if (f->fd >= 0)
-            return 0;
-        if (errno != EEXIST)
-            break;
+        rc = make(f);
     }
-    const int err = errno;
-    free(f->temp);
-    f->temp = NULL;
+    if (rc < 0) {
+        free(f->temp);
+        f->temp = NULL;
+    }
+    return rc;
+}
+
+/* O_EXCL never opens a file that is already there, O_NOFOLLOW never a
+ * planted link. */
+static int create_exclusive(struct rf__atomic_file *f)
+{
+    f->fd = open(f->temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                 0644);
+    return f->fd >= 0 ? 0 : -errno;
+}
+
+/* Creates a new file under a unique name next to path. */
+static int open_named(struct rf__atomic_file *f, char *why, size_t why_len)
+{
+    const int rc = claim_unique_name(f, create_exclusive);
+    if (rc == 0)
+        return 0;
+    const int err = -rc;
     rf__format(why, why_len,
                "%s: cannot create a file in its folder: %s; choose a folder "
                "that exists and that you can write to",
@@ -132,26 +147,20 @@ int rf__atomic_file_open(struct rf__atomic_file *f, const char *path,
     return rc;
 }
 
+/* Links the unnamed file in under f->temp. */
+static int link_as_temp(struct rf__atomic_file *f)
+{
+    char self[64];
+    rf__format(self, sizeof(self), "/proc/self/fd/%d", f->fd);
+    return linkat(AT_FDCWD, self, AT_FDCWD, f->temp, AT_SYMLINK_FOLLOW) == 0
+               ? 0
+               : -errno;
+}
+
 /* Gives the unnamed file a unique temporary name in its folder. */
 static int link_unnamed(struct rf__atomic_file *f)
 {
-    char self[64];
-    const size_t len = strlen(f->path) + sizeof(".XXXXXXXX.tmp");
-    f->temp = malloc(len);
-    if (!f->temp)
-        return -ENOMEM;
-    rf__format(self, sizeof(self), "/proc/self/fd/%d", f->fd);
-    for (int tries = 0; tries < UNIQUE_NAME_TRIES; tries++) {
-        unique_name(f->path, f->temp, len);
-        if (linkat(AT_FDCWD, self, AT_FDCWD, f->temp, AT_SYMLINK_FOLLOW) == 0)
-            return 0;
-        if (errno != EEXIST)
-            break;
-    }
-    const int err = errno;
-    free(f->temp);
-    f->temp = NULL;
-    return -err;
+    return claim_unique_name(f, link_as_temp);
 }
 
 /* The rename must be on disk before success is reported, and must never
