@@ -312,8 +312,20 @@ typedef enum rf_param {
                                         scheduler's suspend): set it well
                                         above such pauses; 0 (default) = no
                                         limit */
-    RF_PARAM_QUIET = 39 /* 0 (default): write one line to stderr for each
-                           producer replaced; 1: only count them */
+    RF_PARAM_QUIET = 39, /* 0 (default): write one line to stderr for each
+                            producer replaced; 1: only count them */
+    /* Decoding, continued (numbered after the rest: the ABI keeps them) */
+    RF_PARAM_MAX_DECODE_MEMORY = 40 /* refuse JPEGs whose decode needs more
+                                       bytes, 1 MiB..1 TiB: a progressive
+                                       (multi-scan) file keeps every DCT
+                                       coefficient, 2 bytes per pixel per
+                                       full-size component (6 MB per
+                                       megapixel at 4:4:4, 3 at 4:2:0),
+                                       while a baseline one needs a few
+                                       rows; each producer may hold this
+                                       much at once; default 1 GiB, above
+                                       what any image under the default
+                                       RF_PARAM_MAX_PIXELS needs */
 } rf_param;
 
 /* Creates a configuration holding every default. Returns NULL when out of

@@ -65,6 +65,8 @@ static const struct param_rule rules[RF__PARAMS] = {
     [RF_PARAM_MAX_RESPAWNS] = {"max_respawns", 0, INT64_MAX, 1000},
     [RF_PARAM_BATCH_TIMEOUT_MS] = {"batch_timeout_ms", 0, INT64_C(1) << 40, 0},
     [RF_PARAM_QUIET] = {"quiet", 0, 1, 0},
+    [RF_PARAM_MAX_DECODE_MEMORY] = {"max_decode_memory", INT64_C(1) << 20,
+                                    INT64_C(1) << 40, INT64_C(1) << 30},
 };
 
 void rf__format(char *buf, size_t len, const char *fmt, ...)

@@ -47,6 +47,7 @@ static void read_params(struct rf__decoder *d, const int64_t *p)
     rf__transform_from_params(&d->transform, p);
     d->jpeg_options.max_pixels = (uint64_t)p[RF_PARAM_MAX_PIXELS];
     d->jpeg_options.max_scans = (uint32_t)p[RF_PARAM_MAX_SCANS];
+    d->jpeg_options.max_decode_memory = (uint64_t)p[RF_PARAM_MAX_DECODE_MEMORY];
     d->jpeg_options.warnings_are_errors = p[RF_PARAM_JPEG_WARNINGS] == 0;
     d->jpeg_options.exif_orientation = p[RF_PARAM_EXIF_ORIENTATION] != 0;
     d->target.out_height = (uint32_t)p[RF_PARAM_HEIGHT];

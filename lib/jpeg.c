@@ -42,7 +42,8 @@ struct rf__jpeg_decoder {
     struct jpeg_decompress_struct cinfo;
     struct error_bridge err;
     struct jpeg_progress_mgr progress;
-    uint32_t max_scans; /* of the current image; 0 = no limit */
+    uint32_t max_scans;  /* of the current image; 0 = no limit */
+    uint64_t max_memory; /* of the current image; 0 = no limit */
     struct rf__resizer resizer;
     uint8_t *row; /* decoded scanlines, ROW_BATCH at most */
     size_t row_cap;
@@ -116,6 +117,12 @@ static void on_error(j_common_ptr cinfo)
         raise_error(dec, "premature end of data: the file is truncated");
     case JERR_NO_IMAGE:
         raise_error(dec, "no image in the JPEG data (truncated header?)");
+    case JERR_NO_BACKING_STORE: /* libjpeg's own count, past ours */
+        raise_error(dec,
+                    "decoding this JPEG needs more than the limit of %llu "
+                    "MiB of memory; raise RF_PARAM_MAX_DECODE_MEMORY or "
+                    "re-encode it as baseline (not progressive)",
+                    (unsigned long long)(dec->max_memory >> 20));
     default:
         raise_error(dec,
                     "libjpeg: %s (a damaged file, or a kind of JPEG "
@@ -353,6 +360,44 @@ static int exif_orientation(j_decompress_ptr cinfo)
     return 1;
 }
 
+/* The DCT coefficients libjpeg keeps for a whole image: 64 of 2 bytes
+ * per block, each component's blocks rounded up to whole MCUs (as
+ * jdcoefct.c asks for them). A file of one scan needs none of this. */
+static uint64_t coefficient_bytes(j_decompress_ptr ci)
+{
+    if (!jpeg_has_multiple_scans(ci))
+        return 0;
+    uint64_t blocks = 0;
+    for (int c = 0; c < ci->num_components; c++) {
+        const jpeg_component_info *comp = &ci->comp_info[c];
+        const uint64_t h = (uint64_t)comp->h_samp_factor;
+        const uint64_t v = (uint64_t)comp->v_samp_factor;
+        blocks += (comp->width_in_blocks + h - 1) / h * h *
+                  ((comp->height_in_blocks + v - 1) / v * v);
+    }
+    return blocks * DCTSIZE2 * sizeof(JCOEF);
+}
+
+/* A progressive or other multi-scan file is buffered whole before the
+ * first row comes out, so its memory grows with the image: refused here,
+ * before libjpeg allocates it, and again by libjpeg's own count (which
+ * adds its smaller buffers) through max_memory_to_use. */
+static void check_memory(struct rf__jpeg_decoder *dec)
+{
+    j_decompress_ptr ci = &dec->cinfo;
+    ci->mem->max_memory_to_use = (long)dec->max_memory;
+    const uint64_t need = coefficient_bytes(ci);
+    if (dec->max_memory != 0 && need > dec->max_memory)
+        raise_error(dec,
+                    "a multi-scan (progressive) JPEG of %u x %u pixels needs "
+                    "%llu MiB of memory to decode, above the limit of %llu "
+                    "MiB; raise RF_PARAM_MAX_DECODE_MEMORY or re-encode it "
+                    "as baseline",
+                    ci->image_width, ci->image_height,
+                    (unsigned long long)((need + (1u << 20) - 1) >> 20),
+                    (unsigned long long)(dec->max_memory >> 20));
+}
+
 static void read_header(struct rf__jpeg_decoder *dec, struct decode_job *job)
 {
     j_decompress_ptr ci = &dec->cinfo;
@@ -370,6 +415,7 @@ static void read_header(struct rf__jpeg_decoder *dec, struct decode_job *job)
                     "RF_PARAM_MAX_PIXELS",
                     ci->image_width, ci->image_height,
                     (unsigned long long)job->opt->max_pixels);
+    check_memory(dec);
     job->orient = orientations[exif ? exif_orientation(ci) : 1];
 }
 
@@ -733,6 +779,7 @@ int rf__jpeg_decode(struct rf__jpeg_decoder *dec, const uint8_t *data,
     dec->err.warnings_are_errors = opt->warnings_are_errors;
     dec->err.warnings = 0;
     dec->max_scans = opt->max_scans;
+    dec->max_memory = opt->max_decode_memory;
     if (guarded(dec, decode_step, &job) < 0) {
         rf__format(err, err_len, "%s", dec->err.reason);
         return -1;

@@ -27,11 +27,13 @@
 #include "transform.h"
 
 struct rf__jpeg_options {
-    uint64_t max_pixels;      /* refuse images with more pixels */
-    uint32_t max_scans;       /* refuse progressive files with more scans */
-    bool warnings_are_errors; /* libjpeg warnings (corrupt data it could
-                                 decode around) fail the sample */
-    bool exif_orientation;    /* apply the EXIF orientation tag */
+    uint64_t max_pixels;        /* refuse images with more pixels */
+    uint32_t max_scans;         /* refuse progressive files with more scans */
+    uint64_t max_decode_memory; /* refuse files whose decode needs more
+                                   bytes (multi-scan ones); 0 = no limit */
+    bool warnings_are_errors;   /* libjpeg warnings (corrupt data it could
+                                   decode around) fail the sample */
+    bool exif_orientation;      /* apply the EXIF orientation tag */
 };
 
 /* Where the output goes: out_height x out_width x channels (1 or 3) uint8,

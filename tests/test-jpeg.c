@@ -887,6 +887,53 @@ static void test_limits(struct rf__jpeg_decoder *dec,
            scans, scans - 1, scans);
 }
 
+static bool decodes_under(struct rf__jpeg_decoder *dec, const struct blob *b,
+                          const struct rf__jpeg_options *opt, uint64_t limit)
+{
+    struct rf__jpeg_options capped = *opt;
+    capped.max_decode_memory = limit;
+    struct chooser ch = {.whole = true};
+    uint8_t *px = decode_with(dec, b, &capped, &ch, 64, 64, 3, RF_LAYOUT_NHWC);
+    free(px);
+    return px != NULL;
+}
+
+/* 2048 x 2048 is 256 x 256 blocks per full-size component, 128 bytes
+ * each: a progressive 4:4:4 file keeps 24 MiB of coefficients, a 4:2:0
+ * one 12 MiB, and a baseline one none. */
+static void test_memory_limit(struct rf__jpeg_decoder *dec,
+                              const struct rf__jpeg_options *opt)
+{
+    const uint64_t mib = 1u << 20;
+    const struct image big = make_image(2048, 2048, 3);
+    struct blob prog444 = tj_encode(&big, TJSAMP_444, 75, TJFLAG_PROGRESSIVE);
+    struct blob prog420 = tj_encode(&big, TJSAMP_420, 75, TJFLAG_PROGRESSIVE);
+    struct blob baseline = tj_encode(&big, TJSAMP_444, 75, 0);
+    struct rf__jpeg_options capped = *opt;
+    capped.max_decode_memory = 23 * mib;
+    expect_failure(dec, &prog444, &capped,
+                   "a multi-scan (progressive) JPEG of 2048 x 2048 pixels "
+                   "needs 24 MiB of memory to decode, above the limit of 23 "
+                   "MiB; raise RF_PARAM_MAX_DECODE_MEMORY");
+    capped.max_decode_memory = 11 * mib;
+    expect_failure(dec, &prog420, &capped, "needs 12 MiB");
+    /* the coefficients alone fit; libjpeg's count adds its row buffers */
+    capped.max_decode_memory = 24 * mib;
+    expect_failure(dec, &prog444, &capped,
+                   "needs more than the limit of 24 MiB of memory; raise "
+                   "RF_PARAM_MAX_DECODE_MEMORY");
+    CHECK(decodes_under(dec, &prog444, opt, 26 * mib));
+    CHECK(decodes_under(dec, &prog420, opt, 13 * mib));
+    CHECK(decodes_under(dec, &baseline, opt, 1 * mib));
+    CHECK(decodes_under(dec, &prog444, opt, 0)); /* 0: no limit */
+    printf("  2048 x 2048 progressive: refused under 24 MiB (4:4:4) and 12 "
+           "MiB (4:2:0), decoded at 26 and 13; baseline decoded at 1 MiB\n");
+    free(prog444.data);
+    free(prog420.data);
+    free(baseline.data);
+    free(big.px);
+}
+
 /* libjpeg-turbo's 8-bit library cannot write a 12-bit file; the header
  * of one is enough, since decoding stops at it: the SOF precision byte
  * of an 8-bit file set to 12. */
@@ -927,6 +974,7 @@ static void test_bad_input(struct rf__jpeg_decoder *dec, uint32_t w, uint32_t h)
     test_corrupt_entropy(dec, &opt, w, h);
     check_still_works(dec, good, w, h);
     test_limits(dec, &opt);
+    test_memory_limit(dec, &opt);
     check_still_works(dec, good, w, h);
     test_12_bit(dec, &opt);
     test_bad_crops(dec, &opt);

@@ -19,6 +19,9 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <stdio.h> /* jpeglib.h needs FILE and size_t first */
+#include <jpeglib.h>
+
 #include "failures.h"
 #include "internal.h"
 #include "proc.h"
@@ -679,6 +682,73 @@ static void test_big_file_does_not_pin_memory(void)
     remove_tree(copy);
 }
 
+/* A progressive JPEG of side x side, 4:4:4, through libjpeg. */
+static void write_progressive_jpeg(const char *path, uint32_t side)
+{
+    struct jpeg_compress_struct ci;
+    struct jpeg_error_mgr jerr;
+    ci.err = jpeg_std_error(&jerr); /* a failure exits the test */
+    jpeg_create_compress(&ci);
+    FILE *f = fopen(path, "wb");
+    CHECK(f);
+    jpeg_stdio_dest(&ci, f);
+    ci.image_width = ci.image_height = side;
+    ci.input_components = 3;
+    ci.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&ci);
+    jpeg_set_quality(&ci, 75, TRUE);
+    for (int c = 0; c < 3; c++)
+        ci.comp_info[c].h_samp_factor = ci.comp_info[c].v_samp_factor = 1;
+    jpeg_simple_progression(&ci);
+    jpeg_start_compress(&ci, TRUE);
+    uint8_t *row = malloc((size_t)side * 3);
+    CHECK(row);
+    while (ci.next_scanline < side) {
+        for (uint32_t x = 0; x < side * 3; x++)
+            row[x] = (uint8_t)(x ^ ci.next_scanline);
+        jpeg_write_scanlines(&ci, &row, 1);
+    }
+    jpeg_finish_compress(&ci);
+    jpeg_destroy_compress(&ci);
+    CHECK_EQ(fclose(f), 0);
+    free(row);
+}
+
+/* RF_PARAM_MAX_DECODE_MEMORY reaches the producers: a progressive file
+ * that needs 6 MiB of coefficients fails under a 1 MiB limit, naming
+ * the file and the parameter, and decodes under the default. */
+static void test_decode_memory_limit(void)
+{
+    char copy[300], prog[400];
+    rf__format(copy, sizeof(copy), "%s-prog", root);
+    rf__format(prog, sizeof(prog), "%s/class_1/progressive.jpg", copy);
+    copy_folder(root, copy);
+    write_progressive_jpeg(prog, 1024);
+    rf_config *cfg = folder_config(2, RF_TRANSFORM_TRAIN);
+    CHECK_OK(rf_config_set_path(cfg, copy));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 1));
+    rf_loader *l = test_open_loader(cfg);
+    uint64_t samples = 0;
+    CHECK_EQ(drain(l, &samples, NULL), 0);
+    CHECK_EQ(samples, CLASSES * PER_CLASS + 1);
+    rf_loader_close(l);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_DECODE_MEMORY, 1 << 20));
+    CHECK_EQ(rf_config_set(cfg, RF_PARAM_MAX_DECODE_MEMORY, (1 << 20) - 1),
+             -EINVAL);
+    l = test_open_loader(cfg);
+    CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
+    char whole[500];
+    rf__format(whole, sizeof(whole), "(%s)", prog);
+    CHECK_CONTAINS(rf_loader_error(l), whole);
+    CHECK_CONTAINS(rf_loader_error(l),
+                   "needs 6 MiB of memory to decode, above the limit of 1 "
+                   "MiB; raise RF_PARAM_MAX_DECODE_MEMORY");
+    printf("decode memory limit: %s\n", rf_loader_error(l));
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    remove_tree(copy);
+}
+
 /* A sample whose path is longer than a message can hold is named by the
  * start of the path and its file name, and the reason is kept whole. */
 static void test_long_path_keeps_the_reason(void)
@@ -755,6 +825,7 @@ int main(void)
     test_big_file_does_not_pin_memory();
     test_spawn_near_fd_limit();
     test_long_path_keeps_the_reason();
+    test_decode_memory_limit();
     const int bad = add_bad_files();
     test_bad_file_fails_with_its_name();
     test_bad_files_skipped_and_listed(bad);

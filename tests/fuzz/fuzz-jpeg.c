@@ -20,6 +20,9 @@
 /* Small enough that a little input declaring a huge image cannot make one
  * run take seconds; the limit itself is what is tested. */
 #define FUZZ_MAX_PIXELS (UINT64_C(1) << 22)
+/* Below what the largest progressive image under that limit needs (24
+ * MiB at 4:4:4), so that the memory check is reached as well. */
+#define FUZZ_MAX_DECODE_MEMORY (UINT64_C(16) << 20)
 
 struct crop_request {
     struct rf__transform_spec spec;
@@ -53,6 +56,7 @@ static void read_params(struct fuzz_bytes *in, int64_t *p,
     *opt = (struct rf__jpeg_options){
         .max_pixels = FUZZ_MAX_PIXELS,
         .max_scans = 100,
+        .max_decode_memory = FUZZ_MAX_DECODE_MEMORY,
         .warnings_are_errors = !(bits & JPEG_WARNINGS_OK),
         .exif_orientation = (bits & JPEG_EXIF) != 0};
 }
