@@ -298,10 +298,11 @@ typedef enum rf_param {
     RF_PARAM_ON_PRODUCER_DEATH = 36, /* rf_on_producer_death; default
                                         respawn */
     RF_PARAM_MAX_RESPAWNS = 37,      /* respawn: replace at most this many
-                                        producers within an hour (the count
-                                        starts again each hour, so a long
-                                        run survives occasional kills);
-                                        default 1000 */
+                                        producers within
+                                        RF_PARAM_RESPAWN_WINDOW_S (the
+                                        count starts again each window, so
+                                        a long run survives occasional
+                                        kills); default 1000 */
     RF_PARAM_BATCH_TIMEOUT_MS = 38,  /* a producer that owes batches and
                                         delivers none for this long (stopped,
                                         or stuck on one sample) is killed and
@@ -315,17 +316,23 @@ typedef enum rf_param {
     RF_PARAM_QUIET = 39, /* 0 (default): write one line to stderr for each
                             producer replaced; 1: only count them */
     /* Decoding, continued (numbered after the rest: the ABI keeps them) */
-    RF_PARAM_MAX_DECODE_MEMORY = 40 /* refuse JPEGs whose decode needs more
-                                       bytes, 1 MiB..1 TiB: a progressive
-                                       (multi-scan) file keeps every DCT
-                                       coefficient, 2 bytes per pixel per
-                                       full-size component (6 MB per
-                                       megapixel at 4:4:4, 3 at 4:2:0),
-                                       while a baseline one needs a few
-                                       rows; each producer may hold this
-                                       much at once; default 1 GiB, above
-                                       what any image under the default
-                                       RF_PARAM_MAX_PIXELS needs */
+    RF_PARAM_MAX_DECODE_MEMORY = 40, /* refuse JPEGs whose decode needs more
+                                        bytes, 1 MiB..1 TiB: a progressive
+                                        (multi-scan) file keeps every DCT
+                                        coefficient, 2 bytes per pixel per
+                                        full-size component (6 MB per
+                                        megapixel at 4:4:4, 3 at 4:2:0),
+                                        while a baseline one needs a few
+                                        rows; each producer may hold this
+                                        much at once; default 1 GiB, above
+                                        what any image under the default
+                                        RF_PARAM_MAX_PIXELS needs */
+    /* Faults, continued */
+    RF_PARAM_RESPAWN_WINDOW_S = 41 /* the window RF_PARAM_MAX_RESPAWNS
+                                      counts in, in seconds: it starts at
+                                      rf_loader_open() and again at the
+                                      first replacement after it ends;
+                                      1..2^31, default 3600 (an hour) */
 } rf_param;
 
 /* Creates a configuration holding every default. Returns NULL when out of

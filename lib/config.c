@@ -67,6 +67,8 @@ static const struct param_rule rules[RF__PARAMS] = {
     [RF_PARAM_QUIET] = {"quiet", 0, 1, 0},
     [RF_PARAM_MAX_DECODE_MEMORY] = {"max_decode_memory", INT64_C(1) << 20,
                                     INT64_C(1) << 40, INT64_C(1) << 30},
+    [RF_PARAM_RESPAWN_WINDOW_S] = {"respawn_window_s", 1, INT64_C(1) << 31,
+                                   3600},
 };
 
 void rf__format(char *buf, size_t len, const char *fmt, ...)

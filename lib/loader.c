@@ -50,11 +50,6 @@
  * sample that breaks the decoder: respawning again would loop. */
 #define MAX_DEATHS_PER_BATCH 3
 
-/* RF_PARAM_MAX_RESPAWNS is per hour, not per run: an OOM killer that
- * takes a producer every ten minutes must not end a week-long run on its
- * seventh day, while a loop of replacements still ends within the hour. */
-#define RESPAWN_WINDOW_NS (3600ull * 1000000000ull)
-
 /* Producers that crashed or timed out before they took up work (before
  * attaching to the segment, or attached but before their first batch),
  * this many in a row, cannot start at all (a helper that cannot load its
@@ -108,10 +103,15 @@ struct rf_loader {
     uint32_t at_producers; /* slots with state AT_PRODUCER */
 
     /* Producer deaths */
-    bool respawn;             /* RF_ON_DEATH_RESPAWN */
-    bool quiet;               /* RF_PARAM_QUIET */
-    uint64_t max_respawns;    /* RF_PARAM_MAX_RESPAWNS, per hour */
-    uint64_t window_start_ns; /* the hour max_respawns counts in */
+    bool respawn; /* RF_ON_DEATH_RESPAWN */
+    bool quiet;   /* RF_PARAM_QUIET */
+    /* RF_PARAM_MAX_RESPAWNS counts per window (RF_PARAM_RESPAWN_WINDOW_S,
+     * an hour by default), not per run: an OOM killer that takes a
+     * producer every ten minutes must not end a week-long run on its
+     * seventh day, while a loop of replacements still ends in the hour. */
+    uint64_t max_respawns;
+    uint64_t window_ns;
+    uint64_t window_start_ns; /* the window max_respawns counts in */
     uint64_t window_respawns; /* replacements in it */
     uint64_t timeout_ns;      /* RF_PARAM_BATCH_TIMEOUT_MS; 0 = none */
     uint64_t respawns;        /* producers replaced so far */
@@ -349,6 +349,7 @@ static int resolve_config(rf_loader *l, const rf_config *cfg)
     l->respawn = p[RF_PARAM_ON_PRODUCER_DEATH] == RF_ON_DEATH_RESPAWN;
     l->quiet = p[RF_PARAM_QUIET] != 0;
     l->max_respawns = (uint64_t)p[RF_PARAM_MAX_RESPAWNS];
+    l->window_ns = (uint64_t)p[RF_PARAM_RESPAWN_WINDOW_S] * 1000000000u;
     l->window_start_ns = rf__now_ns();
     l->timeout_ns = (uint64_t)p[RF_PARAM_BATCH_TIMEOUT_MS] * 1000000u;
     l->crash_seq = UINT64_MAX;
@@ -920,12 +921,32 @@ static int fail_to_start(rf_loader *l, const char *what, uint32_t times,
                      what, times, advice);
 }
 
-/* Whether this hour's replacements have reached RF_PARAM_MAX_RESPAWNS;
- * a new hour starts the count again. */
+/* "an hour", "3 hours", "10 minutes", "1 second": a window in words. */
+static void describe_seconds(char *out, size_t len, uint64_t seconds)
+{
+    if (seconds == 3600) {
+        rf__format(out, len, "an hour");
+        return;
+    }
+    const char *unit = "second";
+    uint64_t n = seconds;
+    if (seconds % 3600 == 0) {
+        unit = "hour";
+        n = seconds / 3600;
+    } else if (seconds % 60 == 0) {
+        unit = "minute";
+        n = seconds / 60;
+    }
+    rf__format(out, len, "%llu %s%s", (unsigned long long)n, unit,
+               n == 1 ? "" : "s");
+}
+
+/* Whether this window's replacements have reached RF_PARAM_MAX_RESPAWNS;
+ * a new window starts the count again. */
 static bool respawns_used_up(rf_loader *l)
 {
     const uint64_t now = rf__now_ns();
-    if (now - l->window_start_ns >= RESPAWN_WINDOW_NS) {
+    if (now - l->window_start_ns >= l->window_ns) {
         l->window_start_ns = now;
         l->window_respawns = 0;
     }
@@ -935,14 +956,18 @@ static bool respawns_used_up(rf_loader *l)
 /* Policy respawn: a new producer p, and its owed batches issued again. */
 static int replace_producer(rf_loader *l, uint32_t p, const char *what)
 {
-    if (respawns_used_up(l))
+    if (respawns_used_up(l)) {
+        char window[64];
+        describe_seconds(window, sizeof(window), l->window_ns / 1000000000u);
         return set_error(l, RF_E_PRODUCER_DIED,
-                         "%s; %llu producers have been replaced within an "
-                         "hour, the most RF_PARAM_MAX_RESPAWNS allows (%llu "
-                         "in the run): look for what kills them (dmesg for "
-                         "the OOM killer), or raise the limit",
-                         what, (unsigned long long)l->window_respawns,
+                         "%s; %llu producers have been replaced within %s, "
+                         "the most RF_PARAM_MAX_RESPAWNS allows "
+                         "(RF_PARAM_RESPAWN_WINDOW_S; %llu in the run): look "
+                         "for what kills them (dmesg for the OOM killer), or "
+                         "raise the limit",
+                         what, (unsigned long long)l->window_respawns, window,
                          (unsigned long long)l->respawns);
+    }
     const uint32_t owed = reclaim_slots(l, p);
     reset_channel(l, p);
     int rc = start_producer(l, p);

@@ -756,11 +756,70 @@ static void test_respawn_limit_ends_the_run(void)
     CHECK_EQ(killed, 3);
     const char *msg = rf_loader_error(l);
     CHECK_CONTAINS(msg, "2 producers have been replaced within an hour");
+    CHECK_CONTAINS(msg, "RF_PARAM_RESPAWN_WINDOW_S");
     CHECK_CONTAINS(msg, "RF_PARAM_MAX_RESPAWNS");
     CHECK_CONTAINS(msg, "OOM killer");
     rf_stats st;
     CHECK_OK(rf_loader_stats(l, &st));
     CHECK_EQ(st.respawns, 2);
+    rf_loader_close(l);
+}
+
+/* Kills the only producer once it is not `last`, taking batches until
+ * the kill is noticed and answered; returns the killed pid, or 0 when
+ * next() failed instead (its code in *rc). */
+static int kill_and_wait_for_replacement(rf_loader *l, int last, int *rc)
+{
+    rf_batch b;
+    int pid = 0;
+    while (list_children(&pid, 1) != 1 || pid == last) {
+        if ((*rc = rf_loader_next(l, &b)) != 1)
+            return 0;
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    CHECK_EQ(kill(pid, SIGKILL), 0);
+    rf_stats before, after;
+    CHECK_OK(rf_loader_stats(l, &before));
+    do {
+        if ((*rc = rf_loader_next(l, &b)) != 1)
+            return 0;
+        CHECK_OK(rf_loader_release(l, &b));
+        CHECK_OK(rf_loader_stats(l, &after));
+    } while (after.respawns == before.respawns);
+    return pid;
+}
+
+/* The count of RF_PARAM_MAX_RESPAWNS starts again when its window
+ * (RF_PARAM_RESPAWN_WINDOW_S) is over: with one replacement allowed per
+ * 2 seconds, a kill, a pause of 2.5 s and a kill are both answered, and a
+ * third kill at once ends the run, naming the window. */
+static void test_respawn_window_starts_the_count_again(void)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 1000000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_RESPAWNS, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_RESPAWN_WINDOW_S, 2));
+    CHECK_EQ(rf_config_set(cfg, RF_PARAM_RESPAWN_WINDOW_S, 0), -EINVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    int rc = 0;
+    const int first = kill_and_wait_for_replacement(l, 0, &rc);
+    CHECK(first > 0);
+    sleep_us(2500000);
+    const int second = kill_and_wait_for_replacement(l, first, &rc);
+    CHECK(second > 0);
+    CHECK_EQ(kill_and_wait_for_replacement(l, second, &rc), 0);
+    CHECK_EQ(rc, RF_E_PRODUCER_DIED);
+    const char *msg = rf_loader_error(l);
+    CHECK_CONTAINS(msg, "1 producers have been replaced within 2 seconds");
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.respawns, 2);
+    printf("respawn window of 2 s: a kill, 2.5 s, a kill: both replaced; a "
+           "third kill at once ends the run\n");
     rf_loader_close(l);
 }
 
@@ -1170,6 +1229,7 @@ int main(int argc, char **argv)
     test_helper_that_cannot_start_is_named();
     test_crash_after_attach_counts_as_failed_start();
     test_respawn_limit_ends_the_run();
+    test_respawn_window_starts_the_count_again();
     test_helper_replaced_during_run();
     test_producer_holds_only_its_fds();
     test_garbage_in_the_batch_ring();
