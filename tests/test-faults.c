@@ -967,29 +967,35 @@ static void test_producer_holds_only_its_fds(void)
 
 /* ---- garbage in the rings ---------------------------------------------- */
 
-/* The control segment of this process's only loader, mapped a second time
- * the way a stray writer could reach it. */
-static struct rf__segment map_control_segment(void)
+/* The memfd of this process's only loader named `name`, mapped a second
+ * time the way a stray writer could reach it; its size in *size. */
+static void *map_memfd(const char *name, size_t *size)
 {
-    struct rf__segment seg = {0};
-    for (int fd = 3; fd < 1024 && !seg.header; fd++) {
+    for (int fd = 3; fd < 1024; fd++) {
         char link[64], target[256];
         snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
         const ssize_t n = readlink(link, target, sizeof(target) - 1);
         if (n <= 0)
             continue;
         target[n] = '\0';
-        if (!strstr(target, "memfd:ringfeed-control"))
+        if (!strstr(target, name))
             continue;
         struct stat sb;
         CHECK_EQ(fstat(fd, &sb), 0);
         void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE,
                        MAP_SHARED, fd, 0);
         CHECK(p != MAP_FAILED);
-        seg.header = p;
-        seg.control_size = (size_t)sb.st_size;
+        *size = (size_t)sb.st_size;
+        return p;
     }
-    CHECK(seg.header);
+    CHECK(!"no such memfd");
+    return NULL;
+}
+
+static struct rf__segment map_control_segment(void)
+{
+    struct rf__segment seg = {0};
+    seg.header = map_memfd("memfd:ringfeed-control", &seg.control_size);
     seg.layout = *seg.header; /* as attaching takes it */
     return seg;
 }
@@ -1063,6 +1069,57 @@ static void test_garbage_in_the_batch_ring(void)
 {
     expect_bad_handle(push_garbage_handle, "matches no batch");
     expect_bad_handle(push_garbage_indices, "corrupted");
+}
+
+/* The list of failed samples in a slot is shared memory too: an index
+ * beyond the dataset, written where a producer writes its failures, is an
+ * error and never a key of the loader's set of failed samples. The test
+ * stands in for the stopped producer: it takes an order and answers it
+ * with a batch whose one failed sample is UINT64_MAX (the set's empty
+ * key). */
+static void test_garbage_failed_index_is_an_error(void)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 100000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_ORDERED, 0));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    struct rf__segment seg = map_control_segment();
+    size_t arena_size = 0;
+    seg.arena = map_memfd("memfd:ringfeed-arena", &arena_size);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    const int pid = pause_producer(&seg);
+    CHECK_OK(rf_loader_release(l, &b)); /* an order for the test to take */
+    const uint32_t entries = seg.layout.ring_entries;
+    uint64_t order = 0;
+    CHECK_EQ(rf__ring_pop(rf__segment_empty_ring(&seg, 0), entries, &order),
+             1);
+    const uint32_t slot = rf__handle_slot(order);
+    const uint64_t seq = rf__handle_seq(order);
+    struct rf__slot_meta *m = rf__slot_meta(&seg, slot);
+    m->sequence = seq;
+    m->samples = 0;
+    m->failed_samples = 1;
+    m->failures[0].index = UINT64_MAX;
+    snprintf(m->failures[0].text, sizeof(m->failures[0].text), "forged");
+    rf__slot_indices(&seg, slot)[seg.layout.batch_size - 1] = UINT64_MAX;
+    CHECK_EQ(rf__ring_push(rf__segment_full_ring(&seg, 0), entries,
+                           rf__handle_make(RF__HANDLE_BATCH, slot, seq)),
+             0);
+    CHECK_EQ(next_until_error(l), RF_E_BAD_HANDLE);
+    CHECK_CONTAINS(rf_loader_error(l),
+                   "lists failed sample 18446744073709551615, but the "
+                   "dataset has 100000 samples");
+    printf("forged failed sample: %s\n", rf_loader_error(l));
+    kill(pid, SIGCONT);
+    rf_loader_close(l);
+    munmap(seg.header, seg.control_size);
+    munmap(seg.arena, arena_size);
 }
 
 /* The size fields in the shared rings are never used after set-up, so
@@ -1233,6 +1290,7 @@ int main(int argc, char **argv)
     test_helper_replaced_during_run();
     test_producer_holds_only_its_fds();
     test_garbage_in_the_batch_ring();
+    test_garbage_failed_index_is_an_error();
     test_garbage_ring_sizes_are_ignored();
     test_garbage_header_is_ignored();
     test_full_order_ring_is_an_error();
