@@ -1097,8 +1097,7 @@ static void test_garbage_failed_index_is_an_error(void)
     CHECK_OK(rf_loader_release(l, &b)); /* an order for the test to take */
     const uint32_t entries = seg.layout.ring_entries;
     uint64_t order = 0;
-    CHECK_EQ(rf__ring_pop(rf__segment_empty_ring(&seg, 0), entries, &order),
-             1);
+    CHECK_EQ(rf__ring_pop(rf__segment_empty_ring(&seg, 0), entries, &order), 1);
     const uint32_t slot = rf__handle_slot(order);
     const uint64_t seq = rf__handle_seq(order);
     struct rf__slot_meta *m = rf__slot_meta(&seg, slot);
