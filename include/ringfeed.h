@@ -411,13 +411,15 @@ typedef struct rf_batch {
  * system call. On error *out is NULL and, when errp is not NULL,
  * *errp receives a malloc'd detail message for the caller to free().
  *
- * Processes: the producers are children of the calling thread. They are
- * killed (PR_SET_PDEATHSIG) when that thread exits, so open the loader
- * from a thread that outlives it, e.g. the main thread. They inherit no fd
- * of the caller's besides the ring's own, and ignore SIGINT so that Ctrl-C
- * reaches only the training process, which then closes the loader. The
- * caller must not reap them (waitpid(-1, ...) would steal their status)
- * nor set SIGCHLD to SIG_IGN.
+ * Processes: the producers are children of the calling process. They
+ * end when it ends (PR_SET_PDEATHSIG with SIGUSR1, checked against
+ * getppid() so that the thread that started them may return first; an
+ * idle producer also checks every 250 ms). They inherit no fd of the
+ * caller's besides the ring's own. They ignore SIGINT, so that Ctrl-C
+ * reaches only the training process, which then closes the loader, and
+ * outlive SIGUSR1 and SIGUSR2 (a batch scheduler's warning to every
+ * process of a job). The caller must not reap them (waitpid(-1, ...)
+ * would steal their status) nor set SIGCHLD to SIG_IGN.
  */
 RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp);
 
@@ -440,9 +442,8 @@ RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp);
  * only be closed. Waiting spins for RF_PARAM_SPIN_NS and then sleeps in the
  * kernel; the call notices a dead producer at once, without a timer, and
  * under RF_ON_DEATH_RESPAWN (the default) replaces it before it goes on
- * waiting. Replacements are children of the calling thread, like the
- * producers started by open: call next() from the thread that opened the
- * loader, or from one that outlives it.
+ * waiting. next() may be called from any one thread at a time, not only
+ * the one that opened the loader.
  */
 RF_API int rf_loader_next(rf_loader *loader, rf_batch *batch);
 

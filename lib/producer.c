@@ -27,6 +27,9 @@
  * PR_SET_PDEATHSIG signal normally ends it first). */
 #define PARENT_CHECK_MS 250
 
+/* The signal PR_SET_PDEATHSIG sends; see on_parent_signal(). */
+#define PARENT_DEATH_SIGNAL SIGUSR1
+
 struct producer {
     struct rf__segment seg;
     uint32_t index;
@@ -323,11 +326,49 @@ static void pin_to(int cpu)
     (void)sched_setaffinity(0, sizeof(set), &set);
 }
 
+/* The consumer process, for on_parent_signal(); 0 = unknown. */
+static volatile sig_atomic_t consumer_pid;
+
+/* PR_SET_PDEATHSIG fires when the *thread* that started this producer
+ * ends, even while the rest of the consumer process lives on: a loader
+ * opened, or a producer replaced, by a thread that then returned. Its
+ * signal is caught, and the producer ends only once getppid() no longer
+ * names the consumer, which happens when the whole process is gone and a
+ * reaper took us over. The same check answers SIGUSR2 and the SIGUSR1 a
+ * batch scheduler sends every process of a job as a warning (Slurm's
+ * --signal): those are meant for the training process. */
+static void on_parent_signal(int sig)
+{
+    (void)sig;
+    if (consumer_pid <= 0 || getppid() != consumer_pid)
+        _exit(0);
+}
+
+/* Dies with the consumer process, and only then. */
+static void follow_parent(int parent_pid)
+{
+    consumer_pid = parent_pid;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_parent_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigset_t ours;
+    sigemptyset(&ours);
+    sigaddset(&ours, SIGUSR1);
+    sigaddset(&ours, SIGUSR2);
+    (void)sigaction(SIGUSR1, &sa, NULL);
+    (void)sigaction(SIGUSR2, &sa, NULL);
+    /* a fork-mode child inherits its thread's mask */
+    (void)sigprocmask(SIG_UNBLOCK, &ours, NULL);
+    prctl(PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL);
+}
+
 int rf__producer_run(const struct rf__producer_fds *fds, uint32_t index,
                      int cpu, int parent_pid)
 {
     /* Die with the consumer; then make sure it did not die already. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    follow_parent(parent_pid);
     if (parent_pid > 0 && getppid() != parent_pid)
         return 0;
     /* Ctrl-C belongs to the training process, which then closes us. */

@@ -823,6 +823,55 @@ static void test_respawn_window_starts_the_count_again(void)
     rf_loader_close(l);
 }
 
+static void *open_and_return(void *cfg)
+{
+    return test_open_loader(cfg);
+}
+
+static void *replace_and_return(void *loader)
+{
+    int rc = 0;
+    CHECK(kill_and_wait_for_replacement(loader, 0, &rc) > 0);
+    return NULL;
+}
+
+/* Producers are children of the thread that started them, and
+ * PR_SET_PDEATHSIG signals them when that thread ends. A loader opened by
+ * a thread that returns, and a producer replaced by another that
+ * returns, must keep their producers: the run ends normally with the one
+ * replacement the test asked for. */
+static void test_threads_that_end_keep_their_producers(void)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 4000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    pthread_t t;
+    void *opened = NULL;
+    CHECK_EQ(pthread_create(&t, NULL, open_and_return, cfg), 0);
+    CHECK_EQ(pthread_join(t, &opened), 0);
+    rf_config_free(cfg);
+    rf_loader *l = opened;
+    sleep_us(300000);
+    CHECK_EQ(pthread_create(&t, NULL, replace_and_return, l), 0);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    sleep_us(300000);
+    int pid = 0;
+    CHECK_EQ(list_children(&pid, 1), 1);
+    CHECK_EQ(kill(pid, 0), 0);
+    CHECK_EQ(next_until_error(l), 0);
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.respawns, 1);
+    printf("loader opened, and a producer replaced, by threads that ended: "
+           "%llu replacement, the one asked for\n",
+           (unsigned long long)st.respawns);
+    rf_loader_close(l);
+}
+
 /* A helper that attaches and then crashes before its first batch (as one
  * that aborts while it sets up would) cannot start either: counted like
  * a crash before attaching, not replaced a thousand times. One producer
@@ -1286,6 +1335,7 @@ int main(int argc, char **argv)
     test_crash_after_attach_counts_as_failed_start();
     test_respawn_limit_ends_the_run();
     test_respawn_window_starts_the_count_again();
+    test_threads_that_end_keep_their_producers();
     test_helper_replaced_during_run();
     test_producer_holds_only_its_fds();
     test_garbage_in_the_batch_ring();
