@@ -344,6 +344,140 @@ case_options_without_effect() {
     holds "$dir" ok.pack
 }
 
+# ---- ringfeed-pack: --jobs ------------------------------------------------
+
+# make_mixed_folder DIR: $work/ds linked into DIR, with a JPEG cut short
+# in one class and a PNG named .jpg in another, so that the bad samples
+# fall to different workers.
+make_mixed_folder() {
+    cp -rl "$work/ds" "$1"
+    dd if="$(first_image class_000)" of="$1/class_001/img_cut.jpg" bs=1000 \
+        count=3 2>/dev/null
+    printf '\211PNG\r\n\032\n\000\000\000\rIHDR' >"$1/class_002/img_png.jpg"
+}
+
+# same_with_jobs NAME OPTION...: packs $dir/source with OPTIONS and
+# --jobs 1, then --jobs 3; the packs and the messages must be the same.
+same_with_jobs() {
+    _name=$1
+    shift
+    for _jobs in 1 3; do
+        run 0 "$pack" "$dir/source" "$dir/$_name-$_jobs.pack" --jobs $_jobs \
+            "$@"
+        grep -v '^packed ' "$work/out" >"$dir/$_name-$_jobs.out"
+        cp "$work/err" "$dir/$_name-$_jobs.err"
+    done
+    cmp -s "$dir/$_name-1.pack" "$dir/$_name-3.pack" ||
+        fail "$_name: the pack differs between --jobs 1 and --jobs 3"
+    cmp -s "$dir/$_name-1.err" "$dir/$_name-3.err" ||
+        fail "$_name: stderr differs: $(diff "$dir/$_name-1.err" \
+            "$dir/$_name-3.err")"
+}
+
+# The pack, the samples left out and the warnings are the same whatever
+# --jobs is: JPEG bytes decoded whole first (--skip-bad), raw samples
+# with a dictionary trained on them, JPEG bytes as they are; and --verify
+# lists the same bad samples in the same order, with the same status.
+case_jobs_same_output() {
+    dir=$work/jobs
+    mkdir "$dir"
+    make_mixed_folder "$dir/source"
+    same_with_jobs skip --skip-bad --quiet
+    [ "$(count "$work/err" "skipped: sample")" -eq 2 ] ||
+        fail "2 samples should be skipped"
+    has "$work/err" "class_001/img_cut.jpg): premature end of data"
+    has "$work/err" "class_002/img_png.jpg): not a JPEG file"
+    same_with_jobs raw --raw 32x32 --dict-size 4096 --skip-bad --quiet
+    has "$work/out" "with a dictionary"
+    same_with_jobs as-is --quiet
+    [ "$(count "$work/err" "is not a JPEG file; packed as is")" -eq 1 ] ||
+        fail "1 file should be said not to be a JPEG"
+    for jobs in 1 3; do
+        run 1 "$pack" --verify "$dir/source" --jobs $jobs
+        grep '^bad: ' "$work/out" >"$dir/verify-$jobs"
+    done
+    [ "$(wc -l <"$dir/verify-1")" -eq 2 ] || fail "2 bad samples expected"
+    cmp -s "$dir/verify-1" "$dir/verify-3" ||
+        fail "--verify lists differ: $(diff "$dir/verify-1" "$dir/verify-3")"
+    run 0 "$pack" --verify "$dir/raw-3.pack" --jobs 3 --progress
+    has "$work/out" "24 samples in 3 classes checked"
+    has "$work/err" "100% 24/24"
+}
+
+# --jobs takes a number of workers from 1 up, as the other options check
+# theirs (exit 2), when packing and with --verify.
+case_jobs_bad_value() {
+    dir=$work/jobs-value
+    mkdir "$dir"
+    for value in 0 x -1 '' 3x 1025; do
+        run 2 "$pack" "$work/ds" "$dir/x.pack" --jobs "$value" --quiet
+        has "$work/err" "--jobs wants an integer in 1..1024, not '$value'"
+        run 2 "$pack" --verify "$work/ds" --jobs "$value"
+        has "$work/err" "--jobs wants an integer in 1..1024"
+    done
+    holds "$dir"
+}
+
+# running PID: whether PID is a live process (not gone, nor a zombie
+# waiting to be reaped).
+running() {
+    _state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
+    [ -n "$_state" ] && [ "$_state" != Z ]
+}
+
+# ends_soon PID...: each of them stops running within 5 s.
+ends_soon() {
+    for _pid in "$@"; do
+        _tries=0
+        while running "$_pid"; do
+            _tries=$((_tries + 1))
+            [ $_tries -le 100 ] || fail "worker $_pid is still running"
+            sleep 0.05
+        done
+    done
+}
+
+# A worker killed in the middle of a pack ends the run: exit 1, naming the
+# worker, the signal and the sample it was on; no pack is left, and the
+# other worker ends too. The same when the tool itself is killed: its
+# workers do not go on. (10 links to each of the 24 images, packed slowly:
+# several seconds of work, stopped early.)
+case_jobs_killed_worker() {
+    dir=$work/jobs-killed
+    mkdir -p "$dir/out"
+    for copy in 0 1 2 3 4 5 6 7 8 9; do
+        for file in "$work"/ds/class_*/*.jpg; do
+            class=${file%/*}
+            mkdir -p "$dir/big/${class##*/}"
+            ln "$file" "$dir/big/${class##*/}/$copy-${file##*/}"
+        done
+    done
+    for victim in worker tool; do
+        # shellcheck disable=SC2086 # $slow is a list of options
+        "$pack" "$dir/big" "$dir/out/x.pack" $slow --jobs 2 2>"$dir/err" &
+        background=$!
+        wait_for "$dir/err" "packing"
+        workers=$(pgrep -P $background)
+        [ "$(echo "$workers" | wc -w)" -eq 2 ] ||
+            fail "2 workers expected, found '$workers'"
+        if [ $victim = worker ]; then
+            kill -s KILL "$(echo "$workers" | head -n 1)"
+        else
+            kill -s KILL $background
+        fi
+        { wait $background; } 2>/dev/null
+        status=$?
+        background=
+        # shellcheck disable=SC2086 # a list of pids
+        ends_soon $workers
+        holds "$dir/out"
+        [ $victim = worker ] || continue
+        [ $status -eq 1 ] || fail "exit status $status after a worker died"
+        has "$dir/err" "was killed by signal 9 (Killed) while on sample"
+        has "$dir/err" "no pack was written"
+    done
+}
+
 # ---- ringfeed-synth ------------------------------------------------------
 
 # Fewer images than classes would leave empty class folders, which no
@@ -402,6 +536,7 @@ case_synth_workers_stop_with_parent() {
 all_cases="concurrent_runs killed_leaves_nothing failure_leaves_nothing
 output_checked_first options_without_effect skip_bad_decodes
 empty_class_refused counts_are_the_pack_s names_escaped raw_shape_advice
+jobs_same_output jobs_bad_value jobs_killed_worker
 synth_needs_an_image_per_class synth_killed_writes_no_partial_jpeg
 synth_workers_stop_with_parent"
 failed=0

@@ -3,15 +3,19 @@
  * Uses libc only, so that each tool still needs nothing but the public
  * API besides.
  */
-#define _GNU_SOURCE /* vasprintf() */
+#define _GNU_SOURCE /* vasprintf(), sched_getaffinity(), CPU_COUNT() */
 #include "cli.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -181,4 +185,24 @@ bool cli_progress_shown(int wanted)
 void cli_progress_clear(bool on_terminal)
 {
     fputs(on_terminal ? "\r\033[K" : "\n", stderr);
+}
+
+unsigned cli_cpus_available(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        return 1;
+    const int count = CPU_COUNT(&set);
+    return count > 0 ? (unsigned)count : 1;
+}
+
+void cli_stop_with_parent(const char *program, pid_t parent)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+        fprintf(stderr, "%s: cannot tie a worker to its parent: %s\n", program,
+                strerror(errno));
+        _exit(CLI_EXIT_FAILED);
+    }
+    if (getppid() != parent)
+        _exit(CLI_EXIT_FAILED);
 }

@@ -1,6 +1,7 @@
 /*
  * tools/cli.h - what the command-line tools share: usage and fatal
- * errors, number parsing, the clock and the progress line.
+ * errors, number parsing, the clock, the progress line, and what their
+ * worker processes need (the CPUs to use, dying with the parent).
  *
  * Compiled into each tool, not into the library: it is policy for
  * programs (it prints and exits), which a library must never do. Every
@@ -14,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 /* The exit statuses every tool's --help promises (0 is success). */
 enum { CLI_EXIT_FAILED = 1, CLI_EXIT_USAGE = 2 };
@@ -76,5 +78,16 @@ bool cli_progress_shown(int wanted);
  * a terminal, else ended with a newline so that what follows starts on a
  * line of its own. */
 void cli_progress_clear(bool on_terminal);
+
+/* CPUs this process may run on (sched_getaffinity()), at least 1: the
+ * default number of workers. */
+unsigned cli_cpus_available(void);
+
+/* For a worker just forked from parent: the kernel kills it (SIGKILL)
+ * when the parent dies, so that no worker goes on once the run was
+ * stopped; and if the parent died before that was set, the worker ends
+ * now. Ends the worker with _exit() on failure: a child must not run its
+ * parent's exit handlers. */
+void cli_stop_with_parent(const char *program, pid_t parent);
 
 #endif

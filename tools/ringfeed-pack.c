@@ -4,18 +4,24 @@
  *
  *     ringfeed-pack train/ train.pack               JPEG bytes as they are
  *     ringfeed-pack train/ train-160.pack --raw 160x160 --dict-size 112640
- *     ringfeed-pack --verify train.pack
+ *     ringfeed-pack --verify train.pack --jobs 8
  *
  * With --raw, each image is decoded, resized (short side to 8/7 of the
  * size) and centre-cropped, as a loader's eval transform does, and the
  * pixels are stored as zstd frames, optionally with a dictionary trained
  * on a sample of them: a loader then only decompresses. The format is
- * described in docs/packed-format.md. Uses the public API, libzstd and
+ * described in docs/packed-format.md.
+ *
+ * The work on each sample (reading, decoding, compressing) is done by
+ * --jobs worker processes (work-pool.h); this process takes their results
+ * in sample order and alone writes the pack and the messages, so that
+ * both are the same whatever --jobs is. Uses the public API, libzstd and
  * libc only. Exit status: 0 success, 1 failure (or bad samples found by
  * --verify), 2 bad usage.
  */
 #include <ringfeed.h>
 
+#include <assert.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -29,6 +35,7 @@
 #include <zstd.h>
 
 #include "cli.h"
+#include "work-pool.h"
 
 #define PROGRAM "ringfeed-pack"
 
@@ -46,6 +53,7 @@ enum { EXIT_FAILED = CLI_EXIT_FAILED };
 #define DICT_MAX_TRAINING_BYTES (UINT64_C(1) << 30)
 /* Bad samples listed one by one; the count covers the rest. */
 #define MAX_BAD_LISTED 100
+#define MAX_JOBS 1024
 
 struct pack_options {
     const char *source, *output, *verify;
@@ -54,7 +62,8 @@ struct pack_options {
     int level;
     uint64_t dict_size;
     bool skip_bad;
-    int progress; /* -1 quiet, 0 when stderr is a terminal, 1 always */
+    unsigned jobs; /* worker processes; 1: none, the work is done here */
+    int progress;  /* -1 quiet, 0 when stderr is a terminal, 1 always */
     /* The first option given that changes how a pack is written, and the
      * first that only --raw samples use, for refusing them where they
      * would have no effect; NULL when none was given. */
@@ -100,6 +109,13 @@ static void print_usage(void)
           "some), and list\n"
           "                    the bad ones; takes none of the options "
           "above\n"
+          "  --jobs N          read, decode and compress in N worker "
+          "processes, 1..1024\n"
+          "                    (default: one per CPU this process may run "
+          "on; 1: in this\n"
+          "                    process); the pack and what is listed are "
+          "the same for\n"
+          "                    any N\n"
           "  --progress        show the progress line even when stderr is "
           "not a terminal\n"
           "  --quiet           no progress line\n"
@@ -130,6 +146,7 @@ static const struct option long_options[] = {
     {"dict-size", required_argument, NULL, 'd'},
     {"skip-bad", no_argument, NULL, 's'},
     {"verify", required_argument, NULL, 'v'},
+    {"jobs", required_argument, NULL, 'j'},
     {"progress", no_argument, NULL, 'p'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -176,6 +193,9 @@ static void apply_option(struct pack_options *o, int code, const char *arg)
     case 'v':
         o->verify = arg;
         break;
+    case 'j':
+        o->jobs = (unsigned)cli_parse_uint(PROGRAM, "jobs", arg, 1, MAX_JOBS);
+        break;
     case 'p':
     case 'q':
         o->progress = code == 'p' ? 1 : -1;
@@ -215,7 +235,8 @@ static void check_combination(const struct pack_options *o, int positional)
 static void parse_options(int argc, char **argv, struct pack_options *o)
 {
     int code;
-    *o = (struct pack_options){.layout = RF_LAYOUT_NHWC, .level = 3};
+    *o = (struct pack_options){
+        .layout = RF_LAYOUT_NHWC, .level = 3, .jobs = cli_cpus_available()};
     while ((code = cli_next_option(PROGRAM, argc, argv, long_options)) != -1)
         apply_option(o, code, optarg);
     check_combination(o, argc - optind);
@@ -352,21 +373,21 @@ static struct pack_shape read_pack_shape(const char *path)
 /* Decodes samples whole, to find those that cannot be decoded: with
  * transform none, which reads every row of a JPEG (a training crop reads
  * only the rows down to its bottom, so damage below it can go unseen for
- * epochs). At the pack's shape when it has one (the decoder must be
+ * epochs). At the source's shape when it has one (the decoder must be
  * configured for it), else at VERIFY_SIZE x VERIFY_SIZE. */
 struct whole_decoder {
     rf_config *cfg;
     unsigned char *pixels;
 };
 
-static void whole_decoder_init(struct whole_decoder *d, const char *path)
+static void whole_decoder_init(struct whole_decoder *d,
+                               const struct pack_shape *s)
 {
-    const struct pack_shape s = read_pack_shape(path);
-    const bool raw = s.height != 0;
-    const uint32_t h = raw ? s.height : VERIFY_SIZE;
-    const uint32_t w = raw ? s.width : VERIFY_SIZE;
-    const uint32_t c = raw ? s.channels : 3;
-    d->cfg = decode_config(h, w, c, s.layout, RF_TRANSFORM_NONE);
+    const bool raw = s->height != 0;
+    const uint32_t h = raw ? s->height : VERIFY_SIZE;
+    const uint32_t w = raw ? s->width : VERIFY_SIZE;
+    const uint32_t c = raw ? s->channels : 3;
+    d->cfg = decode_config(h, w, c, s->layout, RF_TRANSFORM_NONE);
     d->pixels = malloc((size_t)h * w * c);
     if (!d->pixels)
         cli_die(PROGRAM, "out of memory");
@@ -376,22 +397,16 @@ static void whole_decoder_free(struct whole_decoder *d)
 {
     rf_config_free(d->cfg);
     free(d->pixels);
+    *d = (struct whole_decoder){NULL, NULL};
 }
 
-/* Whether sample i decodes; rf_dataset_error() says why not. */
-static bool decodes_whole(struct whole_decoder *d, rf_dataset *ds, uint64_t i)
-{
-    return rf_dataset_decode(ds, d->cfg, 0, i, d->pixels) == 0;
-}
-
-/* ---- packing ---------------------------------------------------------------
- */
+/* ---- the work on each sample, done by the workers ------------------------ */
 
 /* The writer of the pack being written, until it is finished. Every way
  * out of the program before that (cli_die() in any helper, a failed add)
  * abandons it, so that no partial file is left behind; where the file
  * system has no O_TMPFILE the writer's file has a name, and this is what
- * removes it. */
+ * removes it. A worker forgets it: the file is its parent's. */
 static rf_pack_writer *unfinished_pack;
 
 static void abandon_unfinished_pack(void)
@@ -400,27 +415,249 @@ static void abandon_unfinished_pack(void)
     unfinished_pack = NULL;
 }
 
-struct packer {
+/* What is done to each sample. The results go back to the parent in
+ * sample order, which writes or lists them: the pack and the list are
+ * the same whatever --jobs is. */
+enum sample_task {
+    TASK_READ,           /* its bytes as they are */
+    TASK_READ_DECODABLE, /* its bytes, if it is a JPEG that decodes whole
+                            (--skip-bad without --raw) */
+    TASK_RAW,            /* a zstd frame of its pixels (--raw) */
+    TASK_TRAIN,          /* its pixels, to train a dictionary on */
+    TASK_VERIFY,         /* whether it decodes whole (--verify) */
+};
+
+/* The state of the process doing the work (a worker, or the tool itself
+ * with --jobs 1). What decodes is made by worker_start(), after the fork:
+ * a child must not use an rf_config its parent made. The dataset handle
+ * may be used on both sides of a fork (each side has its own). */
+struct sample_worker {
+    enum sample_task task;
     const struct pack_options *o;
+    const char *source;
     rf_dataset *ds;
-    rf_pack_writer *w;
-    rf_config *cfg; /* --raw: how samples are decoded */
+    struct pack_shape shape; /* the source's: all zero, or raw samples */
+    /* Item j is sample j * samples / items: every sample when items is
+     * the dataset's size, else samples spread over all of it. */
+    uint64_t samples, items;
+    const ZSTD_CDict *cdict; /* TASK_RAW with a dictionary */
+    rf_config *cfg;          /* TASK_RAW, TASK_TRAIN */
     unsigned char *pixels;
     size_t pixel_bytes;
     void *frame;
     size_t frame_capacity;
     ZSTD_CCtx *cctx;
+    struct whole_decoder whole; /* TASK_READ_DECODABLE, TASK_VERIFY */
+    char name[4200];            /* the sample's name, kept across calls on ds */
+};
+
+static uint64_t sample_of(const struct sample_worker *sw, uint64_t item)
+{
+    return sw->items == sw->samples ? item : item * sw->samples / sw->items;
+}
+
+static void *allocate(size_t size)
+{
+    void *p = malloc(size);
+    if (!p)
+        cli_die(PROGRAM, "out of memory");
+    return p;
+}
+
+static void worker_start(void *ctx, bool forked)
+{
+    struct sample_worker *sw = ctx;
+    const struct pack_options *o = sw->o;
+    if (forked)
+        unfinished_pack = NULL;
+    if (sw->task == TASK_READ_DECODABLE || sw->task == TASK_VERIFY)
+        whole_decoder_init(&sw->whole, &sw->shape);
+    if (sw->task != TASK_RAW && sw->task != TASK_TRAIN)
+        return;
+    sw->cfg =
+        decode_config(o->height, o->width, 3, o->layout, RF_TRANSFORM_EVAL);
+    sw->pixel_bytes = (size_t)o->height * o->width * 3;
+    sw->pixels = allocate(sw->pixel_bytes);
+    if (sw->task != TASK_RAW)
+        return;
+    sw->frame_capacity = ZSTD_compressBound(sw->pixel_bytes);
+    sw->frame = allocate(sw->frame_capacity);
+    sw->cctx = ZSTD_createCCtx();
+    if (!sw->cctx)
+        cli_die(PROGRAM, "out of memory");
+}
+
+static void worker_stop(void *ctx)
+{
+    struct sample_worker *sw = ctx;
+    whole_decoder_free(&sw->whole);
+    rf_config_free(sw->cfg);
+    free(sw->pixels);
+    free(sw->frame);
+    ZSTD_freeCCtx(sw->cctx);
+    sw->cfg = NULL;
+    sw->pixels = NULL;
+    sw->frame = NULL;
+    sw->cctx = NULL;
+}
+
+/* "sample 7 (a/x.jpg) of train/", for the message about a worker that
+ * died on it; read here, in the parent, with its own handle. */
+static void describe_item(void *ctx, uint64_t item, char *out, size_t len)
+{
+    struct sample_worker *sw = ctx;
+    const uint64_t i = sample_of(sw, item);
+    rf_sample_info info;
+    if (rf_dataset_read(sw->ds, i, &info) == 0)
+        snprintf(out, len, "sample %" PRIu64 " (%s) of %s", i, info.name,
+                 sw->source);
+    else
+        snprintf(out, len, "%s", rf_dataset_error(sw->ds));
+}
+
+/* A frame of the pixels, with the dictionary when there is one. */
+static size_t compress_pixels(struct sample_worker *sw)
+{
+    const size_t size =
+        sw->cdict
+            ? ZSTD_compress_usingCDict(sw->cctx, sw->frame, sw->frame_capacity,
+                                       sw->pixels, sw->pixel_bytes, sw->cdict)
+            : ZSTD_compressCCtx(sw->cctx, sw->frame, sw->frame_capacity,
+                                sw->pixels, sw->pixel_bytes, sw->o->level);
+    if (ZSTD_isError(size))
+        cli_die(PROGRAM, "zstd: %s", ZSTD_getErrorName(size));
+    return size;
+}
+
+/* The sample's bytes, label and name as the dataset read them. */
+static int read_as_is(struct sample_worker *sw, uint64_t i,
+                      struct pool_result *r)
+{
+    rf_sample_info info;
+    const int rc = rf_dataset_read(sw->ds, i, &info);
+    if (rc == 0) {
+        r->kind = (int)info.kind;
+        r->label = info.label;
+        r->name = info.name;
+        r->data = info.data;
+        r->size = info.size;
+    }
+    return rc;
+}
+
+/* --skip-bad promises to leave out samples that cannot be decoded, so
+ * each one is decoded whole first, as --verify does. The decode reads the
+ * sample again into the dataset's buffer, so its bytes are read once
+ * more to be sent. A sample that is not a JPEG is sent as it is: the
+ * parent refuses it. */
+static int read_decodable(struct sample_worker *sw, uint64_t i,
+                          struct pool_result *r)
+{
+    int rc = read_as_is(sw, i, r);
+    if (rc < 0 || r->kind != RF_SAMPLE_JPEG)
+        return rc;
+    rc = rf_dataset_decode(sw->ds, sw->whole.cfg, 0, i, sw->whole.pixels);
+    return rc < 0 ? rc : read_as_is(sw, i, r);
+}
+
+/* Decodes sample i as --raw asks, into sw->pixels, with its label and
+ * name (copied, as the decode is another call on ds). */
+static int decode_pixels(struct sample_worker *sw, uint64_t i,
+                         struct pool_result *r)
+{
+    int rc = read_as_is(sw, i, r);
+    if (rc < 0)
+        return rc;
+    snprintf(sw->name, sizeof(sw->name), "%s", r->name);
+    r->name = sw->name;
+    rc = rf_dataset_decode(sw->ds, sw->cfg, 0, i, sw->pixels);
+    r->kind = RF_SAMPLE_ZSTD;
+    r->data = sw->pixels;
+    r->size = sw->pixel_bytes;
+    return rc;
+}
+
+static void work_on_sample(void *ctx, uint64_t item, struct pool_result *r)
+{
+    struct sample_worker *sw = ctx;
+    const uint64_t i = sample_of(sw, item);
+    int rc = 0;
+    switch (sw->task) {
+    case TASK_READ:
+        rc = read_as_is(sw, i, r);
+        break;
+    case TASK_READ_DECODABLE:
+        rc = read_decodable(sw, i, r);
+        break;
+    case TASK_RAW:
+        rc = decode_pixels(sw, i, r);
+        if (rc == 0) {
+            r->data = sw->frame;
+            r->size = compress_pixels(sw);
+        }
+        break;
+    case TASK_TRAIN:
+        rc = decode_pixels(sw, i, r);
+        break;
+    case TASK_VERIFY:
+        rc = rf_dataset_decode(sw->ds, sw->whole.cfg, 0, i, sw->whole.pixels);
+        break;
+    }
+    r->status = rc;
+    if (rc < 0) {
+        r->reason = rf_dataset_error(sw->ds);
+        r->data = NULL;
+        r->size = 0;
+    }
+}
+
+/* Runs sw's task on its items, in o->jobs workers, and gives each result
+ * to take() in item order; clear() takes the caller's progress line away
+ * before a message about a worker. */
+static void run_task(struct sample_worker *sw, const char *aftermath,
+                     void *caller,
+                     void (*take)(void *, uint64_t, const struct pool_result *),
+                     void (*clear)(void *))
+{
+    const struct pool_work w = {
+        .program = PROGRAM,
+        .aftermath = aftermath,
+        .jobs = sw->o->jobs,
+        .items = sw->items,
+        .worker = sw,
+        .start = worker_start,
+        .work = work_on_sample,
+        .stop = worker_stop,
+        .describe = describe_item,
+        .caller = caller,
+        .take = take,
+        .before_message = clear,
+    };
+    pool_run(&w);
+}
+
+/* ---- packing ---------------------------------------------------------------
+ */
+
+struct packer {
+    const struct pack_options *o;
+    rf_dataset *ds;
+    rf_pack_writer *w;
+    struct sample_worker work;
+    size_t pixel_bytes; /* --raw */
     ZSTD_CDict *cdict;
     void *dict;
     size_t dict_size;
     struct pack_shape source_shape; /* all zero: no raw samples */
-    struct whole_decoder whole;     /* --skip-bad without --raw */
     uint32_t classes;               /* the source's */
     uint64_t *packed_per_class;     /* indexed by label */
     uint64_t packed, not_jpeg, bytes;
     struct bad_samples bad;
     struct progress progress;
-    char name[4200]; /* the sample's name, kept across calls on ds */
+    /* Dictionary training: the pixels of `trained` samples so far. */
+    unsigned char *training;
+    size_t *training_sizes;
+    size_t trained;
 };
 
 static rf_dataset *open_dataset(const char *path)
@@ -433,66 +670,34 @@ static rf_dataset *open_dataset(const char *path)
     return ds;
 }
 
-/* Decodes sample i into pk->pixels; returns 0 or the failure, with its
- * label and name in *info (the name copied to pk->name). */
-static int decode_sample(struct packer *pk, uint64_t i, rf_sample_info *info)
+static void clear_packing_progress(void *ctx)
 {
-    int rc = rf_dataset_read(pk->ds, i, info);
-    if (rc == 0) {
-        snprintf(pk->name, sizeof(pk->name), "%s", info->name);
-        info->name = pk->name;
-        rc = rf_dataset_decode(pk->ds, pk->cfg, 0, i, pk->pixels);
-    }
-    return rc;
+    progress_clear(&((struct packer *)ctx)->progress);
 }
 
-/* A frame of the pixels, with the dictionary when there is one. */
-static size_t compress_pixels(struct packer *pk)
+static void add_sample(struct packer *pk, rf_sample_kind kind,
+                       const struct pool_result *r)
 {
-    const size_t size =
-        pk->cdict
-            ? ZSTD_compress_usingCDict(pk->cctx, pk->frame, pk->frame_capacity,
-                                       pk->pixels, pk->pixel_bytes, pk->cdict)
-            : ZSTD_compressCCtx(pk->cctx, pk->frame, pk->frame_capacity,
-                                pk->pixels, pk->pixel_bytes, pk->o->level);
-    if (ZSTD_isError(size))
-        cli_die(PROGRAM, "zstd: %s", ZSTD_getErrorName(size));
-    return size;
-}
-
-static void add_sample(struct packer *pk, rf_sample_kind kind, const void *data,
-                       size_t size, const rf_sample_info *info)
-{
-    if (rf_pack_writer_add(pk->w, kind, data, size, info->label, info->name) <
+    if (rf_pack_writer_add(pk->w, kind, r->data, r->size, r->label, r->name) <
         0) {
         progress_clear(&pk->progress);
         cli_die(PROGRAM, "%s", rf_pack_writer_error(pk->w));
     }
     pk->packed++;
-    pk->bytes += size;
-    if (info->label >= 0 && info->label < pk->classes)
-        pk->packed_per_class[info->label]++;
+    pk->bytes += r->size;
+    if (r->label >= 0 && r->label < pk->classes)
+        pk->packed_per_class[r->label]++;
 }
 
 /* A sample that cannot be packed: left out with --skip-bad, else the
  * end of the run. */
-static void sample_failed(struct packer *pk)
+static void sample_failed(struct packer *pk, const char *reason)
 {
-    report_bad(&pk->bad, &pk->progress, rf_dataset_error(pk->ds));
+    report_bad(&pk->bad, &pk->progress, reason);
     if (pk->o->skip_bad)
         return;
     cli_die(PROGRAM, "stopped at that sample; fix or remove the file, or "
                      "pass --skip-bad to leave such samples out");
-}
-
-static void pack_raw(struct packer *pk, uint64_t i)
-{
-    rf_sample_info info;
-    if (decode_sample(pk, i, &info) < 0) {
-        sample_failed(pk);
-        return;
-    }
-    add_sample(pk, RF_SAMPLE_ZSTD, pk->frame, compress_pixels(pk), &info);
 }
 
 /* The pixels of a pack's raw samples can be compressed again, but not
@@ -535,10 +740,10 @@ static void check_source_shape(const struct packer *pk)
  * not a JPEG: the sample then fails when decoded, as it would from the
  * folder. Say so. */
 static void warn_if_not_jpeg(struct packer *pk, uint64_t i,
-                             const rf_sample_info *info)
+                             const struct pool_result *r)
 {
-    const unsigned char *b = info->data;
-    if (info->size >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
+    const unsigned char *b = r->data;
+    if (r->size >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
         return;
     if (pk->not_jpeg++ < MAX_BAD_LISTED) {
         progress_clear(&pk->progress);
@@ -546,37 +751,28 @@ static void warn_if_not_jpeg(struct packer *pk, uint64_t i,
                        PROGRAM ": warning: sample %" PRIu64 " (%s) is not a "
                                "JPEG file; packed as is, it will fail to "
                                "decode",
-                       i, info->name);
+                       i, r->name);
     }
 }
 
-/* --skip-bad promises to leave out samples that cannot be decoded, so
- * each one is decoded whole first, as --verify does. The decode reads the
- * sample again into the dataset's buffer, so its bytes are read once
- * more to be added. */
-static bool read_decodable(struct packer *pk, uint64_t i, rf_sample_info *info)
+/* Each sample's result, in sample order: added to the pack, or listed
+ * as bad. */
+static void take_sample(void *ctx, uint64_t i, const struct pool_result *r)
 {
-    return decodes_whole(&pk->whole, pk->ds, i) &&
-           rf_dataset_read(pk->ds, i, info) == 0;
-}
-
-static void pack_jpeg(struct packer *pk, uint64_t i)
-{
-    rf_sample_info info;
-    if (rf_dataset_read(pk->ds, i, &info) < 0) {
-        sample_failed(pk);
-        return;
+    struct packer *pk = ctx;
+    if (r->status < 0) {
+        sample_failed(pk, r->reason);
+    } else if (pk->o->height) {
+        add_sample(pk, RF_SAMPLE_ZSTD, r);
+    } else {
+        if (r->kind != RF_SAMPLE_JPEG)
+            raw_source_refused(
+                pk, "without --raw only JPEG samples go in as they are");
+        if (!pk->o->skip_bad)
+            warn_if_not_jpeg(pk, i, r);
+        add_sample(pk, RF_SAMPLE_JPEG, r);
     }
-    if (info.kind != RF_SAMPLE_JPEG)
-        raw_source_refused(pk,
-                           "without --raw only JPEG samples go in as they are");
-    if (!pk->o->skip_bad) {
-        warn_if_not_jpeg(pk, i, &info);
-    } else if (!read_decodable(pk, i, &info)) {
-        sample_failed(pk);
-        return;
-    }
-    add_sample(pk, info.kind, info.data, info.size, &info);
+    progress_show(&pk->progress, i + 1);
 }
 
 /* ---- every class keeps a sample ------------------------------------------ */
@@ -678,42 +874,48 @@ static uint64_t training_samples(const struct packer *pk, uint64_t samples)
     return k < samples ? k : samples;
 }
 
-/* Decodes samples spread over the whole dataset (its first ones would all
- * be of one class) into one block, as ZDICT wants them. Samples that fail
- * are left out here; packing reports them. */
-static size_t collect_training(struct packer *pk, uint64_t k,
-                               unsigned char *block, size_t *sizes)
+/* The pixels of a training sample, appended to the block as ZDICT wants
+ * them. Samples that fail are left out here; packing reports them. */
+static void take_training(void *ctx, uint64_t j, const struct pool_result *r)
 {
-    const uint64_t samples = rf_dataset_size(pk->ds);
-    size_t count = 0;
-    progress_start(&pk->progress, pk->o->progress, "training", k);
-    for (uint64_t j = 0; j < k; j++) {
-        rf_sample_info info;
-        if (decode_sample(pk, j * samples / k, &info) == 0) {
-            memcpy(block + count * pk->pixel_bytes, pk->pixels,
-                   pk->pixel_bytes);
-            sizes[count++] = pk->pixel_bytes;
-        }
-        progress_show(&pk->progress, j + 1);
+    struct packer *pk = ctx;
+    if (r->status == 0) {
+        assert(r->size == pk->pixel_bytes);
+        memcpy(pk->training + pk->trained * pk->pixel_bytes, r->data,
+               pk->pixel_bytes);
+        pk->training_sizes[pk->trained++] = pk->pixel_bytes;
     }
+    progress_show(&pk->progress, j + 1);
+}
+
+/* Decodes k samples spread over the whole dataset (its first ones would
+ * all be of one class). */
+static void collect_training(struct packer *pk, uint64_t k)
+{
+    pk->work.task = TASK_TRAIN;
+    pk->work.items = k;
+    progress_start(&pk->progress, pk->o->progress, "training", k);
+    run_task(&pk->work, "no pack was written", pk, take_training,
+             clear_packing_progress);
     progress_clear(&pk->progress);
-    return count;
 }
 
 static void train_dictionary(struct packer *pk)
 {
     const uint64_t k = training_samples(pk, rf_dataset_size(pk->ds));
-    unsigned char *block = malloc(k * pk->pixel_bytes);
-    size_t *sizes = malloc(k * sizeof(*sizes));
+    pk->training = malloc(k * pk->pixel_bytes);
+    pk->training_sizes = malloc(k * sizeof(*pk->training_sizes));
     pk->dict = malloc(pk->o->dict_size);
-    if (!block || !sizes || !pk->dict)
+    if (!pk->training || !pk->training_sizes || !pk->dict)
         cli_die(PROGRAM,
                 "out of memory for training a dictionary on %" PRIu64
                 " samples; use a smaller --dict-size",
                 k);
-    const size_t count = collect_training(pk, k, block, sizes);
-    const size_t size = ZDICT_trainFromBuffer(pk->dict, pk->o->dict_size, block,
-                                              sizes, (unsigned)count);
+    collect_training(pk, k);
+    const size_t count = pk->trained;
+    const size_t size =
+        ZDICT_trainFromBuffer(pk->dict, pk->o->dict_size, pk->training,
+                              pk->training_sizes, (unsigned)count);
     if (ZDICT_isError(size))
         cli_die(PROGRAM,
                 "cannot train a %" PRIu64 "-byte dictionary on %zu samples "
@@ -721,8 +923,10 @@ static void train_dictionary(struct packer *pk)
                 "none",
                 pk->o->dict_size, count, ZDICT_getErrorName(size));
     pk->dict_size = size;
-    free(block);
-    free(sizes);
+    free(pk->training);
+    free(pk->training_sizes);
+    pk->training = NULL;
+    pk->training_sizes = NULL;
 }
 
 /* ---- the packing run
@@ -731,21 +935,14 @@ static void train_dictionary(struct packer *pk)
 static void setup_raw(struct packer *pk)
 {
     const struct pack_options *o = pk->o;
-    pk->cfg =
-        decode_config(o->height, o->width, 3, o->layout, RF_TRANSFORM_EVAL);
     pk->pixel_bytes = (size_t)o->height * o->width * 3;
-    pk->frame_capacity = ZSTD_compressBound(pk->pixel_bytes);
-    pk->pixels = malloc(pk->pixel_bytes);
-    pk->frame = malloc(pk->frame_capacity);
-    pk->cctx = ZSTD_createCCtx();
-    if (!pk->pixels || !pk->frame || !pk->cctx)
-        cli_die(PROGRAM, "out of memory");
     if (o->dict_size == 0)
         return;
     train_dictionary(pk);
     pk->cdict = ZSTD_createCDict(pk->dict, pk->dict_size, o->level);
     if (!pk->cdict)
         cli_die(PROGRAM, "zstd cannot use the dictionary it trained");
+    pk->work.cdict = pk->cdict;
 }
 
 /* Created before anything else is done: the writer makes its file in the
@@ -823,14 +1020,23 @@ static void print_pack_summary(const struct packer *pk, double seconds)
 static void free_packer(struct packer *pk)
 {
     rf_dataset_close(pk->ds);
-    whole_decoder_free(&pk->whole);
     free(pk->packed_per_class);
-    rf_config_free(pk->cfg);
     ZSTD_freeCDict(pk->cdict);
-    ZSTD_freeCCtx(pk->cctx);
-    free(pk->pixels);
-    free(pk->frame);
     free(pk->dict);
+}
+
+/* The work's state before any task: what every task reads. */
+static struct sample_worker plan_work(const struct pack_options *o,
+                                      const char *source, rf_dataset *ds,
+                                      struct pack_shape shape)
+{
+    const uint64_t samples = rf_dataset_size(ds);
+    return (struct sample_worker){.o = o,
+                                  .source = source,
+                                  .ds = ds,
+                                  .shape = shape,
+                                  .samples = samples,
+                                  .items = samples};
 }
 
 static int pack(const struct pack_options *o)
@@ -843,22 +1049,20 @@ static int pack(const struct pack_options *o)
     pk.ds = open_dataset(o->source);
     count_classes(&pk);
     pk.source_shape = read_pack_shape(o->source);
+    pk.work = plan_work(o, o->source, pk.ds, pk.source_shape);
     if (o->height) {
         check_source_shape(&pk);
         setup_raw(&pk);
-    } else if (o->skip_bad) {
-        whole_decoder_init(&pk.whole, o->source);
     }
     store_dictionary(&pk);
     const uint64_t samples = rf_dataset_size(pk.ds);
+    pk.work.task = o->height     ? TASK_RAW
+                   : o->skip_bad ? TASK_READ_DECODABLE
+                                 : TASK_READ;
+    pk.work.items = samples;
     progress_start(&pk.progress, o->progress, "packing", samples);
-    for (uint64_t i = 0; i < samples; i++) {
-        if (o->height)
-            pack_raw(&pk, i);
-        else
-            pack_jpeg(&pk, i);
-        progress_show(&pk.progress, i + 1);
-    }
+    run_task(&pk.work, "no pack was written", &pk, take_sample,
+             clear_packing_progress);
     progress_clear(&pk.progress);
     check_every_class_packed(&pk);
     finish_writer(&pk);
@@ -872,24 +1076,25 @@ static int pack(const struct pack_options *o)
 
 struct verifier {
     rf_dataset *ds;
-    struct whole_decoder whole;
+    struct sample_worker work;
     struct bad_samples bad;
     struct progress progress;
 };
 
-static void make_verifier(struct verifier *v, const char *path)
+/* Each sample's verdict, in sample order (TASK_VERIFY decodes JPEG
+ * samples whole, so that damage anywhere in the file is seen; zstd
+ * samples as they are). */
+static void take_verdict(void *ctx, uint64_t i, const struct pool_result *r)
 {
-    v->ds = open_dataset(path);
-    whole_decoder_init(&v->whole, path);
-    v->bad = (struct bad_samples){stdout, "bad: ", 0};
+    struct verifier *v = ctx;
+    if (r->status < 0)
+        report_bad(&v->bad, &v->progress, r->reason);
+    progress_show(&v->progress, i + 1);
 }
 
-/* JPEG samples are decoded whole, so that damage anywhere in the file is
- * seen; zstd samples as they are. */
-static void verify_sample(struct verifier *v, uint64_t i)
+static void clear_verifying_progress(void *ctx)
 {
-    if (!decodes_whole(&v->whole, v->ds, i))
-        report_bad(&v->bad, &v->progress, rf_dataset_error(v->ds));
+    progress_clear(&((struct verifier *)ctx)->progress);
 }
 
 /* The last line of --verify: what was checked and what was found. An
@@ -917,19 +1122,18 @@ static bool print_verify_result(const struct verifier *v, const char *path,
 
 static int verify(const struct pack_options *o)
 {
-    struct verifier v;
-    make_verifier(&v, o->verify);
+    struct verifier v = {.ds = open_dataset(o->verify)};
+    v.work = plan_work(o, o->verify, v.ds, read_pack_shape(o->verify));
+    v.work.task = TASK_VERIFY;
+    v.bad = (struct bad_samples){stdout, "bad: ", 0};
     const uint64_t samples = rf_dataset_size(v.ds);
     const double start = cli_now_s();
     progress_start(&v.progress, o->progress, "verifying", samples);
-    for (uint64_t i = 0; i < samples; i++) {
-        verify_sample(&v, i);
-        progress_show(&v.progress, i + 1);
-    }
+    run_task(&v.work, "the check was not finished", &v, take_verdict,
+             clear_verifying_progress);
     progress_clear(&v.progress);
     const bool good = print_verify_result(&v, o->verify, cli_now_s() - start);
     rf_dataset_close(v.ds);
-    whole_decoder_free(&v.whole);
     return good ? 0 : EXIT_FAILED;
 }
 

@@ -9,7 +9,6 @@
  * that the folders sort in class order: label = i % classes. Uses the
  * public API only. Exit status: 0 success, 1 failure, 2 bad usage.
  */
-#define _GNU_SOURCE /* sched_getaffinity(), CPU_COUNT() */
 #include <ringfeed.h>
 
 #include <dirent.h>
@@ -17,7 +16,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -78,15 +75,6 @@ static void print_usage(void)
           stdout);
 }
 
-static unsigned cpus_available(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) != 0)
-        return 1;
-    const int count = CPU_COUNT(&set);
-    return count > 0 ? (unsigned)count : 1;
-}
-
 static const struct option long_options[] = {
     {"images", required_argument, NULL, 'n'},
     {"classes", required_argument, NULL, 'c'},
@@ -126,7 +114,7 @@ static void apply_option(struct synth_options *o, int code, const char *arg)
 static void parse_options(int argc, char **argv, struct synth_options *o)
 {
     int code;
-    *o = (struct synth_options){.jobs = cpus_available()};
+    *o = (struct synth_options){.jobs = cli_cpus_available()};
     while ((code = cli_next_option(PROGRAM, argc, argv, long_options)) != -1)
         apply_option(o, code, optarg);
     if (optind == argc)
@@ -283,19 +271,6 @@ static void run_worker(const struct layout *l, const struct synth_options *o,
     }
 }
 
-/* A worker must not go on writing once the parent is gone (SIGTERM or
- * SIGKILL sent to it alone, as a user stopping the run does): the kernel
- * kills the worker when its parent dies. The parent may already have
- * died before the call, which getppid() then shows. */
-static void stop_with_parent(pid_t parent)
-{
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
-        cli_die(PROGRAM, "cannot tie a worker to its parent: %s",
-                strerror(errno));
-    if (getppid() != parent)
-        _exit(CLI_EXIT_FAILED);
-}
-
 static pid_t start_worker(const struct layout *l, const struct synth_options *o,
                           unsigned job, struct shared_counts *counts)
 {
@@ -305,7 +280,10 @@ static pid_t start_worker(const struct layout *l, const struct synth_options *o,
         cli_die(PROGRAM, "cannot start worker %u: %s; try fewer --jobs", job,
                 strerror(errno));
     if (pid == 0) {
-        stop_with_parent(parent);
+        /* A worker must not go on writing once the parent is gone
+         * (SIGTERM or SIGKILL sent to it alone, as a user stopping the
+         * run does). */
+        cli_stop_with_parent(PROGRAM, parent);
         run_worker(l, o, job, counts);
         fflush(NULL);
         _exit(0);
