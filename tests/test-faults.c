@@ -727,17 +727,27 @@ static int attached_pid(const struct rf__segment *seg, int old)
     return pid;
 }
 
-/* Replacements count against RF_PARAM_MAX_RESPAWNS: with a limit of 2,
- * the third producer killed (SIGKILL, which is never blamed on a batch)
- * ends the run, with the count and what to look for. */
-static void test_respawn_limit_ends_the_run(void)
+/* One producer of small synthetic batches, endless for these tests,
+ * replaced at most `max_respawns` times; replacements not reported. */
+static rf_config *respawn_config(int64_t max_respawns)
 {
     rf_config *cfg = rf_config_create();
     CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 1000000));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_RESPAWNS, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_RESPAWNS, max_respawns));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    return cfg;
+}
+
+/* Replacements count against RF_PARAM_MAX_RESPAWNS: with a limit of 2,
+ * the third producer killed (SIGKILL, which is never blamed on a batch)
+ * ends the run, with the count and what to look for. */
+static void test_respawn_limit_ends_the_run(void)
+{
+    rf_config *cfg = respawn_config(2);
     rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
     int killed = 0, last = 0, rc;
@@ -795,14 +805,9 @@ static int kill_and_wait_for_replacement(rf_loader *l, int last, int *rc)
  * third kill at once ends the run, naming the window. */
 static void test_respawn_window_starts_the_count_again(void)
 {
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 1000000));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_RESPAWNS, 1));
+    rf_config *cfg = respawn_config(1);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_RESPAWN_WINDOW_S, 2));
     CHECK_EQ(rf_config_set(cfg, RF_PARAM_RESPAWN_WINDOW_S, 0), -EINVAL);
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
     rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
     int rc = 0;
@@ -842,13 +847,8 @@ static void *replace_and_return(void *loader)
  * replacement the test asked for. */
 static void test_threads_that_end_keep_their_producers(void)
 {
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    rf_config *cfg = respawn_config(1000);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 4000));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
     pthread_t t;
     void *opened = NULL;
     CHECK_EQ(pthread_create(&t, NULL, open_and_return, cfg), 0);
