@@ -1049,13 +1049,19 @@ static struct rf__segment map_control_segment(void)
     return seg;
 }
 
-static rf_loader *open_one_producer(void)
+static rf_config *one_producer_config(void)
 {
     rf_config *cfg = rf_config_create();
     CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 100000));
+    return cfg;
+}
+
+static rf_loader *open_one_producer(void)
+{
+    rf_config *cfg = one_producer_config();
     rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
     return l;
@@ -1128,11 +1134,7 @@ static void test_garbage_in_the_batch_ring(void)
  * key). */
 static void test_garbage_failed_index_is_an_error(void)
 {
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 100000));
+    rf_config *cfg = one_producer_config();
     CHECK_OK(rf_config_set(cfg, RF_PARAM_ORDERED, 0));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
     rf_loader *l = test_open_loader(cfg);
