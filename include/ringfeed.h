@@ -36,7 +36,13 @@
  *  - Free functions accept NULL and do nothing.
  *  - An object may be used by one thread at a time; different objects may
  *    be used by different threads at once. The library starts no threads.
- *  - fork(): a child must not use a loader or config its parent created.
+ *  - fork(): a child must not use a loader its parent opened, not even
+ *    rf_loader_close(): the child shares the parent's ring, so closing it
+ *    there would stop the parent's producers and break the parent's run.
+ *    The child leaves it alone; its copy goes away when it exits or execs.
+ *    A config is plain memory: after fork() parent and child each have
+ *    their own copy to use and free. Datasets and pack writers: see
+ *    rf_dataset_open() and rf_pack_writer_create().
  *    Producers are separate processes that never load CUDA, so the consumer
  *    may use CUDA freely.
  */
@@ -361,7 +367,8 @@ RF_API const char *rf_config_error(const rf_config *cfg);
  * Whether it exists is checked by rf_loader_open(). */
 RF_API int rf_config_set_path(rf_config *cfg, const char *path);
 
-/* The path set by rf_config_set_path(), or "" when none. Owned by cfg. */
+/* The path set by rf_config_set_path(), or "" when none. Owned by cfg;
+ * valid until the next rf_config_set_path() or rf_config_free() on it. */
 RF_API const char *rf_config_get_path(const rf_config *cfg);
 
 /* ------------------------------------------------------------------------
@@ -409,7 +416,9 @@ typedef struct rf_batch {
  * of rf_dataset_open() for RF_SOURCE_PATH (-ENOENT, -ENOTDIR,
  * RF_E_CORRUPT_SAMPLE for a damaged pack, ...), or the -errno of a failed
  * system call. On error *out is NULL and, when errp is not NULL,
- * *errp receives a malloc'd detail message for the caller to free().
+ * *errp receives a malloc'd detail message for the caller to free(); it
+ * is NULL when out or cfg is NULL (-EINVAL) or memory ran out before the
+ * message could be made.
  *
  * Processes: the producers are children of the calling process. They
  * end when it ends (PR_SET_PDEATHSIG with SIGUSR1, checked against
@@ -437,11 +446,13 @@ RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp);
  *                        many under RF_ON_ERROR_SKIP (the detail names
  *                        the sample, its file and the reason);
  *   -EINVAL              NULL loader or batch;
- *   -EINTR               a signal arrived while waiting; call again.
+ *   -EINTR               a signal arrived while waiting; call again;
+ *   -errno               poll() failed for another reason (-ENOMEM).
  * After any error other than -EINTR and RF_E_ALL_SLOTS_HELD the loader can
- * only be closed. Waiting spins for RF_PARAM_SPIN_NS and then sleeps in the
- * kernel; the call notices a dead producer at once, without a timer, and
- * under RF_ON_DEATH_RESPAWN (the default) replaces it before it goes on
+ * only be closed (releasing the batches still held first is allowed).
+ * Waiting spins for RF_PARAM_SPIN_NS and then sleeps in the kernel; the
+ * call notices a dead producer at once, without a timer, and under
+ * RF_ON_DEATH_RESPAWN (the default) replaces it before it goes on
  * waiting. next() may be called from any one thread at a time, not only
  * the one that opened the loader.
  */
@@ -459,7 +470,8 @@ RF_API int rf_loader_release(rf_loader *loader, const rf_batch *batch);
  * Stops the producers (ending a run in the middle of an epoch is fine),
  * waits for them for at most a second, kills any that remain, and frees
  * everything. Every pointer from rf_loader_next() becomes invalid. NULL is
- * fine.
+ * fine. Any thread may close the loader, but only in the process that
+ * opened it: a child of fork() must not (see the conventions above).
  */
 RF_API void rf_loader_close(rf_loader *loader);
 
@@ -557,10 +569,14 @@ typedef struct rf_sample_info {
  * descriptors, so they share no file offset. */
 RF_API int rf_dataset_open(rf_dataset **out, const char *path, char **errp);
 
-/* Samples in the dataset. */
+/* Samples in the dataset. ds must not be NULL. A pure read of what
+ * rf_dataset_open() loaded, which nothing changes until close: safe from
+ * several threads at once, also while another thread reads or decodes
+ * samples of ds, and in both parent and child after fork(). */
 RF_API uint64_t rf_dataset_size(const rf_dataset *ds);
 
-/* Classes (folders; or the largest label + 1 of a packed file). */
+/* Classes (folders; or the largest label + 1 of a packed file). ds must
+ * not be NULL. Thread-safety and fork: as rf_dataset_size(). */
 RF_API uint32_t rf_dataset_classes(const rf_dataset *ds);
 
 /* The name of class `label` (torchvision's dataset.classes[label]): the
@@ -579,7 +595,9 @@ RF_API int rf_dataset_class_name(const rf_dataset *ds, uint32_t label,
 /* Reads sample `index` into *info. Returns 0, -ERANGE, RF_E_CORRUPT_SAMPLE
  * (a packed sample whose checksum does not match; a folder entry that is
  * not a regular file, or is above 1 GiB), or -errno of the open or read,
- * with the detail, naming the sample, in rf_dataset_error(). */
+ * with the detail, naming the sample, in rf_dataset_error(). info's data
+ * and name belong to ds and are valid until the next call on it. One
+ * thread at a time (see rf_dataset_open()). */
 RF_API int rf_dataset_read(rf_dataset *ds, uint64_t index,
                            rf_sample_info *info);
 
@@ -588,7 +606,8 @@ RF_API int rf_dataset_read(rf_dataset *ds, uint64_t index,
  * channels bytes). Returns 0, RF_E_CORRUPT_SAMPLE (the sample does not
  * decode), rf_dataset_read()'s errors, or -EINVAL / -ENOMEM when cfg's
  * shape does not fit the dataset or memory runs out; the reason is in
- * rf_dataset_error(). */
+ * rf_dataset_error(). cfg is read during the call only; dst is the
+ * caller's. One thread at a time (see rf_dataset_open()). */
 RF_API int rf_dataset_decode(rf_dataset *ds, const rf_config *cfg,
                              uint64_t epoch, uint64_t index, void *dst);
 
@@ -608,10 +627,11 @@ typedef struct rf_pack_writer rf_pack_writer;
  * a process killed while writing leaves nothing behind, and two writers of
  * one path each write their own file (the last to finish wins). dict (may be
  * NULL) is a zstd dictionary stored in the file for RF_SAMPLE_ZSTD samples
- * (see also rf_pack_writer_set_dictionary()). For RF_SAMPLE_ZSTD the shape
- * of every sample is height x width x channels in layout, within the ranges
- * of RF_PARAM_HEIGHT, WIDTH and CHANNELS (a loader must be configured for
- * the pack's shape to read it); pass zeros when the file holds JPEGs only.
+ * (see also rf_pack_writer_set_dictionary()); it is copied, and stays the
+ * caller's. For RF_SAMPLE_ZSTD the shape of every sample is height x width
+ * x channels in layout, within the ranges of RF_PARAM_HEIGHT, WIDTH and
+ * CHANNELS (a loader must be configured for the pack's shape to read it);
+ * pass zeros when the file holds JPEGs only.
  * Returns 0, -EINVAL (a shape no loader takes, or a dictionary above
  * 64 MiB, more than readers accept), -EISDIR (path is a folder),
  * -EEXIST (path is something other than a regular file), or the -errno of
@@ -632,7 +652,8 @@ RF_API int rf_pack_writer_create(rf_pack_writer **out, const char *path,
  * dictionary on the samples. Returns 0, -EINVAL once a sample has been
  * added, for dict NULL with dict_size > 0, or for a dictionary above
  * 64 MiB (more than readers accept), or -ENOMEM; the detail is in
- * rf_pack_writer_error(). On any error the dictionary set before stays. */
+ * rf_pack_writer_error(). On any error the dictionary set before stays.
+ * dict is copied, and stays the caller's. */
 RF_API int rf_pack_writer_set_dictionary(rf_pack_writer *w, const void *dict,
                                          size_t dict_size);
 
@@ -641,7 +662,10 @@ RF_API int rf_pack_writer_set_dictionary(rf_pack_writer *w, const void *dict,
  * frame, names another dictionary, or goes into a pack without a shape;
  * a JPEG sample in a pack whose shape has 2 or 4 channels (a JPEG decodes
  * to 1 or 3, so no loader could decode it). Returns 0 or -errno (the
- * detail in rf_pack_writer_error()). */
+ * detail in rf_pack_writer_error()): -EINVAL, -ENAMETOOLONG (a name
+ * above the format's limit), -ENOMEM, or the -errno of writing the file
+ * (-ENOSPC, ...); on error nothing is added. data is written to the file
+ * and name copied before the call returns; both stay the caller's. */
 RF_API int rf_pack_writer_add(rf_pack_writer *w, rf_sample_kind kind,
                               const void *data, size_t size, int64_t label,
                               const char *name);
@@ -652,7 +676,8 @@ RF_API const char *rf_pack_writer_error(const rf_pack_writer *w);
 
 /* Writes the index and header, flushes the file to disk and gives it its
  * name (replacing any file there), then frees w. Returns 0 or -errno with
- * a malloc'd detail in *errp (nothing of the file is left then). */
+ * a malloc'd detail in *errp (nothing of the file is left then). w is
+ * freed whether or not it succeeds; a NULL w is -EINVAL. */
 RF_API int rf_pack_writer_finish(rf_pack_writer *w, char **errp);
 
 /* Abandons the file (nothing of it is left) and frees w. NULL is fine. */

@@ -87,12 +87,12 @@ struct bench_options {
     X(EPOCHS, "epochs", epochs, 1, INT64_C(1) << 30,                           \
       "passes over the samples (default 1)")                                   \
     X(SAMPLES, "samples", samples, 1, INT64_C(1) << 38,                        \
-      "samples per epoch (default 10000)")                                     \
+      "samples per epoch (default 10000); a PATH has its own")                 \
     X(SIZE, "size", size, 1, 65536,                                            \
       "image height and width in pixels (default 224)")                        \
     X(CHANNELS, "channels", channels, 1, 4, "bytes per pixel (default 3)")     \
     X(CLASSES, "classes", classes, 1, INT64_C(1) << 31,                        \
-      "labels are 0..N-1 (default 1000)")                                      \
+      "labels are 0..N-1 (default 1000); a PATH has its own")                  \
     X(SPIN_NS, "spin-ns", spin_ns, 0, 1000000000,                              \
       "ns to spin before sleeping (default: the library's)")                   \
     X(MAX_ERRORS, "max-errors", max_errors, 0, INT64_MAX,                      \
@@ -115,11 +115,12 @@ struct bench_options {
       "synthetic images through the JPEG path; or the PATH of a folder of "    \
       "class folders or of a packed file")                                     \
     X(TRANSFORM, "transform", required_argument, "T",                          \
-      "train (default): random-resized crop + flip; eval: resize + centre "    \
-      "crop; none: the whole image resized (stretched) to the output size")    \
+      "a PATH or synthetic-jpeg: train (default): random-resized crop + "      \
+      "flip; eval: resize + centre crop; none: the whole image resized "       \
+      "(stretched) to the output size")                                        \
     X(ON_ERROR, "on-error", required_argument, "P",                            \
-      "fail (default): stop at a bad sample; skip: leave it out and count "    \
-      "it")                                                                    \
+      "a PATH or synthetic-jpeg: fail (default): stop at a bad sample; "       \
+      "skip: leave it out and count it")                                       \
     X(SEED, "seed", required_argument, "N",                                    \
       "sample order and content, 0..2^64-1 (default 0)")                       \
     X(LAYOUT, "layout", required_argument, "L", "nhwc (default) or nchw")      \

@@ -36,8 +36,10 @@
  * GPU consumer can only be closed.
  *
  * Threads and devices: one thread at a time per rf_cuda_loader, as for
- * rf_loader. Every call makes the loader's device current for its
- * duration and restores the caller's current device before it returns.
+ * rf_loader; any thread may be the one (rf_cuda_next() calls
+ * rf_loader_next(), whose replacement producers outlive the thread that
+ * started them). Every call makes the loader's device current for its duration
+ * and restores the caller's current device before it returns.
  *
  * Ring slots: the ring needs at least depth + 2 x producers slots
  * (RF_PARAM_SLOTS): up to depth slots wait for their uploads, and each
@@ -54,6 +56,11 @@
  * includes replacing a producer: with a fork-mode loader, a producer that
  * dies after rf_cuda_open() cannot be restarted, and the run ends with
  * RF_E_PRODUCER_DIED.
+ *
+ * fork(): a child must not use an rf_cuda_loader its parent opened, not
+ * even rf_cuda_close(): CUDA cannot be used in a child of fork(), and the
+ * child shares the parent's ring, so closing the loader there would stop
+ * the parent's producers. The child leaves it alone.
  *
  * Link with -lringfeed-cuda -lringfeed -lcudart (pkg-config ringfeed-cuda).
  */
@@ -151,7 +158,8 @@ typedef struct rf_cuda_batch {
  * detail names the call, the sizes and CUDA's message), RF_E_ABI
  * (libringfeed and libringfeed-cuda from different builds). On error *out
  * is NULL and, when errp is not NULL, *errp receives a malloc'd detail for
- * the caller to free().
+ * the caller to free(); it is NULL when out is NULL (-EINVAL) or memory
+ * ran out before the message could be made.
  */
 RF_API int rf_cuda_open(rf_cuda_loader **out, rf_loader *loader, int device,
                         uint32_t depth, uint32_t flags, char **errp);
@@ -197,14 +205,14 @@ RF_API int rf_cuda_release(rf_cuda_loader *gpu, const rf_cuda_batch *batch,
  *     dst = (pixel / 255 - mean[c]) / std[c]
  * as torchvision's ToTensor() then Normalize(mean, std), in `dtype`
  * (rounded to nearest even) and `layout`. mean and std are host arrays of
- * `channels` floats; NULL mean means 0, NULL std means 1. dst is device
- * memory of at least batch->bytes elements of `dtype` (4 or 2 bytes each),
- * aligned to the element. The stream must already wait for batch->ready
- * and the batch must not be released before the work is queued (release
- * it on the same stream afterwards). Returns 0, -EINVAL (NULL pointer, a
- * dtype or layout that does not exist, a std of 0, a non-finite mean or
- * std, a batch that is not a whole number of samples) or RF_E_CUDA (the
- * kernel could not be launched).
+ * `channels` floats, read during the call only; NULL mean means 0, NULL
+ * std means 1. dst is device memory of at least batch->bytes elements of
+ * `dtype` (4 or 2 bytes each), aligned to the element. The stream must
+ * already wait for batch->ready and the batch must not be released before
+ * the work is queued (release it on the same stream afterwards). Returns
+ * 0, -EINVAL (NULL pointer, a dtype or layout that does not exist, a std
+ * of 0, a non-finite mean or std, a batch that is not a whole number of
+ * samples) or RF_E_CUDA (the kernel could not be launched).
  */
 RF_API int rf_cuda_convert(rf_cuda_loader *gpu, const rf_cuda_batch *batch,
                            void *dst, rf_cuda_dtype dtype, rf_layout layout,
