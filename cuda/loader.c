@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda.h> /* CUcontext: the functions come through the runtime */
 
@@ -60,6 +61,7 @@ typedef CUresult (*ctx_set_fn)(CUcontext);
 
 struct rf_cuda_loader {
     rf_loader *loader;
+    pid_t owner; /* the process that opened it: CUDA is its alone */
     /* cuCtxGetCurrent and cuCtxSetCurrent (NULL if the driver lacks them):
      * enter/leave give the caller back exactly the context it had, none
      * included; cudaSetDevice(0) on the way out would create device 0's
@@ -123,6 +125,16 @@ int rf__cuda_call_failed(rf_cuda_loader *gpu, cudaError_t err, const char *call,
 
 int rf__cuda_enter(rf_cuda_loader *gpu, int *previous)
 {
+    /* Every call that reaches CUDA comes through here; a child of fork()
+     * cannot use its parent's CUDA context. */
+    if (getpid() != gpu->owner)
+        return rf__cuda_fail(gpu, RF_E_FORK_UNSAFE,
+                             "this GPU consumer belongs to process %d, and "
+                             "this is process %d, a child of fork(), where "
+                             "CUDA cannot be used: open one in the child, "
+                             "after exec (rf_cuda_close() frees the child's "
+                             "copy)",
+                             (int)gpu->owner, (int)getpid());
     cudaError_t err = cudaGetDevice(previous);
     if (err != cudaSuccess)
         return rf__cuda_call_failed(gpu, err, "cudaGetDevice",
@@ -341,6 +353,7 @@ int rf_cuda_open(rf_cuda_loader **out, rf_loader *loader, int device,
     rf_cuda_loader *gpu = calloc(1, sizeof(*gpu));
     if (!gpu)
         return -ENOMEM;
+    gpu->owner = getpid();
     gpu->depth = depth ? depth : RF_CUDA_DEFAULT_DEPTH;
     gpu->flags = flags;
     int rc = loader ? check_arguments(gpu, device, depth, flags)
@@ -828,7 +841,8 @@ static void release_cuda(rf_cuda_loader *gpu)
 
 static void destroy(rf_cuda_loader *gpu)
 {
-    if (gpu->device_chosen)
+    /* In a child of fork() only the memory is the child's own. */
+    if (gpu->device_chosen && getpid() == gpu->owner)
         release_cuda(gpu);
     free(gpu->buffers);
     free(gpu->queue);

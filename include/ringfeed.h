@@ -36,10 +36,12 @@
  *  - Free functions accept NULL and do nothing.
  *  - An object may be used by one thread at a time; different objects may
  *    be used by different threads at once. The library starts no threads.
- *  - fork(): a child must not use a loader its parent opened, not even
- *    rf_loader_close(): the child shares the parent's ring, so closing it
- *    there would stop the parent's producers and break the parent's run.
- *    The child leaves it alone; its copy goes away when it exits or execs.
+ *  - fork(): a child must not use a loader its parent opened: the rings
+ *    and producers are the parent's, so rf_loader_next() and
+ *    rf_loader_release() there return RF_E_FORK_UNSAFE and change
+ *    nothing. rf_loader_close() in the child only frees the child's copy
+ *    (its mappings, fds and memory); the parent's run goes on. The child
+ *    may also just leave it: its copy goes away when it exits or execs.
  *    A config is plain memory: after fork() parent and child each have
  *    their own copy to use and free. Datasets and pack writers: see
  *    rf_dataset_open() and rf_pack_writer_create().
@@ -98,7 +100,8 @@ RF_API unsigned rf_version(void);
       "RINGFEED_PRODUCER to its path")                                         \
     X(FORK_UNSAFE, -10008,                                                     \
       "fork mode was asked for, but this process has other threads or a "      \
-      "CUDA context; use spawn mode")                                          \
+      "CUDA context (use spawn mode); or a child of fork() called its "        \
+      "parent's loader (open its own)")                                        \
     X(CUDA, -10009,                                                            \
       "a CUDA call failed (the detail names the call and CUDA's message); "    \
       "the GPU consumer can only be closed")
@@ -445,6 +448,8 @@ RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp);
  *   RF_E_CORRUPT_SAMPLE  a sample failed under RF_ON_ERROR_FAIL, or too
  *                        many under RF_ON_ERROR_SKIP (the detail names
  *                        the sample, its file and the reason);
+ *   RF_E_FORK_UNSAFE     called in a child of fork(): the loader is its
+ *                        parent's (nothing is changed);
  *   -EINVAL              NULL loader or batch;
  *   -EINTR               a signal arrived while waiting; call again;
  *   -errno               poll() failed for another reason (-ENOMEM).
@@ -462,7 +467,8 @@ RF_API int rf_loader_next(rf_loader *loader, rf_batch *batch);
  * Gives the batch's slot back so that producers can refill it. A batch may
  * be released in any order and at any time before close. Returns 0, or
  * -EINVAL when the batch is not one this loader handed out and has not yet
- * been released (then nothing happens).
+ * been released, or RF_E_FORK_UNSAFE in a child of fork() (then nothing
+ * happens).
  */
 RF_API int rf_loader_release(rf_loader *loader, const rf_batch *batch);
 
@@ -470,8 +476,9 @@ RF_API int rf_loader_release(rf_loader *loader, const rf_batch *batch);
  * Stops the producers (ending a run in the middle of an epoch is fine),
  * waits for them for at most a second, kills any that remain, and frees
  * everything. Every pointer from rf_loader_next() becomes invalid. NULL is
- * fine. Any thread may close the loader, but only in the process that
- * opened it: a child of fork() must not (see the conventions above).
+ * fine. Any thread may close the loader. In a child of fork() it only
+ * frees the child's copy and leaves the parent's producers running (see
+ * the conventions above).
  */
 RF_API void rf_loader_close(rf_loader *loader);
 

@@ -126,6 +126,7 @@ struct rf_loader {
     bool skip_errors;             /* RF_ON_ERROR_SKIP */
     int fatal; /* sticky error; the loader can only be closed */
     uint64_t open_ns, wait_ns, samples_out, bytes_out;
+    pid_t owner; /* the process that opened the loader */
     char error[RF__DETAIL];
 };
 
@@ -1259,6 +1260,7 @@ int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp)
     l->helper_fd = -1;
     l->fds.parent_control = -1;
     l->open_ns = rf__now_ns();
+    l->owner = getpid();
     const int rc = open_loader(l, cfg);
     if (rc < 0) {
         if (errp)
@@ -1270,10 +1272,26 @@ int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp)
     return 0;
 }
 
+/* A child of fork() holds a copy of its parent's loader, whose rings and
+ * producers are the parent's: it may only free its copy. */
+static int refuse_other_process(rf_loader *l, const char *call)
+{
+    if (getpid() == l->owner)
+        return 0;
+    return set_error(l, RF_E_FORK_UNSAFE,
+                     "%s: this loader belongs to process %d, and this is "
+                     "process %d, a child of fork(): open a loader of its "
+                     "own (rf_loader_close() frees the child's copy)",
+                     call, (int)l->owner, (int)getpid());
+}
+
 int rf_loader_next(rf_loader *l, rf_batch *batch)
 {
     if (!l || !batch)
         return -EINVAL;
+    const int other = refuse_other_process(l, "rf_loader_next");
+    if (other < 0)
+        return other;
     if (l->fatal)
         return l->fatal;
     if (l->first_batch + l->delivered >= l->total_batches)
@@ -1315,6 +1333,9 @@ int rf_loader_release(rf_loader *l, const rf_batch *batch)
 {
     if (!l || !batch)
         return -EINVAL;
+    const int other = refuse_other_process(l, "rf_loader_release");
+    if (other < 0)
+        return other;
     const uint32_t slot = rf__handle_slot(batch->handle);
     if (rf__handle_kind(batch->handle) != RF__HANDLE_BATCH ||
         slot >= l->slots || l->slot_info[slot].where != SLOT_WITH_USER ||
@@ -1338,7 +1359,8 @@ void rf_loader_close(rf_loader *l)
 {
     if (!l)
         return;
-    if (l->children)
+    /* In a child of fork() the producers and rings are the parent's. */
+    if (l->children && getpid() == l->owner)
         stop_producers(l);
     rf__segment_detach(&l->seg);
     if (l->fds.control >= 0)

@@ -701,6 +701,50 @@ static void test_producers_free_of_cuda_beside_a_context(void)
     rf_cuda_close(gpu);
 }
 
+/* A child of fork() can use neither CUDA nor the parent's ring: its calls
+ * are refused, and its close frees only its copy, with no CUDA call. The
+ * parent's run goes on to its end (1000 samples in batches of 4), with no
+ * producer replaced. */
+static void test_fork_child_leaves_the_gpu_run_alone(void)
+{
+    rf_cuda_loader *gpu = open_small(2, 0);
+    cudaStream_t stream = new_stream();
+    rf_cuda_batch b;
+    CHECK_GPU(gpu, rf_cuda_next(gpu, &b));
+    fflush(stdout);
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        rf_cuda_batch other;
+        const bool refused =
+            rf_cuda_next(gpu, &other) == RF_E_FORK_UNSAFE &&
+            strstr(rf_cuda_error(gpu), "a child of fork()") != NULL &&
+            rf_cuda_release(gpu, &b, stream) == RF_E_FORK_UNSAFE;
+        rf_cuda_close(gpu);
+        _exit(refused ? 0 : 1);
+    }
+    int status = 0;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_GPU(gpu, rf_cuda_release(gpu, &b, stream));
+    uint64_t batches = 1;
+    int rc;
+    while ((rc = rf_cuda_next(gpu, &b)) == 1) {
+        batches++;
+        CHECK_GPU(gpu, rf_cuda_release(gpu, &b, stream));
+    }
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(batches, 250);
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(rf_cuda_host_loader(gpu), &st));
+    CHECK_EQ(st.respawns, 0);
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    CHECK_CUDA(cudaStreamDestroy(stream));
+    rf_cuda_close(gpu);
+    printf("fork child: rf_cuda_next and rf_cuda_release refused, close "
+           "harmless; the parent's 250 batches all came\n");
+}
+
 static void test_fork_refused_after_cuda(void)
 {
     CHECK_CUDA(cudaFree(NULL)); /* CUDA is initialised (it is by now) */
@@ -771,6 +815,7 @@ int main(void)
     test_conversion(4, RF_LAYOUT_NCHW, true);
     test_conversion_refused();
     test_producers_free_of_cuda_beside_a_context();
+    test_fork_child_leaves_the_gpu_run_alone();
     test_fork_refused_after_cuda(); /* last: CUDA's threads stay */
     return 0;
 }

@@ -422,6 +422,49 @@ static void test_exec_without_close_stops_producers(void)
     CHECK(gone);
 }
 
+/* A child of fork() holds a copy of its parent's loader. Using it there
+ * is refused, and closing it frees only the copy: the parent's run goes
+ * on to its end with its own producers, none replaced. */
+static void test_fork_child_leaves_the_parents_run_alone(void)
+{
+    rf_config *cfg = small_config(2, 4);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 2000));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    rf_batch held;
+    CHECK_EQ(rf_loader_next(l, &held), 1);
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        rf_batch b;
+        const bool refused =
+            rf_loader_next(l, &b) == RF_E_FORK_UNSAFE &&
+            strstr(rf_loader_error(l), "a child of fork()") != NULL &&
+            rf_loader_release(l, &held) == RF_E_FORK_UNSAFE;
+        rf_loader_close(l);
+        _exit(refused ? 0 : 1);
+    }
+    int status = 0;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_OK(rf_loader_release(l, &held));
+    uint64_t samples = held.samples;
+    rf_batch b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) == 1) {
+        samples += b.samples;
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(samples, 2000);
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.respawns, 0);
+    rf_loader_close(l);
+    printf("a fork child's next() and release() refused and its close "
+           "harmless: the parent's run ended with all 2000 samples\n");
+}
+
 int main(void)
 {
     test_close_mid_epoch_leaves_nothing();
@@ -437,6 +480,7 @@ int main(void)
     test_close_under_periodic_signals();
     test_release_of_another_loaders_batch();
     test_exec_without_close_stops_producers();
+    test_fork_child_leaves_the_parents_run_alone();
     test_fork_refused_with_threads(); /* last: leaves a thread behind */
     return 0;
 }

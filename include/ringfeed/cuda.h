@@ -57,10 +57,11 @@
  * dies after rf_cuda_open() cannot be restarted, and the run ends with
  * RF_E_PRODUCER_DIED.
  *
- * fork(): a child must not use an rf_cuda_loader its parent opened, not
- * even rf_cuda_close(): CUDA cannot be used in a child of fork(), and the
- * child shares the parent's ring, so closing the loader there would stop
- * the parent's producers. The child leaves it alone.
+ * fork(): CUDA cannot be used in a child of fork(), and the ring is the
+ * parent's: there every call that would reach CUDA or the ring returns
+ * RF_E_FORK_UNSAFE and changes nothing, and rf_cuda_close() only frees
+ * the child's copy, with no CUDA call (the parent's run goes on). The
+ * child may also just leave it.
  *
  * Link with -lringfeed-cuda -lringfeed -lcudart (pkg-config ringfeed-cuda).
  */
