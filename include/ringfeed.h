@@ -412,9 +412,9 @@ typedef struct rf_batch {
  * *errp receives a malloc'd detail message for the caller to free().
  *
  * Processes: the producers are children of the calling process. They
- * end when it ends (PR_SET_PDEATHSIG with SIGUSR1, checked against
- * getppid() so that the thread that started them may return first; an
- * idle producer also checks every 250 ms). They inherit no fd of the
+ * end when it ends, even while stopped (PR_SET_PDEATHSIG with SIGCONT,
+ * checked against getppid() so that the thread that started them may
+ * return first; an idle producer also checks every 250 ms). They inherit no fd of the
  * caller's besides the ring's own. They ignore SIGINT, so that Ctrl-C
  * reaches only the training process, which then closes the loader, and
  * outlive SIGUSR1 and SIGUSR2 (a batch scheduler's warning to every
