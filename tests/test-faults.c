@@ -315,6 +315,56 @@ static void test_random_kills_fork_mode(void)
     check_kill_run(&forked, 2);
 }
 
+static void do_nothing(int sig)
+{
+    (void)sig;
+}
+
+/* A fork-mode producer is a fork of the caller, but keeps none of its
+ * signal handlers nor the signals it ignores, as a spawned one keeps
+ * none: a SIGTERM handler (a training script's, which saves a
+ * checkpoint) must not keep it alive through a job's SIGTERM, nor an
+ * ignored SIGHUP (nohup) through a hang-up. Each producer dies of the
+ * signal sent to it. */
+static void test_fork_mode_takes_no_handlers(void)
+{
+    struct sigaction catch_it = {.sa_handler = do_nothing};
+    struct sigaction ignore_it = {.sa_handler = SIG_IGN};
+    struct sigaction old_term, old_hup;
+    CHECK_EQ(sigaction(SIGTERM, &catch_it, &old_term), 0);
+    CHECK_EQ(sigaction(SIGHUP, &ignore_it, &old_hup), 0);
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, RF_START_FORK));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 1000000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_PRODUCER_DEATH, RF_ON_DEATH_FAIL));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    CHECK_EQ(sigaction(SIGTERM, &old_term, NULL), 0);
+    CHECK_EQ(sigaction(SIGHUP, &old_hup, NULL), 0);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    int pids[2];
+    CHECK_EQ(list_children(pids, 2), 2);
+    CHECK_EQ(kill(pids[0], SIGTERM), 0);
+    CHECK_EQ(kill(pids[1], SIGHUP), 0);
+    const uint64_t start = rf__now_ns();
+    while (!(process_gone(pids[0]) && process_gone(pids[1])) &&
+           rf__now_ns() - start < 2000000000u)
+        sleep_us(1000);
+    CHECK(process_gone(pids[0]));
+    CHECK(process_gone(pids[1]));
+    CHECK_EQ(next_until_error(l), RF_E_PRODUCER_DIED);
+    CHECK_CONTAINS(rf_loader_error(l), "was killed by signal");
+    printf("fork mode, SIGTERM caught and SIGHUP ignored by the caller: "
+           "producers die of them (%s)\n",
+           rf_loader_error(l));
+    rf_loader_close(l);
+}
+
 /* ---- noticing a death while waiting ------------------------------------ */
 
 struct delayed_kill {
@@ -1416,6 +1466,7 @@ int main(int argc, char **argv)
         return stress((int)strtol(argv[2], NULL, 10));
     /* Fork mode first: it needs a process with one thread. */
     test_random_kills_fork_mode();
+    test_fork_mode_takes_no_handlers();
     test_consumer_death_leaves_nothing();
     test_low_fd_limit_is_refused();
     test_helper_not_executable_is_refused();
