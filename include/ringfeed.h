@@ -208,7 +208,9 @@ typedef enum rf_start_mode {
     RF_START_SPAWN = 0,
     /* fork() without exec: faster to start, but refused with
      * RF_E_FORK_UNSAFE unless this process is single-threaded and has not
-     * loaded the CUDA driver. */
+     * loaded the CUDA driver. The producers keep none of this process's
+     * signal handlers (every signal starts at its default, as in spawn
+     * mode). */
     RF_START_FORK = 1
 } rf_start_mode;
 
@@ -424,14 +426,15 @@ typedef struct rf_batch {
  * message could be made.
  *
  * Processes: the producers are children of the calling process. They
- * end when it ends (PR_SET_PDEATHSIG with SIGUSR1, checked against
- * getppid() so that the thread that started them may return first; an
- * idle producer also checks every 250 ms). They inherit no fd of the
- * caller's besides the ring's own. They ignore SIGINT, so that Ctrl-C
- * reaches only the training process, which then closes the loader, and
- * outlive SIGUSR1 and SIGUSR2 (a batch scheduler's warning to every
- * process of a job). The caller must not reap them (waitpid(-1, ...)
- * would steal their status) nor set SIGCHLD to SIG_IGN.
+ * end when it ends, even while stopped (PR_SET_PDEATHSIG with SIGCONT,
+ * checked against getppid() so that the thread that started them may
+ * return first; an idle producer also checks every 250 ms). They
+ * inherit no fd of the caller's besides the ring's own. They ignore
+ * SIGINT, so that Ctrl-C reaches only the training process, which then
+ * closes the loader, and outlive SIGUSR1 and SIGUSR2 (a batch
+ * scheduler's warning to every process of a job). The caller must not
+ * reap them (waitpid(-1, ...) would steal their status) nor set SIGCHLD
+ * to SIG_IGN.
  */
 RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp);
 

@@ -27,8 +27,16 @@
  * PR_SET_PDEATHSIG signal normally ends it first). */
 #define PARENT_CHECK_MS 250
 
-/* The signal PR_SET_PDEATHSIG sends; see on_parent_signal(). */
-#define PARENT_DEATH_SIGNAL SIGUSR1
+/* The signal PR_SET_PDEATHSIG sends; see on_parent_signal(). SIGCONT is
+ * the one signal that a stopped process acts on (the kernel continues
+ * it) and that can still be caught: a producer that someone stopped
+ * (SIGSTOP, a debugger, a test) when the consumer died runs its handler
+ * and ends, where a pending SIGUSR1 would wait for a SIGCONT that may
+ * never come (the consumer's process group is orphaned, and the kernel
+ * continues it, only when the consumer led a group of its own). Job
+ * control's own SIGCONT (fg, a scheduler's resume) runs the same check
+ * and changes nothing. */
+#define PARENT_DEATH_SIGNAL SIGCONT
 
 struct producer {
     struct rf__segment seg;
@@ -332,11 +340,11 @@ static volatile sig_atomic_t consumer_pid;
 /* PR_SET_PDEATHSIG fires when the *thread* that started this producer
  * ends, even while the rest of the consumer process lives on: a loader
  * opened, or a producer replaced, by a thread that then returned. Its
- * signal is caught, and the producer ends only once getppid() no longer
- * names the consumer, which happens when the whole process is gone and a
- * reaper took us over. The same check answers SIGUSR2 and the SIGUSR1 a
- * batch scheduler sends every process of a job as a warning (Slurm's
- * --signal): those are meant for the training process. */
+ * signal (PARENT_DEATH_SIGNAL) is caught, and the producer ends only once
+ * getppid() no longer names the consumer, which happens when the whole
+ * process is gone and a reaper took us over. The same check answers the
+ * SIGUSR1 and SIGUSR2 a batch scheduler sends every process of a job as a
+ * warning (Slurm's --signal): those are meant for the training process. */
 static void on_parent_signal(int sig)
 {
     (void)sig;
@@ -355,8 +363,10 @@ static void follow_parent(int parent_pid)
     sigemptyset(&sa.sa_mask);
     sigset_t ours;
     sigemptyset(&ours);
+    sigaddset(&ours, PARENT_DEATH_SIGNAL);
     sigaddset(&ours, SIGUSR1);
     sigaddset(&ours, SIGUSR2);
+    (void)sigaction(PARENT_DEATH_SIGNAL, &sa, NULL);
     (void)sigaction(SIGUSR1, &sa, NULL);
     (void)sigaction(SIGUSR2, &sa, NULL);
     /* a fork-mode child inherits its thread's mask */

@@ -271,12 +271,40 @@ static void close_fds_except(const int *keep, int n)
     close_range_fallback(from, ~0u);
 }
 
+/* In a fork-mode child, as plan_signals() asks of posix_spawn: every
+ * signal back to its default action, and none blocked. The caller's
+ * handlers are the caller's (a SIGTERM handler that saves a checkpoint
+ * would keep the producer alive through a job's SIGTERM), and so are the
+ * signals it ignores (nohup's SIGHUP). sigaction() refuses SIGKILL,
+ * SIGSTOP and libc's own: nothing to undo there. */
+static void default_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    for (int sig = 1; sig < NSIG; sig++)
+        (void)sigaction(sig, &sa, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 int rf__fork_producer(const struct rf__producer_fds *fds, uint32_t index,
                       int cpu, struct rf__child *child, char *why,
                       size_t why_len)
 {
     const int parent = (int)getpid();
+    /* Blocked across fork(), so that no handler of the caller's runs in
+     * the child before default_signals() (fork mode has one thread). */
+    sigset_t all, old;
+    sigfillset(&all);
+    (void)sigprocmask(SIG_SETMASK, &all, &old);
     const int pid = (int)fork();
+    if (pid == 0)
+        default_signals();
+    else
+        (void)sigprocmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
         const int err = errno;
         rf__format(why, why_len, "fork() for producer %u failed: %s", index,

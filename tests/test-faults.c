@@ -8,7 +8,8 @@
  *     replaced, or reported with its batch under the fail policy;
  *   - a batch that keeps crashing its producers ends the run with an
  *     error that names it instead of respawning forever;
- *   - a consumer killed or exiting without close leaves no producer behind;
+ *   - a consumer killed or exiting without close leaves no producer behind,
+ *     not even one that was stopped (SIGSTOP) when it died;
  *   - a low fd limit and a helper that is not executable are refused at
  *     open with what to change;
  *   - garbage written into the shared rings is an error, never an access
@@ -314,6 +315,56 @@ static void test_random_kills_fork_mode(void)
     check_kill_run(&forked, 2);
 }
 
+static void do_nothing(int sig)
+{
+    (void)sig;
+}
+
+/* A fork-mode producer is a fork of the caller, but keeps none of its
+ * signal handlers nor the signals it ignores, as a spawned one keeps
+ * none: a SIGTERM handler (a training script's, which saves a
+ * checkpoint) must not keep it alive through a job's SIGTERM, nor an
+ * ignored SIGHUP (nohup) through a hang-up. Each producer dies of the
+ * signal sent to it. */
+static void test_fork_mode_takes_no_handlers(void)
+{
+    struct sigaction catch_it = {.sa_handler = do_nothing};
+    struct sigaction ignore_it = {.sa_handler = SIG_IGN};
+    struct sigaction old_term, old_hup;
+    CHECK_EQ(sigaction(SIGTERM, &catch_it, &old_term), 0);
+    CHECK_EQ(sigaction(SIGHUP, &ignore_it, &old_hup), 0);
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, RF_START_FORK));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 1000000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_PRODUCER_DEATH, RF_ON_DEATH_FAIL));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    CHECK_EQ(sigaction(SIGTERM, &old_term, NULL), 0);
+    CHECK_EQ(sigaction(SIGHUP, &old_hup, NULL), 0);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    int pids[2];
+    CHECK_EQ(list_children(pids, 2), 2);
+    CHECK_EQ(kill(pids[0], SIGTERM), 0);
+    CHECK_EQ(kill(pids[1], SIGHUP), 0);
+    const uint64_t start = rf__now_ns();
+    while (!(process_gone(pids[0]) && process_gone(pids[1])) &&
+           rf__now_ns() - start < 2000000000u)
+        sleep_us(1000);
+    CHECK(process_gone(pids[0]));
+    CHECK(process_gone(pids[1]));
+    CHECK_EQ(next_until_error(l), RF_E_PRODUCER_DIED);
+    CHECK_CONTAINS(rf_loader_error(l), "was killed by signal");
+    printf("fork mode, SIGTERM caught and SIGHUP ignored by the caller: "
+           "producers die of them (%s)\n",
+           rf_loader_error(l));
+    rf_loader_close(l);
+}
+
 /* ---- noticing a death while waiting ------------------------------------ */
 
 struct delayed_kill {
@@ -548,9 +599,45 @@ static void test_batch_that_keeps_crashing_is_named(void)
 
 /* ---- the consumer dies ------------------------------------------------- */
 
+/* How the consumer dies in consumer_dies(). */
+enum consumer_death {
+    CONSUMER_KILLED, /* SIGKILL from itself */
+    CONSUMER_EXITS,  /* _exit() without rf_loader_close() */
+    /* SIGKILL from the test, with one of its producers stopped (SIGSTOP)
+     * and the thread that opened the loader still running */
+    CONSUMER_KILLED_STOPPED,
+};
+
+/* In the consumer: opens a loader, takes a batch, and writes the pids of
+ * its two producers to fd. */
+static void open_and_report(int fd)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 16));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 16));
+    rf_loader *l = test_open_loader(cfg);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    int pids[2];
+    CHECK_EQ(list_children(pids, 2), 2);
+    CHECK_EQ(write(fd, pids, sizeof(pids)), (ssize_t)sizeof(pids));
+}
+
+static void *open_report_and_wait(void *fd)
+{
+    open_and_report(*(int *)fd);
+    for (;;)
+        pause();
+    return NULL;
+}
+
 /* A child process opens a loader, reports its producers' pids, takes a
- * batch and then dies the given way. */
-static void consumer_dies(bool by_signal)
+ * batch and then dies the given way. A stopped producer runs no code, so
+ * only the kernel's signal at the consumer's death (PR_SET_PDEATHSIG) can
+ * end it, where an idle one would also find its parent gone by itself
+ * within PARENT_CHECK_MS. */
+static void consumer_dies(enum consumer_death how)
 {
     const int shm_before = count_entries("/dev/shm");
     int pipefd[2];
@@ -559,17 +646,15 @@ static void consumer_dies(bool by_signal)
     CHECK(child >= 0);
     if (child == 0) {
         close(pipefd[0]);
-        rf_config *cfg = rf_config_create();
-        CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 2));
-        CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 16));
-        CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 16));
-        rf_loader *l = test_open_loader(cfg);
-        rf_batch b;
-        CHECK_EQ(rf_loader_next(l, &b), 1);
-        int pids[2];
-        CHECK_EQ(list_children(pids, 2), 2);
-        CHECK_EQ(write(pipefd[1], pids, sizeof(pids)), (ssize_t)sizeof(pids));
-        if (by_signal)
+        if (how == CONSUMER_KILLED_STOPPED) {
+            pthread_t t;
+            CHECK_EQ(pthread_create(&t, NULL, open_report_and_wait, &pipefd[1]),
+                     0);
+            for (;;)
+                pause();
+        }
+        open_and_report(pipefd[1]);
+        if (how == CONSUMER_KILLED)
             raise(SIGKILL);
         _exit(0); /* no rf_loader_close(), no atexit handlers */
     }
@@ -577,6 +662,12 @@ static void consumer_dies(bool by_signal)
     int pids[2];
     CHECK_EQ(read(pipefd[0], pids, sizeof(pids)), (ssize_t)sizeof(pids));
     close(pipefd[0]);
+    if (how == CONSUMER_KILLED_STOPPED) {
+        CHECK_EQ(kill(pids[0], SIGSTOP), 0);
+        while (process_state(pids[0], NULL) != 'T')
+            sleep_us(100);
+        CHECK_EQ(kill(child, SIGKILL), 0);
+    }
     int status;
     CHECK_EQ(waitpid(child, &status, 0), child);
     const uint64_t died = rf__now_ns();
@@ -584,9 +675,17 @@ static void consumer_dies(bool by_signal)
            rf__now_ns() - died < 2000000000u)
         sleep_us(1000);
     const uint64_t took_ms = (rf__now_ns() - died) / 1000000;
-    printf("consumer %s: producers gone after %llu ms\n",
-           by_signal ? "killed" : "exited without close",
-           (unsigned long long)took_ms);
+    const bool gone = process_gone(pids[0]) && process_gone(pids[1]);
+    printf("consumer %s: producers %s after %llu ms\n",
+           how == CONSUMER_KILLED  ? "killed"
+           : how == CONSUMER_EXITS ? "exited without close"
+                                   : "killed with a thread and a producer "
+                                     "stopped",
+           gone ? "gone" : "still there", (unsigned long long)took_ms);
+    if (!gone) { /* leave no stopped process behind the failure */
+        kill(pids[0], SIGKILL);
+        kill(pids[1], SIGKILL);
+    }
     CHECK(process_gone(pids[0]));
     CHECK(process_gone(pids[1]));
     CHECK_LT(took_ms, 1000);
@@ -595,8 +694,9 @@ static void consumer_dies(bool by_signal)
 
 static void test_consumer_death_leaves_nothing(void)
 {
-    consumer_dies(true);
-    consumer_dies(false);
+    consumer_dies(CONSUMER_KILLED);
+    consumer_dies(CONSUMER_EXITS);
+    consumer_dies(CONSUMER_KILLED_STOPPED);
 }
 
 /* ---- resources --------------------------------------------------------- */
@@ -868,6 +968,44 @@ static void test_threads_that_end_keep_their_producers(void)
     CHECK_EQ(st.respawns, 1);
     printf("loader opened, and a producer replaced, by threads that ended: "
            "%llu replacement, the one asked for\n",
+           (unsigned long long)st.respawns);
+    rf_loader_close(l);
+}
+
+/* A batch scheduler warns every process of a job with SIGUSR1 or SIGUSR2
+ * before it stops it (Slurm's --signal), and job control stops and
+ * continues them all: such signals are for the training process, and the
+ * producers live on (the same handler catches PR_SET_PDEATHSIG's
+ * SIGCONT). The run ends normally, with no replacement. */
+static void test_job_signals_spare_producers(void)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 4000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    int pids[2];
+    CHECK_EQ(list_children(pids, 2), 2);
+    const int signals[] = {SIGUSR1, SIGUSR2, SIGSTOP, SIGCONT, SIGCONT};
+    for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++)
+        for (int p = 0; p < 2; p++)
+            CHECK_EQ(kill(pids[p], signals[i]), 0);
+    sleep_us(200000);
+    for (int p = 0; p < 2; p++)
+        CHECK(!process_gone(pids[p]) && process_state(pids[p], NULL) != 'T');
+    CHECK_EQ(next_until_error(l), 0);
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.respawns, 0);
+    printf("SIGUSR1, SIGUSR2, SIGSTOP and SIGCONT to every producer: the run "
+           "ends with %llu replacements\n",
            (unsigned long long)st.respawns);
     rf_loader_close(l);
 }
@@ -1330,6 +1468,7 @@ int main(int argc, char **argv)
         return stress((int)strtol(argv[2], NULL, 10));
     /* Fork mode first: it needs a process with one thread. */
     test_random_kills_fork_mode();
+    test_fork_mode_takes_no_handlers();
     test_consumer_death_leaves_nothing();
     test_low_fd_limit_is_refused();
     test_helper_not_executable_is_refused();
@@ -1338,6 +1477,7 @@ int main(int argc, char **argv)
     test_respawn_limit_ends_the_run();
     test_respawn_window_starts_the_count_again();
     test_threads_that_end_keep_their_producers();
+    test_job_signals_spare_producers();
     test_helper_replaced_during_run();
     test_producer_holds_only_its_fds();
     test_garbage_in_the_batch_ring();
