@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -385,7 +386,8 @@ static uint64_t coefficient_bytes(j_decompress_ptr ci)
 static void check_memory(struct rf__jpeg_decoder *dec)
 {
     j_decompress_ptr ci = &dec->cinfo;
-    ci->mem->max_memory_to_use = (long)dec->max_memory;
+    ci->mem->max_memory_to_use =
+        dec->max_memory > LONG_MAX ? LONG_MAX : (long)dec->max_memory;
     const uint64_t need = coefficient_bytes(ci);
     if (dec->max_memory != 0 && need > dec->max_memory)
         raise_error(dec,

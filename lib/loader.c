@@ -961,12 +961,13 @@ static int replace_producer(rf_loader *l, uint32_t p, const char *what)
         char window[64];
         describe_seconds(window, sizeof(window), l->window_ns / 1000000000u);
         return set_error(l, RF_E_PRODUCER_DIED,
-                         "%s; %llu producers have been replaced within %s, "
-                         "the most RF_PARAM_MAX_RESPAWNS allows "
+                         "%s; %llu producer%s been replaced within %s, the "
+                         "most RF_PARAM_MAX_RESPAWNS allows "
                          "(RF_PARAM_RESPAWN_WINDOW_S; %llu in the run): look "
                          "for what kills them (dmesg for the OOM killer), or "
                          "raise the limit",
-                         what, (unsigned long long)l->window_respawns, window,
+                         what, (unsigned long long)l->window_respawns,
+                         l->window_respawns == 1 ? " has" : "s have", window,
                          (unsigned long long)l->respawns);
     }
     const uint32_t owed = reclaim_slots(l, p);

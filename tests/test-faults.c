@@ -919,7 +919,7 @@ static void test_respawn_window_starts_the_count_again(void)
     CHECK_EQ(kill_and_wait_for_replacement(l, second, &rc), 0);
     CHECK_EQ(rc, RF_E_PRODUCER_DIED);
     const char *msg = rf_loader_error(l);
-    CHECK_CONTAINS(msg, "1 producers have been replaced within 2 seconds");
+    CHECK_CONTAINS(msg, "1 producer has been replaced within 2 seconds");
     rf_stats st;
     CHECK_OK(rf_loader_stats(l, &st));
     CHECK_EQ(st.respawns, 2);
@@ -993,6 +993,13 @@ static void test_job_signals_spare_producers(void)
     CHECK_OK(rf_loader_release(l, &b));
     int pids[2];
     CHECK_EQ(list_children(pids, 2), 2);
+    /* The second producer may still be starting: before its handler is
+     * in place SIGUSR1 kills it, as it would any program. */
+    for (int p = 0; p < 2; p++)
+        for (int waited = 0; !catches_signal(pids[p], SIGUSR1); waited++) {
+            CHECK_LT(waited, 10000);
+            sleep_us(1000);
+        }
     const int signals[] = {SIGUSR1, SIGUSR2, SIGSTOP, SIGCONT, SIGCONT};
     for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++)
         for (int p = 0; p < 2; p++)
