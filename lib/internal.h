@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 
 #include "ringfeed.h"
@@ -106,6 +107,10 @@ struct rf__producer_fds {
      * producer stops once its parent no longer holds it (it exec'd). */
     int parent_control;
 };
+
+/* The signals a producer catches (its parent's death, a scheduler's
+ * warnings), which it starts with blocked until its handler is in place. */
+void rf__producer_caught_signals(sigset_t *set);
 
 /* Runs a producer in this process until it is told to stop or its parent
  * dies. Returns the exit status. Used by rf_producer_main() (spawn mode)

@@ -352,6 +352,14 @@ static void on_parent_signal(int sig)
         _exit(0);
 }
 
+void rf__producer_caught_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, PARENT_DEATH_SIGNAL);
+    sigaddset(set, SIGUSR1);
+    sigaddset(set, SIGUSR2);
+}
+
 /* Dies with the consumer process, and only then. */
 static void follow_parent(int parent_pid)
 {
@@ -361,15 +369,13 @@ static void follow_parent(int parent_pid)
     sa.sa_handler = on_parent_signal;
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    sigset_t ours;
-    sigemptyset(&ours);
-    sigaddset(&ours, PARENT_DEATH_SIGNAL);
-    sigaddset(&ours, SIGUSR1);
-    sigaddset(&ours, SIGUSR2);
     (void)sigaction(PARENT_DEATH_SIGNAL, &sa, NULL);
     (void)sigaction(SIGUSR1, &sa, NULL);
     (void)sigaction(SIGUSR2, &sa, NULL);
-    /* a fork-mode child inherits its thread's mask */
+    /* Blocked from the start (spawn.c), so that one sent while the
+     * producer was starting waits for the handler instead of killing. */
+    sigset_t ours;
+    rf__producer_caught_signals(&ours);
     (void)sigprocmask(SIG_UNBLOCK, &ours, NULL);
     prctl(PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL);
 }

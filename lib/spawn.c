@@ -99,10 +99,10 @@ static int plan_fds(posix_spawn_file_actions_t *fa,
 
 static int plan_signals(posix_spawnattr_t *attr)
 {
-    sigset_t none, all;
-    sigemptyset(&none);
+    sigset_t caught, all;
+    rf__producer_caught_signals(&caught);
     sigfillset(&all);
-    int rc = posix_spawnattr_setsigmask(attr, &none);
+    int rc = posix_spawnattr_setsigmask(attr, &caught);
     if (rc == 0)
         rc = posix_spawnattr_setsigdefault(attr, &all);
     if (rc == 0)
@@ -272,7 +272,8 @@ static void close_fds_except(const int *keep, int n)
 }
 
 /* In a fork-mode child, as plan_signals() asks of posix_spawn: every
- * signal back to its default action, and none blocked. The caller's
+ * signal back to its default action, and none blocked but those the
+ * producer catches, until it catches them. The caller's
  * handlers are the caller's (a SIGTERM handler that saves a checkpoint
  * would keep the producer alive through a job's SIGTERM), and so are the
  * signals it ignores (nohup's SIGHUP). sigaction() refuses SIGKILL,
@@ -285,9 +286,9 @@ static void default_signals(void)
     sigemptyset(&sa.sa_mask);
     for (int sig = 1; sig < NSIG; sig++)
         (void)sigaction(sig, &sa, NULL);
-    sigset_t none;
-    sigemptyset(&none);
-    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    sigset_t caught;
+    rf__producer_caught_signals(&caught);
+    (void)sigprocmask(SIG_SETMASK, &caught, NULL);
 }
 
 int rf__fork_producer(const struct rf__producer_fds *fds, uint32_t index,

@@ -57,23 +57,6 @@ static inline bool process_gone(int pid)
     return state == 0 || state == 'Z' || state == 'X';
 }
 
-/* Whether the process has a handler installed for sig (its "SigCgt"
- * mask in /proc/PID/status). */
-static inline bool catches_signal(int pid, int sig)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return false;
-    unsigned long long mask = 0;
-    while (fgets(line, sizeof(line), f))
-        if (strncmp(line, "SigCgt:", 7) == 0)
-            mask = strtoull(line + 7, NULL, 16);
-    fclose(f);
-    return (mask >> (sig - 1)) & 1u;
-}
-
 /* Fills pids with the live (not zombie) children of this process; returns
  * the count. */
 static inline int list_children(int *pids, int max)
