@@ -80,6 +80,22 @@ wait_for() {
 "$synth" "$work/ds" --images 24 --classes 3 --jobs 2 --quiet >/dev/null ||
     { echo "FAIL: ringfeed-synth could not write the test data"; exit 1; }
 
+# $work/big: ten hard links to each file of $work/ds (240 samples), so
+# that packing them at $slow with --jobs 2 takes seconds: long enough to
+# kill a run in the middle (24 samples took about a second in one
+# process, and less with a worker per CPU). Made once, by the first case
+# that needs it.
+make_big() {
+    [ -d "$work/big" ] && return 0
+    for copy in 0 1 2 3 4 5 6 7 8 9; do
+        for file in "$work"/ds/class_*/*.jpg; do
+            class=${file%/*}
+            mkdir -p "$work/big/${class##*/}"
+            ln "$file" "$work/big/${class##*/}/$copy-${file##*/}"
+        done
+    done
+}
+
 # Options that make a run take about a second on $work/ds (decoding, and
 # compressing at zstd level 19), long enough to be caught in the middle,
 # showing its progress on stderr. (Not a function: run in the background
@@ -114,9 +130,10 @@ case_concurrent_runs() {
 case_killed_leaves_nothing() {
     dir=$work/killed
     mkdir "$dir" "$dir/out"
+    make_big
     for signal in KILL TERM; do
         # shellcheck disable=SC2086 # $slow is a list of options
-        "$pack" "$work/ds" "$dir/out/x.pack" $slow 2>"$dir/err" &
+        "$pack" "$work/big" "$dir/out/x.pack" $slow --jobs 2 2>"$dir/err" &
         background=$!
         wait_for "$dir/err" "packing"
         kill -s $signal $background
@@ -445,16 +462,10 @@ ends_soon() {
 case_jobs_killed_worker() {
     dir=$work/jobs-killed
     mkdir -p "$dir/out"
-    for copy in 0 1 2 3 4 5 6 7 8 9; do
-        for file in "$work"/ds/class_*/*.jpg; do
-            class=${file%/*}
-            mkdir -p "$dir/big/${class##*/}"
-            ln "$file" "$dir/big/${class##*/}/$copy-${file##*/}"
-        done
-    done
+    make_big
     for victim in worker tool; do
         # shellcheck disable=SC2086 # $slow is a list of options
-        "$pack" "$dir/big" "$dir/out/x.pack" $slow --jobs 2 2>"$dir/err" &
+        "$pack" "$work/big" "$dir/out/x.pack" $slow --jobs 2 2>"$dir/err" &
         background=$!
         wait_for "$dir/err" "packing"
         workers=$(pgrep -P $background)
