@@ -339,11 +339,21 @@ typedef enum rf_param {
                                         what any image under the default
                                         RF_PARAM_MAX_PIXELS needs */
     /* Faults, continued */
-    RF_PARAM_RESPAWN_WINDOW_S = 41 /* the window RF_PARAM_MAX_RESPAWNS
-                                      counts in, in seconds: it starts at
-                                      rf_loader_open() and again at the
-                                      first replacement after it ends;
-                                      1..2^31, default 3600 (an hour) */
+    RF_PARAM_RESPAWN_WINDOW_S = 41, /* the window RF_PARAM_MAX_RESPAWNS
+                                       counts in, in seconds: it starts at
+                                       rf_loader_open() and again at the
+                                       first replacement after it ends;
+                                       1..2^31, default 3600 (an hour) */
+    /* Decoding, continued */
+    RF_PARAM_DCT_SCALING = 42 /* 1 (default): a JPEG whose crop is at least
+                                 twice the output size is decoded at a
+                                 DCT scale of 1/8, 2/8 or 4/8 (libjpeg's
+                                 own downscaling, much faster) before the
+                                 resize: pixels then differ a little from
+                                 torchvision's (PIL decodes in full),
+                                 more the smaller the output; 0: always
+                                 decode in full, the same pixels as PIL's
+                                 to within 1 */
 } rf_param;
 
 /* Creates a configuration holding every default. Returns NULL when out of

@@ -69,6 +69,7 @@ static const struct param_rule rules[RF__PARAMS] = {
                                     INT64_C(1) << 40, INT64_C(1) << 30},
     [RF_PARAM_RESPAWN_WINDOW_S] = {"respawn_window_s", 1, INT64_C(1) << 31,
                                    3600},
+    [RF_PARAM_DCT_SCALING] = {"dct_scaling", 0, 1, 1},
 };
 
 void rf__format(char *buf, size_t len, const char *fmt, ...)

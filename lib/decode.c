@@ -50,6 +50,7 @@ static void read_params(struct rf__decoder *d, const int64_t *p)
     d->jpeg_options.max_decode_memory = (uint64_t)p[RF_PARAM_MAX_DECODE_MEMORY];
     d->jpeg_options.warnings_are_errors = p[RF_PARAM_JPEG_WARNINGS] == 0;
     d->jpeg_options.exif_orientation = p[RF_PARAM_EXIF_ORIENTATION] != 0;
+    d->jpeg_options.full_scale = p[RF_PARAM_DCT_SCALING] == 0;
     d->target.out_height = (uint32_t)p[RF_PARAM_HEIGHT];
     d->target.out_width = (uint32_t)p[RF_PARAM_WIDTH];
     d->target.channels = (uint32_t)p[RF_PARAM_CHANNELS];

@@ -472,8 +472,11 @@ static void choose_crop(struct rf__jpeg_decoder *dec, struct decode_job *job)
                     &job->box[0], &job->box[2]);
     stored_interval(o->transpose ? ux : uy, ci->image_height, o->reverse_y,
                     &job->box[1], &job->box[3]);
-    job->scale = rf__jpeg_scale_for(c->width, c->height, job->target->out_width,
-                                    job->target->out_height);
+    job->scale =
+        job->opt->full_scale
+            ? 8
+            : rf__jpeg_scale_for(c->width, c->height, job->target->out_width,
+                                 job->target->out_height);
 }
 
 /* RGB or luminance straight from libjpeg; CMYK and YCCK come out as CMYK

@@ -34,6 +34,7 @@ struct rf__jpeg_options {
     bool warnings_are_errors;   /* libjpeg warnings (corrupt data it could
                                    decode around) fail the sample */
     bool exif_orientation;      /* apply the EXIF orientation tag */
+    bool full_scale;            /* never decode at a DCT scale below 8/8 */
 };
 
 /* Where the output goes: out_height x out_width x channels (1 or 3) uint8,

@@ -681,6 +681,41 @@ static void test_against_pil(struct rf__jpeg_decoder *dec)
     }
 }
 
+/* RF_PARAM_DCT_SCALING 0: the cases that would be decoded at a smaller
+ * DCT scale come out as PIL's own resize of the full image. */
+static void test_full_scale_is_pil_exact(struct rf__jpeg_decoder *dec)
+{
+    static const int used[] = {0, 1, 5}; /* 4:2:0 4:4:4 progressive */
+    struct rf__jpeg_options opt = default_options();
+    opt.full_scale = true;
+    for (size_t u = 0; u < sizeof(used) / sizeof(used[0]); u++) {
+        const struct fixture *fx = &fixtures[used[u]];
+        char path[512];
+        write_temp_jpeg(&fx->jpeg, path, sizeof(path));
+        for (size_t i = 0; i < sizeof(pil_cases) / sizeof(pil_cases[0]); i++) {
+            const struct pil_case *pc = &pil_cases[i];
+            const struct rf__crop *c = &pc->crop;
+            if (rf__jpeg_scale_for(c->width, c->height, pc->width,
+                                   pc->height) == 8)
+                continue;
+            const double box[4] = {c->x, c->y, c->x + c->width,
+                                   c->y + c->height};
+            uint8_t *pil =
+                pil_resize(path, box, pc->width, pc->height, c->flip, false);
+            uint8_t *ours =
+                decode_layout(dec, &fx->jpeg, &opt, pc, RF_LAYOUT_NHWC);
+            const struct diff d =
+                compare(ours, pil, (size_t)pc->width * pc->height * 3);
+            printf("  %s, %s, DCT scaling off: max %d mean %.3f\n", fx->name,
+                   pc->name, d.max, d.mean);
+            check_diff(d, EXACT_MAX, EXACT_MEAN);
+            free(ours);
+            free(pil);
+        }
+        unlink(path);
+    }
+}
+
 /* ---- (c) bad input ------------------------------------------------------ */
 
 /* SOS markers: entropy-coded data stuffs every 0xff with a 0x00, so
@@ -1234,6 +1269,7 @@ int main(void)
     if (have_pil) {
         printf("(b) against PIL (%s)\n", python);
         test_against_pil(dec);
+        test_full_scale_is_pil_exact(dec);
     } else {
         printf("(b) SKIPPED: no python3 with PIL\n");
     }

@@ -682,6 +682,24 @@ static void test_big_file_does_not_pin_memory(void)
     remove_tree(copy);
 }
 
+/* RF_PARAM_DCT_SCALING reaches the producers: at 8 x 8 the crops of
+ * these 40-89 pixel images are decoded at a DCT scale below 8/8 unless it
+ * is off. Each run matches rf_dataset_decode() with its own setting, and
+ * the two runs differ. */
+static void test_dct_scaling_switch(void)
+{
+    rf_config *cfg = folder_config(2, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
+    const uint64_t scaled = run_and_check(cfg);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_DCT_SCALING, 0));
+    const uint64_t full = run_and_check(cfg);
+    CHECK(scaled != full);
+    rf_config_free(cfg);
+    printf("DCT scaling on and off: each run as rf_dataset_decode() says, "
+           "and the two differ\n");
+}
+
 /* A progressive JPEG of side x side, 4:4:4, through libjpeg. */
 static void write_progressive_jpeg(const char *path, uint32_t side)
 {
@@ -826,6 +844,7 @@ int main(void)
     test_spawn_near_fd_limit();
     test_long_path_keeps_the_reason();
     test_decode_memory_limit();
+    test_dct_scaling_switch();
     const int bad = add_bad_files();
     test_bad_file_fails_with_its_name();
     test_bad_files_skipped_and_listed(bad);

@@ -67,6 +67,7 @@ struct bench_options {
     rf_layout layout;
     bool unordered;
     bool fork_mode;
+    bool full_scale;
     bool verify;
     bool gpu;
     bool json;
@@ -121,6 +122,9 @@ struct bench_options {
     X(ON_ERROR, "on-error", required_argument, "P",                            \
       "a PATH or synthetic-jpeg: fail (default): stop at a bad sample; "       \
       "skip: leave it out and count it")                                       \
+    X(FULL_SCALE, "full-scale", no_argument, "",                               \
+      "a PATH or synthetic-jpeg: decode every JPEG in full, never at a "       \
+      "smaller DCT scale (RF_PARAM_DCT_SCALING 0): PIL's pixels, slower")      \
     X(SEED, "seed", required_argument, "N",                                    \
       "sample order and content, 0..2^64-1 (default 0)")                       \
     X(LAYOUT, "layout", required_argument, "L", "nhwc (default) or nchw")      \
@@ -297,6 +301,9 @@ static void apply_other_option(struct bench_options *o, int code,
         break;
     case OPT_FORK:
         o->fork_mode = true;
+        break;
+    case OPT_FULL_SCALE:
+        o->full_scale = true;
         break;
     case OPT_VERIFY:
         o->verify = true;
@@ -771,6 +778,7 @@ static int configure(rf_config *cfg, const struct bench_options *o)
         {RF_PARAM_ON_ERROR, o->on_error},
         {RF_PARAM_MAX_ERRORS, o->max_errors},
         {RF_PARAM_MAX_ERROR_PPM, o->max_error_ppm},
+        {RF_PARAM_DCT_SCALING, !o->full_scale},
     };
     if (o->path && rf_config_set_path(cfg, o->path) < 0) {
         fprintf(stderr, PROGRAM ": %s\n", rf_config_error(cfg));
@@ -1036,6 +1044,7 @@ static void print_json(const struct bench_options *o,
     json_name(&first, "layout", layout_names[o->layout]);
     json_name(&first, "source", source_names[o->source]);
     json_name(&first, "start", o->fork_mode ? "fork" : "spawn");
+    json_bool(&first, "dct_scaling", !o->full_scale);
     json_bool(&first, "ordered", !o->unordered);
     if (v)
         json_verify_counts(&first, v);
