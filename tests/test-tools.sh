@@ -1,6 +1,7 @@
 #!/bin/sh
-# test-tools.sh - ringfeed-pack and ringfeed-synth run as a user runs
-# them: exit statuses, messages, and the files they leave (or not).
+# test-tools.sh - ringfeed-pack and ringfeed-synth (and ringfeed-bench's
+# option checks) run as a user runs them: exit statuses, messages, and the
+# files they leave (or not).
 #
 #     tests/test-tools.sh [CASE]...      every case when none is named
 #
@@ -16,6 +17,7 @@ set -u
 tools=$RINGFEED_TOOLS
 pack=$tools/ringfeed-pack
 synth=$tools/ringfeed-synth
+bench=$tools/ringfeed-bench
 work=$(mktemp -d "${TMPDIR:-/tmp}/rf-tools-XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
 trap 'exit 1' HUP INT TERM
@@ -361,6 +363,27 @@ case_options_without_effect() {
     holds "$dir" ok.pack
 }
 
+# ringfeed-bench refuses options that would change nothing for its
+# source (it used to run, measuring something other than what was asked):
+# a dataset's own sample count, JPEG options for pixels made up in memory.
+case_bench_options_without_effect() {
+    for option in "--samples 50" "--classes 10"; do
+        # shellcheck disable=SC2086 # $option is an option and its value
+        run 2 "$bench" --source "$work/ds" $option --quiet
+        has "$work/err" "${option% *} would change nothing: the dataset"
+    done
+    for option in "--transform eval" "--on-error skip" "--full-scale" \
+        "--max-errors 3"; do
+        # shellcheck disable=SC2086 # $option is an option and its value
+        run 2 "$bench" --source synthetic $option --quiet
+        has "$work/err" "${option%% *} applies to a PATH or synthetic-jpeg"
+    done
+    run 0 "$bench" --source "$work/ds" --transform eval --full-scale \
+        --batch 8 --quiet
+    run 0 "$bench" --source synthetic-jpeg --samples 16 --classes 4 \
+        --transform eval --batch 8 --quiet
+}
+
 # ---- ringfeed-pack: --jobs ------------------------------------------------
 
 # make_mixed_folder DIR: $work/ds linked into DIR, with a JPEG cut short
@@ -547,7 +570,7 @@ case_synth_workers_stop_with_parent() {
 all_cases="concurrent_runs killed_leaves_nothing failure_leaves_nothing
 output_checked_first options_without_effect skip_bad_decodes
 empty_class_refused counts_are_the_pack_s names_escaped raw_shape_advice
-jobs_same_output jobs_bad_value jobs_killed_worker
+bench_options_without_effect jobs_same_output jobs_bad_value jobs_killed_worker
 synth_needs_an_image_per_class synth_killed_writes_no_partial_jpeg
 synth_workers_stop_with_parent"
 failed=0

@@ -68,6 +68,7 @@ struct bench_options {
     bool unordered;
     bool fork_mode;
     bool full_scale;
+    uint64_t given; /* bit (code - OPT_FIRST_ - 1) of each option given */
     bool verify;
     bool gpu;
     bool json;
@@ -88,12 +89,14 @@ struct bench_options {
     X(EPOCHS, "epochs", epochs, 1, INT64_C(1) << 30,                           \
       "passes over the samples (default 1)")                                   \
     X(SAMPLES, "samples", samples, 1, INT64_C(1) << 38,                        \
-      "samples per epoch (default 10000); a PATH has its own")                 \
+      "samples per epoch (default 10000); refused with a PATH, which has "     \
+      "its own")                                                               \
     X(SIZE, "size", size, 1, 65536,                                            \
       "image height and width in pixels (default 224)")                        \
     X(CHANNELS, "channels", channels, 1, 4, "bytes per pixel (default 3)")     \
     X(CLASSES, "classes", classes, 1, INT64_C(1) << 31,                        \
-      "labels are 0..N-1 (default 1000); a PATH has its own")                  \
+      "labels are 0..N-1 (default 1000); refused with a PATH, which has its "  \
+      "own")                                                                   \
     X(SPIN_NS, "spin-ns", spin_ns, 0, 1000000000,                              \
       "ns to spin before sleeping (default: the library's)")                   \
     X(MAX_ERRORS, "max-errors", max_errors, 0, INT64_MAX,                      \
@@ -351,6 +354,43 @@ static void check_gpu_options(const struct bench_options *o)
         cli_die_usage(PROGRAM, "--gpu goes with neither --verify nor --json");
 }
 
+_Static_assert(OPT_HELP - OPT_FIRST_ <= 64, "bench_options.given has 64 bits");
+
+static bool given(const struct bench_options *o, enum option_id id)
+{
+    return (o->given >> (id - OPT_FIRST_ - 1)) & 1u;
+}
+
+/* Options that would change nothing for the source given are refused,
+ * so that a run never measures something other than what was asked. */
+static void check_source_options(const struct bench_options *o)
+{
+    static const struct {
+        enum option_id id;
+        const char *name;
+    } jpeg_only[] = {{OPT_TRANSFORM, "--transform"},
+                     {OPT_ON_ERROR, "--on-error"},
+                     {OPT_FULL_SCALE, "--full-scale"},
+                     {OPT_MAX_ERRORS, "--max-errors"},
+                     {OPT_MAX_ERROR_PPM, "--max-error-ppm"}},
+      own_count[] = {{OPT_SAMPLES, "--samples"}, {OPT_CLASSES, "--classes"}};
+    const bool decodes =
+        o->source == RF_SOURCE_PATH || o->source == RF_SOURCE_SYNTHETIC_JPEG;
+    for (size_t i = 0; !decodes && i < COUNT_OF(jpeg_only); i++)
+        if (given(o, jpeg_only[i].id))
+            cli_die_usage(PROGRAM,
+                          "%s applies to a PATH or synthetic-jpeg, and "
+                          "would change nothing for --source %s: drop it",
+                          jpeg_only[i].name, source_names[o->source]);
+    for (size_t i = 0; o->source == RF_SOURCE_PATH && i < COUNT_OF(own_count);
+         i++)
+        if (given(o, own_count[i].id))
+            cli_die_usage(PROGRAM,
+                          "%s would change nothing: the dataset at %s has "
+                          "its own; drop it",
+                          own_count[i].name, o->path);
+}
+
 static void parse_options(int argc, char **argv, struct bench_options *o)
 {
     int code;
@@ -359,12 +399,15 @@ static void parse_options(int argc, char **argv, struct bench_options *o)
     while ((code = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
         if (code == '?')
             reject_option(argv[optind - 1]);
+        if (code > OPT_FIRST_)
+            o->given |= UINT64_C(1) << (code - OPT_FIRST_ - 1);
         if (!apply_number_option(o, code, optarg))
             apply_other_option(o, code, optarg);
     }
     if (optind < argc)
         cli_die_usage(PROGRAM, "unexpected argument '%s'", argv[optind]);
     check_gpu_options(o);
+    check_source_options(o);
 }
 
 /* ---- small helpers ----------------------------------------------------- */
