@@ -839,10 +839,22 @@ static void release_cuda(rf_cuda_loader *gpu)
         rf__cuda_leave(gpu, previous);
 }
 
+/* In a child of fork(): the host copies of each buffer's labels and
+ * indices, which release_cuda() frees with the rest in the owner. */
+static void free_host_copies(rf_cuda_loader *gpu)
+{
+    for (uint32_t i = 0; gpu->buffers && i < gpu->depth; i++) {
+        free(gpu->buffers[i].labels);
+        free(gpu->buffers[i].indices);
+    }
+}
+
 static void destroy(rf_cuda_loader *gpu)
 {
     /* In a child of fork() only the memory is the child's own. */
-    if (gpu->device_chosen && getpid() == gpu->owner)
+    if (getpid() != gpu->owner)
+        free_host_copies(gpu);
+    else if (gpu->device_chosen)
         release_cuda(gpu);
     free(gpu->buffers);
     free(gpu->queue);

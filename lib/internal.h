@@ -54,6 +54,11 @@ uint64_t rf__memory_room(const char **limited_by);
  * (INT32_MAX when unlimited or unknown); *limit gets the limit. */
 int rf__fds_free(uint64_t *limit);
 
+/* A number that names this process, never that of its parent, a child of
+ * fork() or an earlier process with the same pid; cheap enough for every
+ * call (process-token.c). */
+uint64_t rf__process_token(void);
+
 /* ---- order ------------------------------------------------------------- */
 
 /* Which sample goes where, as both the consumer and the producers derive

@@ -126,7 +126,8 @@ struct rf_loader {
     bool skip_errors;             /* RF_ON_ERROR_SKIP */
     int fatal; /* sticky error; the loader can only be closed */
     uint64_t open_ns, wait_ns, samples_out, bytes_out;
-    pid_t owner; /* the process that opened the loader */
+    pid_t owner;          /* the process that opened the loader */
+    uint64_t owner_token; /* its rf__process_token() */
     char error[RF__DETAIL];
 };
 
@@ -1262,6 +1263,7 @@ int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp)
     l->fds.parent_control = -1;
     l->open_ns = rf__now_ns();
     l->owner = getpid();
+    l->owner_token = rf__process_token();
     const int rc = open_loader(l, cfg);
     if (rc < 0) {
         if (errp)
@@ -1273,11 +1275,19 @@ int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp)
     return 0;
 }
 
-/* A child of fork() holds a copy of its parent's loader, whose rings and
- * producers are the parent's: it may only free its copy. */
+/* Whether this is the process that opened the loader: a child of fork()
+ * holds a copy of its parent's loader, whose rings and producers are the
+ * parent's. Asked on every next() and release(): no system call. */
+static bool owned_here(const rf_loader *l)
+{
+    return rf__process_token() == l->owner_token;
+}
+
+/* In a child of fork() the loader may only be closed, which frees the
+ * child's copy. */
 static int refuse_other_process(rf_loader *l, const char *call)
 {
-    if (getpid() == l->owner)
+    if (owned_here(l))
         return 0;
     return set_error(l, RF_E_FORK_UNSAFE,
                      "%s: this loader belongs to process %d, and this is "
@@ -1360,9 +1370,15 @@ void rf_loader_close(rf_loader *l)
 {
     if (!l)
         return;
-    /* In a child of fork() the producers and rings are the parent's. */
-    if (l->children && getpid() == l->owner)
+    /* In a child of fork() the producers and rings are the parent's: only
+     * the child's copies of the pidfds go (close-on-exec, but a child
+     * that does not exec would keep one per producer). */
+    if (l->children && owned_here(l))
         stop_producers(l);
+    else if (l->children)
+        for (uint32_t i = 0; i < l->producers; i++)
+            if (l->children[i].pidfd >= 0)
+                close(l->children[i].pidfd);
     rf__segment_detach(&l->seg);
     if (l->fds.control >= 0)
         close(l->fds.control);

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -425,10 +426,12 @@ static void test_exec_without_close_stops_producers(void)
 /* A child of fork() holds a copy of its parent's loader. Using it there
  * is refused, and closing it frees only the copy: the parent's run goes
  * on to its end with its own producers, none replaced. */
-static void test_fork_child_leaves_the_parents_run_alone(void)
+static void test_fork_child_leaves_the_parents_run_alone(int mode)
 {
+    const int fds_before = count_entries("/proc/self/fd");
     rf_config *cfg = small_config(2, 4);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 2000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, mode));
     rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
     rf_batch held;
@@ -442,11 +445,15 @@ static void test_fork_child_leaves_the_parents_run_alone(void)
             strstr(rf_loader_error(l), "a child of fork()") != NULL &&
             rf_loader_release(l, &held) == RF_E_FORK_UNSAFE;
         rf_loader_close(l);
-        _exit(refused ? 0 : 1);
+        /* Its copies of the fds are gone, the pidfds too (they stayed, one
+         * per producer, on the first version). */
+        const int fds_left = count_entries("/proc/self/fd");
+        _exit(!refused ? 1 : fds_left != fds_before ? 2 : 0);
     }
     int status = 0;
     CHECK_EQ(waitpid(child, &status, 0), child);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 0);
     CHECK_OK(rf_loader_release(l, &held));
     uint64_t samples = held.samples;
     rf_batch b;
@@ -461,8 +468,68 @@ static void test_fork_child_leaves_the_parents_run_alone(void)
     CHECK_OK(rf_loader_stats(l, &st));
     CHECK_EQ(st.respawns, 0);
     rf_loader_close(l);
-    printf("a fork child's next() and release() refused and its close "
-           "harmless: the parent's run ended with all 2000 samples\n");
+    printf("%s mode: a fork child's next() and release() refused and its "
+           "close harmless (no fd left): the parent's run ended with all "
+           "2000 samples\n",
+           mode == RF_START_FORK ? "fork" : "spawn");
+}
+
+/* A child made by the bare clone() system call (no atfork handler runs)
+ * is told apart from its parent too; and a loader that the child opens is
+ * its own, while the parent's stays refused there. Then the parent's run
+ * ends whole. */
+static void test_child_of_raw_clone_has_its_own_loaders(void)
+{
+    rf_config *cfg = small_config(2, 4);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 400));
+    rf_loader *l = test_open_loader(cfg);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    fflush(stdout);
+    const long child = syscall(SYS_clone, (long)SIGCHLD, 0L, 0L, 0L, 0L);
+    CHECK(child >= 0);
+    if (child == 0) {
+        int failed = rf_loader_next(l, &b) == RF_E_FORK_UNSAFE ? 0 : 1;
+        rf_loader *own = NULL;
+        char *why = NULL;
+        if (!failed && rf_loader_open(&own, cfg, &why) != 0)
+            failed = 2;
+        uint64_t samples = 0;
+        int rc = 0;
+        while (!failed && (rc = rf_loader_next(own, &b)) == 1) {
+            samples += b.samples;
+            if (rf_loader_release(own, &b) != 0)
+                failed = 3;
+        }
+        if (!failed && (rc != 0 || samples != 400))
+            failed = 4;
+        if (!failed && rf_loader_next(l, &b) != RF_E_FORK_UNSAFE)
+            failed = 5;
+        rf_loader_close(own);
+        rf_loader_close(l);
+        free(why);
+        _exit(failed);
+    }
+    int status = 0;
+    CHECK_EQ(waitpid((pid_t)child, &status, 0), (pid_t)child);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 0);
+    uint64_t samples = 4;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) == 1) {
+        samples += b.samples;
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(samples, 400);
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.respawns, 0);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    printf("a child of a bare clone(): the parent's loader refused, its own "
+           "ran whole; the parent's run ended with all 400 samples\n");
 }
 
 int main(void)
@@ -480,7 +547,9 @@ int main(void)
     test_close_under_periodic_signals();
     test_release_of_another_loaders_batch();
     test_exec_without_close_stops_producers();
-    test_fork_child_leaves_the_parents_run_alone();
+    test_fork_child_leaves_the_parents_run_alone(RF_START_SPAWN);
+    test_fork_child_leaves_the_parents_run_alone(RF_START_FORK);
+    test_child_of_raw_clone_has_its_own_loaders();
     test_fork_refused_with_threads(); /* last: leaves a thread behind */
     return 0;
 }

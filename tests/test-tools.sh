@@ -18,6 +18,12 @@ tools=$RINGFEED_TOOLS
 pack=$tools/ringfeed-pack
 synth=$tools/ringfeed-synth
 bench=$tools/ringfeed-bench
+# ringfeed-bench opens a loader, whose helper in a build tree lies beside
+# the tools (the README runs this script with RINGFEED_TOOLS alone).
+if [ -z "${RINGFEED_PRODUCER:-}" ] && [ -x "$tools/ringfeed-producer" ]; then
+    RINGFEED_PRODUCER=$tools/ringfeed-producer
+    export RINGFEED_PRODUCER
+fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/rf-tools-XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
 trap 'exit 1' HUP INT TERM
@@ -348,19 +354,37 @@ case_options_without_effect() {
     mkdir "$dir"
     run 0 "$pack" "$work/ds" "$dir/ok.pack" --quiet
     # shellcheck disable=SC2086 # $option is an option and its value
-    for option in "--level 5" "--layout nchw" "--dict-size 4096"; do
+    for option in "--level 5" "--layout nchw" "--dict-size 4096" \
+        "--full-scale"; do
         run 2 "$pack" "$work/ds" "$dir/x.pack" $option --quiet
         has "$work/err" "applies to --raw samples only"
         has "$work/err" "drop ${option% *}, or add --raw HxW"
     done
     # shellcheck disable=SC2086 # $option is an option and its value
     for option in "--raw 32x32" "--skip-bad" "--level 3" "--layout nhwc" \
-        "--dict-size 0"; do
+        "--dict-size 0" "--full-scale"; do
         run 2 "$pack" --verify "$dir/ok.pack" $option
         has "$work/err" "--verify checks a file as it is"
         has "$work/err" "drop ${option% *}"
     done
     holds "$dir" ok.pack
+}
+
+# --full-scale decodes the --raw pixels in full (PIL's): at 24x24 these
+# images would be decoded at a smaller DCT scale, so the pixels differ.
+# On a pack of raw samples, already decoded, it would change nothing.
+case_raw_full_scale() {
+    dir=$work/full-scale
+    mkdir "$dir"
+    run 0 "$pack" "$work/ds" "$dir/scaled.pack" --raw 24x24 --quiet
+    run 0 "$pack" "$work/ds" "$dir/full.pack" --raw 24x24 --full-scale --quiet
+    ! cmp -s "$dir/scaled.pack" "$dir/full.pack" ||
+        fail "--full-scale packed the same pixels"
+    run 0 "$pack" --verify "$dir/full.pack" --quiet
+    run 2 "$pack" "$dir/full.pack" "$dir/again.pack" --raw 24x24 \
+        --full-scale --quiet
+    has "$work/err" "--full-scale would change nothing: $dir/full.pack holds"
+    holds "$dir" full.pack scaled.pack
 }
 
 # ringfeed-bench refuses options that would change nothing for its
@@ -568,7 +592,7 @@ case_synth_workers_stop_with_parent() {
 # ---- the run ----------------------------------------------------------
 
 all_cases="concurrent_runs killed_leaves_nothing failure_leaves_nothing
-output_checked_first options_without_effect skip_bad_decodes
+output_checked_first options_without_effect raw_full_scale skip_bad_decodes
 empty_class_refused counts_are_the_pack_s names_escaped raw_shape_advice
 bench_options_without_effect jobs_same_output jobs_bad_value jobs_killed_worker
 synth_needs_an_image_per_class synth_killed_writes_no_partial_jpeg

@@ -4,12 +4,14 @@
  *
  *     ringfeed-pack train/ train.pack               JPEG bytes as they are
  *     ringfeed-pack train/ train-160.pack --raw 160x160 --dict-size 112640
+ *     ringfeed-pack train/ train-64.pack --raw 64x64 --full-scale
  *     ringfeed-pack --verify train.pack --jobs 8
  *
  * With --raw, each image is decoded, resized (short side to 8/7 of the
  * size) and centre-cropped, as a loader's eval transform does, and the
  * pixels are stored as zstd frames, optionally with a dictionary trained
- * on a sample of them: a loader then only decompresses. The format is
+ * on a sample of them: a loader then only decompresses, so the pixels are
+ * fixed here (--full-scale: PIL's, RF_PARAM_DCT_SCALING 0). The format is
  * described in docs/packed-format.md.
  *
  * The work on each sample (reading, decoding, compressing) is done by
@@ -62,8 +64,9 @@ struct pack_options {
     int level;
     uint64_t dict_size;
     bool skip_bad;
-    unsigned jobs; /* worker processes; 1: none, the work is done here */
-    int progress;  /* -1 quiet, 0 when stderr is a terminal, 1 always */
+    bool full_scale; /* --raw: RF_PARAM_DCT_SCALING 0 */
+    unsigned jobs;   /* worker processes; 1: none, the work is done here */
+    int progress;    /* -1 quiet, 0 when stderr is a terminal, 1 always */
     /* The first option given that changes how a pack is written, and the
      * first that only --raw samples use, for refusing them where they
      * would have no effect; NULL when none was given. */
@@ -91,6 +94,12 @@ static void print_usage(void)
           "  --dict-size N     with --raw: train a zstd dictionary of N "
           "bytes on a\n"
           "                    sample of the images (default 0: none)\n"
+          "  --full-scale      with --raw: decode every JPEG in full, never "
+          "at a smaller\n"
+          "                    DCT scale (RF_PARAM_DCT_SCALING 0): PIL's "
+          "pixels, slower.\n"
+          "                    A loader's setting cannot change a raw "
+          "pack's pixels\n"
           "  --skip-bad        leave out samples that cannot be read or "
           "decoded (JPEGs\n"
           "                    are decoded whole first, as --verify does), "
@@ -144,6 +153,7 @@ static const struct option long_options[] = {
     {"layout", required_argument, NULL, 'l'},
     {"level", required_argument, NULL, 'L'},
     {"dict-size", required_argument, NULL, 'd'},
+    {"full-scale", no_argument, NULL, 'F'},
     {"skip-bad", no_argument, NULL, 's'},
     {"verify", required_argument, NULL, 'v'},
     {"jobs", required_argument, NULL, 'j'},
@@ -160,6 +170,7 @@ static void note_option(struct pack_options *o, int code)
                        : code == 'l' ? "--layout"
                        : code == 'L' ? "--level"
                        : code == 'd' ? "--dict-size"
+                       : code == 'F' ? "--full-scale"
                        : code == 's' ? "--skip-bad"
                                      : NULL;
     if (name && !o->packing_option)
@@ -189,6 +200,9 @@ static void apply_option(struct pack_options *o, int code, const char *arg)
         break;
     case 's':
         o->skip_bad = true;
+        break;
+    case 'F':
+        o->full_scale = true;
         break;
     case 'v':
         o->verify = arg;
@@ -320,10 +334,11 @@ static void report_bad(struct bad_samples *b, struct progress *p,
 
 /* ---- decoding ------------------------------------------------------------ */
 
-/* A configuration for rf_dataset_decode(): the shape and the transform. */
+/* A configuration for rf_dataset_decode(): the shape, the transform and
+ * whether JPEGs may be decoded at a smaller DCT scale. */
 static rf_config *decode_config(uint32_t height, uint32_t width,
                                 uint32_t channels, rf_layout layout,
-                                rf_transform transform)
+                                rf_transform transform, bool dct_scaling)
 {
     rf_config *cfg = rf_config_create();
     if (!cfg)
@@ -331,7 +346,7 @@ static rf_config *decode_config(uint32_t height, uint32_t width,
     const int64_t settings[][2] = {
         {RF_PARAM_HEIGHT, height},       {RF_PARAM_WIDTH, width},
         {RF_PARAM_CHANNELS, channels},   {RF_PARAM_LAYOUT, layout},
-        {RF_PARAM_TRANSFORM, transform},
+        {RF_PARAM_TRANSFORM, transform}, {RF_PARAM_DCT_SCALING, dct_scaling},
     };
     for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
         if (rf_config_set(cfg, (rf_param)settings[i][0], settings[i][1]) < 0)
@@ -387,7 +402,7 @@ static void whole_decoder_init(struct whole_decoder *d,
     const uint32_t h = raw ? s->height : VERIFY_SIZE;
     const uint32_t w = raw ? s->width : VERIFY_SIZE;
     const uint32_t c = raw ? s->channels : 3;
-    d->cfg = decode_config(h, w, c, s->layout, RF_TRANSFORM_NONE);
+    d->cfg = decode_config(h, w, c, s->layout, RF_TRANSFORM_NONE, true);
     d->pixels = malloc((size_t)h * w * c);
     if (!d->pixels)
         cli_die(PROGRAM, "out of memory");
@@ -474,8 +489,8 @@ static void worker_start(void *ctx, bool forked)
         whole_decoder_init(&sw->whole, &sw->shape);
     if (sw->task != TASK_RAW && sw->task != TASK_TRAIN)
         return;
-    sw->cfg =
-        decode_config(o->height, o->width, 3, o->layout, RF_TRANSFORM_EVAL);
+    sw->cfg = decode_config(o->height, o->width, 3, o->layout,
+                            RF_TRANSFORM_EVAL, !o->full_scale);
     sw->pixel_bytes = (size_t)o->height * o->width * 3;
     sw->pixels = allocate(sw->pixel_bytes);
     if (sw->task != TASK_RAW)
@@ -729,6 +744,12 @@ static void check_source_shape(const struct packer *pk)
 {
     const struct pack_options *o = pk->o;
     const struct pack_shape *s = &pk->source_shape;
+    if (s->height != 0 && o->full_scale)
+        cli_die_usage(PROGRAM,
+                      "--full-scale would change nothing: %s holds raw "
+                      "samples, decoded when it was packed; drop it, or "
+                      "pack from the JPEG folder they were made from",
+                      o->source);
     if (s->height == 0 || (s->height == o->height && s->width == o->width &&
                            s->channels == 3 && s->layout == o->layout))
         return;
