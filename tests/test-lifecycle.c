@@ -423,6 +423,23 @@ static void test_exec_without_close_stops_producers(void)
     CHECK(gone);
 }
 
+/* Takes the rest of the run: with `taken` samples already delivered, it
+ * must end normally after `expected` in all, with no producer replaced. */
+static void finish_whole(rf_loader *l, uint64_t taken, uint64_t expected)
+{
+    rf_batch b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) == 1) {
+        taken += b.samples;
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(taken, expected);
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.respawns, 0);
+}
+
 /* A child of fork() holds a copy of its parent's loader. Using it there
  * is refused, and closing it frees only the copy: the parent's run goes
  * on to its end with its own producers, none replaced. */
@@ -455,18 +472,7 @@ static void test_fork_child_leaves_the_parents_run_alone(int mode)
     CHECK(WIFEXITED(status));
     CHECK_EQ(WEXITSTATUS(status), 0);
     CHECK_OK(rf_loader_release(l, &held));
-    uint64_t samples = held.samples;
-    rf_batch b;
-    int rc;
-    while ((rc = rf_loader_next(l, &b)) == 1) {
-        samples += b.samples;
-        CHECK_OK(rf_loader_release(l, &b));
-    }
-    CHECK_EQ(rc, 0);
-    CHECK_EQ(samples, 2000);
-    rf_stats st;
-    CHECK_OK(rf_loader_stats(l, &st));
-    CHECK_EQ(st.respawns, 0);
+    finish_whole(l, held.samples, 2000);
     rf_loader_close(l);
     printf("%s mode: a fork child's next() and release() refused and its "
            "close harmless (no fd left): the parent's run ended with all "
@@ -515,17 +521,7 @@ static void test_child_of_raw_clone_has_its_own_loaders(void)
     CHECK_EQ(waitpid((pid_t)child, &status, 0), (pid_t)child);
     CHECK(WIFEXITED(status));
     CHECK_EQ(WEXITSTATUS(status), 0);
-    uint64_t samples = 4;
-    int rc;
-    while ((rc = rf_loader_next(l, &b)) == 1) {
-        samples += b.samples;
-        CHECK_OK(rf_loader_release(l, &b));
-    }
-    CHECK_EQ(rc, 0);
-    CHECK_EQ(samples, 400);
-    rf_stats st;
-    CHECK_OK(rf_loader_stats(l, &st));
-    CHECK_EQ(st.respawns, 0);
+    finish_whole(l, 4, 400);
     rf_loader_close(l);
     rf_config_free(cfg);
     printf("a child of a bare clone(): the parent's loader refused, its own "

@@ -53,28 +53,9 @@ trap 'exit 1' HUP INT TERM
 
 # ---- checks -----------------------------------------------------------
 
-fail() {
-    printf 'FAIL: %s: %s\n' "$case" "$*"
-    for _file in "$work/out" "$work/err"; do
-        [ -s "$_file" ] && sed "s|^|  ${_file##*/}: |" "$_file"
-    done
-    exit 1
-}
-
-# run EXPECTED_STATUS COMMAND...: stdout in $work/out, stderr in $work/err.
-run() {
-    _expected=$1
-    shift
-    "$@" >"$work/out" 2>"$work/err"
-    _status=$?
-    [ $_status -eq "$_expected" ] ||
-        fail "exit status $_status, expected $_expected: $*"
-}
-
-# has FILE TEXT: FILE holds TEXT (a fixed string).
-has() {
-    grep -qF -- "$2" "$1" || fail "${1##*/} does not say '$2'"
-}
+# fail, run, has, lacks.
+# shellcheck source=tests/checks.sh
+. "$(dirname "$0")/checks.sh"
 
 # same EXPECTED ACTUAL: two files with the same lines.
 same() {

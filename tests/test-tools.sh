@@ -30,34 +30,9 @@ trap 'exit 1' HUP INT TERM
 
 # ---- checks -----------------------------------------------------------
 
-# A run left in the background by a failed case is stopped with it.
-background=
-fail() {
-    printf 'FAIL: %s: %s\n' "$case" "$*"
-    [ -z "$background" ] || kill -s KILL $background 2>/dev/null
-    for _file in "$work/out" "$work/err"; do
-        [ -s "$_file" ] && sed "s|^|  ${_file##*/}: |" "$_file"
-    done
-    exit 1
-}
-
-# run EXPECTED_STATUS COMMAND...: stdout in $work/out, stderr in $work/err.
-run() {
-    _expected=$1
-    shift
-    "$@" >"$work/out" 2>"$work/err"
-    _status=$?
-    [ $_status -eq "$_expected" ] ||
-        fail "exit status $_status, expected $_expected: $*"
-}
-
-# has FILE TEXT / lacks FILE TEXT: whether FILE holds TEXT (fixed string).
-has() {
-    grep -qF -- "$2" "$1" || fail "${1##*/} does not say '$2'"
-}
-lacks() {
-    ! grep -qF -- "$2" "$1" || fail "${1##*/} says '$2'"
-}
+# fail, run, has, lacks.
+# shellcheck source=tests/checks.sh
+. "$(dirname "$0")/checks.sh"
 
 # holds DIR NAME...: DIR holds exactly these entries.
 holds() {
