@@ -32,3 +32,21 @@ has() {
 lacks() {
     ! grep -qF -- "$2" "$1" || fail "${1##*/} says '$2'"
 }
+
+# run_cases CASE...: each function case_CASE in a subshell, so that a
+# failed check ends its case and the others still run; says ok (with the
+# seconds taken) for each that passed, and exits 1 if any failed.
+run_cases() {
+    _failed=0
+    for case in "$@"; do
+        _start=$(date +%s)
+        : >"$work/out"
+        : >"$work/err"
+        if ("case_$case"); then
+            echo "ok: $case ($(($(date +%s) - _start)) s)"
+        else
+            _failed=$((_failed + 1))
+        fi
+    done
+    [ $_failed -eq 0 ] || { echo "$_failed case(s) failed"; exit 1; }
+}

@@ -53,7 +53,7 @@ trap 'exit 1' HUP INT TERM
 
 # ---- checks -----------------------------------------------------------
 
-# fail, run, has, lacks.
+# fail, run, has, lacks, run_cases.
 # shellcheck source=tests/checks.sh
 . "$(dirname "$0")/checks.sh"
 
@@ -203,17 +203,6 @@ print("ok")' "$lib" "$work/ds"
 # ---- the run ----------------------------------------------------------
 
 all_cases="layout totals missing_dataset corrupt_sample break_out"
-failed=0
 # shellcheck disable=SC2086 # a list of names
 [ $# -gt 0 ] || set -- $all_cases
-for case in "$@"; do
-    start=$(date +%s)
-    : >"$work/out"
-    : >"$work/err"
-    if ("case_$case"); then
-        echo "ok: $case ($(($(date +%s) - start)) s)"
-    else
-        failed=$((failed + 1))
-    fi
-done
-[ $failed -eq 0 ] || { echo "$failed case(s) failed"; exit 1; }
+run_cases "$@"

@@ -30,7 +30,7 @@ trap 'exit 1' HUP INT TERM
 
 # ---- checks -----------------------------------------------------------
 
-# fail, run, has, lacks.
+# fail, run, has, lacks, run_cases.
 # shellcheck source=tests/checks.sh
 . "$(dirname "$0")/checks.sh"
 
@@ -572,17 +572,6 @@ empty_class_refused counts_are_the_pack_s names_escaped raw_shape_advice
 bench_options_without_effect jobs_same_output jobs_bad_value jobs_killed_worker
 synth_needs_an_image_per_class synth_killed_writes_no_partial_jpeg
 synth_workers_stop_with_parent"
-failed=0
 # shellcheck disable=SC2086 # a list of names
 [ $# -gt 0 ] || set -- $all_cases
-for case in "$@"; do
-    start=$(date +%s)
-    : >"$work/out"
-    : >"$work/err"
-    if ("case_$case"); then
-        echo "ok: $case ($(($(date +%s) - start)) s)"
-    else
-        failed=$((failed + 1))
-    fi
-done
-[ $failed -eq 0 ] || { echo "$failed case(s) failed"; exit 1; }
+run_cases "$@"
