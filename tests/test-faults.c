@@ -107,6 +107,21 @@ static rf_config *kill_config(const struct kill_spec *s)
     return cfg;
 }
 
+/* A loader of synthetic side x side samples, replacements not reported:
+ * the shape most tests below start from. */
+static rf_config *small_config(int64_t producers, int64_t samples,
+                               int64_t batch, int64_t side)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, producers));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, samples));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, batch));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, side));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, side));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    return cfg;
+}
+
 static unsigned next_random(unsigned *state)
 {
     *state = *state * 1103515245u + 12345u;
@@ -333,12 +348,8 @@ static void test_fork_mode_takes_no_handlers(void)
     struct sigaction old_term, old_hup;
     CHECK_EQ(sigaction(SIGTERM, &catch_it, &old_term), 0);
     CHECK_EQ(sigaction(SIGHUP, &ignore_it, &old_hup), 0);
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 2));
+    rf_config *cfg = small_config(2, 1000000, 32, 8);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, RF_START_FORK));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 1000000));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_PRODUCER_DEATH, RF_ON_DEATH_FAIL));
     rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
@@ -451,15 +462,9 @@ static void test_death_noticed_while_waiting(void)
 
 static rf_config *timeout_config(int64_t policy)
 {
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 2));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 400));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 16));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 16));
+    rf_config *cfg = small_config(2, 400, 4, 16);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_TIMEOUT_MS, 300));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_PRODUCER_DEATH, policy));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
     return cfg;
 }
 
@@ -831,14 +836,8 @@ static int attached_pid(const struct rf__segment *seg, int old)
  * replaced at most `max_respawns` times; replacements not reported. */
 static rf_config *respawn_config(int64_t max_respawns)
 {
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 1000000));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
+    rf_config *cfg = small_config(1, 1000000, 4, 8);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_RESPAWNS, max_respawns));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
     return cfg;
 }
 
@@ -979,14 +978,8 @@ static void test_threads_that_end_keep_their_producers(void)
  * SIGCONT). The run ends normally, with no replacement. */
 static void test_job_signals_spare_producers(rf_start_mode mode)
 {
-    rf_config *cfg = rf_config_create();
+    rf_config *cfg = small_config(2, 4000, 8, 8);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, mode));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 2));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 4000));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
     rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
     /* At once, while the producers may still be starting: they start with
@@ -1190,12 +1183,7 @@ static struct rf__segment map_control_segment(void)
 
 static rf_config *one_producer_config(void)
 {
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 100000));
-    return cfg;
+    return small_config(1, 100000, 32, 8);
 }
 
 static rf_loader *open_one_producer(void)
