@@ -364,7 +364,8 @@ case_raw_full_scale() {
 
 # ringfeed-bench refuses options that would change nothing for its
 # source (it used to run, measuring something other than what was asked):
-# a dataset's own sample count, JPEG options for pixels made up in memory.
+# a dataset's own sample count, JPEG options for pixels made up in memory,
+# the skip policy's limits without the skip policy.
 case_bench_options_without_effect() {
     for option in "--samples 50" "--classes 10"; do
         # shellcheck disable=SC2086 # $option is an option and its value
@@ -377,8 +378,10 @@ case_bench_options_without_effect() {
         run 2 "$bench" --source synthetic $option --quiet
         has "$work/err" "${option%% *} applies to a PATH or synthetic-jpeg"
     done
+    run 2 "$bench" --source "$work/ds" --max-error-ppm 5000 --quiet
+    has "$work/err" "--max-error-ppm limits --on-error skip"
     run 0 "$bench" --source "$work/ds" --transform eval --full-scale \
-        --batch 8 --quiet
+        --on-error skip --max-error-ppm 5000 --batch 8 --quiet
     run 0 "$bench" --source synthetic-jpeg --samples 16 --classes 4 \
         --transform eval --batch 8 --quiet
 }

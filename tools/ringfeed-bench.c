@@ -361,34 +361,51 @@ static bool given(const struct bench_options *o, enum option_id id)
     return (o->given >> (id - OPT_FIRST_ - 1)) & 1u;
 }
 
+/* The first of `ids` (count of them) that was given, or 0 for none. */
+static enum option_id first_given(const struct bench_options *o,
+                                  const enum option_id *ids, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (given(o, ids[i]))
+            return ids[i];
+    return 0;
+}
+
+static const char *option_name(enum option_id id)
+{
+    return long_options[id - OPT_FIRST_ - 1].name;
+}
+
 /* Options that would change nothing for the source given are refused,
  * so that a run never measures something other than what was asked. */
 static void check_source_options(const struct bench_options *o)
 {
-    static const struct {
-        enum option_id id;
-        const char *name;
-    } jpeg_only[] = {{OPT_TRANSFORM, "--transform"},
-                     {OPT_ON_ERROR, "--on-error"},
-                     {OPT_FULL_SCALE, "--full-scale"},
-                     {OPT_MAX_ERRORS, "--max-errors"},
-                     {OPT_MAX_ERROR_PPM, "--max-error-ppm"}},
-      own_count[] = {{OPT_SAMPLES, "--samples"}, {OPT_CLASSES, "--classes"}};
+    static const enum option_id decoding[] = {OPT_TRANSFORM, OPT_ON_ERROR,
+                                              OPT_FULL_SCALE, OPT_MAX_ERRORS,
+                                              OPT_MAX_ERROR_PPM};
+    static const enum option_id skip_limits[] = {OPT_MAX_ERRORS,
+                                                 OPT_MAX_ERROR_PPM};
+    static const enum option_id own_count[] = {OPT_SAMPLES, OPT_CLASSES};
     const bool decodes =
         o->source == RF_SOURCE_PATH || o->source == RF_SOURCE_SYNTHETIC_JPEG;
-    for (size_t i = 0; !decodes && i < COUNT_OF(jpeg_only); i++)
-        if (given(o, jpeg_only[i].id))
-            cli_die_usage(PROGRAM,
-                          "%s applies to a PATH or synthetic-jpeg, and "
-                          "would change nothing for --source %s: drop it",
-                          jpeg_only[i].name, source_names[o->source]);
-    for (size_t i = 0; o->source == RF_SOURCE_PATH && i < COUNT_OF(own_count);
-         i++)
-        if (given(o, own_count[i].id))
-            cli_die_usage(PROGRAM,
-                          "%s would change nothing: the dataset at %s has "
-                          "its own; drop it",
-                          own_count[i].name, o->path);
+    enum option_id id;
+    if (!decodes && (id = first_given(o, decoding, COUNT_OF(decoding))))
+        cli_die_usage(PROGRAM,
+                      "--%s applies to a PATH or synthetic-jpeg, and would "
+                      "change nothing for --source %s: drop it",
+                      option_name(id), source_names[o->source]);
+    if (o->on_error != RF_ON_ERROR_SKIP &&
+        (id = first_given(o, skip_limits, COUNT_OF(skip_limits))))
+        cli_die_usage(PROGRAM,
+                      "--%s limits --on-error skip, and would change "
+                      "nothing without it: add --on-error skip, or drop it",
+                      option_name(id));
+    if (o->source == RF_SOURCE_PATH &&
+        (id = first_given(o, own_count, COUNT_OF(own_count))))
+        cli_die_usage(PROGRAM,
+                      "--%s would change nothing: the dataset at %s has its "
+                      "own; drop it",
+                      option_name(id), o->path);
 }
 
 static void parse_options(int argc, char **argv, struct bench_options *o)
