@@ -352,12 +352,15 @@ static void on_parent_signal(int sig)
         _exit(0);
 }
 
+/* The signals on_parent_signal() answers. */
+static const int caught_signals[] = {PARENT_DEATH_SIGNAL, SIGUSR1, SIGUSR2};
+
 void rf__producer_caught_signals(sigset_t *set)
 {
     sigemptyset(set);
-    sigaddset(set, PARENT_DEATH_SIGNAL);
-    sigaddset(set, SIGUSR1);
-    sigaddset(set, SIGUSR2);
+    for (size_t i = 0; i < sizeof(caught_signals) / sizeof(caught_signals[0]);
+         i++)
+        sigaddset(set, caught_signals[i]);
 }
 
 /* Dies with the consumer process, and only then. */
@@ -369,9 +372,9 @@ static void follow_parent(int parent_pid)
     sa.sa_handler = on_parent_signal;
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    (void)sigaction(PARENT_DEATH_SIGNAL, &sa, NULL);
-    (void)sigaction(SIGUSR1, &sa, NULL);
-    (void)sigaction(SIGUSR2, &sa, NULL);
+    for (size_t i = 0; i < sizeof(caught_signals) / sizeof(caught_signals[0]);
+         i++)
+        (void)sigaction(caught_signals[i], &sa, NULL);
     /* Blocked from the start (spawn.c), so that one sent while the
      * producer was starting waits for the handler instead of killing. */
     sigset_t ours;
