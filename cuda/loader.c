@@ -250,6 +250,12 @@ static int find_ring(rf_cuda_loader *gpu)
     int rc = rf_loader_arena(gpu->loader, &base, &bytes);
     if (rc == 0)
         rc = rf_loader_stats(gpu->loader, &stats);
+    if (rc == RF_E_FORK_UNSAFE)
+        return rf__cuda_fail(gpu, rc,
+                             "the loader belongs to another process, and "
+                             "this is process %d, a child of fork(): open a "
+                             "loader of its own",
+                             (int)getpid());
     if (rc < 0)
         return rf__cuda_fail(gpu, rc, "the loader's ring cannot be read: %s",
                              rf_strerror(rc));
@@ -358,6 +364,9 @@ int rf_cuda_open(rf_cuda_loader **out, rf_loader *loader, int device,
     gpu->flags = flags;
     int rc = loader ? check_arguments(gpu, device, depth, flags)
                     : rf__cuda_fail(gpu, -EINVAL, "no loader given");
+    gpu->loader = loader;
+    if (rc == 0) /* first: a fork child's is refused before any CUDA call */
+        rc = find_ring(gpu);
     if (rc == 0)
         rc = choose_device(gpu, device);
     if (rc == 0)
@@ -366,9 +375,6 @@ int rf_cuda_open(rf_cuda_loader **out, rf_loader *loader, int device,
     if (rc == 0)
         rc = rf__cuda_enter(gpu, &previous);
     const bool entered = rc == 0;
-    gpu->loader = loader;
-    if (rc == 0)
-        rc = find_ring(gpu);
     if (rc == 0)
         rc = register_ring(gpu);
     if (rc == 0)

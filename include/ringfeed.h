@@ -37,9 +37,9 @@
  *  - An object may be used by one thread at a time; different objects may
  *    be used by different threads at once. The library starts no threads.
  *  - fork(): a child must not use a loader its parent opened: the rings
- *    and producers are the parent's, so rf_loader_next() and
- *    rf_loader_release() there return RF_E_FORK_UNSAFE and change
- *    nothing. rf_loader_close() in the child only frees the child's copy
+ *    and producers are the parent's, so rf_loader_next(),
+ *    rf_loader_release() and rf_loader_arena() there return
+ *    RF_E_FORK_UNSAFE and change nothing. rf_loader_close() in the child only frees the child's copy
  *    (its mappings, fds and memory); the parent's run goes on. The child
  *    may also just leave it: its copy goes away when it exits or execs.
  *    A config is plain memory: after fork() parent and child each have
@@ -501,8 +501,10 @@ RF_API void rf_loader_close(rf_loader *loader);
  * is there to be registered once with a DMA engine (cudaHostRegister, an
  * RDMA memory region), so that batches are copied from where the
  * producers wrote them. The caller must unregister it before
- * rf_loader_close() and must not write to it. Returns 0, or -EINVAL for a
- * NULL argument.
+ * rf_loader_close() and must not write to it. Returns 0, -EINVAL for a
+ * NULL argument, or RF_E_FORK_UNSAFE in a child of fork(): the ring is
+ * the parent's, and a registration there would pin it for a process that
+ * may not use it.
  */
 RF_API int rf_loader_arena(const rf_loader *loader, void **base, size_t *bytes);
 

@@ -1409,6 +1409,8 @@ int rf_loader_arena(const rf_loader *l, void **base, size_t *bytes)
 {
     if (!l || !base || !bytes)
         return -EINVAL;
+    if (!owned_here(l)) /* the parent's ring: not to be registered here */
+        return RF_E_FORK_UNSAFE;
     *base = l->seg.arena;
     *bytes = (size_t)l->seg.arena_size;
     return 0;

@@ -716,10 +716,16 @@ static void test_fork_child_leaves_the_gpu_run_alone(void)
     CHECK(child >= 0);
     if (child == 0) {
         rf_cuda_batch other;
+        rf_cuda_loader *again = NULL;
+        char *why = NULL;
         const bool refused =
             rf_cuda_next(gpu, &other) == RF_E_FORK_UNSAFE &&
             strstr(rf_cuda_error(gpu), "a child of fork()") != NULL &&
-            rf_cuda_release(gpu, &b, stream) == RF_E_FORK_UNSAFE;
+            rf_cuda_release(gpu, &b, stream) == RF_E_FORK_UNSAFE &&
+            rf_cuda_open(&again, rf_cuda_host_loader(gpu), 0, 2, 0, &why) ==
+                RF_E_FORK_UNSAFE &&
+            again == NULL && why && strstr(why, "a child of fork()") != NULL;
+        free(why);
         rf_cuda_close(gpu);
         _exit(refused ? 0 : 1);
     }
@@ -741,8 +747,9 @@ static void test_fork_child_leaves_the_gpu_run_alone(void)
     CHECK_CUDA(cudaStreamSynchronize(stream));
     CHECK_CUDA(cudaStreamDestroy(stream));
     rf_cuda_close(gpu);
-    printf("fork child: rf_cuda_next and rf_cuda_release refused, close "
-           "harmless; the parent's 250 batches all came\n");
+    printf("fork child: rf_cuda_next, rf_cuda_release and rf_cuda_open on "
+           "the parent's loader refused, close harmless; the parent's 250 "
+           "batches all came\n");
 }
 
 static void test_fork_refused_after_cuda(void)

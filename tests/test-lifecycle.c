@@ -457,10 +457,14 @@ static void test_fork_child_leaves_the_parents_run_alone(int mode)
     CHECK(child >= 0);
     if (child == 0) {
         rf_batch b;
+        void *base = NULL;
+        size_t bytes = 0;
         const bool refused =
             rf_loader_next(l, &b) == RF_E_FORK_UNSAFE &&
             strstr(rf_loader_error(l), "a child of fork()") != NULL &&
-            rf_loader_release(l, &held) == RF_E_FORK_UNSAFE;
+            rf_loader_release(l, &held) == RF_E_FORK_UNSAFE &&
+            rf_loader_arena(l, &base, &bytes) == RF_E_FORK_UNSAFE &&
+            base == NULL;
         rf_loader_close(l);
         /* Its copies of the fds are gone, the pidfds too (they stayed, one
          * per producer, on the first version). */
@@ -474,9 +478,9 @@ static void test_fork_child_leaves_the_parents_run_alone(int mode)
     CHECK_OK(rf_loader_release(l, &held));
     finish_whole(l, held.samples, 2000);
     rf_loader_close(l);
-    printf("%s mode: a fork child's next() and release() refused and its "
-           "close harmless (no fd left): the parent's run ended with all "
-           "2000 samples\n",
+    printf("%s mode: a fork child's next(), release() and arena() refused "
+           "and its close harmless (no fd left): the parent's run ended "
+           "with all 2000 samples\n",
            mode == RF_START_FORK ? "fork" : "spawn");
 }
 

@@ -157,7 +157,9 @@ typedef struct rf_cuda_batch {
  * there are and gives CUDA's message), -ENOMEM, RF_E_CUDA (registering the
  * ring, allocating device memory, creating the stream or events failed: the
  * detail names the call, the sizes and CUDA's message), RF_E_ABI
- * (libringfeed and libringfeed-cuda from different builds). On error *out
+ * (libringfeed and libringfeed-cuda from different builds),
+ * RF_E_FORK_UNSAFE (in a child of fork() of the process that opened
+ * `loader`: refused before any CUDA call). On error *out
  * is NULL and, when errp is not NULL, *errp receives a malloc'd detail for
  * the caller to free(); it is NULL when out is NULL (-EINVAL) or memory
  * ran out before the message could be made.
