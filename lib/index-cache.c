@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomic-file.h"
 #include "dataset.h"
 #include "internal.h"
 #include "pack.h"
@@ -211,31 +212,6 @@ static int open_from_cache(rf_dataset **out, const char *folder,
     return rc;
 }
 
-/* The cache's file, made before the folder is listed (see
- * write_cache()): unnamed (O_TMPFILE) where the file system allows, so
- * that a process killed while listing leaves nothing behind; else under
- * the name tmp (NFS, for one). */
-static int open_unfinished(const char *folder, const char *tmp, bool *named)
-{
-    int fd = open(folder, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
-    *named = fd < 0;
-    if (fd < 0)
-        fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    return fd;
-}
-
-/* Gives the finished unnamed file the cache's name, where the old cache
- * was (linkat() cannot replace a file): a reader in between finds none
- * and lists the folder itself, and a writer that raced this one and won
- * keeps its own. */
-static void link_finished(int fd, const char *cache)
-{
-    char self[64];
-    rf__format(self, sizeof(self), "/proc/self/fd/%d", fd);
-    if (unlink(cache) == 0 || errno == ENOENT)
-        (void)linkat(AT_FDCWD, self, AT_FDCWD, cache, AT_SYMLINK_FOLLOW);
-}
-
 /* The trailer for a listing that walked `walked` and started at
  * `listed`, in a malloc'd block of *size bytes; NULL without memory. */
 static uint8_t *make_trailer(const struct rf__walked *walked,
@@ -261,11 +237,11 @@ static uint8_t *make_trailer(const struct rf__walked *walked,
     return t;
 }
 
-/* Best effort, and never seen half-written: named when finished. The file
- * is made before the folder is listed: its mtime then is the listing's
- * start by the file system's clock, which the trailer keeps. */
-static void write_cache(const rf_dataset *ds, int fd, bool named,
-                        const char *tmp, const char *cache)
+/* Best effort: false when the listing or its trailer could not be
+ * written. The file was made before the folder was listed: its mtime is
+ * the listing's start by the file system's clock, which the trailer
+ * keeps. */
+static bool write_cache(const rf_dataset *ds, int fd)
 {
     struct stat st;
     size_t trailer_size = 0;
@@ -282,36 +258,35 @@ static void write_cache(const rf_dataset *ds, int fd, bool named,
              rf__pwrite_all(fd, trailer, trailer_size, (uint64_t)end) == 0;
     }
     free(trailer);
-    if (!named) {
-        if (ok)
-            link_finished(fd, cache);
-        close(fd);
-        return;
-    }
-    /* close() first: on NFS it is where a failed write shows */
-    if (close(fd) != 0 || !ok || rename(tmp, cache) != 0)
-        unlink(tmp);
+    return ok;
 }
 
+/*
+ * The cache is written as an atomic file (atomic-file.h): unnamed while
+ * the folder is listed, so that a process killed meanwhile leaves
+ * nothing, and renamed over the old cache when whole, so that a reader
+ * finds the old one or the new one, never none. Where the file system
+ * has no unnamed files (NFS), its temporary name is a new one that no
+ * file or link held before. A cache that cannot be written (read-only
+ * data) is not kept, and the listing is used all the same.
+ */
 int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp)
 {
     struct stat st;
     if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
         return rf_dataset_open(out, path, errp);
-    char cache[RF__PATH_MAX + 32], tmp[RF__PATH_MAX + 64];
+    char cache[RF__PATH_MAX + 32];
     rf__format(cache, sizeof(cache), "%s/%s", path, CACHE_NAME);
     if (open_from_cache(out, path, cache) == 0)
         return 0;
-    rf__format(tmp, sizeof(tmp), "%s.%d.tmp", cache, (int)getpid());
-    bool named = false;
-    const int fd = open_unfinished(path, tmp, &named);
+    struct rf__atomic_file file;
+    char why[RF__DETAIL];
+    const bool caching =
+        rf__atomic_file_open(&file, cache, 0, why, sizeof(why)) == 0;
     const int rc = rf_dataset_open(out, path, errp);
-    if (rc == 0 && fd >= 0) {
-        write_cache(*out, fd, named, tmp, cache);
-    } else if (fd >= 0) {
-        close(fd);
-        if (named)
-            unlink(tmp);
-    }
+    if (caching && rc == 0 && write_cache(*out, file.fd))
+        (void)rf__atomic_file_commit(&file, why, sizeof(why));
+    else if (caching)
+        rf__atomic_file_discard(&file);
     return rc;
 }
