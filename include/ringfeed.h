@@ -39,9 +39,10 @@
  *  - fork(): a child must not use a loader its parent opened: the rings
  *    and producers are the parent's, so rf_loader_next(),
  *    rf_loader_release() and rf_loader_arena() there return
- *    RF_E_FORK_UNSAFE and change nothing. rf_loader_close() in the child only frees the child's copy
- *    (its mappings, fds and memory); the parent's run goes on. The child
- *    may also just leave it: its copy goes away when it exits or execs.
+ *    RF_E_FORK_UNSAFE and change nothing. rf_loader_close() in the child
+ *    only frees the child's copy (its mappings, fds and memory); the
+ *    parent's run goes on. The child may also just leave it: its copy goes
+ *    away when it exits or execs.
  *    A config is plain memory: after fork() parent and child each have
  *    their own copy to use and free. Datasets and pack writers: see
  *    rf_dataset_open() and rf_pack_writer_create().
