@@ -212,6 +212,21 @@ static int open_from_cache(rf_dataset **out, const char *folder,
     return rc;
 }
 
+/* Gives the finished unnamed file the cache's name, where the old cache
+ * was (linkat() cannot replace a file). Not linked in under a temporary
+ * name and renamed, which would replace the old cache in one step: a
+ * process killed between the two would leave that name behind, in every
+ * dataset folder it cached. Here a reader in between finds no cache and
+ * lists the folder itself, and a writer that raced this one and won
+ * keeps its own. */
+static void link_finished(int fd, const char *cache)
+{
+    char self[64];
+    rf__format(self, sizeof(self), "/proc/self/fd/%d", fd);
+    if (unlink(cache) == 0 || errno == ENOENT)
+        (void)linkat(AT_FDCWD, self, AT_FDCWD, cache, AT_SYMLINK_FOLLOW);
+}
+
 /* The trailer for a listing that walked `walked` and started at
  * `listed`, in a malloc'd block of *size bytes; NULL without memory. */
 static uint8_t *make_trailer(const struct rf__walked *walked,
@@ -262,13 +277,15 @@ static bool write_cache(const rf_dataset *ds, int fd)
 }
 
 /*
- * The cache is written as an atomic file (atomic-file.h): unnamed while
- * the folder is listed, so that a process killed meanwhile leaves
- * nothing, and renamed over the old cache when whole, so that a reader
- * finds the old one or the new one, never none. Where the file system
- * has no unnamed files (NFS), its temporary name is a new one that no
- * file or link held before. A cache that cannot be written (read-only
- * data) is not kept, and the listing is used all the same.
+ * The cache's file is made before the folder is listed (see
+ * write_cache()). It has no name (O_TMPFILE) where the file system
+ * allows, so that a process killed while listing leaves nothing behind,
+ * and is linked in when whole. Elsewhere (NFS, for one) it is an atomic
+ * file (atomic-file.h) with the fallback's unique name, opened with
+ * O_EXCL | O_NOFOLLOW: never a file or link already there, which in a
+ * shared dataset folder could have been planted. A cache that cannot be
+ * written (read-only data) is not kept, and the listing is used all the
+ * same.
  */
 int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp)
 {
@@ -279,14 +296,23 @@ int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp)
     rf__format(cache, sizeof(cache), "%s/%s", path, CACHE_NAME);
     if (open_from_cache(out, path, cache) == 0)
         return 0;
-    struct rf__atomic_file file;
+    struct rf__atomic_file named = {.fd = -1};
     char why[RF__DETAIL];
-    const bool caching =
-        rf__atomic_file_open(&file, cache, 0, why, sizeof(why)) == 0;
+    int fd = open(path, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+    if (fd < 0 && rf__atomic_file_open(&named, cache, RF__ATOMIC_FILE_NAMED,
+                                       why, sizeof(why)) == 0)
+        fd = named.fd;
     const int rc = rf_dataset_open(out, path, errp);
-    if (caching && rc == 0 && write_cache(*out, file.fd))
-        (void)rf__atomic_file_commit(&file, why, sizeof(why));
-    else if (caching)
-        rf__atomic_file_discard(&file);
+    const bool whole = fd >= 0 && rc == 0 && write_cache(*out, fd);
+    if (named.fd >= 0) {
+        if (whole)
+            (void)rf__atomic_file_commit(&named, why, sizeof(why));
+        else
+            rf__atomic_file_discard(&named);
+    } else if (fd >= 0) {
+        if (whole)
+            link_finished(fd, cache);
+        close(fd);
+    }
     return rc;
 }

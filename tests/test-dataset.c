@@ -1309,51 +1309,6 @@ static void test_synthetic_jpeg(void)
            count, (double)bytes / count / 1024, fine, count / seconds);
 }
 
-/* A cache being replaced is never missing: a reader finds the old one or
- * the new one. The child makes the cache stale (a new file) and has it
- * written again, 300 times, while this process looks for it. The first
- * version removed the old cache before linking in the new one. */
-static void test_index_cache_replaced_in_one_step(void)
-{
-    char root[1024], cache[1024];
-    rf__format(root, sizeof(root), "%s", at("replaced"));
-    rf__format(cache, sizeof(cache), "%s", at("replaced/.ringfeed-index"));
-    make_dir(root);
-    make_dir(at("replaced/c0"));
-    make_file("replaced/c0/first.jpg");
-    CHECK_EQ(cached_size(root), 1);
-    CHECK_EQ(access(cache, F_OK), 0);
-    const int rounds = 300;
-    fflush(stdout);
-    const pid_t child = fork();
-    CHECK(child >= 0);
-    if (child == 0) {
-        for (int r = 0; r < rounds; r++) {
-            write_file(at("replaced/c0/%03d.jpg", r), "", 0);
-            rf_dataset *ds = NULL;
-            char *err = NULL;
-            if (rf__dataset_open_cached(&ds, root, &err) != 0)
-                _exit(1);
-            rf_dataset_close(ds);
-        }
-        _exit(0);
-    }
-    uint64_t looks = 0, missing = 0;
-    int status = 0;
-    while (waitpid(child, &status, WNOHANG) == 0) {
-        struct stat st;
-        looks++;
-        missing += stat(cache, &st) != 0 && errno == ENOENT;
-    }
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    CHECK_EQ(missing, 0);
-    CHECK_EQ(cached_size(root), 1 + rounds);
-    CHECK_EQ(leftovers(root), 0);
-    printf("index cache replaced %d times while looked for %llu times: "
-           "never missing\n",
-           rounds, (unsigned long long)looks);
-}
-
 int main(void)
 {
     rf__format(base, sizeof(base), "%s/rf-dataset-XXXXXX",
@@ -1368,7 +1323,6 @@ int main(void)
     test_index_damage();
     test_index_cache_never_stale();
     test_index_cache_killed_leaves_nothing();
-    test_index_cache_replaced_in_one_step();
     test_pack_round_trip();
     test_pack_writer_edges();
     test_pack_damage();
