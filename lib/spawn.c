@@ -4,6 +4,7 @@
  * through each child's pidfd, which the consumer polls.
  */
 #include "config.h"
+#include "install-dirs.h" /* RF_PKGLIBEXECDIR, made by make */
 
 #include <dlfcn.h>
 #include <errno.h>
