@@ -37,6 +37,8 @@
 #define SIZE 32
 #define CHANNELS 3
 #define CLASSES 10
+#define PRODUCERS 2
+#define DEPTH 3 /* device buffers: rf_cuda_open()'s default */
 #define FEATURES ((size_t)SIZE * SIZE * CHANNELS)
 #define LEARNING_RATE 0.01f
 #define EXIT_SKIP 77
@@ -175,7 +177,10 @@ static rf_loader *open_loader(void)
         {RF_PARAM_BATCH_SIZE, BATCH}, {RF_PARAM_SAMPLES, SAMPLES},
         {RF_PARAM_EPOCHS, EPOCHS},    {RF_PARAM_HEIGHT, SIZE},
         {RF_PARAM_WIDTH, SIZE},       {RF_PARAM_CHANNELS, CHANNELS},
-        {RF_PARAM_CLASSES, CLASSES},  {RF_PARAM_PRODUCERS, 2},
+        {RF_PARAM_CLASSES, CLASSES},  {RF_PARAM_PRODUCERS, PRODUCERS},
+        /* ringfeed/cuda.h: uploads in flight hold up to DEPTH slots, and
+         * each producer needs two, or the uploads stop running ahead */
+        {RF_PARAM_SLOTS, DEPTH + 2 * PRODUCERS},
     };
     rf_config *cfg = rf_config_create();
     if (!cfg)
@@ -209,7 +214,7 @@ int main(void)
         return 1;
     rf_cuda_loader *gpu = NULL;
     char *why = NULL;
-    const int rc = rf_cuda_open(&gpu, loader, 0, 0, 0, &why);
+    const int rc = rf_cuda_open(&gpu, loader, 0, DEPTH, 0, &why);
     if (rc < 0) {
         fprintf(stderr, "cuda-train: %s: %s\n", rf_strerror(rc),
                 why ? why : "");
