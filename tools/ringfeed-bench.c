@@ -1002,7 +1002,9 @@ static void print_summary(const struct bench_options *o,
     printf("%" PRIu64 " samples in %" PRIu64 " batches of %" PRId64 " (%" PRId64
            "x%" PRId64 "x%" PRId64 " %s, %s) in %.3f s\n",
            s->samples, s->batches, o->batch, o->size, o->size, o->channels,
-           layout_names[o->layout], source_names[o->source], secs);
+           layout_names[o->layout],
+           o->source == RF_SOURCE_PATH ? o->path : source_names[o->source],
+           secs);
     printf("  startup       %.3f s\n", run->startup_s);
     printf("  producers     %" PRIu32 "\n", s->producers);
     printf("  slots         %" PRIu32 "\n", s->slots);
