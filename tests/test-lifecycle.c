@@ -3,7 +3,8 @@
  * leaves no child process, no fd and nothing in /dev/shm; holding every
  * slot is an error, not a hang; a killed producer is reported with its pid
  * and signal; bad configurations, a missing helper and unsafe fork mode
- * are refused with a reason; errors have names.
+ * are refused with a reason; errors have names; a small /dev/shm does
+ * not limit the ring.
  */
 #include "config.h"
 
@@ -12,6 +13,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <poll.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -532,6 +535,59 @@ static void test_child_of_raw_clone_has_its_own_loaders(void)
            "ran whole; the parent's run ended with all 400 samples\n");
 }
 
+/* In the child: a private mount namespace whose /dev/shm is a 1 MiB
+ * tmpfs, as in a container started with a small --shm-size (Docker's
+ * default is 64 MiB). Returns 77 where that cannot be made (no privilege
+ * to unshare or mount). */
+static int make_tiny_dev_shm(void)
+{
+    if (unshare(CLONE_NEWNS) != 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m") !=
+            0) {
+        printf("skipped: the ring beside a 1 MiB /dev/shm (unshare or "
+               "mount: %s; needs root)\n",
+               strerror(errno));
+        return 77;
+    }
+    return 0;
+}
+
+/* The ring lives in memfds, not in /dev/shm, so a small /dev/shm (the
+ * usual cause of a DataLoader's "bus error" in a container) does not
+ * limit it: a 12.6 MB ring runs whole beside a 1 MiB /dev/shm. */
+static void test_ring_larger_than_dev_shm(void)
+{
+    fflush(stdout);
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        int rc = make_tiny_dev_shm();
+        if (rc != 0)
+            _exit(rc);
+        rf_config *cfg = small_config(2, 4);
+        CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 64));
+        CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 128));
+        CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 128));
+        CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 1024));
+        rf_loader *l = test_open_loader(cfg);
+        rf_config_free(cfg);
+        void *base = NULL;
+        size_t bytes = 0;
+        CHECK_OK(rf_loader_arena(l, &base, &bytes));
+        CHECK(bytes > 12 * ((size_t)1 << 20));
+        finish_whole(l, 0, 1024);
+        rf_loader_close(l);
+        printf("a %zu-byte ring ran whole beside a 1 MiB /dev/shm\n", bytes);
+        fflush(stdout);
+        _exit(0);
+    }
+    int status = 0;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 77);
+}
+
 int main(void)
 {
     test_close_mid_epoch_leaves_nothing();
@@ -542,6 +598,7 @@ int main(void)
     test_too_many_batches_refused();
     test_missing_producer_binary();
     test_ring_larger_than_memory();
+    test_ring_larger_than_dev_shm();
     test_error_names();
     test_fork_mode_keeps_caller_fds_out();
     test_close_under_periodic_signals();
