@@ -174,10 +174,14 @@ static rf_loader *open_loader(void)
         rf_param param;
         int64_t value;
     } settings[] = {
-        {RF_PARAM_BATCH_SIZE, BATCH}, {RF_PARAM_SAMPLES, SAMPLES},
-        {RF_PARAM_EPOCHS, EPOCHS},    {RF_PARAM_HEIGHT, SIZE},
-        {RF_PARAM_WIDTH, SIZE},       {RF_PARAM_CHANNELS, CHANNELS},
-        {RF_PARAM_CLASSES, CLASSES},  {RF_PARAM_PRODUCERS, PRODUCERS},
+        {RF_PARAM_BATCH_SIZE, BATCH},
+        {RF_PARAM_SAMPLES, SAMPLES},
+        {RF_PARAM_EPOCHS, EPOCHS},
+        {RF_PARAM_HEIGHT, SIZE},
+        {RF_PARAM_WIDTH, SIZE},
+        {RF_PARAM_CHANNELS, CHANNELS},
+        {RF_PARAM_CLASSES, CLASSES},
+        {RF_PARAM_PRODUCERS, PRODUCERS},
         /* ringfeed/cuda.h: uploads in flight hold up to DEPTH slots, and
          * each producer needs two, or the uploads stop running ahead */
         {RF_PARAM_SLOTS, DEPTH + 2 * PRODUCERS},
