@@ -316,15 +316,18 @@ typedef enum rf_param {
                                         a long run survives occasional
                                         kills); default 1000 */
     RF_PARAM_BATCH_TIMEOUT_MS = 38,  /* a producer that owes batches and
-                                        delivers none for this long (stopped,
-                                        or stuck on one sample) is killed and
-                                        handled as dead; the time a
-                                        replacement takes to start counts
-                                        too, and so does time the whole
-                                        job spends stopped (Ctrl-Z, a
-                                        scheduler's suspend): set it well
-                                        above such pauses; 0 (default) = no
-                                        limit */
+                                        delivers none for this long (stopped
+                                        alone, or stuck on one sample) is
+                                        killed and handled as dead; the time
+                                        a replacement takes to start counts
+                                        too. Time the whole job spends
+                                        stopped (Ctrl-Z, a scheduler's
+                                        suspend) while the caller waits in
+                                        rf_loader_next() does not count; a
+                                        stop that finds the caller outside
+                                        the library (in its own step) does:
+                                        with long steps, set it above such
+                                        pauses. 0 (default) = no limit */
     RF_PARAM_QUIET = 39, /* 0 (default): write one line to stderr for each
                             producer replaced; 1: only count them */
     /* Decoding, continued (numbered after the rest: the ABI keeps them) */

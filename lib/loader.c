@@ -17,6 +17,10 @@
  * with the same index starts while the owed batch numbers are issued
  * again. A producer is stuck when it owes batches and has delivered none
  * for RF_PARAM_BATCH_TIMEOUT_MS: it is killed and handled the same way.
+ * A wait in next() that took longer than it asked for means the consumer
+ * itself was not running for part of it (the whole job stopped): the
+ * whole wait then moves every deadline on, so that producers stopped and
+ * resumed with it are spared.
  */
 #include "config.h"
 
@@ -45,6 +49,9 @@
 /* While next() finds batches ready it does not sleep in poll(), so it
  * looks at the producers' pidfds and deadlines this often instead. */
 #define HEALTH_CHECK_MS 10
+/* How far past its own timeout a wait may run (scheduling, the machine's
+ * load) before the excess is taken for a stop of the consumer. */
+#define WAIT_OVERRUN_SLACK_NS (50 * 1000000ull)
 
 /* A batch during which this many producers crashed or timed out holds a
  * sample that breaks the decoder: respawning again would loop. */
@@ -1133,9 +1140,32 @@ static bool any_full_ring_ready(const void *loader)
     return false;
 }
 
+/* A wait that began at `started` and was allowed `allowed_ns` (its spin
+ * and its poll() timeout) but took longer: the consumer was not running
+ * for part of it (the whole job stopped: Ctrl-Z, a scheduler's suspend),
+ * and its producers were stopped too. When within the wait that began is
+ * unknown, so none of the wait counts against the producers that owe
+ * batches; only its excess would put them right at their deadline as
+ * they resume. A stuck producer is then caught one wait later at most,
+ * and a producer stopped alone is still caught: the consumer's waits end
+ * on time. */
+static void forgive_time_stopped(rf_loader *l, uint64_t started,
+                                 uint64_t allowed_ns)
+{
+    const uint64_t now = rf__now_ns();
+    if (now - started <= allowed_ns + WAIT_OVERRUN_SLACK_NS)
+        return;
+    const uint64_t lost = now - started;
+    for (uint32_t p = 0; p < l->producers; p++)
+        if (l->orders[p] != 0)
+            l->progress_ns[p] =
+                l->progress_ns[p] + lost < now ? l->progress_ns[p] + lost : now;
+}
+
 /* Sleeps until a producer rings the eventfd, one of them exits, or a
- * deadline passes; then handles the dead and the stuck. */
-static int sleep_for_batches(rf_loader *l)
+ * deadline passes; then handles the dead and the stuck. `started` is when
+ * the wait began, spin included. */
+static int sleep_for_batches(rf_loader *l, uint64_t started)
 {
     struct rf__bell *bell = rf__segment_consumer_bell(&l->seg);
     rf__store_relaxed32(&bell->sleeping, 1);
@@ -1143,12 +1173,16 @@ static int sleep_for_batches(rf_loader *l)
     int rc = 0;
     for (uint32_t i = 0; i <= l->producers; i++)
         l->pfds[i].revents = 0;
+    int wait_ms = 0;
     if (!any_full_ring_ready(l)) {
-        const int n =
-            poll(l->pfds, 1 + l->producers, ms_to_deadline(l, rf__now_ns()));
+        wait_ms = ms_to_deadline(l, rf__now_ns());
+        const int n = poll(l->pfds, 1 + l->producers, wait_ms);
         if (n < 0)
             rc = errno == EINTR ? -EINTR : -errno;
     }
+    if (wait_ms >= 0 && l->timeout_ns != 0) /* -1: no deadline to move */
+        forgive_time_stopped(l, started,
+                             l->spin_ns + (uint64_t)wait_ms * 1000000ull);
     rf__store_relaxed32(&bell->sleeping, 0);
     if (l->pfds[0].revents & POLLIN) {
         uint64_t count;
@@ -1171,9 +1205,10 @@ static int sleep_for_batches(rf_loader *l)
 
 static int wait_for_batches(rf_loader *l)
 {
+    const uint64_t started = rf__now_ns();
     if (rf__spin_until(any_full_ring_ready, l, l->spin_ns))
         return 0;
-    return sleep_for_batches(l);
+    return sleep_for_batches(l, started);
 }
 
 /* ---- public API --------------------------------------------------------- */

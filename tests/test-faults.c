@@ -1004,6 +1004,71 @@ static void test_job_signals_spare_producers(rf_start_mode mode)
     rf_loader_close(l);
 }
 
+/* The consumer of test_whole_job_stopped_spares_producers(), in a process
+ * group of its own with its producers: reads every batch of a run whose
+ * producers are always busy (JPEGs made and decoded), so that it waits in
+ * next() nearly all the time. Exits with the number of producers
+ * replaced, or 100 + a step that went wrong. */
+#define STOP_SAMPLES 640
+static int consume_with_deadline(void)
+{
+    rf_config *cfg = small_config(2, STOP_SAMPLES, 16, 224);
+    if (rf_config_set(cfg, RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC_JPEG) != 0 ||
+        rf_config_set(cfg, RF_PARAM_BATCH_TIMEOUT_MS, 1000) != 0)
+        return 101;
+    rf_loader *l = NULL;
+    char *why = NULL;
+    const int opened = rf_loader_open(&l, cfg, &why);
+    rf_config_free(cfg);
+    free(why);
+    if (opened != 0)
+        return 102;
+    uint8_t seen[STOP_SAMPLES] = {0};
+    uint64_t samples = 0;
+    rf_batch b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) == 1 || rc == -EINTR) {
+        for (uint32_t i = 0; rc == 1 && i < b.samples; i++)
+            if (b.indices[i] >= STOP_SAMPLES || seen[b.indices[i]]++)
+                return 103;
+        samples += rc == 1 ? b.samples : 0;
+        if (rc == 1 && rf_loader_release(l, &b) != 0)
+            return 104;
+    }
+    rf_stats st;
+    if (rc != 0 || samples != STOP_SAMPLES || rf_loader_stats(l, &st) != 0)
+        return 105;
+    rf_loader_close(l);
+    return st.respawns < 100 ? (int)st.respawns : 99;
+}
+
+/* Ctrl-Z or a scheduler's suspend stops the consumer and its producers
+ * together, for longer than RF_PARAM_BATCH_TIMEOUT_MS. On SIGCONT the
+ * producers finish their batches: none may be killed as stuck (on the
+ * old code both were, at once, and repeated suspends used up the respawn
+ * limit and ended the run). A stop 2.5 times the deadline, 1 s in. */
+static void test_whole_job_stopped_spares_producers(void)
+{
+    fflush(stdout);
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        setpgid(0, 0);
+        _exit(consume_with_deadline());
+    }
+    setpgid(child, child); /* either side may run first */
+    sleep_us(1000000);
+    CHECK_EQ(kill(-child, SIGSTOP), 0);
+    sleep_us(2500000);
+    CHECK_EQ(kill(-child, SIGCONT), 0);
+    int status = 0;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 0);
+    printf("the whole job stopped for 2.5 s against a 1 s deadline: every "
+           "sample once, no producer replaced\n");
+}
+
 /* A helper that attaches and then crashes before its first batch (as one
  * that aborts while it sets up would) cannot start either: counted like
  * a crash before attaching, not replaced a thousand times. One producer
@@ -1458,6 +1523,7 @@ int main(int argc, char **argv)
     /* Fork mode first: it needs a process with one thread. */
     test_random_kills_fork_mode();
     test_fork_mode_takes_no_handlers();
+    test_whole_job_stopped_spares_producers();
     test_consumer_death_leaves_nothing();
     test_low_fd_limit_is_refused();
     test_helper_not_executable_is_refused();
