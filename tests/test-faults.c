@@ -1009,12 +1009,14 @@ static void test_job_signals_spare_producers(rf_start_mode mode)
  * producers are always busy (JPEGs made and decoded), so that it waits in
  * next() nearly all the time. Exits with the number of producers
  * replaced, or 100 + a step that went wrong. */
-#define STOP_SAMPLES 640
+#define STOP_SAMPLES 1280
 static int consume_with_deadline(void)
 {
-    rf_config *cfg = small_config(2, STOP_SAMPLES, 16, 224);
+    /* Batches of 4 take about 40 ms here, far from the deadline even
+     * under ASan beside other tests. */
+    rf_config *cfg = small_config(2, STOP_SAMPLES, 4, 224);
     if (rf_config_set(cfg, RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC_JPEG) != 0 ||
-        rf_config_set(cfg, RF_PARAM_BATCH_TIMEOUT_MS, 1000) != 0)
+        rf_config_set(cfg, RF_PARAM_BATCH_TIMEOUT_MS, 1500) != 0)
         return 101;
     rf_loader *l = NULL;
     char *why = NULL;
@@ -1046,7 +1048,8 @@ static int consume_with_deadline(void)
  * together, for longer than RF_PARAM_BATCH_TIMEOUT_MS. On SIGCONT the
  * producers finish their batches: none may be killed as stuck (on the
  * old code both were, at once, and repeated suspends used up the respawn
- * limit and ended the run). A stop 2.5 times the deadline, 1 s in. */
+ * limit and ended the run). A stop 2.3 times the deadline, 1 s into a
+ * run of about 6 s. */
 static void test_whole_job_stopped_spares_producers(void)
 {
     fflush(stdout);
@@ -1058,15 +1061,16 @@ static void test_whole_job_stopped_spares_producers(void)
     }
     setpgid(child, child); /* either side may run first */
     sleep_us(1000000);
+    CHECK_EQ(waitpid(child, NULL, WNOHANG), 0); /* still running */
     CHECK_EQ(kill(-child, SIGSTOP), 0);
-    sleep_us(2500000);
+    sleep_us(3500000);
     CHECK_EQ(kill(-child, SIGCONT), 0);
     int status = 0;
     CHECK_EQ(waitpid(child, &status, 0), child);
     CHECK(WIFEXITED(status));
     CHECK_EQ(WEXITSTATUS(status), 0);
-    printf("the whole job stopped for 2.5 s against a 1 s deadline: every "
-           "sample once, no producer replaced\n");
+    printf("the whole job stopped for 3.5 s against a 1.5 s deadline: "
+           "every sample once, no producer replaced\n");
 }
 
 /* A helper that attaches and then crashes before its first batch (as one
