@@ -318,16 +318,20 @@ typedef enum rf_param {
     RF_PARAM_BATCH_TIMEOUT_MS = 38,  /* a producer that owes batches and
                                         delivers none for this long (stopped
                                         alone, or stuck on one sample) is
-                                        killed and handled as dead; the time
+                                        killed and handled as dead, once it
+                                        is still so 200 ms later; the time
                                         a replacement takes to start counts
                                         too. Time the whole job spends
-                                        stopped (Ctrl-Z, a scheduler's
-                                        suspend) while the caller waits in
-                                        rf_loader_next() does not count; a
-                                        stop that finds the caller outside
-                                        the library (in its own step) does:
-                                        with long steps, set it above such
-                                        pauses. 0 (default) = no limit */
+                                        stopped by signals (Ctrl-Z and fg, a
+                                        scheduler's suspend and resume)
+                                        does not count: each producer's
+                                        SIGCONT restarts its clock. A
+                                        freeze without signals (the cgroup
+                                        freezer: docker pause) does not
+                                        count while the caller waits in
+                                        rf_loader_next(), but does if it
+                                        finds the caller in its own step.
+                                        0 (default) = no limit */
     RF_PARAM_QUIET = 39, /* 0 (default): write one line to stderr for each
                             producer replaced; 1: only count them */
     /* Decoding, continued (numbered after the rest: the ABI keeps them) */

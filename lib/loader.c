@@ -17,10 +17,10 @@
  * with the same index starts while the owed batch numbers are issued
  * again. A producer is stuck when it owes batches and has delivered none
  * for RF_PARAM_BATCH_TIMEOUT_MS: it is killed and handled the same way.
- * A wait in next() that took longer than it asked for means the consumer
- * itself was not running for part of it (the whole job stopped): the
- * whole wait then moves every deadline on, so that producers stopped and
- * resumed with it are spared.
+ * A job stopped and resumed is no producer's fault: a producer's SIGCONT
+ * restarts its clock (deadline_start()), and a wait in next() that took
+ * longer than it asked for (the consumer was not running: a freeze that
+ * sends no signal) does not count (forgive_time_stopped()).
  */
 #include "config.h"
 
@@ -52,6 +52,10 @@
 /* How far past its own timeout a wait may run (scheduling, the machine's
  * load) before the excess is taken for a stop of the consumer. */
 #define WAIT_OVERRUN_SLACK_NS (50 * 1000000ull)
+/* A producer seen past its deadline is killed only if it still is this
+ * much later: when a stopped job resumes, the consumer may look before
+ * the producers have run their SIGCONT handlers (see deadline_start()). */
+#define DEADLINE_CONFIRM_NS (200 * 1000000ull)
 
 /* A batch during which this many producers crashed or timed out holds a
  * sample that breaks the decoder: respawning again would loop. */
@@ -92,6 +96,8 @@ struct rf_loader {
                                  delivered a batch */
     uint64_t *progress_ns;       /* [producers] when it last delivered, or got
                                     its first order after owing none */
+    uint64_t *overdue_ns;        /* [producers] when first seen past its
+                                    deadline, or 0 */
     uint32_t next_producer;      /* where the search for the least busy
                                     producer starts, for fairness */
     struct slot_info *slot_info; /* [slots] */
@@ -859,6 +865,7 @@ static void reset_channel(rf_loader *l, uint32_t p)
     rf__store_relaxed32(&st->pid, 0);
     rf__store_relaxed32(&st->failed, 0);
     rf__store_relaxed64(&st->current_seq, UINT64_MAX);
+    rf__store_relaxed64(&st->continued_ns, 0);
     rf__store_relaxed32(&st->bell.sleeping, 0);
     st->error_text[0] = '\0';
 }
@@ -1066,6 +1073,32 @@ static int collect_dead(rf_loader *l)
     return 0;
 }
 
+/* When producer p's deadline clock started: its last progress, or the
+ * last SIGCONT it got if later. A job stopped and resumed (Ctrl-Z and fg,
+ * a scheduler's suspend) was stopped with its producers, whatever the
+ * consumer was doing then, so the time stopped is no producer's fault.
+ * The stamp is the producer's own (its SIGCONT handler writes it): one
+ * later than now is garbage and ignored, so it can only move the start
+ * to a moment the consumer has already seen. */
+static uint64_t deadline_start(const rf_loader *l, uint32_t p, uint64_t now)
+{
+    const uint64_t continued =
+        rf__load_relaxed64(&rf__segment_producer(&l->seg, p)->continued_ns);
+    const uint64_t progress = l->progress_ns[p];
+    return continued > progress && continued <= now ? continued : progress;
+}
+
+/* Whether producer p, past its deadline, has been so for
+ * DEADLINE_CONFIRM_NS: the first time it is seen past, only noted. */
+static bool overdue_confirmed(rf_loader *l, uint32_t p, uint64_t now)
+{
+    if (l->overdue_ns[p] == 0) {
+        l->overdue_ns[p] = now;
+        return false;
+    }
+    return now - l->overdue_ns[p] >= DEADLINE_CONFIRM_NS;
+}
+
 /* Kills and handles every producer past its deadline. */
 static int collect_stuck(rf_loader *l)
 {
@@ -1075,9 +1108,15 @@ static int collect_stuck(rf_loader *l)
         /* The clock is read for each producer: handling one death stamps
          * the others' progress (re-issued orders) after any earlier now. */
         const uint64_t now = rf__now_ns();
-        if (l->orders[p] == 0 || l->progress_ns[p] >= now ||
-            now - l->progress_ns[p] <= l->timeout_ns || l->children[p].pid <= 0)
+        const uint64_t since = deadline_start(l, p, now);
+        if (l->orders[p] == 0 || since >= now || now - since <= l->timeout_ns ||
+            l->children[p].pid <= 0) {
+            l->overdue_ns[p] = 0;
             continue;
+        }
+        if (!overdue_confirmed(l, p, now))
+            continue;
+        l->overdue_ns[p] = 0;
         const int pid = l->children[p].pid;
         rf__child_kill(&l->children[p], SIGKILL);
         char how[160], ignored[128];
@@ -1085,7 +1124,7 @@ static int collect_stuck(rf_loader *l)
         rf__format(how, sizeof(how),
                    "delivered nothing for %llu ms (RF_PARAM_BATCH_TIMEOUT_MS) "
                    "and was killed",
-                   (unsigned long long)((now - l->progress_ns[p]) / 1000000));
+                   (unsigned long long)((now - since) / 1000000));
         const int rc = handle_death(l, p, pid, how, true);
         if (rc < 0)
             return rc;
@@ -1102,7 +1141,9 @@ static int ms_to_deadline(const rf_loader *l, uint64_t now)
     for (uint32_t p = 0; p < l->producers; p++) {
         if (l->orders[p] == 0)
             continue;
-        const uint64_t due = l->progress_ns[p] + l->timeout_ns;
+        const uint64_t due = l->overdue_ns[p] != 0
+                                 ? l->overdue_ns[p] + DEADLINE_CONFIRM_NS
+                                 : deadline_start(l, p, now) + l->timeout_ns;
         const uint64_t left = due > now ? due - now : 0;
         if (left < nearest)
             nearest = left;
@@ -1219,13 +1260,15 @@ static int allocate_tables(rf_loader *l)
     l->cpu_of = calloc(l->producers, sizeof(*l->cpu_of));
     l->orders = calloc(l->producers, sizeof(*l->orders));
     l->progress_ns = calloc(l->producers, sizeof(*l->progress_ns));
+    l->overdue_ns = calloc(l->producers, sizeof(*l->overdue_ns));
     l->has_delivered = calloc(l->producers, sizeof(*l->has_delivered));
     l->owed = calloc(l->slots, sizeof(*l->owed));
     l->pfds = calloc(1 + (size_t)l->producers, sizeof(*l->pfds));
     l->slot_info = calloc(l->slots, sizeof(*l->slot_info));
     l->ready = malloc(l->slots * sizeof(*l->ready));
     if (!l->children || !l->cpu_of || !l->orders || !l->progress_ns ||
-        !l->has_delivered || !l->owed || !l->pfds || !l->slot_info || !l->ready)
+        !l->overdue_ns || !l->has_delivered || !l->owed || !l->pfds ||
+        !l->slot_info || !l->ready)
         return set_error(l, -ENOMEM, "out of memory for loader tables");
     for (uint32_t i = 0; i < l->producers; i++) {
         l->children[i].pidfd = -1;
@@ -1432,6 +1475,7 @@ void rf_loader_close(rf_loader *l)
     free(l->cpu_of);
     free(l->orders);
     free(l->progress_ns);
+    free(l->overdue_ns);
     free(l->has_delivered);
     free(l->owed);
     free(l->pfds);

@@ -34,8 +34,8 @@
  * and ends, where a pending SIGUSR1 would wait for a SIGCONT that may
  * never come (the consumer's process group is orphaned, and the kernel
  * continues it, only when the consumer led a group of its own). Job
- * control's own SIGCONT (fg, a scheduler's resume) runs the same check
- * and changes nothing. */
+ * control's own SIGCONT (fg, a scheduler's resume) runs the same check,
+ * and stamps the resume for the consumer's deadlines. */
 #define PARENT_DEATH_SIGNAL SIGCONT
 
 struct producer {
@@ -337,6 +337,9 @@ static void pin_to(int cpu)
 /* The consumer process, for on_parent_signal(); 0 = unknown. */
 static volatile sig_atomic_t consumer_pid;
 
+/* This producer's continued_ns in the shared state, once attached. */
+static _Atomic uint64_t *volatile continued_stamp;
+
 /* PR_SET_PDEATHSIG fires when the *thread* that started this producer
  * ends, even while the rest of the consumer process lives on: a loader
  * opened, or a producer replaced, by a thread that then returned. Its
@@ -347,9 +350,15 @@ static volatile sig_atomic_t consumer_pid;
  * warning (Slurm's --signal): those are meant for the training process. */
 static void on_parent_signal(int sig)
 {
-    (void)sig;
     if (consumer_pid <= 0 || getppid() != consumer_pid)
         _exit(0);
+    /* A SIGCONT that is not the consumer's death resumed a stopped job
+     * (fg, a scheduler): the consumer then does not count the time
+     * stopped against this producer's deadline (loader.c). Both calls
+     * are async-signal-safe (clock_gettime, a lock-free store). */
+    _Atomic uint64_t *stamp = continued_stamp;
+    if (sig == SIGCONT && stamp)
+        rf__store_relaxed64(stamp, rf__now_ns());
 }
 
 /* The signals on_parent_signal() answers. */
@@ -423,12 +432,14 @@ int rf__producer_run(const struct rf__producer_fds *fds, uint32_t index,
     pr.ring_entries = pr.seg.layout.ring_entries;
     pr.consumer_bell = rf__segment_consumer_bell(&pr.seg);
     rf__store_relaxed32(&pr.state->pid, (uint32_t)getpid());
+    continued_stamp = &pr.state->continued_ns;
     rc = read_config(&pr);
     if (rc == 0)
         rc = open_source(&pr);
     if (rc == 0)
         rc = serve(&pr);
     close_source(&pr);
+    continued_stamp = NULL; /* before the mapping goes */
     rf__segment_detach(&pr.seg);
     return rc;
 }

@@ -20,7 +20,7 @@
 #include "ring.h"
 
 #define RF__MAGIC UINT64_C(0x31444546474e4952) /* "RINGFED1" */
-#define RF__ABI_VERSION 1u
+#define RF__ABI_VERSION 2u
 #define RF__PAGE 4096u
 
 #define RF__ERROR_TEXT 512 /* bytes of error text kept per slot/producer */
@@ -107,6 +107,8 @@ struct rf__producer_state {
     _Atomic uint64_t batches;        /* batches published */
     _Atomic uint64_t current_seq;    /* batch being filled, or ~0 */
     _Atomic uint64_t current_sample; /* dataset index being filled */
+    _Atomic uint64_t continued_ns;   /* rf__now_ns() at the last SIGCONT
+                                        (a stopped job resumed), or 0 */
     struct rf__bell bell;            /* the producer sleeps here */
     char error_text[RF__ERROR_TEXT];
 };

@@ -1004,19 +1004,24 @@ static void test_job_signals_spare_producers(rf_start_mode mode)
     rf_loader_close(l);
 }
 
-/* The consumer of test_whole_job_stopped_spares_producers(), in a process
- * group of its own with its producers: reads every batch of a run whose
- * producers are always busy (JPEGs made and decoded), so that it waits in
- * next() nearly all the time. Exits with the number of producers
- * replaced, or 100 + a step that went wrong. */
+/* How the consumer of a stopped job spends its time: waiting in next()
+ * for producers that are always busy (JPEGs made and decoded), or in a
+ * step of its own after each batch, as a training loop does. */
+struct stop_case {
+    int64_t batch, samples, timeout_ms;
+    long step_us;      /* 0: none; else the step, and the 4th one tells */
+    const char *where; /* where the stop finds the consumer */
+};
+
+/* The consumer, in a process group of its own with its producers: reads
+ * every batch, checks each sample comes once, and exits with the number
+ * of producers replaced, or 100 + a step that went wrong. */
 #define STOP_SAMPLES 1280
-static int consume_with_deadline(void)
+static int consume_with_deadline(const struct stop_case *c, int stepping_fd)
 {
-    /* Batches of 4 take about 40 ms here, far from the deadline even
-     * under ASan beside other tests. */
-    rf_config *cfg = small_config(2, STOP_SAMPLES, 4, 224);
+    rf_config *cfg = small_config(2, c->samples, c->batch, 224);
     if (rf_config_set(cfg, RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC_JPEG) != 0 ||
-        rf_config_set(cfg, RF_PARAM_BATCH_TIMEOUT_MS, 1500) != 0)
+        rf_config_set(cfg, RF_PARAM_BATCH_TIMEOUT_MS, c->timeout_ms) != 0)
         return 101;
     rf_loader *l = NULL;
     char *why = NULL;
@@ -1026,51 +1031,75 @@ static int consume_with_deadline(void)
     if (opened != 0)
         return 102;
     uint8_t seen[STOP_SAMPLES] = {0};
-    uint64_t samples = 0;
+    uint64_t samples = 0, batches = 0;
     rf_batch b;
     int rc;
     while ((rc = rf_loader_next(l, &b)) == 1 || rc == -EINTR) {
-        for (uint32_t i = 0; rc == 1 && i < b.samples; i++)
-            if (b.indices[i] >= STOP_SAMPLES || seen[b.indices[i]]++)
+        if (rc != 1)
+            continue;
+        for (uint32_t i = 0; i < b.samples; i++)
+            if (b.indices[i] >= (uint64_t)c->samples || seen[b.indices[i]]++)
                 return 103;
-        samples += rc == 1 ? b.samples : 0;
-        if (rc == 1 && rf_loader_release(l, &b) != 0)
+        samples += b.samples;
+        if (rf_loader_release(l, &b) != 0)
             return 104;
+        if (c->step_us > 0 && ++batches == 4 && write(stepping_fd, "s", 1) != 1)
+            return 106;
+        if (c->step_us > 0)
+            sleep_us(c->step_us);
     }
     rf_stats st;
-    if (rc != 0 || samples != STOP_SAMPLES || rf_loader_stats(l, &st) != 0)
+    if (rc != 0 || samples != (uint64_t)c->samples ||
+        rf_loader_stats(l, &st) != 0)
         return 105;
     rf_loader_close(l);
     return st.respawns < 100 ? (int)st.respawns : 99;
 }
 
 /* Ctrl-Z or a scheduler's suspend stops the consumer and its producers
- * together, for longer than RF_PARAM_BATCH_TIMEOUT_MS. On SIGCONT the
- * producers finish their batches: none may be killed as stuck (on the
- * old code both were, at once, and repeated suspends used up the respawn
- * limit and ended the run). A stop 2.3 times the deadline, 1 s into a
- * run of about 6 s. */
-static void test_whole_job_stopped_spares_producers(void)
+ * together, for twice RF_PARAM_BATCH_TIMEOUT_MS and more. On SIGCONT the
+ * producers finish their batches: none may be killed as stuck. On the
+ * old code both were, at once, and repeated suspends used up the
+ * respawn limit and ended the run. The deadlines leave room for batches
+ * made slower by ASan and other tests.
+ * - Stopped while the consumer waits in next(), 1 s into a run of about
+ *   6 s, batches of 4 (about 40 ms): the consumer's wait overran, so the
+ *   whole wait is forgiven.
+ * - Stopped in the consumer's own 50 ms step, batches of 64 (about
+ *   600 ms): it comes back into next() long before the producers finish
+ *   their batches, and their SIGCONT stamps restart their deadlines. */
+static void test_whole_job_stopped_spares_producers(const struct stop_case *c)
 {
+    int pipe_fds[2];
+    CHECK_OK(pipe(pipe_fds));
     fflush(stdout);
     const pid_t child = fork();
     CHECK(child >= 0);
     if (child == 0) {
         setpgid(0, 0);
-        _exit(consume_with_deadline());
+        close(pipe_fds[0]);
+        _exit(consume_with_deadline(c, pipe_fds[1]));
     }
     setpgid(child, child); /* either side may run first */
-    sleep_us(1000000);
+    close(pipe_fds[1]);
+    char byte;
+    if (c->step_us > 0)
+        CHECK_EQ(read(pipe_fds[0], &byte, 1), 1); /* in its 4th step */
+    else
+        sleep_us(1000000);
+    close(pipe_fds[0]);
     CHECK_EQ(waitpid(child, NULL, WNOHANG), 0); /* still running */
     CHECK_EQ(kill(-child, SIGSTOP), 0);
-    sleep_us(3500000);
+    const long stop_us = 2 * 1000 * c->timeout_ms + 500000;
+    sleep_us(stop_us);
     CHECK_EQ(kill(-child, SIGCONT), 0);
     int status = 0;
     CHECK_EQ(waitpid(child, &status, 0), child);
     CHECK(WIFEXITED(status));
     CHECK_EQ(WEXITSTATUS(status), 0);
-    printf("the whole job stopped for 3.5 s against a 1.5 s deadline: "
-           "every sample once, no producer replaced\n");
+    printf("the whole job stopped for %.1f s against a %.1f s deadline, %s: "
+           "every sample once, no producer replaced\n",
+           stop_us / 1e6, c->timeout_ms / 1e3, c->where);
 }
 
 /* A helper that attaches and then crashes before its first batch (as one
@@ -1527,7 +1556,17 @@ int main(int argc, char **argv)
     /* Fork mode first: it needs a process with one thread. */
     test_random_kills_fork_mode();
     test_fork_mode_takes_no_handlers();
-    test_whole_job_stopped_spares_producers();
+    test_whole_job_stopped_spares_producers(
+        &(struct stop_case){.batch = 4,
+                            .samples = STOP_SAMPLES,
+                            .timeout_ms = 1500,
+                            .where = "the consumer waiting in next()"});
+    test_whole_job_stopped_spares_producers(
+        &(struct stop_case){.batch = 64,
+                            .samples = 640,
+                            .timeout_ms = 4000,
+                            .step_us = 50000,
+                            .where = "the consumer in its step"});
     test_consumer_death_leaves_nothing();
     test_low_fd_limit_is_refused();
     test_helper_not_executable_is_refused();
