@@ -1090,7 +1090,7 @@ static void test_whole_job_stopped_spares_producers(const struct stop_case *c)
     close(pipe_fds[0]);
     CHECK_EQ(waitpid(child, NULL, WNOHANG), 0); /* still running */
     CHECK_EQ(kill(-child, SIGSTOP), 0);
-    const long stop_us = 2 * 1000 * c->timeout_ms + 500000;
+    const long stop_us = (long)c->timeout_ms * 2000 + 500000;
     sleep_us(stop_us);
     CHECK_EQ(kill(-child, SIGCONT), 0);
     int status = 0;
