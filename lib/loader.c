@@ -1183,13 +1183,14 @@ static bool any_full_ring_ready(const void *loader)
 
 /* A wait that began at `started` and was allowed `allowed_ns` (its spin
  * and its poll() timeout) but took longer: the consumer was not running
- * for part of it (the whole job stopped: Ctrl-Z, a scheduler's suspend),
- * and its producers were stopped too. When within the wait that began is
- * unknown, so none of the wait counts against the producers that owe
- * batches; only its excess would put them right at their deadline as
- * they resume. A stuck producer is then caught one wait later at most,
- * and a producer stopped alone is still caught: the consumer's waits end
- * on time. */
+ * for part of it, and its producers were stopped too. This covers what
+ * the SIGCONT stamps of deadline_start() cannot: a freeze that sends no
+ * signal (the cgroup freezer, docker pause). When within the wait it
+ * began is unknown, so none of the wait counts against the producers
+ * that owe batches; only its excess would put them right at their
+ * deadline as they resume. A stuck producer is then caught one wait
+ * later at most, and a producer stopped alone is still caught: the
+ * consumer's waits end on time. */
 static void forgive_time_stopped(rf_loader *l, uint64_t started,
                                  uint64_t allowed_ns)
 {
