@@ -322,12 +322,16 @@ typedef enum rf_param {
                                         is still so 200 ms later; the time
                                         a replacement takes to start counts
                                         too. Time the whole job spends
-                                        stopped by signals (Ctrl-Z and fg, a
-                                        scheduler's suspend and resume)
-                                        does not count: each producer's
-                                        SIGCONT restarts its clock. A
-                                        freeze without signals (the cgroup
-                                        freezer: docker pause) does not
+                                        stopped by signals (Ctrl-Z and fg,
+                                        kill -STOP and -CONT of its process
+                                        group) does not count: a producer's
+                                        first SIGCONT after its last
+                                        progress restarts its clock (later
+                                        ones only once it delivers again).
+                                        A freeze without signals (the
+                                        cgroup freezer: docker pause,
+                                        Slurm's suspend with cgroup process
+                                        tracking) of more than 1 s does not
                                         count while the caller waits in
                                         rf_loader_next(), but does if it
                                         finds the caller in its own step.

@@ -18,9 +18,9 @@
  * again. A producer is stuck when it owes batches and has delivered none
  * for RF_PARAM_BATCH_TIMEOUT_MS: it is killed and handled the same way.
  * A job stopped and resumed is no producer's fault: a producer's SIGCONT
- * restarts its clock (deadline_start()), and a wait in next() that took
- * longer than it asked for (the consumer was not running: a freeze that
- * sends no signal) does not count (forgive_time_stopped()).
+ * restarts its clock (deadline_note_resume()), and a wait in next() that
+ * took longer than it asked for (the consumer was not running: a freeze
+ * that sends no signal) does not count (forgive_time_stopped()).
  */
 #include "config.h"
 
@@ -49,9 +49,11 @@
 /* While next() finds batches ready it does not sleep in poll(), so it
  * looks at the producers' pidfds and deadlines this often instead. */
 #define HEALTH_CHECK_MS 10
-/* How far past its own timeout a wait may run (scheduling, the machine's
- * load) before the excess is taken for a stop of the consumer. */
-#define WAIT_OVERRUN_SLACK_NS (50 * 1000000ull)
+/* How far past its own timeout a wait may run before the excess is taken
+ * for a freeze of the consumer: well above scheduling delays and a CPU
+ * limit's throttling (cgroup periods are 100 ms by default), which must
+ * not postpone a stuck producer's end; real freezes last seconds. */
+#define WAIT_OVERRUN_SLACK_NS (1000 * 1000000ull)
 /* A producer seen past its deadline is killed only if it still is this
  * much later: when a stopped job resumes, the consumer may look before
  * the producers have run their SIGCONT handlers (see deadline_start()). */
@@ -98,6 +100,8 @@ struct rf_loader {
                                     its first order after owing none */
     uint64_t *overdue_ns;        /* [producers] when first seen past its
                                     deadline, or 0 */
+    uint64_t *resumed_ns;        /* [producers] the SIGCONT stamp taken for
+                                    the current deadline, or 0 */
     uint32_t next_producer;      /* where the search for the least busy
                                     producer starts, for fairness */
     struct slot_info *slot_info; /* [slots] */
@@ -467,6 +471,15 @@ static int create_segments(rf_loader *l)
 /* ---- producers ------------------------------------------------------ */
 
 /* Starts producer i (again, after a death) in its slot of the tables. */
+/* Producer p made progress (started, got its first order, delivered):
+ * its deadline runs from now, with no mark or stamp left from before. */
+static void restart_deadline(rf_loader *l, uint32_t p)
+{
+    l->progress_ns[p] = rf__now_ns();
+    l->overdue_ns[p] = 0;
+    l->resumed_ns[p] = 0;
+}
+
 static int start_producer(rf_loader *l, uint32_t i)
 {
     const bool fork_mode = l->params[RF_PARAM_START_MODE] == RF_START_FORK;
@@ -484,7 +497,7 @@ static int start_producer(rf_loader *l, uint32_t i)
         return rc;
     l->pfds[1 + i].fd = l->children[i].pidfd;
     l->pfds[1 + i].events = POLLIN;
-    l->progress_ns[i] = rf__now_ns();
+    restart_deadline(l, i);
     l->has_delivered[i] = false;
     return 0;
 }
@@ -591,7 +604,7 @@ static int give_order(rf_loader *l, uint32_t slot, uint64_t seq)
     s->seq = seq;
     /* Its deadline runs from now when it owed nothing before. */
     if (l->orders[p]++ == 0)
-        l->progress_ns[p] = rf__now_ns();
+        restart_deadline(l, p);
     l->at_producers++;
     /* Cannot be full: a ring has room for every slot plus a stop. */
     if (rf__ring_push(rf__segment_empty_ring(&l->seg, p), l->ring_entries,
@@ -646,7 +659,7 @@ static int accept_handle(rf_loader *l, uint32_t p, uint64_t h)
     l->at_producers--;
     l->has_delivered[p] = true;
     /* Delivering restarts the deadline for what it still owes. */
-    l->progress_ns[p] = rf__now_ns();
+    restart_deadline(l, p);
     mark_ready(l, slot);
     return 0;
 }
@@ -1074,18 +1087,28 @@ static int collect_dead(rf_loader *l)
 }
 
 /* When producer p's deadline clock started: its last progress, or the
- * last SIGCONT it got if later. A job stopped and resumed (Ctrl-Z and fg,
- * a scheduler's suspend) was stopped with its producers, whatever the
- * consumer was doing then, so the time stopped is no producer's fault.
- * The stamp is the producer's own (its SIGCONT handler writes it): one
- * later than now is garbage and ignored, so it can only move the start
- * to a moment the consumer has already seen. */
-static uint64_t deadline_start(const rf_loader *l, uint32_t p, uint64_t now)
+ * first SIGCONT it got after that (deadline_note_resume()). */
+static uint64_t deadline_start(const rf_loader *l, uint32_t p)
+{
+    return l->resumed_ns[p] > l->progress_ns[p] ? l->resumed_ns[p]
+                                                : l->progress_ns[p];
+}
+
+/* A job stopped and resumed (Ctrl-Z and fg, kill -STOP and -CONT of its
+ * process group) was stopped with its producers, whatever the consumer
+ * was doing then: the time stopped is no producer's fault. A producer's
+ * SIGCONT handler stamps the resume in its shared state; the first stamp
+ * after its last progress restarts its clock. Later ones do not, until
+ * it delivers again: SIGCONTs that keep coming (a scheduler's time
+ * slices, a stray kill -CONT) cannot keep a stuck producer alive. A stamp
+ * later than the consumer's clock is garbage and ignored. */
+static void deadline_note_resume(rf_loader *l, uint32_t p, uint64_t now)
 {
     const uint64_t continued =
         rf__load_relaxed64(&rf__segment_producer(&l->seg, p)->continued_ns);
-    const uint64_t progress = l->progress_ns[p];
-    return continued > progress && continued <= now ? continued : progress;
+    if (continued > l->progress_ns[p] && continued <= now &&
+        l->resumed_ns[p] <= l->progress_ns[p])
+        l->resumed_ns[p] = continued;
 }
 
 /* Whether producer p, past its deadline, has been so for
@@ -1108,7 +1131,8 @@ static int collect_stuck(rf_loader *l)
         /* The clock is read for each producer: handling one death stamps
          * the others' progress (re-issued orders) after any earlier now. */
         const uint64_t now = rf__now_ns();
-        const uint64_t since = deadline_start(l, p, now);
+        deadline_note_resume(l, p, now);
+        const uint64_t since = deadline_start(l, p);
         if (l->orders[p] == 0 || since >= now || now - since <= l->timeout_ns ||
             l->children[p].pid <= 0) {
             l->overdue_ns[p] = 0;
@@ -1143,7 +1167,7 @@ static int ms_to_deadline(const rf_loader *l, uint64_t now)
             continue;
         const uint64_t due = l->overdue_ns[p] != 0
                                  ? l->overdue_ns[p] + DEADLINE_CONFIRM_NS
-                                 : deadline_start(l, p, now) + l->timeout_ns;
+                                 : deadline_start(l, p) + l->timeout_ns;
         const uint64_t left = due > now ? due - now : 0;
         if (left < nearest)
             nearest = left;
@@ -1184,13 +1208,13 @@ static bool any_full_ring_ready(const void *loader)
 /* A wait that began at `started` and was allowed `allowed_ns` (its spin
  * and its poll() timeout) but took longer: the consumer was not running
  * for part of it, and its producers were stopped too. This covers what
- * the SIGCONT stamps of deadline_start() cannot: a freeze that sends no
+ * the SIGCONT stamps of deadline_note_resume() cannot: a freeze that sends no
  * signal (the cgroup freezer, docker pause). When within the wait it
  * began is unknown, so none of the wait counts against the producers
  * that owe batches; only its excess would put them right at their
- * deadline as they resume. A stuck producer is then caught one wait
- * later at most, and a producer stopped alone is still caught: the
- * consumer's waits end on time. */
+ * deadline as they resume. Each freeze postpones a stuck producer's end
+ * by the wait it froze; a producer stopped alone is still caught, since
+ * the consumer's waits then end on time. */
 static void forgive_time_stopped(rf_loader *l, uint64_t started,
                                  uint64_t allowed_ns)
 {
@@ -1198,10 +1222,13 @@ static void forgive_time_stopped(rf_loader *l, uint64_t started,
     if (now - started <= allowed_ns + WAIT_OVERRUN_SLACK_NS)
         return;
     const uint64_t lost = now - started;
-    for (uint32_t p = 0; p < l->producers; p++)
-        if (l->orders[p] != 0)
-            l->progress_ns[p] =
-                l->progress_ns[p] + lost < now ? l->progress_ns[p] + lost : now;
+    for (uint32_t p = 0; p < l->producers; p++) {
+        if (l->orders[p] == 0)
+            continue;
+        l->progress_ns[p] =
+            l->progress_ns[p] + lost < now ? l->progress_ns[p] + lost : now;
+        l->overdue_ns[p] = 0;
+    }
 }
 
 /* Sleeps until a producer rings the eventfd, one of them exits, or a
@@ -1248,8 +1275,11 @@ static int sleep_for_batches(rf_loader *l, uint64_t started)
 static int wait_for_batches(rf_loader *l)
 {
     const uint64_t started = rf__now_ns();
-    if (rf__spin_until(any_full_ring_ready, l, l->spin_ns))
+    if (rf__spin_until(any_full_ring_ready, l, l->spin_ns)) {
+        if (l->timeout_ns != 0) /* a freeze may end a spin too */
+            forgive_time_stopped(l, started, l->spin_ns);
         return 0;
+    }
     return sleep_for_batches(l, started);
 }
 
@@ -1262,14 +1292,15 @@ static int allocate_tables(rf_loader *l)
     l->orders = calloc(l->producers, sizeof(*l->orders));
     l->progress_ns = calloc(l->producers, sizeof(*l->progress_ns));
     l->overdue_ns = calloc(l->producers, sizeof(*l->overdue_ns));
+    l->resumed_ns = calloc(l->producers, sizeof(*l->resumed_ns));
     l->has_delivered = calloc(l->producers, sizeof(*l->has_delivered));
     l->owed = calloc(l->slots, sizeof(*l->owed));
     l->pfds = calloc(1 + (size_t)l->producers, sizeof(*l->pfds));
     l->slot_info = calloc(l->slots, sizeof(*l->slot_info));
     l->ready = malloc(l->slots * sizeof(*l->ready));
     if (!l->children || !l->cpu_of || !l->orders || !l->progress_ns ||
-        !l->overdue_ns || !l->has_delivered || !l->owed || !l->pfds ||
-        !l->slot_info || !l->ready)
+        !l->overdue_ns || !l->resumed_ns || !l->has_delivered || !l->owed ||
+        !l->pfds || !l->slot_info || !l->ready)
         return set_error(l, -ENOMEM, "out of memory for loader tables");
     for (uint32_t i = 0; i < l->producers; i++) {
         l->children[i].pidfd = -1;
@@ -1477,6 +1508,7 @@ void rf_loader_close(rf_loader *l)
     free(l->orders);
     free(l->progress_ns);
     free(l->overdue_ns);
+    free(l->resumed_ns);
     free(l->has_delivered);
     free(l->owed);
     free(l->pfds);

@@ -337,8 +337,10 @@ static void pin_to(int cpu)
 /* The consumer process, for on_parent_signal(); 0 = unknown. */
 static volatile sig_atomic_t consumer_pid;
 
-/* This producer's continued_ns in the shared state, once attached. */
+/* This producer's continued_ns in the shared state, once attached; and
+ * the last SIGCONT's time, kept for it until then. */
 static _Atomic uint64_t *volatile continued_stamp;
+static _Atomic uint64_t last_continued;
 
 /* PR_SET_PDEATHSIG fires when the *thread* that started this producer
  * ends, even while the rest of the consumer process lives on: a loader
@@ -356,9 +358,13 @@ static void on_parent_signal(int sig)
      * (fg, a scheduler): the consumer then does not count the time
      * stopped against this producer's deadline (loader.c). Both calls
      * are async-signal-safe (clock_gettime, a lock-free store). */
+    if (sig != SIGCONT)
+        return;
+    const uint64_t now = rf__now_ns();
+    rf__store_relaxed64(&last_continued, now);
     _Atomic uint64_t *stamp = continued_stamp;
-    if (sig == SIGCONT && stamp)
-        rf__store_relaxed64(stamp, rf__now_ns());
+    if (stamp)
+        rf__store_relaxed64(stamp, now);
 }
 
 /* The signals on_parent_signal() answers. */
@@ -433,6 +439,8 @@ int rf__producer_run(const struct rf__producer_fds *fds, uint32_t index,
     pr.consumer_bell = rf__segment_consumer_bell(&pr.seg);
     rf__store_relaxed32(&pr.state->pid, (uint32_t)getpid());
     continued_stamp = &pr.state->continued_ns;
+    /* a job resumed while this producer was starting */
+    rf__store_relaxed64(continued_stamp, rf__load_relaxed64(&last_continued));
     rc = read_config(&pr);
     if (rc == 0)
         rc = open_source(&pr);
