@@ -87,26 +87,6 @@ static uint64_t digest_batch(const rf_batch *b)
     return fnv1a(h, b->indices, b->samples * sizeof(b->indices[0]));
 }
 
-static rf_config *kill_config(const struct kill_spec *s)
-{
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 2));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SOURCE, s->source));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, s->start_mode));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, KILL_SAMPLES));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, KILL_BATCH));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, KILL_SIDE));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, KILL_SIDE));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, MAX_EPOCHS));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SEED, 77));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_RESPAWNS, 1000000));
-    /* Never reached by a healthy producer: a deadline that fires anyway
-     * shows up as more respawns than kills. */
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_TIMEOUT_MS, 60000));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
-    return cfg;
-}
-
 /* A loader of synthetic side x side samples, replacements not reported:
  * the shape most tests below start from. */
 static rf_config *small_config(int64_t producers, int64_t samples,
@@ -119,6 +99,20 @@ static rf_config *small_config(int64_t producers, int64_t samples,
     CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, side));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, side));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    return cfg;
+}
+
+static rf_config *kill_config(const struct kill_spec *s)
+{
+    rf_config *cfg = small_config(2, KILL_SAMPLES, KILL_BATCH, KILL_SIDE);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SOURCE, s->source));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, s->start_mode));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, MAX_EPOCHS));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SEED, 77));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_RESPAWNS, 1000000));
+    /* Never reached by a healthy producer: a deadline that fires anyway
+     * shows up as more respawns than kills. */
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_TIMEOUT_MS, 60000));
     return cfg;
 }
 
