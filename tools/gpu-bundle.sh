@@ -10,22 +10,40 @@
 # Needs what tools/quickstart needs, plus nvcc and apt-get (for
 # `apt-get download`, which needs no root). Prints the bundle's size: the
 # device tool carries at most 64 MiB.
+#
+#   sh tools/gpu-bundle.sh [CUDA_HOME [OUT]]
+#
+# CUDA_HOME picks the toolkit (default: nvcc on PATH or /usr/local/cuda):
+# a GPU machine whose driver is older than the toolkit cannot run its
+# runtime, so a second bundle built with an older toolkit is the fallback
+# (e.g. `sh tools/gpu-bundle.sh /opt/cuda12 _gpu12`). OUT defaults to _gpu.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-out=$top/_gpu
+cuda=${1:-}
+out=${2:-_gpu}
+case $out in /*) ;; *) out=$top/$out ;; esac
 jobs=$(nproc 2>/dev/null || echo 2)
 
-command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || {
-    echo "gpu-bundle: no nvcc here; the bundle needs a CUDA build" >&2
-    exit 2
-}
+if [ -n "$cuda" ]; then
+    [ -x "$cuda/bin/nvcc" ] || {
+        echo "gpu-bundle: $cuda/bin/nvcc not found" >&2
+        exit 2
+    }
+    with_cuda=--with-cuda=$cuda
+else
+    command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || {
+        echo "gpu-bundle: no nvcc here; the bundle needs a CUDA build" >&2
+        exit 2
+    }
+    with_cuda=--with-cuda
+fi
 [ -x "$top/configure" ] || (cd "$top" && autoreconf -fi)
 rm -rf "$out"
 mkdir -p "$out/build" "$out/lib" "$out/debs/root"
 
 # The binaries: libtool's real ones under .libs/ find libringfeed through
 # LD_LIBRARY_PATH, which gpu-check sets; no relinking on the other side.
-(cd "$out/build" && "$top/configure" -q --with-cuda --disable-static &&
+(cd "$out/build" && "$top/configure" -q "$with_cuda" --disable-static &&
     make -s -j"$jobs" all &&
     make -s -j"$jobs" tests/test-cuda examples/cuda-train) >/dev/null
 grep -q '^NVCC = .' "$out/build/Makefile" || {
@@ -43,6 +61,16 @@ done
 find "$out/debs/root" -name '*.so*' \( -type f -o -type l \) \
     -exec cp -P {} "$out/lib/" \;
 rm -rf "$out/debs"
+
+# The CUDA runtime the build linked: the GPU machine's own toolkit, if it
+# has one, may be another release or live elsewhere than the rpath says.
+cudart=$(ldd "$out/build/.libs/libringfeed-cuda.so" |
+    sed -n 's/^[[:space:]]*libcudart[^ ]* => \([^ ]*\) .*/\1/p')
+[ -n "$cudart" ] || {
+    echo "gpu-bundle: the build's libcudart was not found" >&2
+    exit 1
+}
+cp -L "$cudart" "$out/lib/"
 
 # Objects and logs are not needed to run.
 find "$out/build" \( -name '*.o' -o -name '*.lo' -o -name '*.log' \) \

@@ -1,8 +1,9 @@
 #!/bin/sh
 # tools/gpu-check.sh - the GPU consumer's checks, for a machine with a GPU:
 # test-cuda and the cuda-train example (both skip without a GPU, so here a
-# skip counts as a failure), then ringfeed-bench --gpu in a few shapes,
-# then the figures in one table.
+# skip counts as a failure), the same under compute-sanitizer where the
+# toolkit has it, then ringfeed-bench --gpu in a few shapes, then the
+# figures in one table.
 #
 #   sh tools/gpu-check.sh [BUILD_DIR]
 #
@@ -66,6 +67,43 @@ for t in tests/test-cuda examples/cuda-train; do
     cat "$build/$t.gpu-check.log"
     [ "$result" = PASS ] || failed=1
 done
+
+# compute-sanitizer, where the toolkit has one: the tests again under
+# memcheck (leaks included), racecheck and synccheck. Only the process
+# itself is watched (application-only): watching all would inject the
+# sanitizer into the producers, which then map libcuda, and test-cuda's
+# check that producers never load CUDA would fail for the sanitizer's sake.
+sanitizer=$(command -v compute-sanitizer ||
+    ls "${CUDA_HOME:-/usr/local/cuda}"/bin/compute-sanitizer 2>/dev/null)
+sanitize() {
+    tool=$1
+    t=$2
+    log=$build/$t.$tool.log
+    set -- # the tool's own options
+    [ "$tool" = memcheck ] && set -- --leak-check full
+    timeout --kill-after=10 600 "$sanitizer" --target-processes \
+        application-only --error-exitcode 9 --tool "$tool" "$@" \
+        "$build/$(dirname "$t")/.libs/$(basename "$t")" >"$log" 2>&1
+    status=$?
+    if [ $status -eq 0 ]; then
+        echo "PASS: $tool $t: $(grep -E '(ERROR|RACECHECK) SUMMARY' "$log" |
+            sed 's/^=* *//')"
+    else
+        echo "FAIL ($status): $tool $t"
+        grep -v '^convert' "$log" | tail -n 40
+        failed=1
+    fi
+}
+if [ -n "$sanitizer" ]; then
+    say "compute-sanitizer ($sanitizer)"
+    for t in tests/test-cuda examples/cuda-train; do
+        for tool in memcheck racecheck synccheck; do
+            sanitize "$tool" "$t"
+        done
+    done
+else
+    say "compute-sanitizer: not found, skipped (it comes with the CUDA toolkit)"
+fi
 
 # The shapes: a full ImageNet batch, a large one, a small one, and the
 # first again with no step at all (the upload-bound case).
