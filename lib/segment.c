@@ -241,8 +241,10 @@ int rf__segment_validate(const void *base, size_t size, char *why,
     return rc;
 }
 
-static int map_fd(int fd, size_t *size, void **out, char *why, size_t why_len,
-                  const char *what)
+/* populate: map every page now (MAP_POPULATE); otherwise each is mapped
+ * at its first use. */
+static int map_fd(int fd, bool populate, size_t *size, void **out, char *why,
+                  size_t why_len, const char *what)
 {
     struct stat st;
     if (fstat(fd, &st) < 0) {
@@ -256,7 +258,7 @@ static int map_fd(int fd, size_t *size, void **out, char *why, size_t why_len,
         return RF_E_ABI;
     }
     void *p = mmap(NULL, *size, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_POPULATE, fd, 0);
+                   MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
     if (p == MAP_FAILED) {
         const int err = errno;
         snprintf(why, why_len, "cannot map %s (%zu bytes): %s", what, *size,
@@ -272,7 +274,7 @@ int rf__segment_attach(struct rf__segment *seg, int control_fd, int arena_fd,
 {
     memset(seg, 0, sizeof(*seg));
     void *base = NULL;
-    int rc = map_fd(control_fd, &seg->control_size, &base, why, why_len,
+    int rc = map_fd(control_fd, true, &seg->control_size, &base, why, why_len,
                     "control segment");
     if (rc < 0)
         return rc;
@@ -287,7 +289,10 @@ int rf__segment_attach(struct rf__segment *seg, int control_fd, int arena_fd,
     if (rc < 0)
         goto fail;
     void *arena = NULL;
-    rc = map_fd(arena_fd, &seg->arena_size, &arena, why, why_len, "arena");
+    /* A producer writes only the slots it is ordered to fill, and maps
+     * their pages then (producer.c, map_slot()). */
+    rc = map_fd(arena_fd, false, &seg->arena_size, &arena, why, why_len,
+                "arena");
     if (rc < 0)
         goto fail;
     seg->arena = arena;

@@ -78,4 +78,28 @@ static inline int list_children(int *pids, int max)
     return n;
 }
 
+/* The resident kB of process pid's mappings whose /proc/PID/smaps line
+ * names `name` (a memfd shows as "/memfd:NAME (deleted)"), or -1 when it
+ * cannot be read. */
+static inline long mapping_rss_kb(int pid, const char *name)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/%d/smaps", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    long total = 0;
+    bool inside = false;
+    while (fgets(line, sizeof(line), f)) {
+        /* A mapping's first line starts with its address range in
+         * lowercase hex; the lines of its figures, with a capital. */
+        if (strchr("0123456789abcdef", line[0]))
+            inside = strstr(line, name) != NULL;
+        else if (inside && strncmp(line, "Rss:", 4) == 0)
+            total += strtol(line + 4, NULL, 10);
+    }
+    fclose(f);
+    return total;
+}
+
 #endif /* RF_TEST_PROC_H */
