@@ -43,11 +43,16 @@ int rf__producer_path(char *path, size_t len, char *why, size_t why_len)
                env && *env ? env : RF_PKGLIBEXECDIR "/ringfeed-producer");
     if (access(path, X_OK) == 0)
         return 0;
+    /* The detail stands alone (rf_loader_open() gives it without
+     * rf_strerror()'s text), with the advice that fits where the path
+     * came from. */
     rf__format(why, why_len,
-               "producer helper '%s' (%s) cannot be executed: %s; set "
-               "RINGFEED_PRODUCER to the path of ringfeed-producer, or "
-               "reinstall ringfeed",
-               path, from, strerror(errno));
+               "producer helper '%s' (%s) cannot be executed: %s; %s", path,
+               from, strerror(errno),
+               env && *env ? "point RINGFEED_PRODUCER at ringfeed-producer, "
+                             "or unset it to use the installed helper"
+                           : "reinstall ringfeed, or set RINGFEED_PRODUCER "
+                             "to the path of ringfeed-producer");
     return RF_E_NO_PRODUCER_BINARY;
 }
 

@@ -243,7 +243,8 @@ static void test_missing_producer_binary(void)
     char *err = NULL;
     CHECK_EQ(rf_loader_open(&l, cfg, &err), RF_E_NO_PRODUCER_BINARY);
     CHECK_CONTAINS(err, "/nonexistent/ringfeed-producer");
-    CHECK_CONTAINS(err, "set RINGFEED_PRODUCER");
+    CHECK_CONTAINS(err, "(RINGFEED_PRODUCER)");
+    CHECK_CONTAINS(err, "or unset it to use the installed helper");
     free(err);
     rf_config_free(cfg);
     if (copy)
