@@ -37,6 +37,16 @@ static rf_config *small_config(int64_t producers, int64_t slots)
     return cfg;
 }
 
+/* Opens a loader from cfg, which it frees; *ring_bytes: its ring's size. */
+static rf_loader *open_and_free(rf_config *cfg, size_t *ring_bytes)
+{
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    void *base = NULL;
+    CHECK_OK(rf_loader_arena(l, &base, ring_bytes));
+    return l;
+}
+
 static rf_loader *open_small(int64_t producers, int64_t slots)
 {
     rf_config *cfg = small_config(producers, slots);
@@ -571,11 +581,8 @@ static void test_ring_larger_than_dev_shm(void)
         CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 128));
         CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 128));
         CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 1024));
-        rf_loader *l = test_open_loader(cfg);
-        rf_config_free(cfg);
-        void *base = NULL;
         size_t bytes = 0;
-        CHECK_OK(rf_loader_arena(l, &base, &bytes));
+        rf_loader *l = open_and_free(cfg, &bytes);
         CHECK(bytes > 12 * ((size_t)1 << 20));
         finish_whole(l, 0, 1024);
         rf_loader_close(l);
@@ -619,11 +626,8 @@ static void test_producers_map_only_the_slots_they_fill(void)
     rf_config *cfg = small_config(PRODUCERS, SLOTS);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 64));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 64));
-    rf_loader *l = test_open_loader(cfg);
-    rf_config_free(cfg);
-    void *base = NULL;
     size_t arena_bytes = 0;
-    CHECK_OK(rf_loader_arena(l, &base, &arena_bytes));
+    rf_loader *l = open_and_free(cfg, &arena_bytes);
     const long ring_kb = (long)(arena_bytes / 1024);
     /* All but one slot taken and held, so none was filled twice. */
     rf_batch held[SLOTS - 1];
