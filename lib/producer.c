@@ -269,8 +269,11 @@ static void publish(struct producer *pr, uint64_t handle)
  * ring of (by default) 3P slots before the first batch: O(P^2)
  * page-table work, a second of system time at P = 16 with batches of 64
  * at 224x224. Where the kernel has no MADV_POPULATE_WRITE (before Linux
- * 5.14) the pages are faulted in as they are written; the memory itself
- * was reserved by the consumer, so neither way can fail for want of it.
+ * 5.14), or where slots are not aligned to the kernel's page (RF__PAGE
+ * is 4 KiB; arm64 and ppc64le kernels may use 64 KiB), madvise() fails
+ * with EINVAL and the pages are faulted in as they are written. The
+ * memory itself was reserved by the consumer, so neither way can fail
+ * for want of it.
  */
 static void map_slot(struct producer *pr, uint32_t slot)
 {

@@ -49,8 +49,9 @@ int rf__producer_path(char *path, size_t len, char *why, size_t why_len)
     rf__format(why, why_len,
                "producer helper '%s' (%s) cannot be executed: %s; %s", path,
                from, strerror(errno),
-               env && *env ? "point RINGFEED_PRODUCER at ringfeed-producer, "
-                             "or unset it to use the installed helper"
+               env && *env ? "point RINGFEED_PRODUCER at an executable "
+                             "ringfeed-producer, or unset it to use the "
+                             "installed helper"
                            : "reinstall ringfeed, or set RINGFEED_PRODUCER "
                              "to the path of ringfeed-producer");
     return RF_E_NO_PRODUCER_BINARY;

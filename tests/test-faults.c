@@ -758,7 +758,7 @@ static void test_helper_not_executable_is_refused(void)
     CHECK_EQ(rf_loader_open(&l, cfg, &err), RF_E_NO_PRODUCER_BINARY);
     CHECK_CONTAINS(err, path);
     CHECK_CONTAINS(err, "Permission denied");
-    CHECK_CONTAINS(err, "point RINGFEED_PRODUCER at ringfeed-producer");
+    CHECK_CONTAINS(err, "point RINGFEED_PRODUCER at an executable");
     free(err);
     rf_config_free(cfg);
     unlink(path);

@@ -16,7 +16,9 @@
 # CUDA_HOME picks the toolkit (default: nvcc on PATH or /usr/local/cuda):
 # a GPU machine whose driver is older than the toolkit cannot run its
 # runtime, so a second bundle built with an older toolkit is the fallback
-# (e.g. `sh tools/gpu-bundle.sh /opt/cuda12 _gpu12`). OUT defaults to _gpu.
+# (e.g. `sh tools/gpu-bundle.sh /opt/cuda12 _gpu12`). OUT defaults to _gpu;
+# a relative OUT is taken from the tree's top. OUT is emptied first, so a
+# folder that exists and is not an earlier bundle is refused.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cuda=${1:-}
@@ -38,6 +40,10 @@ else
     with_cuda=--with-cuda
 fi
 [ -x "$top/configure" ] || (cd "$top" && autoreconf -fi)
+if [ -e "$out" ] && ! { [ -d "$out/build" ] && [ -d "$out/lib" ]; }; then
+    echo "gpu-bundle: $out exists and is not an earlier bundle; not emptying it" >&2
+    exit 2
+fi
 rm -rf "$out"
 mkdir -p "$out/build" "$out/lib" "$out/debs/root"
 

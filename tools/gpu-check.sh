@@ -8,7 +8,8 @@
 #   sh tools/gpu-check.sh [BUILD_DIR]
 #
 # BUILD_DIR (default _build) is a build tree configured with CUDA, e.g. by
-# `tools/quickstart test` or `../configure --with-cuda`. Exits non-zero
+# `tools/quickstart test` or `../configure --with-cuda`. compute-sanitizer
+# is looked for on PATH, then in $CUDA_HOME/bin (default /usr/local/cuda). Exits non-zero
 # when a check fails or is skipped, or when an upload runs under 90% of
 # the bandwidth of a plain cudaMemcpyAsync from cudaHostAlloc'd memory.
 set -u

@@ -59,6 +59,9 @@ static void check_slots(const struct rf__segment *seg)
 {
     const struct rf__header *h = seg->header;
     for (uint32_t s = 0; s < h->slots; s++) {
+        /* the whole slot: a producer maps it in one call (map_slot()) */
+        check_inside(rf__slot_data(seg, s), h->slot_bytes, seg->arena,
+                     seg->arena_size);
         check_inside(rf__slot_data(seg, s), h->slot_data_bytes, seg->arena,
                      seg->arena_size);
         check_inside(rf__slot_meta(seg, s), sizeof(struct rf__slot_meta),
