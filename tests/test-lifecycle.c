@@ -256,6 +256,20 @@ static void test_missing_producer_binary(void)
     CHECK_CONTAINS(err, "(RINGFEED_PRODUCER)");
     CHECK_CONTAINS(err, "or unset it to use the installed helper");
     free(err);
+    /* Unset, the installed helper is used: where none is installed (a
+     * build tree that was never installed), the advice is to install. */
+    unsetenv("RINGFEED_PRODUCER");
+    err = NULL;
+    const int rc = rf_loader_open(&l, cfg, &err);
+    if (rc == RF_E_NO_PRODUCER_BINARY) {
+        CHECK_CONTAINS(err, "(installed path)");
+        CHECK_CONTAINS(err, "reinstall ringfeed");
+    } else {
+        CHECK_OK(rc); /* an installed ringfeed-producer */
+        printf("an installed helper is there: its refusal not checked\n");
+        rf_loader_close(l);
+    }
+    free(err);
     rf_config_free(cfg);
     if (copy)
         setenv("RINGFEED_PRODUCER", copy, 1);
