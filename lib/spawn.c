@@ -38,9 +38,9 @@ enum {
 int rf__producer_path(char *path, size_t len, char *why, size_t why_len)
 {
     const char *env = getenv("RINGFEED_PRODUCER");
-    const char *from = env && *env ? "RINGFEED_PRODUCER" : "installed path";
+    const bool from_env = env && *env;
     rf__format(path, len, "%s",
-               env && *env ? env : RF_PKGLIBEXECDIR "/ringfeed-producer");
+               from_env ? env : RF_PKGLIBEXECDIR "/ringfeed-producer");
     if (access(path, X_OK) == 0)
         return 0;
     /* The detail stands alone (rf_loader_open() gives it without
@@ -48,12 +48,13 @@ int rf__producer_path(char *path, size_t len, char *why, size_t why_len)
      * came from. */
     rf__format(why, why_len,
                "producer helper '%s' (%s) cannot be executed: %s; %s", path,
-               from, strerror(errno),
-               env && *env ? "point RINGFEED_PRODUCER at an executable "
-                             "ringfeed-producer, or unset it to use the "
-                             "installed helper"
-                           : "reinstall ringfeed, or set RINGFEED_PRODUCER "
-                             "to the path of ringfeed-producer");
+               from_env ? "RINGFEED_PRODUCER" : "installed path",
+               strerror(errno),
+               from_env ? "point RINGFEED_PRODUCER at an executable "
+                          "ringfeed-producer, or unset it to use the "
+                          "installed helper"
+                        : "reinstall ringfeed, or set RINGFEED_PRODUCER "
+                          "to the path of ringfeed-producer");
     return RF_E_NO_PRODUCER_BINARY;
 }
 

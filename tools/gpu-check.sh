@@ -9,9 +9,10 @@
 #
 # BUILD_DIR (default _build) is a build tree configured with CUDA, e.g. by
 # `tools/quickstart test` or `../configure --with-cuda`. compute-sanitizer
-# is looked for on PATH, then in $CUDA_HOME/bin (default /usr/local/cuda). Exits non-zero
-# when a check fails or is skipped, or when an upload runs under 90% of
-# the bandwidth of a plain cudaMemcpyAsync from cudaHostAlloc'd memory.
+# is looked for on PATH, then in $CUDA_HOME/bin (default /usr/local/cuda).
+# Exits non-zero when a check fails or is skipped, or when an upload runs
+# under 90% of the bandwidth of a plain cudaMemcpyAsync from
+# cudaHostAlloc'd memory.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$top/_build}" && pwd) || exit 2
