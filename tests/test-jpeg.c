@@ -371,6 +371,58 @@ static void test_scaled_decodes(struct rf__jpeg_decoder *dec)
     free(im.px);
 }
 
+/* A crop of whole 8x8 source blocks, resized to M/8 of its size, is
+ * decoded at scale M/8 and is then the identity on that scale: it must be
+ * TurboJPEG's own M/8 decode of those pixels. Away from the image's
+ * edges, so that jpeg_crop_scanline() narrows the decode and the MCU
+ * columns left and right of it are entropy-decoded without being kept
+ * (skip_unused_columns() in lib/jpeg.c, whose columns scale with M). */
+static void check_scaled_crop(struct rf__jpeg_decoder *dec,
+                              const struct blob *jpeg, const struct image *im,
+                              uint32_t m)
+{
+    const uint32_t box[4] = {96, 64, 160, 96}; /* x y w h, source pixels */
+    const uint32_t sw = im->width * m / 8, sh = im->height * m / 8;
+    const uint32_t w = box[2] * m / 8, h = box[3] * m / 8;
+    const uint32_t ch = im->channels;
+    CHECK_EQ(rf__jpeg_scale_for(box[2], box[3], w, h), m);
+    const struct rf__crop crop = {box[0], box[1], box[2], box[3], false};
+    uint8_t *ours = decode_crop(dec, jpeg, crop, w, h, ch, RF_LAYOUT_NHWC);
+    uint8_t *whole = tj_decode(jpeg, sw, sh, ch);
+    const uint32_t x0 = box[0] * m / 8, y0 = box[1] * m / 8;
+    for (uint32_t y = 0; y < h; y++)
+        check_same(ours + (size_t)y * w * ch,
+                   whole + (((size_t)(y0 + y) * sw) + x0) * ch, (size_t)w * ch,
+                   "scaled crop");
+    free(ours);
+    free(whole);
+}
+
+static void test_scaled_crops(struct rf__jpeg_decoder *dec)
+{
+    const struct image rgb = make_image(320, 240, 3);
+    const struct image grey = make_image(320, 240, 1);
+    const struct {
+        const struct image *im;
+        int subsampling, flags;
+    } kinds[] = {{&rgb, TJSAMP_420, 0},
+                 {&rgb, TJSAMP_422, 0},
+                 {&rgb, TJSAMP_444, 0},
+                 {&grey, TJSAMP_GRAY, 0},
+                 {&rgb, TJSAMP_420, TJFLAG_PROGRESSIVE}};
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        struct blob jpeg =
+            tj_encode(kinds[k].im, kinds[k].subsampling, 90, kinds[k].flags);
+        for (uint32_t m = 1; m <= 8; m *= 2)
+            check_scaled_crop(dec, &jpeg, kinds[k].im, m);
+        free(jpeg.data);
+    }
+    printf("  crops of the middle at DCT scales 1/8..8/8 (4:2:0, 4:2:2, "
+           "4:4:4, grey, progressive) = tjDecompress2\n");
+    free(rgb.px);
+    free(grey.px);
+}
+
 /* An integer crop resized to its own size is the identity: it must be
  * the full decode's pixels, wherever the crop's edges fall relative to
  * the iMCU grid (jpeg_crop_scanline widens, jpeg_skip_scanlines skips). */
@@ -1256,6 +1308,7 @@ int main(void)
     printf("(a) full decodes and exact crops\n");
     test_full_decodes(dec, w, h);
     test_scaled_decodes(dec);
+    test_scaled_crops(dec);
     test_exact_crops(dec, w, h);
     test_checksum(dec, w, h);
     printf("(c) bad input\n");
