@@ -746,8 +746,9 @@ int rf_pack_writer_set_dictionary(rf_pack_writer *w, const void *dict,
     struct byte_buffer copy = {0};
     if (buffer_append(&copy, dict, dict_size) < 0) {
         rf__format(w->error, sizeof(w->error),
-                   "%s: no memory for a %zu-byte dictionary", w->file.path,
-                   dict_size);
+                   "%s: no memory for a %zu-byte dictionary; free some "
+                   "memory, or use a smaller one (ringfeed-pack --dict-size)",
+                   w->file.path, dict_size);
         return -ENOMEM;
     }
     free(w->dict.data);

@@ -18,7 +18,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -444,6 +447,67 @@ static void test_set_dictionary(void)
     printf("dictionary: set after create, refused after the first sample\n");
 }
 
+/* The address space this process has mapped, in bytes. */
+static uint64_t mapped_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    CHECK(f);
+    char line[128];
+    CHECK(fgets(line, sizeof(line), f));
+    fclose(f);
+    char *end = NULL;
+    const unsigned long long pages = strtoull(line, &end, 10);
+    CHECK(end != line);
+    return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* In a child, whose address space is capped so that the copy of a
+ * 64 MiB dictionary cannot be allocated: -ENOMEM with a detail, and the
+ * writer keeps the dictionary it had (the pack written still holds it). */
+static void dictionary_without_memory(void)
+{
+    const size_t big = (size_t)RF__PACK_DICT_MAX;
+    void *huge = mmap(NULL, big, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(huge != MAP_FAILED);
+    rf_pack_writer *w = create_or_die(at("nomem.pack"), 4, 4, 3);
+    CHECK_OK(rf_pack_writer_set_dictionary(w, "first", 5));
+    const struct rlimit cap = {mapped_bytes() + (16u << 20),
+                               mapped_bytes() + (16u << 20)};
+    CHECK_EQ(setrlimit(RLIMIT_AS, &cap), 0);
+    CHECK_EQ(rf_pack_writer_set_dictionary(w, huge, big), -ENOMEM);
+    CHECK_CONTAINS(rf_pack_writer_error(w), "no memory for a 67108864-byte");
+    CHECK_CONTAINS(rf_pack_writer_error(w), "use a smaller one");
+    finish_or_die(w);
+    rf_dataset *ds = NULL;
+    CHECK_OK(rf_dataset_open(&ds, at("nomem.pack"), NULL));
+    size_t size = 0;
+    const void *stored = rf__dataset_dict(ds, &size);
+    CHECK_EQ(size, 5);
+    CHECK(memcmp(stored, "first", 5) == 0);
+    rf_dataset_close(ds);
+    CHECK_EQ(unlink(at("nomem.pack")), 0);
+    _exit(0);
+}
+
+static void test_dictionary_without_memory(void)
+{
+#ifdef __SANITIZE_ADDRESS__
+    /* ASan's allocator aborts on a failed allocation instead of
+     * returning NULL, and its shadow memory fills any cap. */
+    printf("dictionary: out-of-memory case skipped under AddressSanitizer\n");
+#else
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0)
+        dictionary_without_memory();
+    int status = 0;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    printf("dictionary: no memory for its copy gives -ENOMEM and keeps the "
+           "old one\n");
+#endif
+}
+
 int main(void)
 {
     rf__format(base, sizeof(base), "%s/rf-pack-XXXXXX",
@@ -458,6 +522,7 @@ int main(void)
     test_jpeg_channels();
     test_reader_refuses_unloadable_shape();
     test_set_dictionary();
+    test_dictionary_without_memory();
     CHECK_EQ(rmdir(base), 0);
     return 0;
 }
