@@ -111,6 +111,8 @@ struct lj_options {
     int quality;
     bool arith, progressive, adobe;
     unsigned restart_rows;
+    int luma_h, luma_v;  /* the luma's sampling factors, chroma's 1x1;
+                            0 = libjpeg's default (2x2) */
     const uint8_t *app1; /* an APP1 marker's content, or NULL */
     size_t app1_len;
 };
@@ -133,6 +135,10 @@ static struct blob lj_encode(const struct image *im, const struct lj_options *o)
     jpeg_set_quality(&ci, o->quality, TRUE);
     ci.arith_code = o->arith;
     ci.restart_in_rows = (int)o->restart_rows;
+    if (o->luma_h) {
+        ci.comp_info[0].h_samp_factor = o->luma_h;
+        ci.comp_info[0].v_samp_factor = o->luma_v;
+    }
     if (o->jpeg_space == JCS_CMYK || o->jpeg_space == JCS_YCCK)
         ci.write_Adobe_marker = o->adobe;
     if (o->progressive)
@@ -285,7 +291,7 @@ struct fixture {
     uint32_t channels; /* of the source image */
 };
 
-#define FIXTURES 9
+#define FIXTURES 11
 
 static struct fixture fixtures[FIXTURES];
 
@@ -315,6 +321,14 @@ static void make_fixtures(const struct image *rgb, const struct image *gray)
         (struct fixture){"restart markers 4:2:0", lj_encode(rgb, &restart), 3};
     fixtures[8] = (struct fixture){"arithmetic progressive 4:2:0",
                                    lj_encode(rgb, &arith_prog), 3};
+    /* MCUs 32 and 24 pixels wide, which the column filter of lib/jpeg.c
+     * must count like libjpeg does */
+    const struct lj_options h4v1 = {JCS_RGB, JCS_YCbCr, 90, .luma_h = 4,
+                                    .luma_v = 1};
+    const struct lj_options h3v2 = {JCS_RGB, JCS_YCbCr, 90, .luma_h = 3,
+                                    .luma_v = 2};
+    fixtures[9] = (struct fixture){"4:1:1", lj_encode(rgb, &h4v1), 3};
+    fixtures[10] = (struct fixture){"luma 3x2", lj_encode(rgb, &h3v2), 3};
 }
 
 static void check_same(const uint8_t *a, const uint8_t *b, size_t n,
