@@ -413,6 +413,19 @@ static void test_reader_refuses_unloadable_shape(void)
     printf("reader: a header's shape outside the loader's limits refused\n");
 }
 
+/* The pack at path holds exactly that dictionary. */
+static void check_stored_dictionary(const char *path, const void *dict,
+                                    size_t dict_size)
+{
+    rf_dataset *ds = NULL;
+    CHECK_OK(rf_dataset_open(&ds, path, NULL));
+    size_t size = 0;
+    const void *stored = rf__dataset_dict(ds, &size);
+    CHECK_EQ(size, dict_size);
+    CHECK(memcmp(stored, dict, size) == 0);
+    rf_dataset_close(ds);
+}
+
 /* The dictionary can be given after the writer is created (ringfeed-pack
  * creates it before training one), but not once samples were added. */
 static void test_set_dictionary(void)
@@ -436,13 +449,7 @@ static void test_set_dictionary(void)
              -EINVAL);
     CHECK_CONTAINS(rf_pack_writer_error(w), "larger than the 67108864 bytes");
     finish_or_die(w);
-    rf_dataset *ds = NULL;
-    CHECK_OK(rf_dataset_open(&ds, at("dict.pack"), NULL));
-    size_t size = 0;
-    const void *stored = rf__dataset_dict(ds, &size);
-    CHECK_EQ(size, sizeof(dict));
-    CHECK(memcmp(stored, dict, size) == 0);
-    rf_dataset_close(ds);
+    check_stored_dictionary(at("dict.pack"), dict, sizeof(dict));
     clear_folder();
     printf("dictionary: set after create, refused after the first sample\n");
 }
@@ -478,13 +485,7 @@ static void dictionary_without_memory(void)
     CHECK_CONTAINS(rf_pack_writer_error(w), "no memory for a 67108864-byte");
     CHECK_CONTAINS(rf_pack_writer_error(w), "use a smaller one");
     finish_or_die(w);
-    rf_dataset *ds = NULL;
-    CHECK_OK(rf_dataset_open(&ds, at("nomem.pack"), NULL));
-    size_t size = 0;
-    const void *stored = rf__dataset_dict(ds, &size);
-    CHECK_EQ(size, 5);
-    CHECK(memcmp(stored, "first", 5) == 0);
-    rf_dataset_close(ds);
+    check_stored_dictionary(at("nomem.pack"), "first", 5);
     CHECK_EQ(unlink(at("nomem.pack")), 0);
     _exit(0);
 }
