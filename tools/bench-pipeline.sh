@@ -39,6 +39,8 @@
 # crop decode against the full decode in one process, file by file, on the
 # CPU clock (no processes, batches or file reads in either), with the floor
 # under both: libjpeg's entropy decoding alone, which no crop can skip.
+# From it, the most a/c can be on this machine: the rate of every CPU doing
+# nothing but that decode work, over (c)'s.
 #
 # The dataset is ringfeed-synth's ImageNet-like JPEGs, written once under
 # BUILD_DIR/bench-data/ and reused. Before every round of runs the files are
@@ -531,11 +533,20 @@ say "  a/c  $(ratio "$(figure torch cpu_per_k %.4f)" \
 # decode and the full decode alternate file by file in one process.
 # Its output goes through a file: in a pipeline the exit status would be
 # sed's, and a failed decode would pass unseen.
+# It also bounds a/c on this machine: CPUs doing nothing but ringfeed's
+# decode work, with no file reads, batches or processes, would give CPUs /
+# (ms per image) images/s, more than any pipeline built on it.
 if [ "$decode_alone" -eq 1 ]; then
     say "  decode work alone, one process, the two alternating per file" \
         "($(quote "$decode" "$data" --side-by-side 3)):"
-    if "$decode" "$data" --side-by-side 3 >"$tmp/side-by-side"; then
+    if "$decode" "$data" --side-by-side 3 --json >"$tmp/side-by-side"; then
         sed -n 's/^  /    /p' "$tmp/side-by-side"
+        crop_ms=$(json_field "$tmp/side-by-side" crop_ms)
+        say "  the most a/c can be here, $cpus CPUs doing only that work:" \
+            "$(awk -v n="$cpus" -v ms="$crop_ms" -v c="$c" 'BEGIN {
+                if (ms <= 0 || c == "-" || c <= 0) { print "-"; exit }
+                printf "%d / %.3f ms = %.0f images/s, over (c)\x27s %s: %.2f\n",
+                    n, ms, n * 1000 / ms, c, n * 1000 / ms / c }')"
     else
         cat "$tmp/side-by-side"
         say "bench-pipeline: the side-by-side decode FAILED"
