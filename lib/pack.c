@@ -478,6 +478,19 @@ static int check_dictionary_size(const char *path, size_t dict_size, char *why,
     return -EINVAL;
 }
 
+/* Says that the writer's copy of a dictionary could not be allocated;
+ * returns -ENOMEM. */
+static int no_memory_for_dictionary(const char *path, size_t dict_size,
+                                    char *why, size_t why_len)
+{
+    rf__format(why, why_len,
+               "%s: no memory for a %zu-byte dictionary; make more memory "
+               "available, or use a smaller dictionary (ringfeed-pack: "
+               "--dict-size)",
+               path, dict_size);
+    return -ENOMEM;
+}
+
 static int writer_setup(rf_pack_writer *w, const char *path, uint32_t height,
                         uint32_t width, uint32_t channels, rf_layout layout,
                         const void *dict, size_t dict_size, char *why,
@@ -489,11 +502,8 @@ static int writer_setup(rf_pack_writer *w, const char *path, uint32_t height,
         rc = check_dictionary_size(path, dict_size, why, why_len);
     if (rc < 0)
         return rc;
-    if (dict_size > 0 && buffer_append(&w->dict, dict, dict_size) < 0) {
-        rf__format(why, why_len, "%s: no memory for a %zu-byte dictionary",
-                   path, dict_size);
-        return -ENOMEM;
-    }
+    if (dict_size > 0 && buffer_append(&w->dict, dict, dict_size) < 0)
+        return no_memory_for_dictionary(path, dict_size, why, why_len);
     w->dict_id = dict_size > 0 ? ZSTD_getDictID_fromDict(dict, dict_size) : 0;
     /* The file is made now, in the output's folder, so that a path that
      * cannot be written is refused before any sample is prepared. */
@@ -744,13 +754,9 @@ int rf_pack_writer_set_dictionary(rf_pack_writer *w, const void *dict,
         return -EINVAL;
     /* Made aside: a failure leaves the old dictionary and its ID. */
     struct byte_buffer copy = {0};
-    if (buffer_append(&copy, dict, dict_size) < 0) {
-        rf__format(w->error, sizeof(w->error),
-                   "%s: no memory for a %zu-byte dictionary; free some "
-                   "memory, or use a smaller one (ringfeed-pack --dict-size)",
-                   w->file.path, dict_size);
-        return -ENOMEM;
-    }
+    if (buffer_append(&copy, dict, dict_size) < 0)
+        return no_memory_for_dictionary(w->file.path, dict_size, w->error,
+                                        sizeof(w->error));
     free(w->dict.data);
     w->dict = copy;
     w->dict_id = dict_size > 0 ? ZSTD_getDictID_fromDict(dict, dict_size) : 0;

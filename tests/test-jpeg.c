@@ -111,9 +111,10 @@ struct lj_options {
     int quality;
     bool arith, progressive, adobe;
     unsigned restart_rows;
-    int luma_h, luma_v;  /* the luma's sampling factors, chroma's 1x1;
-                            0 = libjpeg's default (2x2) */
-    const uint8_t *app1; /* an APP1 marker's content, or NULL */
+    int luma_h, luma_v;    /* the first component's sampling factors, the
+                              others' 1x1; 0 = libjpeg's default */
+    unsigned restart_mcus; /* a restart marker every so many MCUs */
+    const uint8_t *app1;   /* an APP1 marker's content, or NULL */
     size_t app1_len;
 };
 
@@ -135,6 +136,7 @@ static struct blob lj_encode(const struct image *im, const struct lj_options *o)
     jpeg_set_quality(&ci, o->quality, TRUE);
     ci.arith_code = o->arith;
     ci.restart_in_rows = (int)o->restart_rows;
+    ci.restart_interval = o->restart_mcus;
     if (o->luma_h) {
         ci.comp_info[0].h_samp_factor = o->luma_h;
         ci.comp_info[0].v_samp_factor = o->luma_v;
@@ -291,7 +293,7 @@ struct fixture {
     uint32_t channels; /* of the source image */
 };
 
-#define FIXTURES 11
+#define FIXTURES 13
 
 static struct fixture fixtures[FIXTURES];
 
@@ -329,6 +331,15 @@ static void make_fixtures(const struct image *rgb, const struct image *gray)
                                     .luma_v = 2};
     fixtures[9] = (struct fixture){"4:1:1", lj_encode(rgb, &h4v1), 3};
     fixtures[10] = (struct fixture){"luma 3x2", lj_encode(rgb, &h3v2), 3};
+    /* one component sampled 2x2: its MCU is one block, not 2x2 of them */
+    const struct lj_options grey2x2 = {JCS_GRAYSCALE, JCS_GRAYSCALE, 90,
+                                       .luma_h = 2, .luma_v = 2};
+    fixtures[11] = (struct fixture){"grey 2x2", lj_encode(gray, &grey2x2), 1};
+    /* restarts that do not line up with the MCU rows */
+    const struct lj_options odd_restarts = {JCS_RGB, JCS_YCbCr, 90,
+                                            .restart_mcus = 5};
+    fixtures[12] = (struct fixture){"restart every 5 MCUs 4:2:0",
+                                    lj_encode(rgb, &odd_restarts), 3};
 }
 
 static void check_same(const uint8_t *a, const uint8_t *b, size_t n,

@@ -39,8 +39,8 @@
 # crop decode against the full decode in one process, file by file, on the
 # CPU clock (no processes, batches or file reads in either), with the floor
 # under both: libjpeg's entropy decoding alone, which no crop can skip.
-# From it, the most a/c can be on this machine: the rate of every CPU doing
-# nothing but that decode work, over (c)'s.
+# From it, an estimate of the most a/c can be on this machine: the rate of
+# every CPU doing nothing but that decode work, over (c)'s.
 #
 # The dataset is ringfeed-synth's ImageNet-like JPEGs, written once under
 # BUILD_DIR/bench-data/ and reused. Before every round of runs the files are
@@ -542,7 +542,8 @@ if [ "$decode_alone" -eq 1 ]; then
     if "$decode" "$data" --side-by-side 3 --json >"$tmp/side-by-side"; then
         sed -n 's/^  /    /p' "$tmp/side-by-side"
         crop_ms=$(json_field "$tmp/side-by-side" crop_ms)
-        say "  the most a/c can be here, $cpus CPUs doing only that work:" \
+        say "  the most a/c can be here (an estimate), $cpus CPUs doing" \
+            "only that work:" \
             "$(awk -v n="$cpus" -v ms="$crop_ms" -v c="$c" 'BEGIN {
                 if (ms <= 0 || c == "-" || c <= 0) { print "-"; exit }
                 printf "%d / %.3f ms = %.0f images/s, over (c)\x27s %s: %.2f\n",
