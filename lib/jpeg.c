@@ -535,6 +535,17 @@ static void start(struct rf__jpeg_decoder *dec, struct decode_job *job)
 
 /* ---- only the pixels the resampler reads ----------------------------- */
 
+/* The size in pixels of one block's IDCT output, of the smallest of them
+ * and of a component's: named differently from libjpeg's jpeg7 API on
+ * (JPEG_LIB_VERSION 70). libjpeg-turbo scales across and down alike. */
+#if JPEG_LIB_VERSION >= 70
+#define MIN_DCT_SCALED_SIZE(ci) ((ci)->min_DCT_h_scaled_size)
+#define DCT_SCALED_SIZE(comp) ((comp)->DCT_h_scaled_size)
+#else
+#define MIN_DCT_SCALED_SIZE(ci) ((ci)->min_DCT_scaled_size)
+#define DCT_SCALED_SIZE(comp) ((comp)->DCT_scaled_size)
+#endif
+
 /* A cropped decode treats the crop's edges as the image's, so the fancy
  * upsampling of subsampled chroma differs there from a full decode; two
  * more columns on each side keep every needed pixel identical to it. */
@@ -553,13 +564,6 @@ static boolean decode_mcu_in_columns(j_decompress_ptr ci, JBLOCKROW *mcu)
         f->next = 0;
     return done;
 }
-
-/* The width of an iMCU in output pixels: jpeg_crop_scanline()'s unit. */
-#if JPEG_LIB_VERSION >= 70
-#define MIN_DCT_SCALED_WIDTH(ci) ((ci)->min_DCT_h_scaled_size)
-#else
-#define MIN_DCT_SCALED_WIDTH(ci) ((ci)->min_DCT_scaled_size)
-#endif
 
 /*
  * A cropped decode still entropy-decodes every MCU of a row, as a
@@ -587,7 +591,7 @@ static void discard_unused_coefficients(struct rf__jpeg_decoder *dec,
     const bool one_component =
         ci->comps_in_scan == 1 && ci->num_components == 1;
     const JDIMENSION mcu_width =
-        (JDIMENSION)MIN_DCT_SCALED_WIDTH(ci) *
+        (JDIMENSION)MIN_DCT_SCALED_SIZE(ci) *
         (one_component ? 1 : (JDIMENSION)ci->max_h_samp_factor);
     dec->columns = (struct column_filter){
         .decode_mcu = ci->entropy->decode_mcu,
@@ -608,6 +612,32 @@ static void discard_unused_coefficients(struct rf__jpeg_decoder *dec,
 
 /* Decodes the columns [lo, hi) and a margin only. libjpeg moves the left
  * edge down to an iMCU boundary and says where it put it. */
+/*
+ * Whether jpeg_crop_scanline() gives the same pixels as a full decode.
+ * At a DCT scale below 8/8 libjpeg may give a subsampled component a
+ * larger IDCT, which does part of its upsampling (chroma of 4:2:0 comes
+ * out at full size at 4/8). libjpeg-turbo 2.1's jpeg_crop_scanline()
+ * sizes a component's cropped rows from the sampling factors alone, so
+ * when such a component still needs upsampling (luma sampled 4x2 or 2x4
+ * over 1x1 chroma) the upsampler reads columns nothing wrote: wrong
+ * pixels, different from run to run. Those images are decoded at their
+ * full width.
+ */
+static bool crop_scanline_is_exact(j_decompress_ptr ci)
+{
+    const int min = MIN_DCT_SCALED_SIZE(ci);
+    for (int c = 0; c < ci->num_components; c++) {
+        const jpeg_component_info *comp = &ci->comp_info[c];
+        const int size = DCT_SCALED_SIZE(comp);
+        const bool upsampled =
+            comp->h_samp_factor * size != ci->max_h_samp_factor * min ||
+            comp->v_samp_factor * size != ci->max_v_samp_factor * min;
+        if (size != min && upsampled)
+            return false;
+    }
+    return true;
+}
+
 static void crop_columns(struct rf__jpeg_decoder *dec, uint32_t lo, uint32_t hi)
 {
     j_decompress_ptr ci = &dec->cinfo;
@@ -616,7 +646,7 @@ static void crop_columns(struct rf__jpeg_decoder *dec, uint32_t lo, uint32_t hi)
                                ? hi + UPSAMPLING_MARGIN
                                : ci->output_width;
     JDIMENSION width = end - x;
-    if (width < ci->output_width) {
+    if (width < ci->output_width && crop_scanline_is_exact(ci)) {
         jpeg_crop_scanline(ci, &x, &width);
         discard_unused_coefficients(dec, x);
     } else

@@ -442,8 +442,20 @@ static void test_scaled_crops(struct rf__jpeg_decoder *dec)
             check_scaled_crop(dec, &jpeg, kinds[k].im, m);
         free(jpeg.data);
     }
+    /* Luma sampled 4x2 or 2x4 over 1x1 chroma: at 2/8 and 4/8 libjpeg
+     * enlarges the chroma's IDCT and still upsamples it, which its
+     * jpeg_crop_scanline() gets wrong (see crop_scanline_is_exact()). */
+    const int luma[2][2] = {{4, 2}, {2, 4}};
+    for (int k = 0; k < 2; k++) {
+        const struct lj_options o = {
+            JCS_RGB, JCS_YCbCr, 90, .luma_h = luma[k][0], .luma_v = luma[k][1]};
+        struct blob jpeg = lj_encode(&rgb, &o);
+        for (uint32_t m = 1; m <= 8; m *= 2)
+            check_scaled_crop(dec, &jpeg, &rgb, m);
+        free(jpeg.data);
+    }
     printf("  crops of the middle at DCT scales 1/8..8/8 (4:2:0, 4:2:2, "
-           "4:4:4, grey, progressive) = tjDecompress2\n");
+           "4:4:4, grey, progressive, luma 4x2 and 2x4) = tjDecompress2\n");
     free(rgb.px);
     free(grey.px);
 }
