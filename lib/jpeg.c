@@ -586,7 +586,8 @@ static void discard_unused_coefficients(struct rf__jpeg_decoder *dec,
                                         JDIMENSION x)
 {
     j_decompress_ptr ci = &dec->cinfo;
-    if (ci->progressive_mode || ci->arith_code || jpeg_has_multiple_scans(ci))
+    /* a progressive file always has several scans */
+    if (ci->arith_code || jpeg_has_multiple_scans(ci))
         return;
     const bool one_component =
         ci->comps_in_scan == 1 && ci->num_components == 1;
@@ -610,8 +611,6 @@ static void discard_unused_coefficients(struct rf__jpeg_decoder *dec,
 }
 #endif
 
-/* Decodes the columns [lo, hi) and a margin only. libjpeg moves the left
- * edge down to an iMCU boundary and says where it put it. */
 /*
  * Whether jpeg_crop_scanline() gives the same pixels as a full decode.
  * At a DCT scale below 8/8 libjpeg may give a subsampled component a
@@ -638,6 +637,8 @@ static bool crop_scanline_is_exact(j_decompress_ptr ci)
     return true;
 }
 
+/* Decodes the columns [lo, hi) and a margin only. libjpeg moves the left
+ * edge down to an iMCU boundary and says where it put it. */
 static void crop_columns(struct rf__jpeg_decoder *dec, uint32_t lo, uint32_t hi)
 {
     j_decompress_ptr ci = &dec->cinfo;

@@ -401,7 +401,8 @@ static void test_scaled_decodes(struct rf__jpeg_decoder *dec)
  * TurboJPEG's own M/8 decode of those pixels. Away from the image's
  * edges, so that jpeg_crop_scanline() narrows the decode and the MCU
  * columns left and right of it are entropy-decoded without being kept
- * (skip_unused_columns() in lib/jpeg.c, whose columns scale with M). */
+ * (discard_unused_coefficients() in lib/jpeg.c, whose columns scale with
+ * M). */
 static void check_scaled_crop(struct rf__jpeg_decoder *dec,
                               const struct blob *jpeg, const struct image *im,
                               uint32_t m)
@@ -427,32 +428,29 @@ static void test_scaled_crops(struct rf__jpeg_decoder *dec)
 {
     const struct image rgb = make_image(320, 240, 3);
     const struct image grey = make_image(320, 240, 1);
-    const struct {
-        const struct image *im;
-        int subsampling, flags;
-    } kinds[] = {{&rgb, TJSAMP_420, 0},
-                 {&rgb, TJSAMP_422, 0},
-                 {&rgb, TJSAMP_444, 0},
-                 {&grey, TJSAMP_GRAY, 0},
-                 {&rgb, TJSAMP_420, TJFLAG_PROGRESSIVE}};
-    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
-        struct blob jpeg =
-            tj_encode(kinds[k].im, kinds[k].subsampling, 90, kinds[k].flags);
-        for (uint32_t m = 1; m <= 8; m *= 2)
-            check_scaled_crop(dec, &jpeg, kinds[k].im, m);
-        free(jpeg.data);
-    }
     /* Luma sampled 4x2 or 2x4 over 1x1 chroma: at 2/8 and 4/8 libjpeg
      * enlarges the chroma's IDCT and still upsamples it, which its
      * jpeg_crop_scanline() gets wrong (see crop_scanline_is_exact()). */
-    const int luma[2][2] = {{4, 2}, {2, 4}};
-    for (int k = 0; k < 2; k++) {
-        const struct lj_options o = {
-            JCS_RGB, JCS_YCbCr, 90, .luma_h = luma[k][0], .luma_v = luma[k][1]};
-        struct blob jpeg = lj_encode(&rgb, &o);
+    const struct lj_options h4v2 = {JCS_RGB, JCS_YCbCr, 90, .luma_h = 4,
+                                    .luma_v = 2};
+    const struct lj_options h2v4 = {JCS_RGB, JCS_YCbCr, 90, .luma_h = 2,
+                                    .luma_v = 4};
+    struct {
+        struct blob jpeg;
+        const struct image *im;
+    } files[] = {
+        {tj_encode(&rgb, TJSAMP_420, 90, 0), &rgb},
+        {tj_encode(&rgb, TJSAMP_422, 90, 0), &rgb},
+        {tj_encode(&rgb, TJSAMP_444, 90, 0), &rgb},
+        {tj_encode(&grey, TJSAMP_GRAY, 90, 0), &grey},
+        {tj_encode(&rgb, TJSAMP_420, 90, TJFLAG_PROGRESSIVE), &rgb},
+        {lj_encode(&rgb, &h4v2), &rgb},
+        {lj_encode(&rgb, &h2v4), &rgb},
+    };
+    for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
         for (uint32_t m = 1; m <= 8; m *= 2)
-            check_scaled_crop(dec, &jpeg, &rgb, m);
-        free(jpeg.data);
+            check_scaled_crop(dec, &files[f].jpeg, files[f].im, m);
+        free(files[f].jpeg.data);
     }
     printf("  crops of the middle at DCT scales 1/8..8/8 (4:2:0, 4:2:2, "
            "4:4:4, grey, progressive, luma 4x2 and 2x4) = tjDecompress2\n");

@@ -533,9 +533,9 @@ say "  a/c  $(ratio "$(figure torch cpu_per_k %.4f)" \
 # decode and the full decode alternate file by file in one process.
 # Its output goes through a file: in a pipeline the exit status would be
 # sed's, and a failed decode would pass unseen.
-# It also bounds a/c on this machine: CPUs doing nothing but ringfeed's
-# decode work, with no file reads, batches or processes, would give CPUs /
-# (ms per image) images/s, more than any pipeline built on it.
+# It also gives an estimate of the most a/c can be on this machine: CPUs
+# doing nothing but ringfeed's decode work, with no file reads, batches or
+# processes, would give CPUs / (ms per image) images/s.
 if [ "$decode_alone" -eq 1 ]; then
     say "  decode work alone, one process, the two alternating per file" \
         "($(quote "$decode" "$data" --side-by-side 3)):"
