@@ -46,8 +46,12 @@ bool rf__param_range(rf_param param, int64_t *min, int64_t *max);
 int rf__affinity_cpus(int *cpus, int max);
 
 /* Bytes of memory this process can still take: the smaller of the
- * kernel's MemAvailable and the room under its cgroup's memory.max
- * (UINT64_MAX when neither can be read). *limited_by names the limit. */
+ * kernel's MemAvailable and the room (limit minus usage) under the memory
+ * limits of its cgroup and the cgroups above it, v1 or v2 (cgroup.h;
+ * UINT64_MAX when none can be read). *limited_by names the limit, for a
+ * cgroup its file and folder ("the cgroup v1 memory.limit_in_bytes of
+ * /sys/fs/cgroup/memory/job"); the text stays valid until this thread
+ * calls again. */
 uint64_t rf__memory_room(const char **limited_by);
 
 /* File descriptors this process can still open under RLIMIT_NOFILE

@@ -2,7 +2,8 @@
  * resources.c - how much memory this process may still take, so that a
  * ring too large for the machine or the cgroup is refused at open with a
  * clear message instead of waking the OOM killer half-way through
- * reserving it; and how many file descriptors it may still open.
+ * reserving it; and how many file descriptors it may still open. The
+ * cgroups' limits themselves are read by cgroup.c.
  */
 #include "config.h"
 
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "cgroup.h"
 #include "internal.h"
 
 /* Reads "Key: N kB" from /proc/meminfo; returns bytes or UINT64_MAX. */
@@ -33,54 +35,16 @@ static uint64_t meminfo_bytes(const char *key)
     return bytes;
 }
 
-/* Reads one number from a cgroup file; "max" and errors give
- * UINT64_MAX. */
-static uint64_t cgroup_value(const char *dir, const char *file)
-{
-    char path[4200];
-    rf__format(path, sizeof(path), "/sys/fs/cgroup%s/%s", dir, file);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return UINT64_MAX;
-    char text[64] = "";
-    const char *got = fgets(text, sizeof(text), f);
-    fclose(f);
-    if (!got || strncmp(text, "max", 3) == 0)
-        return UINT64_MAX;
-    char *end = NULL;
-    const uint64_t v = strtoull(text, &end, 10);
-    return end == text ? UINT64_MAX : v;
-}
-
-/* Room left under this process's cgroup v2 memory.max, or UINT64_MAX. */
-static uint64_t cgroup_room(void)
-{
-    FILE *f = fopen("/proc/self/cgroup", "re");
-    if (!f)
-        return UINT64_MAX;
-    char line[4096];
-    uint64_t room = UINT64_MAX;
-    while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "0::", 3) != 0)
-            continue;
-        line[strcspn(line, "\n")] = '\0';
-        const char *dir = strcmp(line + 3, "/") == 0 ? "" : line + 3;
-        const uint64_t max = cgroup_value(dir, "memory.max");
-        const uint64_t used = cgroup_value(dir, "memory.current");
-        if (max != UINT64_MAX && used != UINT64_MAX)
-            room = used < max ? max - used : 0;
-        break;
-    }
-    fclose(f);
-    return room;
-}
-
 uint64_t rf__memory_room(const char **limited_by)
 {
+    /* The text outlives the call, for the caller's message; one per
+     * thread, so that loaders opened at once do not share it. */
+    static _Thread_local char cgroup_file[RF__CGROUP_WHERE_MAX];
     const uint64_t available = meminfo_bytes("MemAvailable");
-    const uint64_t cgroup = cgroup_room();
+    const uint64_t cgroup =
+        rf__cgroup_memory_room(cgroup_file, sizeof(cgroup_file));
     if (cgroup < available) {
-        *limited_by = "the cgroup's memory.max";
+        *limited_by = cgroup_file;
         return cgroup;
     }
     *limited_by = "MemAvailable in /proc/meminfo";

@@ -1,0 +1,586 @@
+/*
+ * test-cgroup.c - the cgroup limits the library reads (lib/cgroup.c):
+ * first on made-up v1 and v2 hierarchies in a temporary folder (nested
+ * limits, usage, "max", v1's "no limit" value, a quota set only above,
+ * a container whose mount shows only its own subtree), then on a real
+ * cgroup that the test creates: a loader whose ring is larger than the
+ * cgroup's 100 MB limit must be refused at open with -ENOMEM and a
+ * message naming the cgroup's file, not be killed by the OOM killer; and
+ * a real CPU quota must read back as written. The real part needs root
+ * and a writable cgroup hierarchy; without them the test prints why and
+ * exits 77 (skipped) once the made-up cases have passed.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "internal.h"
+#include "test.h"
+
+static char base[RF__PATH_MAX]; /* the temporary folder */
+static int cases;               /* made-up hierarchies so far */
+static char skipped[1024];      /* why real cases did not run */
+
+#define V1_NO_LIMIT "9223372036854771712"
+
+/* ---- made-up hierarchies ------------------------------------------------ */
+
+/* Writes text to dir/rel (dir inside base), making the folders on the
+ * way. */
+static void put(const char *dir, const char *rel, const char *text)
+{
+    char path[RF__PATH_MAX];
+    rf__format(path, sizeof(path), "%s/%s", dir, rel);
+    for (char *p = path + strlen(base) + 1; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        CHECK(mkdir(path, 0755) == 0 || errno == EEXIST);
+        *p = '/';
+    }
+    FILE *f = fopen(path, "we");
+    CHECK(f);
+    CHECK(fputs(text, f) >= 0);
+    CHECK_EQ(fclose(f), 0);
+}
+
+/* A fresh made-up machine: its /proc/self files, its root folder in dir
+ * (dir/root) and the proc folder in proc (dir/proc). */
+static void fake(const char *cgroup, const char *mountinfo, char *root,
+                 char *proc)
+{
+    char dir[RF__PATH_MAX];
+    rf__format(dir, RF__PATH_MAX, "%s/case-%d", base, ++cases);
+    rf__format(root, RF__PATH_MAX, "%s/root", dir);
+    rf__format(proc, RF__PATH_MAX, "%s/proc", dir);
+    put(dir, "proc/cgroup", cgroup);
+    put(dir, "proc/mountinfo", mountinfo);
+    CHECK_EQ(mkdir(root, 0755), 0);
+}
+
+static uint64_t room_at(const char *proc, const char *root, char *where)
+{
+    return rf__cgroup_memory_room_at(proc, root, where, RF__CGROUP_WHERE_MAX);
+}
+
+static double quota_at(const char *proc, const char *root, char *where)
+{
+    return rf__cgroup_cpu_quota_at(proc, root, where, RF__CGROUP_WHERE_MAX);
+}
+
+/* Fails, printing both, unless got is want. */
+#define CHECK_SAME(got, want) check_same((got), (want), __LINE__)
+static void check_same(const char *got, const char *want, int line)
+{
+    if (strcmp(got, want) != 0) {
+        fprintf(stderr, "%s:%d: got \"%s\"\n  wanted \"%s\"\n", __FILE__, line,
+                got, want);
+        exit(1);
+    }
+}
+
+/* where must be "the cgroup vVERSION FILE of ROOT/FOLDER". */
+static void check_where(const char *where, int version, const char *file,
+                        const char *root, const char *folder)
+{
+    char want[RF__CGROUP_WHERE_MAX];
+    rf__format(want, sizeof(want), "the cgroup v%d %s of %s%s", version, file,
+               root, folder);
+    CHECK_SAME(where, want);
+}
+
+#define V1_MOUNTS                                                              \
+    "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755\n"               \
+    "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup "              \
+    "rw,cpu,cpuacct\n"                                                         \
+    "34 31 0:31 / /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n"        \
+    "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup "          \
+    "rw,memory\n"                                                              \
+    "41 31 0:38 / /sys/fs/cgroup/unified rw shared:9 - cgroup2 cgroup2 rw\n"
+
+#define V1_CGROUP                                                              \
+    "5:cpuset:/\n4:memory:/job/step\n2:cpu,cpuacct:/job/step\n0::/\n"
+
+static void test_v1_memory(void)
+{
+    char root[RF__PATH_MAX], proc[RF__PATH_MAX], where[RF__CGROUP_WHERE_MAX];
+    fake(V1_CGROUP, V1_MOUNTS, root, proc);
+    const char *m = "sys/fs/cgroup/memory";
+    char r[RF__PATH_MAX];
+    rf__format(r, sizeof(r), "%s/%s", root, m);
+    /* every level unlimited: no room to report */
+    put(r, "memory.limit_in_bytes", V1_NO_LIMIT "\n");
+    put(r, "memory.usage_in_bytes", "5000000000\n");
+    put(r, "job/memory.limit_in_bytes", V1_NO_LIMIT "\n");
+    put(r, "job/memory.usage_in_bytes", "900000\n");
+    put(r, "job/step/memory.limit_in_bytes", V1_NO_LIMIT "\n");
+    put(r, "job/step/memory.usage_in_bytes", "100000\n");
+    CHECK(room_at(proc, root, where) == UINT64_MAX);
+    CHECK_SAME(where, "");
+    /* a limit in the parent only; its usage counts */
+    put(r, "job/memory.limit_in_bytes", "1000000\n");
+    CHECK_EQ(room_at(proc, root, where), 100000);
+    check_where(where, 1, "memory.limit_in_bytes", r, "/job");
+    /* a smaller limit below with more room: the parent's room still wins */
+    put(r, "job/step/memory.limit_in_bytes", "500000\n");
+    CHECK_EQ(room_at(proc, root, where), 100000);
+    /* less room below: the leaf wins */
+    put(r, "job/step/memory.usage_in_bytes", "450000\n");
+    CHECK_EQ(room_at(proc, root, where), 50000);
+    check_where(where, 1, "memory.limit_in_bytes", r, "/job/step");
+    /* over the limit: no room at all */
+    put(r, "job/step/memory.usage_in_bytes", "600000\n");
+    CHECK_EQ(room_at(proc, root, where), 0);
+    /* another page size's "no limit" is none too */
+    put(r, "job/step/memory.limit_in_bytes", "9223372036854710272\n");
+    CHECK_EQ(room_at(proc, root, where), 100000);
+    /* use_hierarchy 0 (old kernels): the parent does not count ours */
+    put(r, "job/memory.use_hierarchy", "0\n");
+    CHECK(room_at(proc, root, where) == UINT64_MAX);
+}
+
+static void test_v1_cpu(void)
+{
+    char root[RF__PATH_MAX], proc[RF__PATH_MAX], where[RF__CGROUP_WHERE_MAX];
+    fake(V1_CGROUP, V1_MOUNTS, root, proc);
+    char r[RF__PATH_MAX];
+    rf__format(r, sizeof(r), "%s/sys/fs/cgroup/cpu,cpuacct", root);
+    put(r, "cpu.cfs_quota_us", "-1\n");
+    put(r, "cpu.cfs_period_us", "100000\n");
+    put(r, "job/cpu.cfs_quota_us", "-1\n");
+    put(r, "job/cpu.cfs_period_us", "100000\n");
+    put(r, "job/step/cpu.cfs_quota_us", "-1\n");
+    put(r, "job/step/cpu.cfs_period_us", "100000\n");
+    CHECK(quota_at(proc, root, where) == 0);
+    CHECK_SAME(where, "");
+    /* a quota in the parent only */
+    put(r, "job/cpu.cfs_quota_us", "150000\n");
+    CHECK(quota_at(proc, root, where) == 1.5);
+    check_where(where, 1, "cpu.cfs_quota_us", r, "/job");
+    /* a larger one below does not lift it */
+    put(r, "job/step/cpu.cfs_quota_us", "400000\n");
+    CHECK(quota_at(proc, root, where) == 1.5);
+    /* a smaller one below wins; periods differ */
+    put(r, "job/step/cpu.cfs_quota_us", "25000\n");
+    put(r, "job/step/cpu.cfs_period_us", "50000\n");
+    CHECK(quota_at(proc, root, where) == 0.5);
+    check_where(where, 1, "cpu.cfs_quota_us", r, "/job/step");
+}
+
+#define V2_MOUNTS                                                              \
+    "30 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 "        \
+    "rw,nsdelegate\n"
+
+static void test_v2(void)
+{
+    char root[RF__PATH_MAX], proc[RF__PATH_MAX], where[RF__CGROUP_WHERE_MAX];
+    fake("0::/job/step\n", V2_MOUNTS, root, proc);
+    char r[RF__PATH_MAX];
+    rf__format(r, sizeof(r), "%s/sys/fs/cgroup", root);
+    put(r, "memory.current", "8000000000\n"); /* the root has no max */
+    put(r, "job/memory.max", "max\n");
+    put(r, "job/memory.current", "800000\n");
+    put(r, "job/step/memory.max", "max\n");
+    put(r, "job/step/memory.current", "500000\n");
+    put(r, "job/cpu.max", "max 100000\n");
+    put(r, "job/step/cpu.max", "max 100000\n");
+    CHECK(room_at(proc, root, where) == UINT64_MAX);
+    CHECK(quota_at(proc, root, where) == 0);
+    put(r, "job/step/memory.max", "2000000\n");
+    CHECK_EQ(room_at(proc, root, where), 1500000);
+    check_where(where, 2, "memory.max", r, "/job/step");
+    put(r, "job/memory.max", "1000000\n");
+    CHECK_EQ(room_at(proc, root, where), 200000);
+    check_where(where, 2, "memory.max", r, "/job");
+    put(r, "job/cpu.max", "200000 100000\n");
+    CHECK(quota_at(proc, root, where) == 2.0);
+    check_where(where, 2, "cpu.max", r, "/job");
+    put(r, "job/step/cpu.max", "75000 100000\n");
+    CHECK(quota_at(proc, root, where) == 0.75);
+    check_where(where, 2, "cpu.max", r, "/job/step");
+}
+
+/* The folder found for controller must be expected (under root). */
+static void check_folder(const char *proc, const char *root,
+                         const char *controller, int version,
+                         const char *expected)
+{
+    char folder[RF__PATH_MAX], want[RF__PATH_MAX];
+    CHECK_EQ(
+        rf__cgroup_folder_at(proc, root, controller, folder, sizeof(folder)),
+        version);
+    rf__format(want, sizeof(want), "%s%s", root, expected);
+    CHECK_SAME(folder, want);
+}
+
+/* A container's view: the mount shows only /kubepods/pod1/ctr, so the
+ * path of /proc/self/cgroup is taken relative to that root; where that
+ * folder does not exist, or the path lies outside the root, the reading
+ * starts from what exists (at worst the mount point). */
+static void test_container_mount(void)
+{
+    const char *mount = "30 23 0:26 /kubepods/pod1/ctr /sys/fs/cgroup ro - "
+                        "cgroup2 cgroup2 rw\n";
+    const char *inside[] = {"/kubepods/pod1/ctr/sub", "/kubepods/pod1/ctr",
+                            "/kubepods/pod1/ctr/gone/deeper", "/elsewhere",
+                            "/kubepods/pod1/ctr2"};
+    const char *folder[] = {"/sys/fs/cgroup/sub", "/sys/fs/cgroup",
+                            "/sys/fs/cgroup", "/sys/fs/cgroup",
+                            "/sys/fs/cgroup"};
+    /* and with another mount of the same hierarchy listed first, which
+     * does not hold the path */
+    char two[512];
+    rf__format(two, sizeof(two), "%s%s",
+               "29 23 0:26 /other /mnt/other rw - cgroup2 cgroup2 rw\n", mount);
+    for (size_t i = 0; i <= sizeof(inside) / sizeof(inside[0]); i++) {
+        const bool last = i == sizeof(inside) / sizeof(inside[0]);
+        char root[RF__PATH_MAX], proc[RF__PATH_MAX], cgroup[RF__PATH_MAX];
+        char where[RF__CGROUP_WHERE_MAX], r[RF__PATH_MAX];
+        rf__format(cgroup, sizeof(cgroup), "0::%s\n", inside[last ? 0 : i]);
+        fake(cgroup, last ? two : mount, root, proc);
+        rf__format(r, sizeof(r), "%s/sys/fs/cgroup", root);
+        put(r, "memory.max", "300000\n");
+        put(r, "memory.current", "100000\n");
+        put(r, "sub/memory.max", "max\n");
+        put(r, "sub/memory.current", "1000\n");
+        put(root, "mnt/other/memory.max", "1000\n");
+        check_folder(proc, root, "memory", 2, folder[last ? 0 : i]);
+        CHECK_EQ(room_at(proc, root, where), 200000);
+        check_where(where, 2, "memory.max", r, "");
+    }
+}
+
+/* A hybrid host: memory on v1, and a v2 hierarchy beside it. Both count;
+ * mount points may hold escaped spaces. */
+static void test_hybrid(void)
+{
+    const char *mounts =
+        "35 31 0:32 / /sys/fs/cgroup/my\\040memory rw - cgroup cgroup "
+        "rw,memory\n"
+        "41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
+    char root[RF__PATH_MAX], proc[RF__PATH_MAX], where[RF__CGROUP_WHERE_MAX];
+    char v1[RF__PATH_MAX], v2[RF__PATH_MAX];
+    fake("4:memory:/job\n0::/job\n", mounts, root, proc);
+    rf__format(v1, sizeof(v1), "%s/sys/fs/cgroup/my memory", root);
+    rf__format(v2, sizeof(v2), "%s/sys/fs/cgroup/unified", root);
+    put(v1, "job/memory.limit_in_bytes", "1000000\n");
+    put(v1, "job/memory.usage_in_bytes", "0\n");
+    check_folder(proc, root, "memory", 1, "/sys/fs/cgroup/my memory/job");
+    CHECK_EQ(room_at(proc, root, where), 1000000);
+    check_where(where, 1, "memory.limit_in_bytes", v1, "/job");
+    put(v2, "job/memory.max", "300000\n");
+    CHECK_EQ(room_at(proc, root, where), 300000);
+    check_where(where, 2, "memory.max", v2, "/job");
+    /* no cpu hierarchy on v1: the v2 one */
+    check_folder(proc, root, "cpu", 2, "/sys/fs/cgroup/unified/job");
+}
+
+/* Nothing to read: no limit, no quota, no folder. */
+static void test_nothing_mounted(void)
+{
+    char root[RF__PATH_MAX], proc[RF__PATH_MAX], where[RF__CGROUP_WHERE_MAX];
+    char folder[RF__PATH_MAX];
+    fake("4:memory:/job\n0::/job\n", "", root, proc);
+    CHECK(room_at(proc, root, where) == UINT64_MAX);
+    CHECK(quota_at(proc, root, where) == 0);
+    CHECK_EQ(rf__cgroup_folder_at(proc, root, "memory", folder, sizeof(folder)),
+             0);
+    /* no /proc at all */
+    CHECK(room_at("/nonexistent", root, where) == UINT64_MAX);
+    CHECK(quota_at("/nonexistent", root, where) == 0);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+                        struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+/* ---- a real cgroup ------------------------------------------------------- */
+
+#define LIMIT (UINT64_C(100) << 20)
+
+static char made[RF__PATH_MAX]; /* the cgroup this test created, if any */
+static pid_t maker;             /* the process that created it */
+static int made_version;
+
+/* Records why a real case did not run; returns 0 for the caller to
+ * return. */
+static int skip(const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int skip(const char *what, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    const size_t used = strlen(skipped);
+    rf__format(skipped + used, sizeof(skipped) - used, "  %s: %s\n", what, why);
+    return 0;
+}
+
+/* Writes text to folder/file in one write(), as cgroup files want it.
+ * Returns 0 or -errno. */
+static int write_to(const char *folder, const char *file, const char *text)
+{
+    char path[RF__PATH_MAX];
+    rf__format(path, sizeof(path), "%s/%s", folder, file);
+    const int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    const ssize_t n = write(fd, text, strlen(text));
+    const int err = n < 0 ? -errno : 0;
+    close(fd);
+    return err;
+}
+
+/* Removes the cgroup made, once its processes have gone (the kernel may
+ * take a moment after they are reaped). */
+static void remove_made(void)
+{
+    if (!made[0] || getpid() != maker)
+        return;
+    for (int tries = 0; rmdir(made) != 0 && errno == EBUSY && tries < 200;
+         tries++)
+        usleep(10000);
+    if (access(made, F_OK) == 0)
+        fprintf(stderr, "warning: could not remove %s: %s\n", made,
+                strerror(errno));
+    made[0] = '\0';
+}
+
+/* Whether folder (a cgroup) has file. */
+static bool has_file(const char *folder, const char *file)
+{
+    char path[RF__PATH_MAX];
+    rf__format(path, sizeof(path), "%s/%s", folder, file);
+    return access(path, F_OK) == 0;
+}
+
+/* Creates a cgroup that has `probe` (the controller's file): a child of
+ * this process's own cgroup or, where that one does not hand the
+ * controller down (v2 hands down none from a cgroup that holds processes,
+ * except at the root), of the nearest cgroup above it that does. It
+ * enables no controller anywhere: that would change the machine for
+ * everything else on it. Sets made and made_version; 0 with a reason
+ * recorded when it cannot. */
+static int make_cgroup(const char *what, const char *controller,
+                       const char *probe_v1, const char *probe_v2)
+{
+    static bool cleanup_registered;
+    if (geteuid() != 0)
+        return skip(what, "not root: the test cannot create a cgroup");
+    char parent[RF__PATH_MAX];
+    made_version = rf__cgroup_folder_at("/proc/self", "", controller, parent,
+                                        sizeof(parent));
+    if (made_version == 0)
+        return skip(what, "no cgroup hierarchy with %s is mounted", controller);
+    const char *probe = made_version == 1 ? probe_v1 : probe_v2;
+    maker = getpid();
+    if (!cleanup_registered)
+        CHECK_EQ(atexit(remove_made), 0);
+    cleanup_registered = true;
+    char folder[RF__PATH_MAX];
+    while (has_file(parent, "cgroup.procs")) {
+        rf__format(folder, sizeof(folder), "%s/ringfeed-test-%d-%s", parent,
+                   (int)getpid(), controller);
+        if (mkdir(folder, 0755) != 0)
+            return skip(what, "cannot create %s: %s", folder, strerror(errno));
+        rf__format(made, sizeof(made), "%s", folder);
+        if (has_file(made, probe))
+            return made_version;
+        remove_made();
+        *strrchr(parent, '/') = '\0';
+    }
+    return skip(what, "no cgroup here hands down the %s controller",
+                controller);
+}
+
+/* Runs fn in a child process moved into the cgroup made, then removes
+ * that cgroup. Returns the child's wait status, or -1 with a reason
+ * recorded when it could not be moved in. */
+static int run_inside(const char *what, void (*fn)(void))
+{
+    int go[2];
+    CHECK_EQ(pipe2(go, O_CLOEXEC), 0);
+    fflush(NULL);
+    const pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(go[1]);
+        char c;
+        if (read(go[0], &c, 1) != 1) /* not moved in */
+            _exit(TEST_SKIP);
+        fn();
+        exit(0);
+    }
+    close(go[0]);
+    char text[32];
+    rf__format(text, sizeof(text), "%d", (int)pid);
+    const int moved = write_to(made, "cgroup.procs", text);
+    if (moved == 0)
+        CHECK_EQ(write(go[1], "g", 1), 1);
+    close(go[1]);
+    int status = 0;
+    CHECK_EQ(waitpid(pid, &status, 0), pid);
+    char folder[RF__PATH_MAX];
+    rf__format(folder, sizeof(folder), "%s", made);
+    remove_made();
+    if (moved < 0) {
+        skip(what, "cannot move a process into %s: %s", folder,
+             strerror(-moved));
+        return -1;
+    }
+    return status;
+}
+
+/* Fails unless the child exited with 0: a signal is what the OOM killer
+ * sends. */
+static void check_child(const char *what, int status)
+{
+    if (WIFSIGNALED(status)) {
+        fprintf(stderr, "%s: the child was killed by signal %d (%s)\n", what,
+                WTERMSIG(status), strsignal(WTERMSIG(status)));
+        exit(1);
+    }
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 0);
+}
+
+/* In the cgroup: a ring of 10 slots of 256 x 384 x 384 x 3 bytes (1.13 GB)
+ * is refused at open, naming the cgroup's limit. */
+static void open_ring_over_limit(void)
+{
+    char want[RF__CGROUP_WHERE_MAX], where[RF__CGROUP_WHERE_MAX];
+    rf__format(want, sizeof(want), "the cgroup v%d %s of %s", made_version,
+               made_version == 1 ? "memory.limit_in_bytes" : "memory.max",
+               made);
+    CHECK_LE(rf__cgroup_memory_room(where, sizeof(where)), LIMIT);
+    CHECK_CONTAINS(where, want);
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SLOTS, 10));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 256));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 384));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 384));
+    rf_loader *l = NULL;
+    char *err = NULL;
+    const int rc = rf_loader_open(&l, cfg, &err);
+    printf("open in a cgroup limited to %llu bytes: %d (%s)\n",
+           (unsigned long long)LIMIT, rc, err ? err : "opened");
+    if (rc == 0)
+        rf_loader_close(l);
+    CHECK_EQ(rc, -ENOMEM);
+    CHECK_CONTAINS(err, "the ring needs 1132");
+    CHECK_CONTAINS(err, want);
+    free(err);
+    rf_config_free(cfg);
+}
+
+static bool test_real_memory(void)
+{
+    const char *what = "real memory limit";
+    if (!make_cgroup(what, "memory", "memory.limit_in_bytes", "memory.max"))
+        return false;
+    char limit[32];
+    rf__format(limit, sizeof(limit), "%llu", (unsigned long long)LIMIT);
+    const int set = write_to(
+        made, made_version == 1 ? "memory.limit_in_bytes" : "memory.max",
+        limit);
+    if (set < 0) {
+        skip(what, "cannot set the limit of %s: %s", made, strerror(-set));
+        remove_made();
+        return false;
+    }
+    const int status = run_inside(what, open_ring_over_limit);
+    if (status == -1)
+        return false;
+    check_child(what, status);
+    printf("%s: refused at open (cgroup v%d)\n", what, made_version);
+    return true;
+}
+
+static double quota_wanted; /* CPUs, set before the child starts */
+
+static void read_quota(void)
+{
+    char want[RF__CGROUP_WHERE_MAX], where[RF__CGROUP_WHERE_MAX];
+    rf__format(want, sizeof(want), "the cgroup v%d %s of %s", made_version,
+               made_version == 1 ? "cpu.cfs_quota_us" : "cpu.max", made);
+    const double cpus = rf__cgroup_cpu_quota(where, sizeof(where));
+    printf("quota read in the cgroup: %g CPUs, from %s\n", cpus, where);
+    CHECK(fabs(cpus - quota_wanted) < 1e-9);
+    CHECK_SAME(where, want);
+}
+
+static bool test_real_cpu(void)
+{
+    const char *what = "real CPU quota";
+    char where[RF__CGROUP_WHERE_MAX];
+    /* below any quota already above us, so that ours is the smallest */
+    const double above = rf__cgroup_cpu_quota(where, sizeof(where));
+    long long quota_us = 25000;
+    if (above > 0 && above <= 0.25)
+        quota_us = (long long)(above * 100000 / 2);
+    if (quota_us < 1000)
+        return skip(what, "the quota above (%g CPUs) is too small", above);
+    if (!make_cgroup(what, "cpu", "cpu.cfs_quota_us", "cpu.max"))
+        return false;
+    quota_wanted = (double)quota_us / 100000;
+    char text[64];
+    int set;
+    if (made_version == 1) {
+        set = write_to(made, "cpu.cfs_period_us", "100000");
+        rf__format(text, sizeof(text), "%lld", quota_us);
+        if (set == 0)
+            set = write_to(made, "cpu.cfs_quota_us", text);
+    } else {
+        rf__format(text, sizeof(text), "%lld 100000", quota_us);
+        set = write_to(made, "cpu.max", text);
+    }
+    if (set < 0) {
+        skip(what, "cannot set the quota of %s: %s", made, strerror(-set));
+        remove_made();
+        return false;
+    }
+    const int status = run_inside(what, read_quota);
+    if (status == -1)
+        return false;
+    check_child(what, status);
+    printf("%s: %g CPUs read back (cgroup v%d)\n", what, quota_wanted,
+           made_version);
+    return true;
+}
+
+int main(void)
+{
+    rf__format(base, sizeof(base), "%s/rf-cgroup-XXXXXX",
+               getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    CHECK(mkdtemp(base));
+    test_v1_memory();
+    test_v1_cpu();
+    test_v2();
+    test_container_mount();
+    test_hybrid();
+    test_nothing_mounted();
+    CHECK_EQ(nftw(base, remove_entry, 64, FTW_DEPTH | FTW_PHYS), 0);
+    printf("made-up hierarchies: %d cases passed\n", cases);
+    const bool memory = test_real_memory();
+    const bool cpu = test_real_cpu();
+    if (!memory || !cpu) {
+        printf("skipped, the made-up cases passed but not every real one "
+               "ran:\n%s",
+               skipped);
+        return TEST_SKIP;
+    }
+    return 0;
+}
