@@ -187,15 +187,20 @@ typedef enum rf_on_producer_death {
      * again, so the run goes on with every sample exactly once and the
      * same bytes as an undisturbed run; rf_stats.respawns counts the
      * replacements. It is RF_E_PRODUCER_DIED after all when more than
-     * RF_PARAM_MAX_RESPAWNS producers have been replaced within an hour,
-     * or when three
-     * producers crashed (by a signal other than SIGKILL) or timed out
-     * while filling the same batch: a sample in it then breaks the
-     * decoder, and the detail names it. Also when three producers in a
-     * row crashed or timed out before they took up work (before
-     * attaching to the loader, or idle before their first batch): the
-     * helper cannot run (a missing shared library, another version's
-     * helper), and the detail names it. */
+     * RF_PARAM_MAX_RESPAWNS producers have been replaced within
+     * RF_PARAM_RESPAWN_WINDOW_S.
+     * A sample during which three producers crashed (by a signal other
+     * than SIGKILL, or an exit with a non-zero status) or timed out, over
+     * the whole run, breaks the decoder: with RF_ON_ERROR_SKIP it is left
+     * out and listed like a corrupt sample (its reason says so); with
+     * RF_ON_ERROR_FAIL the run ends with RF_E_PRODUCER_DIED naming it
+     * (file and index) and the other samples that broke producers. Counts
+     * are kept per sample, so several such samples in flight at once are
+     * each caught; three deaths on one batch between its samples end the
+     * run too. Also when three producers in a row crashed or timed out
+     * before they took up work (before attaching to the loader, or idle
+     * before their first batch): the helper cannot run (a missing shared
+     * library, another version's helper), and the detail names it. */
     RF_ON_DEATH_RESPAWN = 0,
     /* rf_loader_next() returns RF_E_PRODUCER_DIED naming the producer's
      * pid, its signal or exit status, and the batch and sample it was
@@ -336,8 +341,9 @@ typedef enum rf_param {
                                         rf_loader_next(), but does if it
                                         finds the caller in its own step.
                                         0 (default) = no limit */
-    RF_PARAM_QUIET = 39, /* 0 (default): write one line to stderr for each
-                            producer replaced; 1: only count them */
+    RF_PARAM_QUIET = 39, /* 0 (default): report each producer replaced
+                            (see rf_config_set_message_handler()); 1:
+                            only count them (rf_stats.respawns) */
     /* Decoding, continued (numbered after the rest: the ABI keeps them) */
     RF_PARAM_MAX_DECODE_MEMORY = 40, /* refuse JPEGs whose decode needs more
                                         bytes, 1 MiB..1 TiB: a progressive
@@ -397,6 +403,25 @@ RF_API int rf_config_set_path(rf_config *cfg, const char *path);
 /* The path set by rf_config_set_path(), or "" when none. Owned by cfg;
  * valid until the next rf_config_set_path() or rf_config_free() on it. */
 RF_API const char *rf_config_get_path(const rf_config *cfg);
+
+/* Receives one line of text (no newline) for each event a loader reports
+ * while the run goes on: today a producer replaced after it died ("producer
+ * 1 (pid 42) was killed by signal 9 (Killed) while filling batch 17
+ * (sample 4242); replaced by pid 43, 2 batches issued again"). `message`
+ * is valid during the call only. Called from inside rf_loader_next() on
+ * the caller's thread; it must not call the loader that reports. */
+typedef void (*rf_message_fn)(void *user, const char *message);
+
+/* Sets where a loader opened from cfg sends its messages: fn(user, text).
+ * fn NULL restores the default, which writes "ringfeed: <text>" to stderr
+ * only while file descriptor 2 is the same open file it was when
+ * rf_loader_open() ran (so never into a file the caller opened on 2 after
+ * closing stderr), and not at all when fd 2 was closed then.
+ * RF_PARAM_QUIET 1 silences both. Whatever the handler, every event also
+ * shows in rf_loader_stats() and errors in rf_loader_error(). Returns 0,
+ * or -EINVAL for a NULL cfg. */
+RF_API int rf_config_set_message_handler(rf_config *cfg, rf_message_fn fn,
+                                         void *user);
 
 /* ------------------------------------------------------------------------
  * Loader (the consumer side)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "atomic-file.h"
+#include "fds.h"
 #include "internal.h"
 
 /* How many unique names are tried: each one is already taken only when
@@ -91,8 +92,8 @@ static int claim_unique_name(struct rf__atomic_file *f,
  * planted link. */
 static int create_exclusive(struct rf__atomic_file *f)
 {
-    f->fd = open(f->temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                 0644);
+    f->fd = rf__fd_off_stdio(open(
+        f->temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     return f->fd >= 0 ? 0 : -errno;
 }
 
@@ -120,7 +121,8 @@ static int open_unnamed(const char *path)
         free(copy);
         return -1;
     }
-    const int fd = open(dirname(copy), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    const int fd = rf__fd_off_stdio(
+        open(dirname(copy), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644));
     free(copy);
     return fd;
 }
@@ -171,7 +173,8 @@ static void sync_folder(const char *path)
     char *copy = strdup(path);
     if (!copy)
         return;
-    const int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int fd = rf__fd_off_stdio(
+        open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (fd >= 0) {
         fsync(fd);
         close(fd);

@@ -209,6 +209,15 @@ const char *rf_config_get_path(const rf_config *cfg)
     return cfg->path;
 }
 
+int rf_config_set_message_handler(rf_config *cfg, rf_message_fn fn, void *user)
+{
+    if (!cfg)
+        return -EINVAL;
+    cfg->message_fn = fn;
+    cfg->message_user = fn ? user : NULL;
+    return 0;
+}
+
 int rf__affinity_cpus(int *cpus, int max)
 {
     cpu_set_t set;

@@ -20,6 +20,8 @@
 struct rf_config {
     int64_t params[RF__PARAMS]; /* indexed by rf_param */
     char path[RF__PATH_MAX];    /* RF_SOURCE_PATH's dataset */
+    rf_message_fn message_fn;   /* NULL: the default (stderr, guarded) */
+    void *message_user;
     char error[RF__DETAIL];
 };
 

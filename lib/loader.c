@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,12 +35,15 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "dataset.h"
+#include "breakers.h"
 #include "decode.h"
 #include "failures.h"
+#include "fds.h"
 #include "internal.h"
 #include "segment.h"
 
@@ -59,9 +63,12 @@
  * the producers have run their SIGCONT handlers (see deadline_start()). */
 #define DEADLINE_CONFIRM_NS (200 * 1000000ull)
 
-/* A batch during which this many producers crashed or timed out holds a
- * sample that breaks the decoder: respawning again would loop. */
-#define MAX_DEATHS_PER_BATCH 3
+/* The longest next() sleeps without looking at the rings itself. A
+ * producer rings the eventfd only when the consumer's bell says it sleeps,
+ * and that word is in shared memory: one stray write of 0 there (a buggy
+ * or dying producer) and no wake-up ever comes. The producers have the
+ * same backstop for their own bells (PARENT_CHECK_MS in producer.c). */
+#define SLEEP_BACKSTOP_MS 250
 
 /* Producers that crashed or timed out before they took up work (before
  * attaching to the segment, or attached but before their first batch),
@@ -119,25 +126,31 @@ struct rf_loader {
     uint32_t ready_head, ready_count;
     uint32_t at_producers; /* slots with state AT_PRODUCER */
 
+    /* Messages (rf_config_set_message_handler()) */
+    rf_message_fn message_fn;
+    void *message_user;
+    bool quiet;       /* RF_PARAM_QUIET */
+    bool stderr_open; /* fd 2 was open at rf_loader_open() ... */
+    dev_t stderr_dev; /* ... and was this file */
+    ino_t stderr_ino;
+
     /* Producer deaths */
     bool respawn; /* RF_ON_DEATH_RESPAWN */
-    bool quiet;   /* RF_PARAM_QUIET */
     /* RF_PARAM_MAX_RESPAWNS counts per window (RF_PARAM_RESPAWN_WINDOW_S,
      * an hour by default), not per run: an OOM killer that takes a
      * producer every ten minutes must not end a week-long run on its
      * seventh day, while a loop of replacements still ends in the hour. */
     uint64_t max_respawns;
     uint64_t window_ns;
-    uint64_t window_start_ns; /* the window max_respawns counts in */
-    uint64_t window_respawns; /* replacements in it */
-    uint64_t timeout_ns;      /* RF_PARAM_BATCH_TIMEOUT_MS; 0 = none */
-    uint64_t respawns;        /* producers replaced so far */
-    uint64_t crash_seq;       /* the batch of the last crash or time-out */
-    uint32_t crash_count;     /* crashes and time-outs in a row on it */
-    uint32_t failed_starts;   /* crashes and time-outs in a row before
-                                 taking up work (MAX_FAILED_STARTS) */
-    uint64_t next_check_ns;   /* when next() looks at the producers again */
-    uint32_t *owed;           /* [slots] scratch: slots a dead producer held */
+    uint64_t window_start_ns;     /* the window max_respawns counts in */
+    uint64_t window_respawns;     /* replacements in it */
+    uint64_t timeout_ns;          /* RF_PARAM_BATCH_TIMEOUT_MS; 0 = none */
+    uint64_t respawns;            /* producers replaced so far */
+    struct rf__breakers breakers; /* crashes and time-outs per sample */
+    uint32_t failed_starts;       /* crashes and time-outs in a row before
+                                     taking up work (MAX_FAILED_STARTS) */
+    uint64_t next_check_ns;       /* when next() looks at the producers again */
+    uint32_t *owed; /* [slots] scratch: slots a dead producer held */
 
     struct rf__failures failures; /* samples that failed */
     bool skip_errors;             /* RF_ON_ERROR_SKIP */
@@ -153,6 +166,52 @@ struct rf_loader {
  * rf__format() in one place. */
 #define set_error(l, code, ...)                                                \
     (rf__format((l)->error, sizeof((l)->error), __VA_ARGS__), (code))
+
+/* Remembers what fd 2 is now: the default message handler writes there
+ * only while it is still that file. */
+static void note_stderr(rf_loader *l)
+{
+    struct stat st;
+    l->stderr_open = fstat(STDERR_FILENO, &st) == 0;
+    l->stderr_dev = l->stderr_open ? st.st_dev : 0;
+    l->stderr_ino = l->stderr_open ? st.st_ino : 0;
+}
+
+/* Whether fd 2 is still the stderr the caller had at open, and not a
+ * file the caller (or anyone) opened onto 2 since. */
+static bool stderr_unchanged(const rf_loader *l)
+{
+    struct stat st;
+    return l->stderr_open && fstat(STDERR_FILENO, &st) == 0 &&
+           st.st_dev == l->stderr_dev && st.st_ino == l->stderr_ino;
+}
+
+/* Reports one event of the run to the caller's handler, else to the
+ * caller's stderr as the default handler does (see
+ * rf_config_set_message_handler()). */
+__attribute__((format(printf, 2, 3))) static void report(rf_loader *l,
+                                                         const char *fmt, ...)
+{
+    if (l->quiet)
+        return;
+    char text[RF__DETAIL + 16];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (l->message_fn) {
+        l->message_fn(l->message_user, text);
+    } else if (stderr_unchanged(l)) {
+        char line[sizeof(text) + 16];
+        const int n = snprintf(line, sizeof(line), "ringfeed: %s\n", text);
+        /* One write, so that lines of several loaders do not interleave;
+         * a failed one is no reason to disturb the run. */
+        const ssize_t w =
+            write(STDERR_FILENO, line,
+                  n < (int)sizeof(line) ? (size_t)n : sizeof(line) - 1);
+        (void)w;
+    }
+}
 
 static int set_fatal(rf_loader *l, int code)
 {
@@ -346,6 +405,9 @@ static int resolve_config(rf_loader *l, const rf_config *cfg)
 {
     memcpy(l->params, cfg->params, sizeof(l->params));
     memcpy(l->path, cfg->path, sizeof(l->path));
+    l->message_fn = cfg->message_fn;
+    l->message_user = cfg->message_user;
+    note_stderr(l);
     int rc = open_source(l);
     if (rc == 0)
         rc = resolve_counts(l);
@@ -371,26 +433,48 @@ static int resolve_config(rf_loader *l, const rf_config *cfg)
     l->window_ns = (uint64_t)p[RF_PARAM_RESPAWN_WINDOW_S] * 1000000000u;
     l->window_start_ns = rf__now_ns();
     l->timeout_ns = (uint64_t)p[RF_PARAM_BATCH_TIMEOUT_MS] * 1000000u;
-    l->crash_seq = UINT64_MAX;
     rf__failures_init(&l->failures, p, l->order.per_rank);
     return resolve_span(l);
 }
 
 /* ---- shared memory -------------------------------------------------- */
 
+/* How often a reservation interrupted by a signal is tried again as it
+ * is, before the last try with signals blocked. */
+#define RESERVE_TRIES 4
+
+/* posix_fallocate() of the whole memfd. tmpfs gives up on a pending
+ * signal and undoes what it had reserved, and glibc does not retry: under
+ * a timer signal that comes more often than a large reservation takes (a
+ * profiler's SIGPROF, setitimer), retrying alone could never end. So
+ * after RESERVE_TRIES the last try runs with the catchable signals
+ * blocked (this thread only); they are delivered when it ends. Returns 0
+ * or an errno. */
+static int reserve(int fd, uint64_t size)
+{
+    for (int i = 0; i < RESERVE_TRIES; i++) {
+        const int err = posix_fallocate(fd, 0, (off_t)size);
+        if (err != EINTR)
+            return err;
+    }
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    const int err = posix_fallocate(fd, 0, (off_t)size);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return err;
+}
+
 static int make_memfd(rf_loader *l, const char *name, uint64_t size,
                       const char *purpose, int *fd)
 {
-    *fd = memfd_create(name, MFD_CLOEXEC);
+    *fd = rf__fd_off_stdio(memfd_create(name, MFD_CLOEXEC));
     if (*fd < 0)
         return set_error(l, -errno, "memfd_create(%s): %s; raise the fd limit",
                          name, strerror(errno));
     /* Reserve every page now, so that too little memory is an error here
      * and never a SIGBUS in the middle of a run. */
-    int err;
-    do /* tmpfs gives up on a pending signal; glibc does not retry */
-        err = posix_fallocate(*fd, 0, (off_t)size);
-    while (err == EINTR);
+    const int err = reserve(*fd, size);
     if (err != 0)
         return set_error(l, err == ENOSPC ? -ENOMEM : -err,
                          "cannot reserve %llu bytes of shared memory for %s: "
@@ -821,23 +905,28 @@ static void describe_death(const rf_loader *l, uint32_t p, int pid,
 {
     const struct rf__producer_state *st = rf__segment_producer(&l->seg, p);
     const uint64_t seq = rf__load_relaxed64(&st->current_seq);
+    const uint64_t sample = rf__load_relaxed64(&st->current_sample);
     const uint64_t owed = oldest_owed(l, p);
     if (rf__load_relaxed32(&st->pid) == 0)
         rf__format(out, len,
                    "producer %u (pid %d) %s at start, before it attached "
                    "to the loader's shared memory",
                    p, pid, how);
-    else if (seq != UINT64_MAX)
+    else if (seq != UINT64_MAX && sample != UINT64_MAX)
         rf__format(out, len,
                    "producer %u (pid %d) %s while filling batch %llu "
                    "(sample %llu)",
                    p, pid, how, (unsigned long long)seq,
-                   (unsigned long long)rf__load_relaxed64(&st->current_sample));
+                   (unsigned long long)sample);
+    else if (seq != UINT64_MAX)
+        rf__format(out, len, "producer %u (pid %d) %s as it began batch %llu",
+                   p, pid, how, (unsigned long long)seq);
     else if (owed != UINT64_MAX)
         rf__format(out, len,
                    "producer %u (pid %d) %s before it started batch %llu "
-                   "(it owed %u batches)",
-                   p, pid, how, (unsigned long long)owed, l->orders[p]);
+                   "(it owed %u batch%s)",
+                   p, pid, how, (unsigned long long)owed, l->orders[p],
+                   l->orders[p] == 1 ? "" : "es");
     else
         rf__format(out, len, "producer %u (pid %d) %s while idle", p, pid, how);
 }
@@ -878,9 +967,11 @@ static void reset_channel(rf_loader *l, uint32_t p)
     rf__store_relaxed32(&st->pid, 0);
     rf__store_relaxed32(&st->failed, 0);
     rf__store_relaxed64(&st->current_seq, UINT64_MAX);
+    rf__store_relaxed64(&st->current_sample, UINT64_MAX);
     rf__store_relaxed64(&st->continued_ns, 0);
     rf__store_relaxed32(&st->bell.sleeping, 0);
     st->error_text[0] = '\0';
+    rf__breakers_publish(&l->breakers, rf__segment_broken(&l->seg));
 }
 
 /* A crash is a signal other than SIGKILL (which comes from outside: the
@@ -894,17 +985,117 @@ static bool crashed_or_timed_out(int status, bool timed_out)
            (known && WIFEXITED(status) && WEXITSTATUS(status) != 0);
 }
 
-/* A crash or a time-out on the same batch as the last ones: returns true
- * once a batch has caused too many. */
-static bool batch_breaks_producers(rf_loader *l, uint64_t seq, bool crashed)
+/* Whether producer p owes batch seq: the batch its state record names
+ * is shared memory, checked before a death is charged to it. */
+static bool owes_batch(const rf_loader *l, uint32_t p, uint64_t seq)
 {
-    if (!crashed || seq == UINT64_MAX)
-        return false;
-    if (seq != l->crash_seq) {
-        l->crash_seq = seq;
-        l->crash_count = 0;
+    for (uint32_t s = 0; s < l->slots; s++)
+        if (l->slot_info[s].where == SLOT_AT_PRODUCER &&
+            l->slot_info[s].producer == p && l->slot_info[s].seq == seq)
+            return true;
+    return false;
+}
+
+/* Whether `sample` is one of the samples of batch seq (as above). */
+static bool sample_in_batch(const rf_loader *l, uint64_t seq, uint64_t sample)
+{
+    const uint64_t epoch = seq / l->order.batches_per_epoch;
+    const uint64_t number = seq % l->order.batches_per_epoch;
+    const uint64_t first = number * l->order.batch_size;
+    const uint32_t count = rf__order_batch_samples(&l->order, number);
+    for (uint32_t i = 0; i < count; i++)
+        if (rf__order_sample(&l->order, epoch, first + i) == sample)
+            return true;
+    return false;
+}
+
+/* "sample 12 (/data/train/cls/a.jpg)" for messages: the consumer keeps
+ * no dataset open, so a folder or pack is opened again from the fds the
+ * producers get (rare: only when a sample ends the run). */
+static void describe_sample(const rf_loader *l, uint64_t index, char *out,
+                            size_t len)
+{
+    rf_dataset *ds = NULL;
+    char why[256];
+    if (l->params[RF_PARAM_SOURCE] == RF_SOURCE_PATH &&
+        rf__dataset_open_indexed(&ds, l->path, l->fds.data, l->fds.listing, why,
+                                 sizeof(why)) == 0) {
+        rf__dataset_describe(ds, index, out, len);
+        rf_dataset_close(ds);
+        return;
     }
-    return ++l->crash_count >= MAX_DEATHS_PER_BATCH;
+    rf__format(out, len, "sample %llu", (unsigned long long)index);
+}
+
+/* The other samples that broke producers, for the message that ends the
+ * run: "; sample 9 (b.jpg) broke 2 producers, ...", or "". */
+static void describe_other_breakers(const rf_loader *l, uint64_t except,
+                                    char *out, size_t len)
+{
+    const struct rf__breaker *others[4];
+    const uint32_t n = rf__breakers_others(&l->breakers, except, others, 4);
+    size_t used = 0;
+    out[0] = '\0';
+    for (uint32_t i = 0; i < n && i < 4 && used + 1 < len; i++) {
+        char who[RF__SAMPLE_NAME_MAX];
+        describe_sample(l, others[i]->key, who, sizeof(who));
+        rf__format(out + used, len - used, "%s%s broke %u producer%s",
+                   i == 0 ? "; also " : ", ", who, others[i]->deaths,
+                   others[i]->deaths == 1 ? "" : "s");
+        used += strlen(out + used);
+    }
+    if (n > 4 && used + 1 < len)
+        rf__format(out + used, len - used, ", and %u more samples", n - 4);
+}
+
+/* The error that ends the run for a condemned sample (fail policy, or a
+ * skip list already full). */
+static int sample_breaks_run(rf_loader *l, const char *what, uint64_t sample)
+{
+    char who[RF__SAMPLE_NAME_MAX], others[RF__DETAIL / 2];
+    describe_sample(l, sample, who, sizeof(who));
+    describe_other_breakers(l, sample, others, sizeof(others));
+    return set_error(
+        l, RF_E_PRODUCER_DIED,
+        "%s; %s has now broken %d producers, so it crashes or hangs the "
+        "decoder: remove that file from the dataset, or %s%s",
+        what, who, RF__BREAKER_DEATHS,
+        l->skip_errors ? "check the decoder: more samples than the skip "
+                         "policy can leave out this way broke it"
+                       : "set RF_PARAM_ON_ERROR to RF_ON_ERROR_SKIP to leave "
+                         "such samples out",
+        others);
+}
+
+/* Producer p crashed or timed out filling batch seq: the death is
+ * charged to the sample it was on (else to the batch). A sample charged
+ * RF__BREAKER_DEATHS times is left out under the skip policy and ends the
+ * run under fail; so does a batch, whose sample is not known. Returns 0
+ * to go on with a replacement, or the error. */
+static int charge_death(rf_loader *l, uint32_t p, uint64_t seq,
+                        const char *what)
+{
+    if (seq == UINT64_MAX || !owes_batch(l, p, seq))
+        return 0;
+    const struct rf__producer_state *st = rf__segment_producer(&l->seg, p);
+    uint64_t sample = rf__load_relaxed64(&st->current_sample);
+    if (!sample_in_batch(l, seq, sample))
+        sample = UINT64_MAX;
+    const struct rf__breaker *r =
+        rf__breakers_charge(&l->breakers, seq, sample);
+    if (r->deaths < RF__BREAKER_DEATHS)
+        return 0;
+    if (r->kind == RF__BREAKER_BATCH)
+        return set_error(l, RF_E_PRODUCER_DIED,
+                         "%s; batch %llu has now broken %d producers between "
+                         "its samples: look for what crashes them (a "
+                         "sanitizer's report or a core dump)",
+                         what, (unsigned long long)seq, RF__BREAKER_DEATHS);
+    if (l->skip_errors &&
+        rf__breakers_condemn(&l->breakers, sample,
+                             rf__segment_broken(&l->seg)) == 0)
+        return 0; /* the producer that fills it again leaves it out */
+    return sample_breaks_run(l, what, sample);
 }
 
 /* A crash or a time-out before the producer took up work: returns true
@@ -1014,10 +1205,8 @@ static int replace_producer(rf_loader *l, uint32_t p, const char *what)
         rc = give_order(l, l->owed[k], l->slot_info[l->owed[k]].seq);
     if (rc < 0)
         return rc;
-    if (!l->quiet)
-        fprintf(stderr,
-                "ringfeed: %s; replaced by pid %d, %u batches issued again\n",
-                what, l->children[p].pid, owed);
+    report(l, "%s; replaced by pid %d, %u batch%s issued again", what,
+           l->children[p].pid, owed, owed == 1 ? "" : "es");
     return 0;
 }
 
@@ -1038,8 +1227,8 @@ static int handle_death(rf_loader *l, uint32_t p, int pid, const char *how,
     describe_death(l, p, pid, how, what, sizeof(what));
     const uint64_t seq = rf__load_relaxed64(&st->current_seq);
     const bool attached = rf__load_relaxed32(&st->pid) != 0;
-    /* Took up work: delivered a batch, or died filling one (which the
-     * count per batch judges). Attached and idle since is not enough: a
+    /* Took up work: delivered a batch, or died filling one (which
+     * charge_death() judges). Attached and idle since is not enough: a
      * helper that aborts as it sets up would be replaced a thousand times
      * (RF_PARAM_MAX_RESPAWNS) and end in advice about the OOM killer. */
     const bool took_up_work =
@@ -1056,15 +1245,9 @@ static int handle_death(rf_loader *l, uint32_t p, int pid, const char *how,
     }
     if (producers_cannot_start(l, took_up_work, crashed))
         return fail_to_start(l, what, l->failed_starts, attached);
-    if (batch_breaks_producers(l, seq, crashed))
-        return set_error(
-            l, RF_E_PRODUCER_DIED,
-            "%s; batch %llu has now broken %d producers, so a "
-            "sample in it (the last was sample %llu) crashes or "
-            "hangs the decoder: remove that file from the "
-            "dataset",
-            what, (unsigned long long)seq, MAX_DEATHS_PER_BATCH,
-            (unsigned long long)rf__load_relaxed64(&st->current_sample));
+    rc = crashed ? charge_death(l, p, seq, what) : 0;
+    if (rc < 0)
+        return rc;
     return replace_producer(l, p, what);
 }
 
@@ -1245,11 +1428,13 @@ static int sleep_for_batches(rf_loader *l, uint64_t started)
     int wait_ms = 0;
     if (!any_full_ring_ready(l)) {
         wait_ms = ms_to_deadline(l, rf__now_ns());
+        if (wait_ms < 0 || wait_ms > SLEEP_BACKSTOP_MS)
+            wait_ms = SLEEP_BACKSTOP_MS;
         const int n = poll(l->pfds, 1 + l->producers, wait_ms);
         if (n < 0)
             rc = errno == EINTR ? -EINTR : -errno;
     }
-    if (wait_ms >= 0 && l->timeout_ns != 0) /* -1: no deadline to move */
+    if (l->timeout_ns != 0)
         forgive_time_stopped(l, started,
                              l->spin_ns + (uint64_t)wait_ms * 1000000ull);
     rf__store_relaxed32(&bell->sleeping, 0);
@@ -1342,7 +1527,7 @@ static int open_loader(rf_loader *l, const rf_config *cfg)
         rc = create_segments(l);
     if (rc < 0)
         return rc;
-    l->fds.bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    l->fds.bell = rf__fd_off_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (l->fds.bell < 0)
         return set_error(l, -errno, "eventfd: %s; raise the fd limit",
                          strerror(errno));

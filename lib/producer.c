@@ -21,6 +21,7 @@
 
 #include "dataset.h"
 #include "decode.h"
+#include "fds.h"
 #include "internal.h"
 #include "segment.h"
 
@@ -52,6 +53,7 @@ struct producer {
     struct rf__ring *empty, *full;
     uint32_t ring_entries; /* read once from the validated header */
     struct rf__bell *consumer_bell;
+    const struct rf__broken_list *broken; /* samples to leave out */
     /* The configuration, read once from the control segment. */
     struct rf__order order;
     uint32_t height, width, channels, classes;
@@ -176,11 +178,30 @@ static int fill_from_synthetic_jpeg(struct producer *pr, uint64_t epoch,
     return rc;
 }
 
+/* A sample the consumer condemned (breakers.h): it crashed or hung
+ * producers before, and would do it again. Left out without a look. */
+static int refuse_broken(struct producer *pr, uint64_t index, char *err,
+                         size_t err_len)
+{
+    char who[RF__SAMPLE_NAME_MAX];
+    if (pr->dataset)
+        rf__dataset_describe(pr->dataset, index, who, sizeof(who));
+    else
+        rf__format(who, sizeof(who), "sample %llu", (unsigned long long)index);
+    rf__format(err, err_len,
+               "%s: it crashed or hung %d producers that decoded it (see "
+               "their messages on stderr), so it is left out",
+               who, RF__BREAKER_DEATHS);
+    return -1;
+}
+
 /* Puts sample `index` at dst and its label at *label. Returns 0, or -1
  * with "sample N (name): reason" in err. */
 static int fill_sample(struct producer *pr, uint64_t epoch, uint64_t index,
                        uint8_t *dst, int64_t *label, char *err, size_t err_len)
 {
+    if (rf__broken_contains(pr->broken, index))
+        return refuse_broken(pr, index, err, err_len);
     if (pr->source == RF_SOURCE_PATH)
         return fill_from_dataset(pr, epoch, index, dst, label, err, err_len);
     /* The synthetic sources' labels come from (seed, index). */
@@ -292,6 +313,8 @@ static int handle_order(struct producer *pr, uint64_t h)
         return fail(pr, "producer %u: invalid order 0x%016llx on its ring",
                     pr->index, (unsigned long long)h);
     const uint64_t start = rf__now_ns();
+    /* No sample yet: a death before the first one is the batch's. */
+    rf__store_relaxed64(&pr->state->current_sample, UINT64_MAX);
     rf__store_relaxed64(&pr->state->current_seq, seq);
     map_slot(pr, slot);
     fill_batch(pr, slot, seq);
@@ -437,6 +460,8 @@ int rf__producer_run(const struct rf__producer_fds *fds, uint32_t index,
         return 0;
     /* Ctrl-C belongs to the training process, which then closes us. */
     signal(SIGINT, SIG_IGN);
+    /* Before anything here opens a file (the dataset's samples). */
+    rf__stdio_fill();
     char name[16];
     rf__format(name, sizeof(name), "rf-producer-%u", index);
     prctl(PR_SET_NAME, name);
@@ -467,6 +492,7 @@ int rf__producer_run(const struct rf__producer_fds *fds, uint32_t index,
     pr.full = rf__segment_full_ring(&pr.seg, index);
     pr.ring_entries = pr.seg.layout.ring_entries;
     pr.consumer_bell = rf__segment_consumer_bell(&pr.seg);
+    pr.broken = rf__segment_broken(&pr.seg);
     rf__store_relaxed32(&pr.state->pid, (uint32_t)getpid());
     continued_stamp = &pr.state->continued_ns;
     /* a job resumed while this producer was starting */

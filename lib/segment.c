@@ -67,6 +67,8 @@ int rf__layout_compute(struct rf__layout *lay, uint32_t producers,
                     RF__CACHELINE);
     lay->consumer_bell_offset = off;
     off += round_up(sizeof(struct rf__bell), RF__CACHELINE);
+    lay->broken_offset = off;
+    off += round_up(sizeof(struct rf__broken_list), RF__CACHELINE);
     lay->rings_offset = off;
     lay->ring_stride =
         round_up(rf__ring_bytes(lay->ring_entries), RF__CACHELINE);
@@ -95,6 +97,7 @@ void rf__segment_format(struct rf__segment *seg, const struct rf__layout *lay,
     h->path_offset = lay->path_offset;
     h->producers_offset = lay->producers_offset;
     h->consumer_bell_offset = lay->consumer_bell_offset;
+    h->broken_offset = lay->broken_offset;
     h->rings_offset = lay->rings_offset;
     h->ring_stride = lay->ring_stride;
     seg->layout = *h;
@@ -112,6 +115,7 @@ void rf__segment_format(struct rf__segment *seg, const struct rf__layout *lay,
         rf__store_relaxed64(&st->current_seq, UINT64_MAX);
     }
     memset(rf__segment_consumer_bell(seg), 0, sizeof(struct rf__bell));
+    memset(rf__segment_broken(seg), 0, sizeof(struct rf__broken_list));
 }
 
 static int reject(char *why, size_t why_len, const char *reason)
@@ -145,6 +149,7 @@ static int validate_layout(const struct rf__header *h, uint64_t size, char *why,
         h->path_offset != lay.path_offset ||
         h->producers_offset != lay.producers_offset ||
         h->consumer_bell_offset != lay.consumer_bell_offset ||
+        h->broken_offset != lay.broken_offset ||
         h->rings_offset != lay.rings_offset || size != lay.control_size)
         return reject(why, why_len,
                       "an offset points outside the segment or differs from "
@@ -363,6 +368,11 @@ struct rf__producer_state *rf__segment_producer(const struct rf__segment *seg,
 struct rf__bell *rf__segment_consumer_bell(const struct rf__segment *seg)
 {
     return (struct rf__bell *)control_at(seg, seg->layout.consumer_bell_offset);
+}
+
+struct rf__broken_list *rf__segment_broken(const struct rf__segment *seg)
+{
+    return (struct rf__broken_list *)control_at(seg, seg->layout.broken_offset);
 }
 
 uint8_t *rf__slot_data(const struct rf__segment *seg, uint32_t slot)

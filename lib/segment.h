@@ -16,11 +16,12 @@
 #include <stdint.h>
 
 #include "atomics.h"
+#include "breakers.h"
 #include "internal.h"
 #include "ring.h"
 
 #define RF__MAGIC UINT64_C(0x31444546474e4952) /* "RINGFED1" */
-#define RF__ABI_VERSION 2u
+#define RF__ABI_VERSION 3u
 #define RF__PAGE 4096u
 
 #define RF__ERROR_TEXT 512 /* bytes of error text kept per slot/producer */
@@ -96,7 +97,8 @@ struct rf__header {
     uint64_t rings_offset;         /* per producer: EMPTY ring, FULL ring */
     uint64_t ring_stride;          /* bytes of one ring, cache-line rounded */
     uint64_t path_offset;          /* char[RF__PATH_MAX]: the dataset path */
-    uint64_t reserved[15];
+    uint64_t broken_offset;        /* struct rf__broken_list */
+    uint64_t reserved[14];
 };
 
 /* Written by producer i, read by the consumer. */
@@ -156,6 +158,7 @@ struct rf__layout {
     uint32_t producers, slots, ring_entries, batch_size;
     uint64_t slot_data_bytes, slot_bytes, arena_size;
     uint64_t params_offset, path_offset, producers_offset, consumer_bell_offset;
+    uint64_t broken_offset;
     uint64_t rings_offset, ring_stride, control_size;
 };
 
@@ -204,6 +207,7 @@ struct rf__ring *rf__segment_full_ring(const struct rf__segment *seg,
 struct rf__producer_state *rf__segment_producer(const struct rf__segment *seg,
                                                 uint32_t producer);
 struct rf__bell *rf__segment_consumer_bell(const struct rf__segment *seg);
+struct rf__broken_list *rf__segment_broken(const struct rf__segment *seg);
 
 /* Pointers into slot `slot` of the arena. */
 uint8_t *rf__slot_data(const struct rf__segment *seg, uint32_t slot);

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fds.h"
 #include "internal.h"
 #include "ring.h"
 
@@ -60,7 +61,7 @@ int rf__producer_path(char *path, size_t len, char *why, size_t why_len)
 
 static int open_pidfd(int pid)
 {
-    return (int)syscall(SYS_pidfd_open, pid, 0);
+    return rf__fd_off_stdio((int)syscall(SYS_pidfd_open, pid, 0));
 }
 
 /* Moves fds to 3, 4, 5 (and 6, 7), then the helper's own fd (when
@@ -143,7 +144,7 @@ int rf__helper_open(const char *path)
     /* Without /proc there is no path to exec an fd by: spawn by name. */
     if (access("/proc/self/fd", X_OK) != 0)
         return -1;
-    return open(path, O_PATH | O_CLOEXEC);
+    return rf__fd_off_stdio(open(path, O_PATH | O_CLOEXEC));
 }
 
 int rf__spawn_producer(const char *path, int helper,

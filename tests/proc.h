@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -100,6 +102,33 @@ static inline long mapping_rss_kb(int pid, const char *name)
     }
     fclose(f);
     return total;
+}
+
+/* Maps, read-write and shared, the memfd of this process whose
+ * /proc/self/fd link names `name` ("memfd:ringfeed-control"): the tests
+ * see the loader's shared memory as a producer does. Fails the test when
+ * there is none. */
+static inline void *map_memfd(const char *name, size_t *size)
+{
+    for (int fd = 0; fd < 1024; fd++) {
+        char link[64], target[256];
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+        const ssize_t n = readlink(link, target, sizeof(target) - 1);
+        if (n <= 0)
+            continue;
+        target[n] = '\0';
+        if (!strstr(target, name))
+            continue;
+        struct stat sb;
+        CHECK_EQ(fstat(fd, &sb), 0);
+        void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE,
+                       MAP_SHARED, fd, 0);
+        CHECK(p != MAP_FAILED);
+        *size = (size_t)sb.st_size;
+        return p;
+    }
+    CHECK(!"no such memfd");
+    return NULL;
 }
 
 #endif /* RF_TEST_PROC_H */

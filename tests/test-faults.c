@@ -39,6 +39,7 @@
 
 static struct rf__segment map_control_segment(void);
 static int next_until_error(rf_loader *l);
+static int pause_producer(const struct rf__segment *seg);
 
 /* ---- a run with kills ---------------------------------------------------- */
 
@@ -452,6 +453,59 @@ static void test_death_noticed_while_waiting(void)
     death_noticed_while_waiting(RF_ON_DEATH_RESPAWN);
 }
 
+/* ---- a lost wake-up ------------------------------------------------------ */
+
+struct bell_thief {
+    pthread_t thread;
+    const struct rf__segment *seg;
+    int producer_pid;
+    atomic_bool done;
+};
+
+/* Waits until the consumer sleeps for the stopped producer's batch, then
+ * writes the one word that loses its wake-up (a buggy or dying producer
+ * could) and lets the producer go on: it publishes and, reading "not
+ * sleeping", rings nobody. */
+static void *steal_wake_up(void *arg)
+{
+    struct bell_thief *t = arg;
+    struct rf__bell *bell = rf__segment_consumer_bell(t->seg);
+    while (atomic_load(&bell->sleeping) == 0)
+        sleep_us(100);
+    sleep_us(20000); /* well inside poll() by now */
+    atomic_store(&bell->sleeping, 0);
+    CHECK_EQ(kill(t->producer_pid, SIGCONT), 0);
+    atomic_store(&t->done, true);
+    return NULL;
+}
+
+static void test_lost_wake_up_does_not_stall_next(void)
+{
+    rf_config *cfg = small_config(1, 100000, 4, 8);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SLOTS, 4));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    struct rf__segment seg = map_control_segment();
+    const int pid = pause_producer(&seg);
+    rf_batch b;
+    /* Take what is ready; the next call then sleeps for the producer. */
+    struct bell_thief t = {.seg = &seg, .producer_pid = pid};
+    CHECK_EQ(pthread_create(&t.thread, NULL, steal_wake_up, &t), 0);
+    int rc;
+    while ((rc = next_or_hang(l, &b)) == 1 && !atomic_load(&t.done))
+        CHECK_OK(rf_loader_release(l, &b));
+    pthread_join(t.thread, NULL);
+    /* -EINTR: the watchdog found next() asleep for HANG_SECONDS. */
+    CHECK_EQ(rc, 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    for (int i = 0; i < 20; i++) {
+        CHECK_EQ(next_or_hang(l, &b), 1);
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    rf_loader_close(l);
+    munmap(seg.header, seg.control_size);
+}
+
 /* ---- stuck producers --------------------------------------------------- */
 
 static rf_config *timeout_config(int64_t policy)
@@ -547,6 +601,7 @@ static void *crasher_main(void *arg)
     while (!atomic_load(&c->stop)) {
         const int pid = (int)atomic_load(&st->pid);
         if (pid > 0 && atomic_load(&st->current_seq) != UINT64_MAX &&
+            atomic_load(&st->current_sample) != UINT64_MAX &&
             kill(pid, SIGABRT) == 0) {
             atomic_fetch_add(&c->crashes, 1);
             /* Wait for the loader to reset the record for a successor. */
@@ -558,9 +613,9 @@ static void *crasher_main(void *arg)
     return NULL;
 }
 
-/* One producer, and a crash whenever it is inside a batch: the batch in
- * progress is always the oldest one owed, so each replacement starts on
- * it again and crashes on it too. */
+/* One producer, and a crash whenever it is decoding a sample: the batch
+ * in progress is always the oldest one owed, so each replacement starts
+ * on it again and crashes on its first samples too. */
 static void test_batch_that_keeps_crashing_is_named(void)
 {
     /* No core files from the crashes below (producers inherit this). */
@@ -581,9 +636,9 @@ static void test_batch_that_keeps_crashing_is_named(void)
     atomic_store(&c.stop, true);
     pthread_join(c.thread, NULL);
     CHECK_EQ(rc, RF_E_PRODUCER_DIED);
-    /* Normally 3 crashes on batch 0; a producer that finishes its batch
-     * between the crasher's look and its kill restarts the count on the
-     * next batch, so only "some batch, three in a row" is certain. */
+    /* Normally 3 crashes on the first sample of batch 0; one that
+     * finishes a sample between the crasher's look and its kill charges
+     * the next, so only "some sample, three times" is certain. */
     CHECK_GE(atomic_load(&c.crashes), 3);
     const char *msg = rf_loader_error(l);
     CHECK_CONTAINS(msg, "has now broken 3 producers");
@@ -1242,29 +1297,6 @@ static void test_producer_holds_only_its_fds(void)
 
 /* The memfd of this process's only loader named `name`, mapped a second
  * time the way a stray writer could reach it; its size in *size. */
-static void *map_memfd(const char *name, size_t *size)
-{
-    for (int fd = 3; fd < 1024; fd++) {
-        char link[64], target[256];
-        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-        const ssize_t n = readlink(link, target, sizeof(target) - 1);
-        if (n <= 0)
-            continue;
-        target[n] = '\0';
-        if (!strstr(target, name))
-            continue;
-        struct stat sb;
-        CHECK_EQ(fstat(fd, &sb), 0);
-        void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE,
-                       MAP_SHARED, fd, 0);
-        CHECK(p != MAP_FAILED);
-        *size = (size_t)sb.st_size;
-        return p;
-    }
-    CHECK(!"no such memfd");
-    return NULL;
-}
-
 static struct rf__segment map_control_segment(void)
 {
     struct rf__segment seg = {0};
@@ -1561,6 +1593,7 @@ int main(int argc, char **argv)
                             .timeout_ms = 4000,
                             .step_us = 50000,
                             .where = "the consumer in its step"});
+    test_lost_wake_up_does_not_stall_next();
     test_consumer_death_leaves_nothing();
     test_low_fd_limit_is_refused();
     test_helper_not_executable_is_refused();

@@ -1,0 +1,338 @@
+/*
+ * test-stdio.c - a caller started with stdin, stdout or stderr closed (a
+ * daemon, `2>&-`, a job runner).
+ *
+ *   - no descriptor the library creates lands on 0, 1 or 2, in the
+ *     consumer, and a producer finds /dev/null there;
+ *   - under a kill storm every sample still comes exactly once with its
+ *     bytes, and the header, parameters and path in the control segment
+ *     stay byte for byte what open wrote (the respawn message once went
+ *     into the control segment, the memfd that had taken fd 2);
+ *   - the default message handler never writes into a file the caller
+ *     opened onto fd 2 after open; a handler set in the config gets each
+ *     replacement.
+ *
+ * Each case runs in a child process, which closes its own descriptors.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proc.h"
+#include "segment.h"
+#include "test.h"
+
+enum { SAMPLES = 3000, BATCH = 8, SIDE = 16, KILL_EVERY = 25, SEED = 5 };
+
+/* The checks' messages go to a copy of the test's stderr, so that the
+ * case can close fd 2 and still report. */
+static void keep_reporting(void)
+{
+    const int saved = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 64);
+    CHECK(saved >= 0);
+    FILE *f = fdopen(saved, "w");
+    CHECK(f != NULL);
+    setvbuf(f, NULL, _IONBF, 0);
+    stderr = f;
+}
+
+static bool fd_is_closed(int fd)
+{
+    return fcntl(fd, F_GETFD) < 0 && errno == EBADF;
+}
+
+static void close_std(unsigned mask)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (mask & (1u << fd))
+            CHECK_EQ(close(fd), 0);
+}
+
+static rf_config *storm_config(rf_start_mode mode)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, SAMPLES));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, BATCH));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, SIDE));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, SIDE));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SEED, SEED));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, mode));
+    return cfg; /* RF_PARAM_QUIET stays 0: the default handler runs */
+}
+
+/* What must not change while the run goes on: the header, the
+ * parameters and the dataset path (only rings, states and bells move). */
+struct frozen {
+    const uint8_t *base;
+    size_t size;
+    uint8_t *copy;
+};
+
+static struct frozen freeze(void)
+{
+    struct frozen f = {0};
+    f.base = map_memfd("memfd:ringfeed-control", &f.size);
+    const struct rf__header *h = (const struct rf__header *)f.base;
+    f.size = h->producers_offset; /* header page, params, path */
+    f.copy = malloc(f.size);
+    CHECK(f.copy != NULL);
+    memcpy(f.copy, f.base, f.size);
+    return f;
+}
+
+static void check_unchanged(const struct frozen *f)
+{
+    for (size_t i = 0; i < f->size; i++)
+        if (f->base[i] != f->copy[i]) {
+            fprintf(stderr, "control segment byte %zu changed: %u -> %u\n", i,
+                    f->copy[i], f->base[i]);
+            exit(1);
+        }
+}
+
+/* The producers must not start with a hole at 0, 1 or 2 either: their
+ * own files would land there. */
+static void check_producers_stdio(unsigned closed)
+{
+    int pids[8];
+    const int n = list_children(pids, 8);
+    CHECK_GT(n, 0);
+    for (int i = 0; i < n; i++)
+        for (int fd = 0; fd <= 2; fd++) {
+            if (!(closed & (1u << fd)))
+                continue;
+            char link[64], target[256] = "";
+            snprintf(link, sizeof(link), "/proc/%d/fd/%d", pids[i], fd);
+            ssize_t len;
+            /* A producer that is still starting may not have filled it
+             * yet: give it 5 s. */
+            for (int tries = 0; tries < 5000; tries++) {
+                len = readlink(link, target, sizeof(target) - 1);
+                if (len >= 0 || process_gone(pids[i]))
+                    break;
+                usleep(1000);
+            }
+            if (len < 0 && process_gone(pids[i]))
+                continue;
+            CHECK_GT(len, 0);
+            target[len] = '\0';
+            CHECK_CONTAINS(target, "/dev/null");
+        }
+}
+
+static void check_batch(const rf_batch *b, uint8_t *seen, uint8_t *expect)
+{
+    for (uint32_t i = 0; i < b->samples; i++) {
+        const uint64_t index = b->indices[i];
+        CHECK_LT(index, SAMPLES);
+        CHECK_EQ(seen[index]++, 0);
+        rf_synthetic_fill(SEED, index, 1000, SIDE, SIDE, 3, RF_LAYOUT_NHWC,
+                          expect);
+        CHECK(memcmp((const uint8_t *)b->data + i * b->sample_bytes, expect,
+                     b->sample_bytes) == 0);
+        CHECK_EQ(b->labels[i], rf_synthetic_label(SEED, index, 1000));
+    }
+}
+
+/* One epoch with a producer SIGKILLed every KILL_EVERY batches; returns
+ * the kills. */
+static int storm(rf_loader *l, const struct frozen *f)
+{
+    uint8_t *seen = calloc(SAMPLES, 1), expect[SIDE * SIDE * 3];
+    CHECK(seen != NULL);
+    unsigned rng = 1;
+    int kills = 0, rc;
+    rf_batch b;
+    for (uint64_t n = 0; (rc = rf_loader_next(l, &b)) == 1; n++) {
+        check_batch(&b, seen, expect);
+        CHECK_OK(rf_loader_release(l, &b));
+        int pids[8];
+        const int alive = list_children(pids, 8);
+        if (n % KILL_EVERY == KILL_EVERY - 1 && alive > 0) {
+            rng = rng * 1103515245u + 12345u;
+            kills += kill(pids[(rng >> 8) % (unsigned)alive], SIGKILL) == 0;
+        }
+        check_unchanged(f);
+    }
+    if (rc < 0)
+        fprintf(stderr, "next: %s\n", rf_loader_error(l));
+    CHECK_EQ(rc, 0);
+    for (uint64_t i = 0; i < SAMPLES; i++)
+        CHECK_EQ(seen[i], 1);
+    free(seen);
+    return kills;
+}
+
+static void run_closed(unsigned mask, rf_start_mode mode)
+{
+    keep_reporting();
+    close_std(mask);
+    rf_config *cfg = storm_config(mode);
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    for (int fd = 0; fd <= 2; fd++)
+        if (mask & (1u << fd))
+            CHECK(fd_is_closed(fd));
+    check_producers_stdio(mask);
+    struct frozen f = freeze();
+    const int kills = storm(l, &f);
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_GE(kills, 10);
+    CHECK_GE(st.respawns, 1);
+    check_unchanged(&f);
+    rf_loader_close(l);
+    for (int fd = 0; fd <= 2; fd++)
+        if (mask & (1u << fd))
+            CHECK(fd_is_closed(fd));
+    fprintf(stderr, "closed mask %u, %s: %d kills, %llu respawns, ok\n", mask,
+            mode == RF_START_FORK ? "fork" : "spawn", kills,
+            (unsigned long long)st.respawns);
+    free(f.copy);
+}
+
+/* Kills one producer and reads batches until its replacement has been
+ * reported (respawns counted). */
+static void kill_one_and_go_on(rf_loader *l)
+{
+    int pids[8];
+    CHECK_GT(list_children(pids, 8), 0);
+    CHECK_EQ(kill(pids[0], SIGKILL), 0);
+    while (!process_gone(pids[0]))
+        usleep(1000);
+    rf_stats st = {0};
+    rf_batch b;
+    while (st.respawns == 0) {
+        CHECK_EQ(rf_loader_next(l, &b), 1);
+        CHECK_OK(rf_loader_release(l, &b));
+        CHECK_OK(rf_loader_stats(l, &st));
+    }
+}
+
+/* fd 2 closed at open; a file the caller opens later lands on 2. The
+ * default handler must leave it alone. Then the same with fd 2 open at
+ * open (a pipe), closed and reused for a file afterwards. */
+static void default_handler_spares_callers_file(bool open_at_start)
+{
+    keep_reporting();
+    int pipe_fds[2] = {-1, -1};
+    if (open_at_start) {
+        CHECK_EQ(pipe(pipe_fds), 0);
+        CHECK_EQ(dup2(pipe_fds[1], STDERR_FILENO), STDERR_FILENO);
+    } else {
+        close_std(1u << 2);
+    }
+    rf_config *cfg = storm_config(RF_START_SPAWN);
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    if (open_at_start)
+        CHECK_EQ(close(STDERR_FILENO), 0);
+    char path[] = "/tmp/rf-stdio-XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK_EQ(fd, STDERR_FILENO);
+    kill_one_and_go_on(l);
+    struct stat sb;
+    CHECK_EQ(fstat(fd, &sb), 0);
+    CHECK_EQ(sb.st_size, 0);
+    rf_loader_close(l);
+    unlink(path);
+}
+
+struct messages {
+    int count;
+    char last[1024];
+};
+
+static void collect(void *user, const char *message)
+{
+    struct messages *m = user;
+    m->count++;
+    snprintf(m->last, sizeof(m->last), "%s", message);
+}
+
+static void handler_gets_replacements(void)
+{
+    struct messages m = {0};
+    rf_config *cfg = storm_config(RF_START_SPAWN);
+    CHECK_OK(rf_config_set_message_handler(cfg, collect, &m));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    kill_one_and_go_on(l);
+    CHECK_EQ(m.count, 1);
+    CHECK_CONTAINS(m.last, "was killed by signal 9");
+    CHECK_CONTAINS(m.last, "replaced by pid");
+    CHECK(strchr(m.last, '\n') == NULL);
+    rf_loader_close(l);
+    /* RF_PARAM_QUIET silences the handler too. */
+    m.count = 0;
+    cfg = storm_config(RF_START_SPAWN);
+    CHECK_OK(rf_config_set_message_handler(cfg, collect, &m));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    kill_one_and_go_on(l);
+    CHECK_EQ(m.count, 0);
+    rf_loader_close(l);
+    CHECK_EQ(rf_config_set_message_handler(NULL, collect, &m), -EINVAL);
+}
+
+/* Runs one case in a child; returns whether it passed. */
+static bool in_child(const char *name, void (*fn)(unsigned, rf_start_mode),
+                     unsigned mask, rf_start_mode mode, void (*plain)(void))
+{
+    fflush(NULL);
+    const pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        if (fn)
+            fn(mask, mode);
+        else
+            plain();
+        _exit(0);
+    }
+    int status = 0;
+    CHECK_EQ(waitpid(pid, &status, 0), pid);
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    printf("%s: %s\n", ok ? "PASS" : "FAIL", name);
+    return ok;
+}
+
+static void spares_file_opened_later(void)
+{
+    default_handler_spares_callers_file(false);
+}
+
+static void spares_file_after_reuse(void)
+{
+    default_handler_spares_callers_file(true);
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int failed = 0;
+    static const unsigned masks[] = {1u << 0, 1u << 1, 1u << 2, 7u};
+    for (size_t i = 0; i < sizeof(masks) / sizeof(masks[0]); i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "closed fds mask %u, spawn", masks[i]);
+        failed += !in_child(name, run_closed, masks[i], RF_START_SPAWN, NULL);
+    }
+    failed += !in_child("closed fds 0-2, fork mode", run_closed, 7u,
+                        RF_START_FORK, NULL);
+    failed += !in_child("default handler spares a file opened on fd 2", NULL, 0,
+                        0, spares_file_opened_later);
+    failed += !in_child("default handler spares fd 2 reused after open", NULL,
+                        0, 0, spares_file_after_reuse);
+    failed += !in_child("handler gets replacements", NULL, 0, 0,
+                        handler_gets_replacements);
+    return failed ? 1 : 0;
+}
