@@ -12,7 +12,8 @@
  *     opened onto fd 2 after open; a handler set in the config gets each
  *     replacement.
  *
- * Each case runs in a child process, which closes its own descriptors.
+ * Each case runs in a child process of its own (harness.h), which closes
+ * its own descriptors.
  */
 #include "config.h"
 
@@ -26,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "proc.h"
 #include "segment.h"
 #include "test.h"
@@ -285,25 +287,29 @@ static void handler_gets_replacements(void)
     CHECK_EQ(rf_config_set_message_handler(NULL, collect, &m), -EINVAL);
 }
 
-/* Runs one case in a child; returns whether it passed. */
-static bool in_child(const char *name, void (*fn)(unsigned, rf_start_mode),
-                     unsigned mask, rf_start_mode mode, void (*plain)(void))
+static void closed_0_spawn(void)
 {
-    fflush(NULL);
-    const pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        if (fn)
-            fn(mask, mode);
-        else
-            plain();
-        _exit(0);
-    }
-    int status = 0;
-    CHECK_EQ(waitpid(pid, &status, 0), pid);
-    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    printf("%s: %s\n", ok ? "PASS" : "FAIL", name);
-    return ok;
+    run_closed(1u << 0, RF_START_SPAWN);
+}
+
+static void closed_1_spawn(void)
+{
+    run_closed(1u << 1, RF_START_SPAWN);
+}
+
+static void closed_2_spawn(void)
+{
+    run_closed(1u << 2, RF_START_SPAWN);
+}
+
+static void closed_all_spawn(void)
+{
+    run_closed(7u, RF_START_SPAWN);
+}
+
+static void closed_all_fork(void)
+{
+    run_closed(7u, RF_START_FORK);
 }
 
 static void spares_file_opened_later(void)
@@ -316,23 +322,20 @@ static void spares_file_after_reuse(void)
     default_handler_spares_callers_file(true);
 }
 
-int main(void)
+static const struct test_case cases[] = {
+    {"closed", "fd 0 closed, spawn", closed_0_spawn, 0},
+    {"closed", "fd 1 closed, spawn", closed_1_spawn, 0},
+    {"closed", "fd 2 closed, spawn", closed_2_spawn, 0},
+    {"closed", "fds 0-2 closed, spawn", closed_all_spawn, 0},
+    {"closed", "fds 0-2 closed, fork mode", closed_all_fork, 0},
+    {"messages", "default handler spares a file opened on fd 2",
+     spares_file_opened_later, 0},
+    {"messages", "default handler spares fd 2 reused after open",
+     spares_file_after_reuse, 0},
+    {"messages", "handler gets replacements", handler_gets_replacements, 0},
+};
+
+int main(int argc, char **argv)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    int failed = 0;
-    static const unsigned masks[] = {1u << 0, 1u << 1, 1u << 2, 7u};
-    for (size_t i = 0; i < sizeof(masks) / sizeof(masks[0]); i++) {
-        char name[64];
-        snprintf(name, sizeof(name), "closed fds mask %u, spawn", masks[i]);
-        failed += !in_child(name, run_closed, masks[i], RF_START_SPAWN, NULL);
-    }
-    failed += !in_child("closed fds 0-2, fork mode", run_closed, 7u,
-                        RF_START_FORK, NULL);
-    failed += !in_child("default handler spares a file opened on fd 2", NULL, 0,
-                        0, spares_file_opened_later);
-    failed += !in_child("default handler spares fd 2 reused after open", NULL,
-                        0, 0, spares_file_after_reuse);
-    failed += !in_child("handler gets replacements", NULL, 0, 0,
-                        handler_gets_replacements);
-    return failed ? 1 : 0;
+    return TEST_MAIN(argc, argv, cases);
 }

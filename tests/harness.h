@@ -1,0 +1,189 @@
+/*
+ * harness.h - test programs as lists of named cases.
+ *
+ * A test program lists its cases in a table and hands it to test_main():
+ *
+ *     static const struct test_case cases[] = {
+ *         {"death", "killed producer is replaced", test_killed_is_replaced},
+ *         {"garbage", "bad handle is an error", test_bad_handle, 30},
+ *     };
+ *     int main(int argc, char **argv)
+ *     {
+ *         return TEST_MAIN(argc, argv, cases);
+ *     }
+ *
+ * `prog --list` prints "topic/name" of every case; `prog` runs them all;
+ * `prog WORD...` runs the cases whose "topic/name" contains any WORD.
+ * Each case runs in a child process of its own, forked from a parent with
+ * one thread, in a process group of its own: a failed CHECK (exit 1), a
+ * crash or a hang (killed, with its group, after its time limit) is
+ * reported by the case's name, and every other case still runs. A case
+ * skips (exit TEST_SKIP, 77) when something it needs is missing, saying
+ * what; only that case is skipped. One line per case, then
+ *
+ *     # PROGRAM: N passed, N failed, N skipped
+ *
+ * which tools/quickstart adds up. The program exits 1 when a case failed,
+ * 77 when every case skipped, else 0 (automake's meanings).
+ *
+ * RF_TEST_CASE_TIMEOUT_SCALE multiplies every case's time limit: a slow
+ * machine or a sanitizer build may raise it (tools/quickstart sets 3 for
+ * the sanitizer run).
+ */
+#ifndef RF_TEST_HARNESS_H
+#define RF_TEST_HARNESS_H
+
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test.h"
+
+struct test_case {
+    const char *topic; /* "start", "death", "fork", "garbage", ... */
+    const char *name;  /* what it shows, in a few words */
+    void (*run)(void);
+    unsigned timeout_s; /* 0: TEST_DEFAULT_TIMEOUT_S */
+};
+
+#define TEST_DEFAULT_TIMEOUT_S 120
+
+/* Skips the running case, saying why. */
+#define TEST_SKIP_BECAUSE(...)                                                 \
+    do {                                                                       \
+        printf("  skipped: ");                                                 \
+        printf(__VA_ARGS__);                                                   \
+        printf("\n");                                                          \
+        fflush(NULL);                                                          \
+        exit(TEST_SKIP);                                                       \
+    } while (0)
+
+static inline double test_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static inline bool test_case_selected(const struct test_case *c, int argc,
+                                      char **argv)
+{
+    if (argc <= 1)
+        return true;
+    char full[256];
+    snprintf(full, sizeof(full), "%s/%s", c->topic, c->name);
+    for (int i = 1; i < argc; i++)
+        if (strstr(full, argv[i]))
+            return true;
+    return false;
+}
+
+static inline unsigned test_case_limit(const struct test_case *c)
+{
+    const unsigned base = c->timeout_s ? c->timeout_s : TEST_DEFAULT_TIMEOUT_S;
+    const char *scale = getenv("RF_TEST_CASE_TIMEOUT_SCALE");
+    const double k = scale && *scale ? strtod(scale, NULL) : 1.0;
+    return k > 0 ? (unsigned)(base * k + 0.5) : base;
+}
+
+/* Waits for the case's child until its limit; kills its group then.
+ * Returns the wait status, and whether it timed out. */
+static inline int test_wait_case(pid_t pid, unsigned limit_s, bool *timed_out)
+{
+    const double deadline = test_seconds() + limit_s;
+    int status = 0;
+    *timed_out = false;
+    for (;;) {
+        const pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            break;
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (!*timed_out && test_seconds() > deadline) {
+            *timed_out = true;
+            kill(-pid, SIGKILL); /* its producers too */
+            kill(pid, SIGKILL);
+        }
+        const struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    /* Whatever the case left in its group (producers it did not close). */
+    kill(-pid, SIGKILL);
+    return status;
+}
+
+/* Runs one case in a child; returns 0 pass, 1 fail, 2 skip. */
+static inline int test_run_case(const struct test_case *c)
+{
+    const unsigned limit = test_case_limit(c);
+    const double start = test_seconds();
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        printf("FAIL: %s/%s (fork: %s)\n", c->topic, c->name, strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        c->run();
+        fflush(NULL);
+        _exit(0);
+    }
+    setpgid(pid, pid); /* either side may get there first */
+    bool timed_out;
+    const int status = test_wait_case(pid, limit, &timed_out);
+    const double took = test_seconds() - start;
+    if (timed_out) {
+        printf("FAIL: %s/%s (hung: killed after %u s)\n", c->topic, c->name,
+               limit);
+        return 1;
+    }
+    if (status < 0 || WIFSIGNALED(status)) {
+        printf("FAIL: %s/%s (killed by signal %d, %s)\n", c->topic, c->name,
+               status < 0 ? 0 : WTERMSIG(status),
+               status < 0 ? "no status" : strsignal(WTERMSIG(status)));
+        return 1;
+    }
+    const int code = WEXITSTATUS(status);
+    const char *word = code == 0 ? "PASS" : code == TEST_SKIP ? "SKIP" : "FAIL";
+    printf("%s: %s/%s (%.1f s)\n", word, c->topic, c->name, took);
+    return code == 0 ? 0 : code == TEST_SKIP ? 2 : 1;
+}
+
+static inline int test_main_(int argc, char **argv,
+                             const struct test_case *cases, size_t n)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *prog =
+        strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+        for (size_t i = 0; i < n; i++)
+            printf("%s/%s\n", cases[i].topic, cases[i].name);
+        return 0;
+    }
+    unsigned counts[3] = {0, 0, 0}; /* passed, failed, skipped */
+    for (size_t i = 0; i < n; i++)
+        if (test_case_selected(&cases[i], argc, argv))
+            counts[test_run_case(&cases[i])]++;
+    printf("# %s: %u passed, %u failed, %u skipped\n", prog, counts[0],
+           counts[1], counts[2]);
+    if (counts[0] + counts[1] + counts[2] == 0) {
+        printf("no case matches\n");
+        return 1;
+    }
+    if (counts[1])
+        return 1;
+    return counts[0] == 0 ? TEST_SKIP : 0;
+}
+
+#define TEST_MAIN(argc, argv, cases)                                           \
+    test_main_((argc), (argv), (cases), sizeof(cases) / sizeof((cases)[0]))
+
+#endif /* RF_TEST_HARNESS_H */
