@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "proc.h"
 #include "segment.h"
 #include "test.h"
@@ -1572,50 +1573,94 @@ static int stress(int total_kills)
     return (hangs + lost + duplicated + changed + errors + leaked) != 0;
 }
 
-int main(int argc, char **argv)
+static void test_stop_while_waiting(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART */
-    sigaction(SIGALRM, &sa, NULL);
-    if (argc == 3 && strcmp(argv[1], "--stress") == 0)
-        return stress((int)strtol(argv[2], NULL, 10));
-    /* Fork mode first: it needs a process with one thread. */
-    test_random_kills_fork_mode();
-    test_fork_mode_takes_no_handlers();
     test_whole_job_stopped_spares_producers(
         &(struct stop_case){.batch = 4,
                             .samples = STOP_SAMPLES,
                             .timeout_ms = 1500,
                             .where = "the consumer waiting in next()"});
+}
+
+static void test_stop_in_the_step(void)
+{
     test_whole_job_stopped_spares_producers(
         &(struct stop_case){.batch = 64,
                             .samples = 640,
                             .timeout_ms = 4000,
                             .step_us = 50000,
                             .where = "the consumer in its step"});
-    test_lost_wake_up_does_not_stall_next();
-    test_consumer_death_leaves_nothing();
-    test_low_fd_limit_is_refused();
-    test_helper_not_executable_is_refused();
-    test_helper_that_cannot_start_is_named();
-    test_crash_after_attach_counts_as_failed_start();
-    test_respawn_limit_ends_the_run();
-    test_respawn_window_starts_the_count_again();
-    test_threads_that_end_keep_their_producers();
+}
+
+static void test_job_signals_spawn(void)
+{
     test_job_signals_spare_producers(RF_START_SPAWN);
+}
+
+static void test_job_signals_fork(void)
+{
     test_job_signals_spare_producers(RF_START_FORK);
-    test_helper_replaced_during_run();
-    test_producer_holds_only_its_fds();
-    test_garbage_in_the_batch_ring();
-    test_garbage_failed_index_is_an_error();
-    test_garbage_ring_sizes_are_ignored();
-    test_garbage_header_is_ignored();
-    test_full_order_ring_is_an_error();
-    test_garbage_order_stops_the_producer();
-    test_death_noticed_while_waiting();
-    test_stopped_producer_is_replaced();
-    test_stopped_producer_fails_with_its_batch();
-    test_batch_that_keeps_crashing_is_named();
-    test_random_kills_lose_nothing();
-    return 0;
+}
+
+static const struct test_case cases[] = {
+    {"kills", "random kills lose nothing", test_random_kills_lose_nothing, 240},
+    {"kills", "random kills, fork mode", test_random_kills_fork_mode, 120},
+    {"fork", "fork mode takes none of the caller's handlers",
+     test_fork_mode_takes_no_handlers, 0},
+    {"stop", "whole job stopped while next() waits", test_stop_while_waiting,
+     0},
+    {"stop", "whole job stopped in the caller's step", test_stop_in_the_step,
+     0},
+    {"stop", "stopped producer is replaced", test_stopped_producer_is_replaced,
+     0},
+    {"stop", "stopped producer fails with its batch",
+     test_stopped_producer_fails_with_its_batch, 0},
+    {"wake", "lost wake-up does not stall next()",
+     test_lost_wake_up_does_not_stall_next, 60},
+    {"death", "noticed while next() waits", test_death_noticed_while_waiting,
+     0},
+    {"death", "sample that keeps crashing is named",
+     test_batch_that_keeps_crashing_is_named, 0},
+    {"death", "consumer death leaves nothing",
+     test_consumer_death_leaves_nothing, 0},
+    {"start", "low fd limit is refused", test_low_fd_limit_is_refused, 0},
+    {"start", "helper not executable is refused",
+     test_helper_not_executable_is_refused, 0},
+    {"start", "helper that cannot start is named",
+     test_helper_that_cannot_start_is_named, 0},
+    {"start", "crash after attach counts as a failed start",
+     test_crash_after_attach_counts_as_failed_start, 0},
+    {"start", "helper replaced during the run", test_helper_replaced_during_run,
+     0},
+    {"start", "producer holds only its fds", test_producer_holds_only_its_fds,
+     0},
+    {"respawn", "limit ends the run", test_respawn_limit_ends_the_run, 0},
+    {"respawn", "window starts the count again",
+     test_respawn_window_starts_the_count_again, 0},
+    {"threads", "threads that end keep their producers",
+     test_threads_that_end_keep_their_producers, 0},
+    {"signals", "job signals spare producers, spawn", test_job_signals_spawn,
+     0},
+    {"signals", "job signals spare producers, fork", test_job_signals_fork, 0},
+    {"garbage", "handles in the batch ring", test_garbage_in_the_batch_ring, 0},
+    {"garbage", "failed index beyond the dataset",
+     test_garbage_failed_index_is_an_error, 0},
+    {"garbage", "ring sizes are ignored", test_garbage_ring_sizes_are_ignored,
+     0},
+    {"garbage", "header is ignored", test_garbage_header_is_ignored, 0},
+    {"garbage", "full order ring is an error", test_full_order_ring_is_an_error,
+     0},
+    {"garbage", "order stops the producer",
+     test_garbage_order_stops_the_producer, 0},
+};
+
+int main(int argc, char **argv)
+{
+    struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART */
+    sigaction(SIGALRM, &sa, NULL);
+    if (argc == 3 && strcmp(argv[1], "--stress") == 0)
+        return stress((int)strtol(argv[2], NULL, 10));
+    /* Each case runs in a child forked from this single-threaded
+     * process, so fork-mode cases may come in any order. */
+    return TEST_MAIN(argc, argv, cases);
 }
