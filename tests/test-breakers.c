@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "proc.h"
 #include "segment.h"
 #include "test.h"
@@ -211,17 +212,56 @@ static void run_ends_naming_one(uint64_t seed)
     rf_loader_close(l);
 }
 
-int main(void)
+/* Every case makes its own folder: they run in separate processes. */
+static void with_folder(void (*body)(void))
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    const struct rlimit no_core = {0, 0}; /* producers inherit it */
-    CHECK_EQ(setrlimit(RLIMIT_CORE, &no_core), 0);
     make_folder();
+    body();
+    remove_folder();
+}
+
+static void crashes_left_out(void)
+{
     for (uint64_t seed = 1; seed <= 3; seed++)
         both_left_out(SIGABRT, 0, seed);
+}
+
+static void hangs_left_out(void)
+{
     both_left_out(SIGSTOP, 300, 4);
+}
+
+static void fail_names_one(void)
+{
     for (uint64_t seed = 1; seed <= 2; seed++)
         run_ends_naming_one(seed);
-    remove_folder();
-    return 0;
+}
+
+static void case_crashes_left_out(void)
+{
+    with_folder(crashes_left_out);
+}
+
+static void case_hangs_left_out(void)
+{
+    with_folder(hangs_left_out);
+}
+
+static void case_fail_names_one(void)
+{
+    with_folder(fail_names_one);
+}
+
+static const struct test_case cases[] = {
+    {"skip", "two crashing samples are both left out", case_crashes_left_out,
+     0},
+    {"skip", "two hanging samples are both left out", case_hangs_left_out, 0},
+    {"fail", "the run ends naming a crashing sample", case_fail_names_one, 0},
+};
+
+int main(int argc, char **argv)
+{
+    const struct rlimit no_core = {0, 0}; /* producers inherit it */
+    CHECK_EQ(setrlimit(RLIMIT_CORE, &no_core), 0);
+    return TEST_MAIN(argc, argv, cases);
 }
