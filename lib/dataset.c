@@ -35,11 +35,6 @@
  * (SIGBUS) nor change. */
 #define METADATA_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
 
-/* A sample file larger than this is refused before it is read: no image
- * the decoders accept comes near it, and a mistaken multi-gigabyte file
- * would otherwise be read into memory. */
-#define MAX_SAMPLE_FILE (UINT64_C(1) << 30)
-
 /* Folder trees deeper than this are refused (the loop guard keeps a
  * well-formed tree far below it). */
 #define MAX_DEPTH 256
@@ -731,6 +726,8 @@ static const char *listing_entry_problem(const struct rf__index_header *h,
 {
     if (e->label >= h->classes)
         return "its label is not below the number of classes";
+    if (e->name_length > MAX_NAME)
+        return "its name is longer than 4095 bytes";
     if (!name_is_whole(names, h->names_size, e->name_offset, e->name_length))
         return "its name lies outside the names area";
     if (!name_stays_inside(names + e->name_offset, e->name_length))
@@ -855,23 +852,127 @@ static int open_folder(rf_dataset *ds, int index_fd, char *why, size_t why_len)
 
 /* ---- opening a packed file ---------------------------------------------- */
 
-/* Reads up to size bytes at offset; returns the count (short only at the
- * end of the file) or -errno. */
-static ssize_t pread_all(int fd, uint8_t *data, size_t size, uint64_t offset)
+/* file_size, and the index: after the header and inside the file. Every
+ * size a header gives is compared with the file's real size (fstat)
+ * before anything is read or allocated, so that a damaged header costs
+ * nothing; and every offset is checked before it is subtracted, so that
+ * no difference wraps. */
+static int check_pack_index_area(const struct rf__pack_header *h, uint64_t size,
+                                 char *why, size_t why_len)
 {
-    size_t done = 0;
-    while (done < size) {
-        const ssize_t n =
-            pread(fd, data + done, size - done, (off_t)(offset + done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            break;
-        done += (size_t)n;
+    if (h->file_size != size) {
+        rf__format(
+            why, why_len,
+            "its header's file_size is %llu bytes, but the file has %llu (%s)",
+            (unsigned long long)h->file_size, (unsigned long long)size,
+            size < h->file_size ? "truncated" : "something was appended to it");
+        return -1;
     }
-    return (ssize_t)done;
+    if (h->index_offset < h->header_size || h->index_offset > size) {
+        rf__format(why, why_len,
+                   "its header's index_offset %llu is not between the end of "
+                   "its header (%u) and the end of the file (%llu bytes)",
+                   (unsigned long long)h->index_offset, h->header_size,
+                   (unsigned long long)size);
+        return -1;
+    }
+    const uint64_t room = (size - h->index_offset) / h->entry_size;
+    if (h->samples > room) {
+        rf__format(why, why_len,
+                   "its header's samples, %llu index entries of %u bytes at "
+                   "index_offset %llu, do not fit its %llu bytes (room for "
+                   "%llu)",
+                   (unsigned long long)h->samples, h->entry_size,
+                   (unsigned long long)h->index_offset,
+                   (unsigned long long)size, (unsigned long long)room);
+        return -1;
+    }
+    const uint64_t index_end = h->index_offset + h->samples * h->entry_size;
+    if (h->names_offset != index_end) {
+        rf__format(why, why_len,
+                   "its header's names_offset %llu is not where its index "
+                   "ends (%llu)",
+                   (unsigned long long)h->names_offset,
+                   (unsigned long long)index_end);
+        return -1;
+    }
+    return 0;
+}
+
+/* The names follow the index, within the file and within 4096 bytes a
+ * sample. names_offset <= size is known. */
+static int check_pack_names_area(const struct rf__pack_header *h, uint64_t size,
+                                 char *why, size_t why_len)
+{
+    const uint64_t room = size - h->names_offset;
+    if (h->names_size > room) {
+        rf__format(why, why_len,
+                   "its header's names_size, %llu bytes at names_offset %llu, "
+                   "runs past the end of the file: it has %llu bytes after it",
+                   (unsigned long long)h->names_size,
+                   (unsigned long long)h->names_offset,
+                   (unsigned long long)room);
+        return -1;
+    }
+    if (h->names_size > 0 &&
+        (h->names_size - 1) / (RF__PACK_NAME_MAX + 1) >= h->samples) {
+        rf__format(why, why_len,
+                   "its header's names_size, %llu bytes, is more than %u "
+                   "bytes for each of its %llu samples",
+                   (unsigned long long)h->names_size, RF__PACK_NAME_MAX + 1,
+                   (unsigned long long)h->samples);
+        return -1;
+    }
+    return 0;
+}
+
+/* The dictionary follows the names and ends the file, within
+ * RF__PACK_DICT_MAX. The names are known to end inside the file. */
+static int check_pack_dict_area(const struct rf__pack_header *h, uint64_t size,
+                                char *why, size_t why_len)
+{
+    const uint64_t names_end = h->names_offset + h->names_size;
+    if (h->dict_offset != names_end) {
+        rf__format(why, why_len,
+                   "its header's dict_offset %llu is not where its names end "
+                   "(%llu)",
+                   (unsigned long long)h->dict_offset,
+                   (unsigned long long)names_end);
+        return -1;
+    }
+    if (h->dict_size != size - h->dict_offset) {
+        rf__format(why, why_len,
+                   "its header's dict_size, %llu bytes at dict_offset %llu, "
+                   "does not end the file: it has %llu bytes after it",
+                   (unsigned long long)h->dict_size,
+                   (unsigned long long)h->dict_offset,
+                   (unsigned long long)(size - h->dict_offset));
+        return -1;
+    }
+    if (h->dict_size > RF__PACK_DICT_MAX) {
+        rf__format(why, why_len,
+                   "its header's dict_size, %llu bytes, is more than the %llu "
+                   "(64 MiB) a dictionary may have",
+                   (unsigned long long)h->dict_size,
+                   (unsigned long long)RF__PACK_DICT_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+/* Bit 0 of flags says there are names, bit 1 that there is a dictionary. */
+static int check_pack_flags(const struct rf__pack_header *h, char *why,
+                            size_t why_len)
+{
+    if (!(h->flags & RF__PACK_FLAG_NAMES) == !h->names_size &&
+        !(h->flags & RF__PACK_FLAG_DICT) == !h->dict_size)
+        return 0;
+    rf__format(why, why_len,
+               "its header's flags 0x%x do not match its names_size %llu and "
+               "dict_size %llu",
+               h->flags, (unsigned long long)h->names_size,
+               (unsigned long long)h->dict_size);
+    return -1;
 }
 
 /* The areas the header names must tile the file exactly: payloads from
@@ -879,87 +980,154 @@ static ssize_t pread_all(int fd, uint8_t *data, size_t size, uint64_t offset)
 static int check_pack_areas(const struct rf__pack_header *h, uint64_t size,
                             char *why, size_t why_len)
 {
-    if (h->file_size != size) {
-        rf__format(
-            why, why_len, "it has %llu bytes but its header says %llu (%s)",
-            (unsigned long long)size, (unsigned long long)h->file_size,
-            size < h->file_size ? "truncated" : "something was appended to it");
-        return -1;
-    }
-    const uint64_t index_room =
-        h->index_offset <= size ? (size - h->index_offset) / h->entry_size : 0;
-    /* Names and dictionary are bounded before anything is copied: a
-     * header claiming a gigabyte of names would otherwise cost that much
-     * memory before the index checksum refused it. Every offset is
-     * checked against the size first, so no difference below wraps. */
-    if (h->index_offset < h->header_size || h->index_offset > size ||
-        h->samples > index_room ||
-        (h->names_size > 0 &&
-         (h->names_size - 1) / (RF__PACK_NAME_MAX + 1) >= h->samples) ||
-        h->dict_size > RF__PACK_DICT_MAX ||
-        h->names_offset != h->index_offset + h->samples * h->entry_size ||
-        h->names_size > size - h->names_offset ||
-        h->dict_offset != h->names_offset + h->names_size ||
-        h->dict_size != size - h->dict_offset ||
-        !(h->flags & RF__PACK_FLAG_NAMES) != !h->names_size ||
-        !(h->flags & RF__PACK_FLAG_DICT) != !h->dict_size) {
-        rf__format(
-            why, why_len,
-            "its header's index (%llu entries at %llu), names (%llu "
-            "bytes at %llu) and dictionary (%llu bytes at %llu) do not "
-            "fit its %llu bytes",
-            (unsigned long long)h->samples, (unsigned long long)h->index_offset,
-            (unsigned long long)h->names_size,
-            (unsigned long long)h->names_offset,
-            (unsigned long long)h->dict_size,
-            (unsigned long long)h->dict_offset, (unsigned long long)size);
-        return -1;
-    }
+    if (check_pack_index_area(h, size, why, why_len) < 0 ||
+        check_pack_names_area(h, size, why, why_len) < 0 ||
+        check_pack_dict_area(h, size, why, why_len) < 0 ||
+        check_pack_flags(h, why, why_len) < 0)
+        return RF__FORMAT_DAMAGED;
     return 0;
 }
 
-static int check_pack_entry(const rf_dataset *ds,
-                            const struct rf__pack_entry *e, char *why,
-                            size_t why_len)
+static bool entry_is_zeros(const struct rf__pack_entry *e)
 {
-    const struct rf__pack_header *h = &ds->header;
-    const char *problem = NULL;
-    if (e->kind != RF_SAMPLE_JPEG && e->kind != RF_SAMPLE_ZSTD)
-        problem = "its kind is unknown";
-    else if (e->kind == RF_SAMPLE_ZSTD && h->channels == 0)
-        problem = "it is zstd but the file has no sample shape";
-    else if (e->offset < h->header_size || e->offset > h->index_offset ||
-             e->size > h->index_offset - e->offset)
-        problem = "its payload lies outside the payload area";
-    else if (e->label < 0 || e->label >= (int64_t)h->classes)
-        problem = "its label is outside 0..classes-1";
-    else if (e->name_length && !name_is_whole(ds->names, ds->names_size,
-                                              e->name_offset, e->name_length))
-        problem = "its name lies outside the names area";
-    if (!problem)
-        return 0;
-    rf__format(why, why_len,
-               "%s (offset %llu, %u bytes, kind %u, label %lld, name at "
-               "%llu, %u bytes)",
-               problem, (unsigned long long)e->offset, e->size, e->kind,
-               (long long)e->label, (unsigned long long)e->name_offset,
-               e->name_length);
-    return -1;
+    return !e->offset && !e->name_offset && !e->label && !e->size && !e->crc &&
+           !e->name_length && !e->kind;
 }
 
+/* What is wrong with an index entry, its name aside (that needs the
+ * names area, which follows the index); NULL when nothing is. */
+static const char *pack_entry_problem(const struct rf__pack_header *h,
+                                      const struct rf__pack_entry *e)
+{
+    if (entry_is_zeros(e))
+        return "it is all zeros (a hole in a sparse file, or zeroed damage)";
+    if (e->kind != RF_SAMPLE_JPEG && e->kind != RF_SAMPLE_ZSTD)
+        return "its kind is unknown";
+    if (e->kind == RF_SAMPLE_ZSTD && h->channels == 0)
+        return "it is zstd but the file has no sample shape";
+    if (e->offset < h->header_size || e->offset > h->index_offset ||
+        e->size > h->index_offset - e->offset)
+        return "its payload lies outside the payload area";
+    if (e->size > RF__SAMPLE_MAX)
+        return "its payload is larger than the " RF__SAMPLE_MAX_TEXT
+               " a sample may have, in a pack as in a folder";
+    if (e->label < 0 || e->label >= (int64_t)h->classes)
+        return "its label is outside 0..classes-1";
+    if (e->name_length > RF__PACK_NAME_MAX)
+        return "its name is longer than 4095 bytes";
+    return NULL;
+}
+
+/* "index entry N: PROBLEM (its fields)" into why. */
+static void describe_entry_problem(uint64_t i, const struct rf__pack_entry *e,
+                                   const char *problem, char *why,
+                                   size_t why_len)
+{
+    if (entry_is_zeros(e)) { /* the fields would say nothing more */
+        rf__format(why, why_len, "index entry %llu: %s", (unsigned long long)i,
+                   problem);
+        return;
+    }
+    rf__format(why, why_len,
+               "index entry %llu: %s (offset %llu, %u bytes, kind %u, label "
+               "%lld, name at %llu, %u bytes)",
+               (unsigned long long)i, problem, (unsigned long long)e->offset,
+               e->size, e->kind, (long long)e->label,
+               (unsigned long long)e->name_offset, e->name_length);
+}
+
+/* Every entry, names included, once the metadata is mapped; and classes,
+ * which must be the largest label + 1. */
 static int check_pack_entries(const rf_dataset *ds, char *why, size_t why_len)
 {
-    char reason[RF__DETAIL / 2];
+    int64_t largest = -1;
     for (uint64_t i = 0; i < ds->samples; i++) {
         struct rf__pack_entry e;
         rf__pack_entry_decode(&e, ds->entries + i * RF__PACK_ENTRY_SIZE);
-        if (check_pack_entry(ds, &e, reason, sizeof(reason)) < 0) {
-            rf__format(why, why_len, "index entry %llu: %s",
-                       (unsigned long long)i, reason);
+        const char *problem = pack_entry_problem(&ds->header, &e);
+        if (!problem && e.name_length &&
+            !name_is_whole(ds->names, ds->names_size, e.name_offset,
+                           e.name_length))
+            problem = "its name lies outside the names area";
+        if (problem) {
+            describe_entry_problem(i, &e, problem, why, why_len);
+            return -1;
+        }
+        largest = e.label > largest ? e.label : largest;
+    }
+    if ((int64_t)ds->classes == largest + 1)
+        return 0;
+    rf__format(why, why_len,
+               "its header's classes is %u, but its largest label is %lld "
+               "(classes must be the largest label + 1)",
+               ds->classes, (long long)largest);
+    return -1;
+}
+
+/* The entries of a piece of metadata checked as it is read, all but their
+ * names: a damaged index (a sparse file's hole reads as entries of zeros)
+ * is refused at its first bad entry, not after all of it was read. */
+struct piece_check {
+    const struct rf__pack_header *header;
+    char *why;
+    size_t why_len;
+};
+
+_Static_assert(RF__COPY_PIECE % RF__PACK_ENTRY_SIZE == 0,
+               "a piece holds whole index entries");
+
+static int check_piece_entries(void *ctx, const uint8_t *data, uint64_t at,
+                               size_t size)
+{
+    const struct piece_check *c = ctx;
+    const uint64_t index_size = c->header->samples * RF__PACK_ENTRY_SIZE;
+    for (uint64_t o = at; o < at + size && o < index_size;
+         o += RF__PACK_ENTRY_SIZE) {
+        struct rf__pack_entry e;
+        rf__pack_entry_decode(&e, data + (o - at));
+        const char *problem = pack_entry_problem(c->header, &e);
+        if (problem) {
+            describe_entry_problem(o / RF__PACK_ENTRY_SIZE, &e, problem, c->why,
+                                   c->why_len);
             return -1;
         }
     }
     return 0;
+}
+
+static int index_checksum_mismatch(char *why, size_t why_len)
+{
+    rf__format(why, why_len, "the checksum of its index does not match");
+    return RF__FORMAT_DAMAGED;
+}
+
+/* Says why rf__copy_region() failed on the metadata at `offset`. */
+static int copy_failed(int rc, uint64_t offset, uint64_t copied, char *why,
+                       size_t why_len)
+{
+    if (rc == -ENODATA)
+        rf__format(why, why_len,
+                   "it ends at %llu bytes, inside its index: it was truncated "
+                   "while it was opened",
+                   (unsigned long long)offset + (unsigned long long)copied);
+    else if (rc < 0)
+        rf__format(why, why_len, "cannot copy its index: %s", strerror(-rc));
+    /* RF__COPY_REFUSED: the check said why */
+    return RF__FORMAT_DAMAGED;
+}
+
+/* A memfd of `size` bytes, all holes (no memory until written), or -1. */
+static int metadata_memfd(uint64_t size, char *why, size_t why_len)
+{
+    const int fd =
+        memfd_create("ringfeed-pack-index", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd >= 0 && ftruncate(fd, (off_t)size) == 0)
+        return fd;
+    rf__format(why, why_len, "cannot make a memfd for its index: %s",
+               strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return -1;
 }
 
 /* Index, names and dictionary are read once with pread() into a sealed
@@ -967,39 +1135,41 @@ static int check_pack_entries(const rf_dataset *ds, char *why, size_t why_len)
  * truncated while it is open would turn every access to a mapping of it
  * past the new end into a SIGBUS. Sealed (no write, grow or shrink), the
  * memfd can be handed to producers (rf__dataset_index_fd()), which map
- * the same pages instead of a copy each. */
+ * the same pages instead of a copy each. The copy is made and checked
+ * (entries, meta_crc) a piece at a time, and leaves pages of zeros
+ * unwritten: a damaged header whose index is a hole of gigabytes costs a
+ * piece of memory and one piece's read. */
 static int copy_metadata(rf_dataset *ds, uint64_t size, char *why,
                          size_t why_len)
 {
-    const uint64_t offset = ds->header.index_offset;
-    const int fd =
-        memfd_create("ringfeed-pack-index", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    void *map = MAP_FAILED;
-    ssize_t got = fd < 0 || ftruncate(fd, (off_t)size) < 0 ? -errno : 0;
-    if (got == 0) {
-        map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        got = map == MAP_FAILED ? -errno : pread_all(ds->fd, map, size, offset);
-    }
-    if (map != MAP_FAILED)
-        munmap(map, size);
-    if (got >= 0 && (uint64_t)got < size)
-        rf__format(why, why_len,
-                   "it ends at %llu bytes, inside its index: it was truncated "
-                   "while it was opened",
-                   (unsigned long long)offset + (unsigned long long)got);
-    else if (got < 0)
-        rf__format(why, why_len, "cannot read its index: %s",
-                   strerror((int)-got));
-    else if (fcntl(fd, F_ADD_SEALS, METADATA_SEALS | F_SEAL_SEAL) < 0)
+    const struct rf__pack_header *h = &ds->header;
+    struct piece_check pc = {h, why, why_len};
+    const int fd = metadata_memfd(size, why, why_len);
+    if (fd < 0)
+        return RF__FORMAT_DAMAGED;
+    const struct rf__copy copy = {.from = ds->fd,
+                                  .offset = h->index_offset,
+                                  .size = size,
+                                  .to = fd,
+                                  .crc32c = &ds->crc,
+                                  .check = {check_piece_entries, &pc}};
+    uint32_t crc = 0;
+    uint64_t copied = 0;
+    int rc = rf__copy_region(&copy, &crc, &copied);
+    if (rc != 0)
+        rc = copy_failed(rc, h->index_offset, copied, why, why_len);
+    else if (crc != h->meta_crc)
+        rc = index_checksum_mismatch(why, why_len);
+    else if (fcntl(fd, F_ADD_SEALS, METADATA_SEALS | F_SEAL_SEAL) < 0) {
         rf__format(why, why_len, "cannot seal the copy of its index: %s",
                    strerror(errno));
-    else {
-        ds->meta_fd = fd;
-        return 0;
+        rc = RF__FORMAT_DAMAGED;
     }
-    if (fd >= 0)
+    if (rc < 0)
         close(fd);
-    return RF__FORMAT_DAMAGED;
+    else
+        ds->meta_fd = fd;
+    return rc;
 }
 
 /* A copy handed over by the consumer must be sealed (else it could shrink
@@ -1037,34 +1207,38 @@ static void use_metadata(rf_dataset *ds, const uint8_t *meta)
     ds->dict = h->dict_size ? meta + (h->dict_offset - h->index_offset) : NULL;
 }
 
+static int map_metadata(rf_dataset *ds, uint64_t size, char *why,
+                        size_t why_len)
+{
+    void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, ds->meta_fd, 0);
+    if (map == MAP_FAILED) {
+        rf__format(why, why_len, "cannot map its index: %s", strerror(errno));
+        return RF__FORMAT_DAMAGED;
+    }
+    ds->meta_map = map;
+    ds->meta_map_size = (size_t)size;
+    use_metadata(ds, map);
+    return 0;
+}
+
 /* Gets index, names and dictionary (from the file, or from the consumer's
- * copy in index_fd), maps them and checks their checksum. */
+ * copy in index_fd), maps them and checks their checksum: a copy made here
+ * was checked as it was read, one handed over is checked once mapped. */
 static int load_pack_metadata(rf_dataset *ds, int index_fd, char *why,
                               size_t why_len)
 {
     const struct rf__pack_header *h = &ds->header;
     const uint64_t size = h->file_size - h->index_offset;
-    if (size > 0) { /* else no samples, names or dictionary */
-        const int rc = index_fd >= 0
-                           ? adopt_metadata(ds, index_fd, size, why, why_len)
+    if (size == 0) /* no samples, names or dictionary: the CRC of nothing */
+        return h->meta_crc == 0 ? 0 : index_checksum_mismatch(why, why_len);
+    int rc = index_fd >= 0 ? adopt_metadata(ds, index_fd, size, why, why_len)
                            : copy_metadata(ds, size, why, why_len);
-        if (rc < 0)
-            return rc;
-        void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, ds->meta_fd, 0);
-        if (map == MAP_FAILED) {
-            rf__format(why, why_len, "cannot map its index: %s",
-                       strerror(errno));
-            return RF__FORMAT_DAMAGED;
-        }
-        ds->meta_map = map;
-        ds->meta_map_size = (size_t)size;
-        use_metadata(ds, map);
-    }
-    if (rf__crc32c(&ds->crc, 0, ds->entries, size) != h->meta_crc) {
-        rf__format(why, why_len, "the checksum of its index does not match");
-        return RF__FORMAT_DAMAGED;
-    }
-    return 0;
+    if (rc == 0)
+        rc = map_metadata(ds, size, why, why_len);
+    if (rc == 0 && index_fd >= 0 &&
+        rf__crc32c(&ds->crc, 0, ds->meta_map, size) != h->meta_crc)
+        rc = index_checksum_mismatch(why, why_len);
+    return rc;
 }
 
 static int read_pack_header(rf_dataset *ds, char *why, size_t why_len)
@@ -1465,10 +1639,11 @@ static int open_folder_sample(rf_dataset *ds, uint64_t index, const char *name,
         rc = folder_sample_failed(ds, index, name,
                                   "is not a regular file; remove it",
                                   RF_E_CORRUPT_SAMPLE);
-    else if ((uint64_t)st.st_size > MAX_SAMPLE_FILE)
+    else if ((uint64_t)st.st_size > RF__SAMPLE_MAX)
         rc = folder_sample_failed(ds, index, name,
-                                  "is larger than 1 GiB, more than any "
-                                  "image ringfeed decodes; remove it",
+                                  "is larger than " RF__SAMPLE_MAX_TEXT
+                                  ", more than a sample may have (in a "
+                                  "folder as in a pack); remove it",
                                   RF_E_CORRUPT_SAMPLE);
     if (rc < 0) {
         close(fd);
@@ -1490,7 +1665,7 @@ static int read_folder_sample(rf_dataset *ds, uint64_t index,
         return fd;
     ssize_t got = reserve_buffer(ds, size);
     if (got == 0)
-        got = pread_all(fd, ds->buffer, size, 0);
+        got = rf__pread_all(fd, ds->buffer, size, 0);
     close(fd);
     if (got < 0)
         return folder_sample_failed(ds, index, name, "cannot read it",
@@ -1533,7 +1708,7 @@ static int read_packed_sample(rf_dataset *ds, uint64_t index,
     rf__pack_entry_decode(&e, ds->entries + index * RF__PACK_ENTRY_SIZE);
     ssize_t got = reserve_buffer(ds, e.size);
     if (got == 0)
-        got = pread_all(ds->fd, ds->buffer, e.size, e.offset);
+        got = rf__pread_all(ds->fd, ds->buffer, e.size, e.offset);
     if (got < 0)
         return packed_sample_failed(ds, index, &e, "cannot read it", (int)got);
     if ((size_t)got < e.size)

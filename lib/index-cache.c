@@ -161,10 +161,59 @@ static bool read_trailer(const uint8_t *at, size_t size, struct trailer *t)
     return true;
 }
 
-/* The listing part of a cache (`size` bytes mapped at `cache`), copied
- * into a memfd for rf__dataset_open_indexed(), which checks all of it;
+/* The entries of a piece of the listing as it is copied (`at` counts
+ * from the first entry): one with an empty name, as a hole in a sparse
+ * file reads, stops the copy, so that such a cache costs one piece. */
+static int check_listing_piece(void *ctx, const uint8_t *data, uint64_t at,
+                               size_t size)
+{
+    const struct rf__index_header *h = ctx;
+    for (uint64_t o = at;
+         o < at + size && o / RF__INDEX_ENTRY_SIZE < h->samples;
+         o += RF__INDEX_ENTRY_SIZE) {
+        struct rf__index_entry e;
+        rf__index_entry_decode(&e, data + (o - at));
+        if (e.name_length == 0)
+            return -1;
+    }
+    return 0;
+}
+
+_Static_assert(RF__COPY_PIECE % RF__INDEX_ENTRY_SIZE == 0,
+               "a piece holds whole listing entries");
+
+/* The listing of the cache file at fd (its header `head`, decoded in *h),
+ * copied into a memfd a piece at a time: checked against body_crc before
+ * it is handed on, never copied whole first, and without pages for
+ * zeros, so that a damaged cache costs no more memory than it holds.
+ * Returns the memfd or -1. */
+static int copy_listing(int fd, const uint8_t *head, struct rf__index_header *h)
+{
+    struct rf__crc32c crc32c;
+    rf__crc32c_init(&crc32c);
+    const int mfd = memfd_create("ringfeed-cache", MFD_CLOEXEC);
+    const struct rf__copy copy = {.from = fd,
+                                  .offset = RF__INDEX_HEADER_SIZE,
+                                  .size = h->total_size - RF__INDEX_HEADER_SIZE,
+                                  .to = mfd,
+                                  .to_offset = RF__INDEX_HEADER_SIZE,
+                                  .crc32c = &crc32c,
+                                  .check = {check_listing_piece, h}};
+    uint32_t crc = 0;
+    uint64_t copied = 0;
+    if (mfd >= 0 && ftruncate(mfd, (off_t)h->total_size) == 0 &&
+        rf__pwrite_all(mfd, head, RF__INDEX_HEADER_SIZE, 0) == 0 &&
+        rf__copy_region(&copy, &crc, &copied) == 0 && crc == h->body_crc)
+        return mfd;
+    if (mfd >= 0)
+        close(mfd);
+    return -1;
+}
+
+/* The listing part of a cache (`size` bytes mapped at `cache`, open at
+ * fd) in a memfd for rf__dataset_open_indexed(), which checks all of it;
  * -1 when the trailer is wrong or the folder changed since the listing. */
-static int fresh_listing_fd(const char *folder, const uint8_t *cache,
+static int fresh_listing_fd(const char *folder, int fd, const uint8_t *cache,
                             size_t size)
 {
     struct rf__index_header h;
@@ -179,12 +228,7 @@ static int fresh_listing_fd(const char *folder, const uint8_t *cache,
     if (!read_trailer(cache + listing, size - listing, &t) ||
         !cache_is_fresh(folder, &t))
         return -1;
-    const int fd = memfd_create("ringfeed-cache", MFD_CLOEXEC);
-    if (fd >= 0 && rf__pwrite_all(fd, cache, listing, 0) == 0)
-        return fd;
-    if (fd >= 0)
-        close(fd);
-    return -1;
+    return copy_listing(fd, cache, &h);
 }
 
 static int open_from_cache(rf_dataset **out, const char *folder,
@@ -194,15 +238,19 @@ static int open_from_cache(rf_dataset **out, const char *folder,
     const int fd = open(cache, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
+    /* Mapped for its header and trailer; the listing between them is
+     * read from fd, a piece at a time. */
     void *map = MAP_FAILED;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
         (uint64_t)st.st_size <= SIZE_MAX)
         map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int listing =
+        map == MAP_FAILED
+            ? -1
+            : fresh_listing_fd(folder, fd, map, (size_t)st.st_size);
+    if (map != MAP_FAILED)
+        munmap(map, (size_t)st.st_size);
     close(fd);
-    if (map == MAP_FAILED)
-        return -ESTALE;
-    const int listing = fresh_listing_fd(folder, map, (size_t)st.st_size);
-    munmap(map, (size_t)st.st_size);
     if (listing < 0)
         return -ESTALE;
     char why[RF__DETAIL]; /* a refused cache is listed again */

@@ -4,7 +4,8 @@
  * names, zstd dictionary) and the folder index (a folder's listing, handed
  * from the consumer to its producers in a memfd). Both are little-endian
  * with 64-bit offsets and CRC-32C checksums. lib/pack.c holds the codecs,
- * the checksum and the packed-file writer; lib/dataset.c the readers.
+ * the checksum, the packed-file writer and the bounded copy of a file's
+ * metadata into a memfd; lib/dataset.c the readers.
  */
 #ifndef RF_PACK_H
 #define RF_PACK_H
@@ -12,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ringfeed.h"
 
@@ -26,6 +28,15 @@
 /* The largest zstd dictionary a packed file may carry (zstd's trainer
  * makes them of 100 KB or so; --dict-size is rarely above a few MB). */
 #define RF__PACK_DICT_MAX (UINT64_C(64) << 20)
+
+/* The most bytes one sample may have, wherever it is: a file of a folder
+ * (refused when read), a pack's payload (refused by rf_pack_writer_add(),
+ * and by a reader in any index entry). One rule, so that whatever a
+ * folder yields can be packed and whatever a pack holds could have come
+ * from a folder. No image the decoders accept comes near it, and a
+ * mistaken multi-gigabyte file would otherwise be read into memory. */
+#define RF__SAMPLE_MAX (UINT64_C(1) << 30)
+#define RF__SAMPLE_MAX_TEXT "1 GiB"
 
 /* Header flags; any other bit set makes a reader refuse the file. */
 #define RF__PACK_FLAG_NAMES 1u /* at least one sample has a name */
@@ -124,6 +135,10 @@ void rf__index_entry_decode(struct rf__index_entry *e,
  * 0 or -errno. */
 int rf__pwrite_all(int fd, const void *data, size_t size, uint64_t offset);
 
+/* pread() until `size` bytes are read or the file ends. Returns the count
+ * (short only at the end of the file) or -errno. */
+ssize_t rf__pread_all(int fd, void *data, size_t size, uint64_t offset);
+
 /* Writes a folder dataset's listing in this format to fd, at offset 0
  * (fd is new and empty): the memfd of rf__dataset_index_fd(), or a cache file
  * that rf__dataset_open_indexed() reads back (it checks everything, so a
@@ -147,6 +162,45 @@ void rf__crc32c_init(struct rf__crc32c *c);
  * crc(0, a followed by b). crc(0, "123456789") is 0xe3069283. */
 uint32_t rf__crc32c(const struct rf__crc32c *c, uint32_t crc, const void *data,
                     size_t size);
+
+/* ---- copying metadata out of a file, in bounded pieces ------------------ */
+
+/* What rf__copy_region() reads at a time: whole index entries of both
+ * formats (40 and 16 bytes) and whole 4096-byte pages, just under 1 MiB.
+ * Whatever size a damaged header claims, reading it costs one piece. */
+#define RF__COPY_PIECE ((size_t)20480 * 51)
+
+/* Called on each piece before it is checksummed and written: `at` is the
+ * piece's offset in the region (a multiple of RF__COPY_PIECE). Returns 0
+ * to go on, or -1 (with its reason kept in ctx) to stop the copy. */
+struct rf__copy_check {
+    int (*piece)(void *ctx, const uint8_t *data, uint64_t at, size_t size);
+    void *ctx;
+};
+
+/* rf__copy_region()'s result when check stopped it. */
+#define RF__COPY_REFUSED 1
+
+/* A region of a file to copy into a memfd. */
+struct rf__copy {
+    int from;              /* the file */
+    uint64_t offset, size; /* the region of it */
+    int to;                /* a memfd at least to_offset + size bytes long,
+                              made by ftruncate(): all holes, no memory */
+    uint64_t to_offset;    /* where the region goes in it */
+    const struct rf__crc32c *crc32c;
+    struct rf__copy_check check; /* check.piece may be NULL */
+};
+
+/* Copies c's region one RF__COPY_PIECE at a time, each checked (when
+ * there is a check) before it is checksummed and written, and returns
+ * the CRC-32C of the region in *crc and the bytes read in *copied. Pages
+ * of zeros are not written: the memfd reads as zeros there already, so
+ * the copy of a sparse or zeroed file takes no memory for its holes.
+ * Returns 0; RF__COPY_REFUSED when the check stopped it; -ENODATA when
+ * the file ends before the region does (at offset + *copied); or -errno
+ * of a read or write. */
+int rf__copy_region(const struct rf__copy *c, uint32_t *crc, uint64_t *copied);
 
 /* ---- little-endian fields ----------------------------------------------- */
 

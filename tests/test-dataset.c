@@ -10,7 +10,9 @@
  * the memfd round trip to producers, and a damaged or planted listing is
  * refused. Packed files round-trip bytes, labels, kinds, names,
  * dictionary and shape; every kind of damage is refused with a reason
- * that names the file. Listing 20,000 files is timed (printed, not
+ * that names the file (and, for a size the file cannot hold, the field
+ * and both numbers). An index cache whose listing is a hole is refused
+ * without being copied. Listing 20,000 files is timed (printed, not
  * asserted).
  */
 #include "config.h"
@@ -22,6 +24,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -186,6 +189,64 @@ static void test_index_cache_trailer_damage(const char *root, const char *cache,
     }
 }
 
+/* The listing a damaged cache's header claims, most of it a hole. */
+#define SPARSE_LISTING (UINT64_C(2) << 30)
+
+/* Writes over cache one whose header claims a SPARSE_LISTING-byte
+ * listing, all a hole but for that header, followed by the cache's intact
+ * trailer: fresh, as far as the trailer can tell. */
+static void make_sparse_cache(const char *cache)
+{
+    size_t size;
+    uint8_t *bytes = read_whole(cache, &size);
+    struct rf__index_header h;
+    char why[256];
+    CHECK_OK(rf__index_header_decode(&h, bytes, why, sizeof(why)));
+    const uint64_t trailer_at = h.total_size;
+    h.samples = (SPARSE_LISTING - RF__INDEX_HEADER_SIZE) / RF__INDEX_ENTRY_SIZE;
+    h.names_offset = h.total_size =
+        RF__INDEX_HEADER_SIZE + h.samples * RF__INDEX_ENTRY_SIZE;
+    h.names_size = 0;
+    uint8_t header[RF__INDEX_HEADER_SIZE];
+    rf__index_header_encode(&h, header);
+    const int fd = open(cache, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    CHECK(fd >= 0);
+    CHECK_OK(rf__pwrite_all(fd, header, sizeof(header), 0));
+    CHECK_OK(rf__pwrite_all(fd, bytes + trailer_at, size - trailer_at,
+                            h.total_size));
+    close(fd);
+    free(bytes);
+}
+
+/* A cache made sparse (make_sparse_cache()) is not used, and costs
+ * little: it is read a piece at a time and refused at its first empty
+ * entry. It used to be copied whole, through a mapping of the file, into
+ * a memfd before its checksum was compared: 2 GiB of memory. The folder
+ * is listed again (the cache rewritten: a new inode). In a child, for its
+ * peak RSS. */
+static void test_index_cache_sparse_listing(const char *root, const char *cache,
+                                            uint64_t samples)
+{
+    make_sparse_cache(cache);
+    const ino_t damaged_inode = inode_of(cache);
+    fflush(stdout);
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        alarm(60);
+        _exit(cached_size(root) == samples ? 0 : 1);
+    }
+    int status = 0;
+    struct rusage ru;
+    CHECK_EQ(wait4(child, &status, 0, &ru), child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    printf("  a cache claiming a %llu-byte listing, a hole: listed again, "
+           "peak RSS %ld KiB\n",
+           (unsigned long long)SPARSE_LISTING, ru.ru_maxrss);
+    CHECK_LT((uint64_t)ru.ru_maxrss * 1024, UINT64_C(256) << 20);
+    CHECK(inode_of(cache) != damaged_inode);
+}
+
 /* The cache must notice every change a new listing would see: files
  * added in a nested folder, in a hidden class folder, and in a folder
  * whose mtime was set back afterwards (rsync -a, tar, cp -a do that). */
@@ -244,6 +305,7 @@ static void test_index_cache_never_stale(void)
     printf("index cache: nested, hidden, back-dated changes, a cache file "
            "touched and a re-pointed class link seen\n");
     test_index_cache_trailer_damage(root, cache, 8);
+    test_index_cache_sparse_listing(root, cache, 8);
 }
 
 /* Entries of folder other than its class folders c0..c9 and the cache:
@@ -639,6 +701,13 @@ static void test_index_damage(void)
                           "entry 0: its name leads out of the folder");
     CHECK_OK(open_with_listing(
         planted, planted_listing(planted, "zebra/a.jpeg"), why, sizeof(why)));
+    /* a name longer than any the listing makes (MAX_NAME) */
+    static char long_name[4097];
+    memset(long_name, 'n', sizeof(long_name) - 1);
+    static uint8_t long_listing[sizeof(long_name) + 128];
+    check_listing_refused(long_listing,
+                          planted_listing(long_listing, long_name),
+                          "entry 0: its name is longer than 4095 bytes");
     free(bytes);
     rf_dataset_close(ds);
     printf("index: damaged, truncated, foreign and planted listings "
@@ -923,7 +992,13 @@ static void reseal(uint8_t *bytes, struct rf__pack_header *h)
     rf__pack_header_encode(h, bytes);
 }
 
-enum entry_field { ENTRY_OFFSET, ENTRY_KIND, ENTRY_LABEL, ENTRY_NAME };
+enum entry_field {
+    ENTRY_OFFSET,
+    ENTRY_KIND,
+    ENTRY_LABEL,
+    ENTRY_NAME,
+    ENTRY_NAME_LENGTH
+};
 
 static void edit_entry(uint8_t *bytes, uint64_t i, enum entry_field field,
                        uint64_t value)
@@ -940,6 +1015,8 @@ static void edit_entry(uint8_t *bytes, uint64_t i, enum entry_field field,
         e.kind = (uint8_t)value;
     else if (field == ENTRY_LABEL)
         e.label = (int64_t)value;
+    else if (field == ENTRY_NAME_LENGTH)
+        e.name_length = (uint32_t)value;
     else { /* a name that starts outside the names area */
         e.name_offset = value;
         e.name_length = 4;
@@ -962,6 +1039,8 @@ static void test_pack_damage_to_entries(const uint8_t *good, size_t size)
         {ENTRY_KIND, 7, "index entry 2: its kind is unknown"},
         {ENTRY_LABEL, 3, "index entry 2: its label is outside"},
         {ENTRY_NAME, 1u << 20, "index entry 2: its name lies outside"},
+        {ENTRY_NAME_LENGTH, 4096,
+         "index entry 2: its name is longer than 4095 bytes"},
     };
     for (size_t k = 0; k < sizeof(edits) / sizeof(edits[0]); k++) {
         memcpy(bytes, good, size);
@@ -969,7 +1048,59 @@ static void test_pack_damage_to_entries(const uint8_t *good, size_t size)
         check_open_fails(damaged(bytes, size), RF_E_CORRUPT_SAMPLE,
                          edits[k].reason);
     }
+    /* classes is the largest label + 1, no more: a count read from the
+     * file that others size their tables by */
+    memcpy(bytes, good, size);
+    struct rf__pack_header h;
+    char why[256];
+    CHECK_OK(rf__pack_header_decode(&h, bytes, why, sizeof(why)));
+    h.classes = 4;
+    reseal(bytes, &h);
+    check_open_fails(damaged(bytes, size), RF_E_CORRUPT_SAMPLE,
+                     "its header's classes is 4, but its largest label is 2");
     free(bytes);
+}
+
+/* Each size or offset of a header that the file cannot hold is refused
+ * before anything is read or allocated, naming the field and both numbers
+ * (`bytes` holds the good file, h its header, both left damaged). */
+static void test_pack_damage_to_sizes(const struct rf__pack_header *h,
+                                      uint8_t *bytes, size_t size)
+{
+    char expected[256];
+    struct rf__pack_header bad = *h;
+    bad.version = 1;
+    bad.samples = size; /* more entries than the file has bytes */
+    rf__pack_header_encode(&bad, bytes);
+    rf__format(expected, sizeof(expected),
+               "its header's samples, %zu index entries of 40 bytes at "
+               "index_offset %llu, do not fit its %zu bytes (room for %llu)",
+               size, (unsigned long long)h->index_offset, size,
+               (unsigned long long)((size - h->index_offset) / 40));
+    check_open_fails(damaged(bytes, size), RF_E_CORRUPT_SAMPLE, expected);
+    bad = *h;
+    bad.version = 1;
+    bad.names_size = size; /* and the dictionary after it */
+    bad.dict_offset = bad.names_offset + bad.names_size;
+    rf__pack_header_encode(&bad, bytes);
+    rf__format(expected, sizeof(expected),
+               "its header's names_size, %zu bytes at names_offset %llu, "
+               "runs past the end of the file: it has %llu bytes after it",
+               size, (unsigned long long)h->names_offset,
+               (unsigned long long)(size - h->names_offset));
+    check_open_fails(damaged(bytes, size), RF_E_CORRUPT_SAMPLE, expected);
+    /* A dictionary above the limit, in a sparse file: refused from the
+     * header alone. */
+    bad = *h;
+    bad.version = 1;
+    bad.dict_size = RF__PACK_DICT_MAX + 1;
+    bad.file_size = bad.dict_offset + bad.dict_size;
+    rf__pack_header_encode(&bad, bytes);
+    const char *path = damaged(bytes, (size_t)bad.dict_offset);
+    CHECK_EQ(truncate(path, (off_t)bad.file_size), 0);
+    check_open_fails(path, RF_E_CORRUPT_SAMPLE,
+                     "its header's dict_size, 67108865 bytes, is more than "
+                     "the 67108864 (64 MiB) a dictionary may have");
 }
 
 static void test_pack_damage_to_header(const uint8_t *good, size_t size)
@@ -1014,15 +1145,23 @@ static void test_pack_damage_to_header(const uint8_t *good, size_t size)
     bad.dict_size = 0;
     bad.flags = RF__PACK_FLAG_NAMES;
     rf__pack_header_encode(&bad, bytes);
-    check_open_fails(damaged(bytes, size), RF_E_CORRUPT_SAMPLE,
-                     "do not fit its");
+    char expected[160];
+    rf__format(expected, sizeof(expected),
+               "its header's names_size, %llu bytes, is more than 4096 bytes "
+               "for each of its 0 samples",
+               (unsigned long long)bad.names_size);
+    check_open_fails(damaged(bytes, size), RF_E_CORRUPT_SAMPLE, expected);
     bad.index_offset = bad.names_offset = bad.dict_offset = size + 4096;
     bad.names_size = 0;
     bad.dict_size = (uint64_t)size - bad.dict_offset; /* wraps */
     bad.flags = RF__PACK_FLAG_DICT;
     rf__pack_header_encode(&bad, bytes);
-    check_open_fails(damaged(bytes, size), RF_E_CORRUPT_SAMPLE,
-                     "do not fit its");
+    rf__format(expected, sizeof(expected),
+               "its header's index_offset %zu is not between the end of its "
+               "header (128) and the end of the file (%zu bytes)",
+               size + 4096, size);
+    check_open_fails(damaged(bytes, size), RF_E_CORRUPT_SAMPLE, expected);
+    test_pack_damage_to_sizes(&h, bytes, size);
     /* A JPEG's first bytes, padded to a whole header. */
     uint8_t jpeg_like[RF__PACK_HEADER_SIZE];
     memset(jpeg_like, '.', sizeof(jpeg_like));
