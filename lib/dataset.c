@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "dataset.h"
+#include "fds.h"
 #include "internal.h"
 #include "pack.h"
 
@@ -389,8 +390,8 @@ static int walk_subfolders(struct walker *w, DIR *dir,
         const size_t length = strlen(name);
         if (parent_length + 1 + length > MAX_NAME)
             return walk_failed(w, "cannot list it", name, ENAMETOOLONG);
-        const int fd =
-            openat(dirfd(dir), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        const int fd = rf__fd_off_stdio(
+            openat(dirfd(dir), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
         if (fd < 0)
             return walk_failed(w, "cannot open it", name, errno);
         w->path[parent_length] = '/';
@@ -470,7 +471,8 @@ static int read_entries_of_root(struct walker *w, DIR *dir)
  * root, sorted, as torchvision's find_classes(). */
 static int list_classes(struct walker *w)
 {
-    const int fd = openat(w->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int fd = rf__fd_off_stdio(
+        openat(w->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     DIR *dir = fd < 0 ? NULL : fdopendir(fd);
     if (!dir) {
         const int error = errno;
@@ -504,8 +506,8 @@ static int walk_classes(struct walker *w)
         if (w->path_length > MAX_NAME)
             return walk_failed(w, "cannot list it", NULL, ENAMETOOLONG);
         memcpy(w->path, name, w->path_length + 1);
-        const int fd =
-            openat(w->root_fd, w->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        const int fd = rf__fd_off_stdio(
+            openat(w->root_fd, w->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
         if (fd < 0)
             return walk_failed(w, "cannot open it", NULL, errno);
         const int rc = walk_folder(w, fd, (uint32_t)label);
@@ -1119,8 +1121,8 @@ static int copy_failed(int rc, uint64_t offset, uint64_t copied, char *why,
 /* A memfd of `size` bytes, all holes (no memory until written), or -1. */
 static int metadata_memfd(uint64_t size, char *why, size_t why_len)
 {
-    const int fd =
-        memfd_create("ringfeed-pack-index", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    const int fd = rf__fd_off_stdio(
+        memfd_create("ringfeed-pack-index", MFD_CLOEXEC | MFD_ALLOW_SEALING));
     if (fd >= 0 && ftruncate(fd, (off_t)size) == 0)
         return fd;
     rf__format(why, why_len, "cannot make a memfd for its index: %s",
@@ -1188,7 +1190,7 @@ static int adopt_metadata(rf_dataset *ds, int index_fd, uint64_t size,
                    index_fd, (unsigned long long)size);
         return RF__FORMAT_DAMAGED;
     }
-    ds->meta_fd = fcntl(index_fd, F_DUPFD_CLOEXEC, 0);
+    ds->meta_fd = fcntl(index_fd, F_DUPFD_CLOEXEC, 3);
     if (ds->meta_fd < 0) {
         rf__format(why, why_len, "cannot keep its index (fd %d): %s", index_fd,
                    strerror(errno));
@@ -1306,8 +1308,9 @@ static int open_path(rf_dataset *ds, int data_fd, int index_fd, char *why,
      * and another put in its place) or none (a relative path after the
      * caller's chdir()). O_NONBLOCK: opening a FIFO by mistake must not
      * hang. */
-    ds->fd = data_fd >= 0 ? fcntl(data_fd, F_DUPFD_CLOEXEC, 0)
-                          : open(ds->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    ds->fd = data_fd >= 0 ? fcntl(data_fd, F_DUPFD_CLOEXEC, 3)
+                          : rf__fd_off_stdio(open(
+                                ds->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (ds->fd < 0 || fstat(ds->fd, &st) < 0) {
         const int rc = -errno;
         rf__format(why, why_len,
@@ -1489,7 +1492,7 @@ static int pack_index_fd(rf_dataset *ds, int *fd)
 {
     if (ds->meta_fd < 0)
         return 0; /* nothing to share */
-    *fd = fcntl(ds->meta_fd, F_DUPFD_CLOEXEC, 0);
+    *fd = fcntl(ds->meta_fd, F_DUPFD_CLOEXEC, 3);
     if (*fd >= 0)
         return 0;
     const int rc = -errno;
@@ -1501,7 +1504,7 @@ static int pack_index_fd(rf_dataset *ds, int *fd)
 
 int rf__dataset_data_fd(const rf_dataset *ds)
 {
-    const int fd = fcntl(ds->fd, F_DUPFD_CLOEXEC, 0);
+    const int fd = fcntl(ds->fd, F_DUPFD_CLOEXEC, 3);
     return fd >= 0 ? fd : -errno;
 }
 
@@ -1510,8 +1513,8 @@ int rf__dataset_index_fd(rf_dataset *ds, int *fd)
     *fd = -1;
     if (ds->kind != DATASET_FOLDER)
         return pack_index_fd(ds, fd);
-    const int mfd =
-        memfd_create("ringfeed-listing", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    const int mfd = rf__fd_off_stdio(
+        memfd_create("ringfeed-listing", MFD_CLOEXEC | MFD_ALLOW_SEALING));
     if (mfd < 0) {
         const int rc = -errno;
         rf__format(ds->error, sizeof(ds->error),
@@ -1628,8 +1631,8 @@ static int open_folder_sample(rf_dataset *ds, uint64_t index, const char *name,
                               size_t *size)
 {
     struct stat st;
-    const int fd =
-        openat(ds->fd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    const int fd = rf__fd_off_stdio(
+        openat(ds->fd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
     if (fd < 0)
         return folder_sample_failed(ds, index, name, "cannot open it", -errno);
     int rc = 0;

@@ -29,6 +29,7 @@
 
 #include "atomic-file.h"
 #include "dataset.h"
+#include "fds.h"
 #include "internal.h"
 #include "pack.h"
 
@@ -191,7 +192,8 @@ static int copy_listing(int fd, const uint8_t *head, struct rf__index_header *h)
 {
     struct rf__crc32c crc32c;
     rf__crc32c_init(&crc32c);
-    const int mfd = memfd_create("ringfeed-cache", MFD_CLOEXEC);
+    const int mfd =
+        rf__fd_off_stdio(memfd_create("ringfeed-cache", MFD_CLOEXEC));
     const struct rf__copy copy = {.from = fd,
                                   .offset = RF__INDEX_HEADER_SIZE,
                                   .size = h->total_size - RF__INDEX_HEADER_SIZE,
@@ -235,7 +237,7 @@ static int open_from_cache(rf_dataset **out, const char *folder,
                            const char *cache)
 {
     struct stat st;
-    const int fd = open(cache, O_RDONLY | O_CLOEXEC);
+    const int fd = rf__fd_off_stdio(open(cache, O_RDONLY | O_CLOEXEC));
     if (fd < 0)
         return -errno;
     /* Mapped for its header and trailer; the listing between them is
@@ -346,7 +348,7 @@ int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp)
         return 0;
     struct rf__atomic_file named = {.fd = -1};
     char why[RF__DETAIL];
-    int fd = open(path, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+    int fd = rf__fd_off_stdio(open(path, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644));
     if (fd < 0 && rf__atomic_file_open(&named, cache, RF__ATOMIC_FILE_NAMED,
                                        why, sizeof(why)) == 0)
         fd = named.fd;

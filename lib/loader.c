@@ -1500,10 +1500,13 @@ static int allocate_tables(rf_loader *l)
  * than an EMFILE from whichever call happens to come last. */
 static int check_fds(rf_loader *l)
 {
-    /* control, arena, eventfd, the folder listing, the dataset, the
-     * helper, a pidfd per producer, and one for whatever the caller opens
-     * next */
-    const uint64_t needed = 7 + (uint64_t)l->producers;
+    /* Still to be opened: control, arena, eventfd, the helper, a pidfd
+     * per producer, and one for whatever the caller opens next. Not the
+     * dataset's listing and data fds: open_source() opened them before
+     * this runs, so rf__fds_free() counts them as taken already. A
+     * replacement's describe_sample() may open the dataset again (two
+     * more) only on its way to an error. */
+    const uint64_t needed = 6 + (uint64_t)l->producers;
     uint64_t limit = 0;
     const int free_fds = rf__fds_free(&limit);
     if ((uint64_t)free_fds >= needed)

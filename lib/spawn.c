@@ -64,10 +64,65 @@ static int open_pidfd(int pid)
     return rf__fd_off_stdio((int)syscall(SYS_pidfd_open, pid, 0));
 }
 
+/* The lowest fd number from 3 up that is neither a source nor a
+ * target of the moves: the one spare a cycle of moves is broken with. */
+static int spare_fd(const int *src, int n)
+{
+    for (int fd = CHILD_CONTROL_FD;; fd++) {
+        bool used = fd < CHILD_CONTROL_FD + n;
+        for (int i = 0; i < n && !used; i++)
+            used = src[i] == fd;
+        if (!used)
+            return fd;
+    }
+}
+
+/* Whether fd is still needed as the source of a move not yet made. */
+static bool still_a_source(const int *src, const bool *done, int n, int fd)
+{
+    for (int i = 0; i < n; i++)
+        if (!done[i] && src[i] == fd)
+            return true;
+    return false;
+}
+
+/* dup2(src[i], CHILD_CONTROL_FD + i) for every i, as a parallel move:
+ * each target is written only once no move still reads it, and a cycle
+ * (3 -> 4 -> 3) goes through one spare number. No number above the
+ * highest source or target is needed, so this works close to
+ * RLIMIT_NOFILE. A move onto itself goes through the spare too: dup2()
+ * of an fd onto itself would keep its close-on-exec flag. */
+static int plan_moves(posix_spawn_file_actions_t *fa, int *src, int n)
+{
+    bool done[6] = {false};
+    const int spare = spare_fd(src, n);
+    int rc = 0;
+    for (int left = n; left > 0 && rc == 0;) {
+        int made = 0;
+        for (int i = 0; i < n && rc == 0; i++) {
+            const int target = CHILD_CONTROL_FD + i;
+            if (done[i] || src[i] == target ||
+                still_a_source(src, done, n, target))
+                continue;
+            rc = posix_spawn_file_actions_adddup2(fa, src[i], target);
+            done[i] = true;
+            made++;
+            left--;
+        }
+        if (made == 0 && rc == 0) { /* only cycles (or self-moves) left */
+            int i = 0;
+            while (done[i])
+                i++;
+            rc = posix_spawn_file_actions_adddup2(fa, src[i], spare);
+            src[i] = spare;
+        }
+    }
+    return rc;
+}
+
 /* Moves fds to 3, 4, 5 (and 6, 7), then the helper's own fd (when
- * helper >= 0) to the next, without clobbering. Returns the helper's fd
- * number in the child in *helper_at (-1 without one), for exec to find
- * it there. */
+ * helper >= 0) to the next. Returns the helper's fd number in the child
+ * in *helper_at (-1 without one), for exec to find it there. */
 static int plan_fds(posix_spawn_file_actions_t *fa,
                     const struct rf__producer_fds *fds, int helper,
                     int *helper_at)
@@ -77,29 +132,10 @@ static int plan_fds(posix_spawn_file_actions_t *fa,
     *helper_at = helper >= 0 ? CHILD_CONTROL_FD + n : -1;
     if (helper >= 0)
         src[n++] = helper;
-    int high = CHILD_CONTROL_FD + n - 1, low = INT_MAX;
-    for (int i = 0; i < n; i++) {
-        high = src[i] > high ? src[i] : high;
-        low = src[i] < low ? src[i] : low;
-    }
-    int rc = 0;
-    if (low > CHILD_CONTROL_FD + n - 1) {
-        /* No source where a target goes: straight down. This is the usual
-         * case, and the only one that works near RLIMIT_NOFILE, where the
-         * numbers above the highest source may not exist. */
-        for (int i = 0; i < n && rc == 0; i++)
-            rc = posix_spawn_file_actions_adddup2(fa, src[i],
-                                                  CHILD_CONTROL_FD + i);
-    } else {
-        /* First above everything involved, then down. */
-        for (int i = 0; i < n && rc == 0; i++)
-            rc = posix_spawn_file_actions_adddup2(fa, src[i], high + 1 + i);
-        for (int i = 0; i < n && rc == 0; i++)
-            rc = posix_spawn_file_actions_adddup2(fa, high + 1 + i,
-                                                  CHILD_CONTROL_FD + i);
-    }
+    int rc = plan_moves(fa, src, n);
 #ifdef HAVE_POSIX_SPAWN_FILE_ACTIONS_ADDCLOSEFROM_NP
-    /* The caller's sockets and files stay out of the producers. */
+    /* The caller's sockets and files stay out of the producers (and so
+     * does the spare). */
     if (rc == 0)
         rc = posix_spawn_file_actions_addclosefrom_np(fa, CHILD_CONTROL_FD + n);
 #endif

@@ -769,7 +769,7 @@ static void test_low_fd_limit_is_refused(void)
         rf_loader *l = NULL;
         char *err = NULL;
         CHECK_EQ(rf_loader_open(&l, cfg, &err), -EMFILE);
-        CHECK_CONTAINS(err, "needs 11 file descriptors (4 producers)");
+        CHECK_CONTAINS(err, "needs 10 file descriptors (4 producers)");
         CHECK_CONTAINS(err, "ulimit -n");
         free(err);
         rf_config_free(cfg);

@@ -834,6 +834,53 @@ static void test_spawn_near_fd_limit(void)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* In a child: opens a folder loader under an fd limit `spare` above
+ * what the budget says it needs (open fds, the dataset's 2, and
+ * 6 + producers), and runs it. Returns open's result. */
+static int open_with_fd_room(int64_t producers, rf_start_mode mode, int spare)
+{
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        const int open_fds = count_entries("/proc/self/fd") - 1;
+        const rlim_t n = (rlim_t)(open_fds + 2 + 6 + producers + spare);
+        const struct rlimit limit = {n, n};
+        CHECK_EQ(setrlimit(RLIMIT_NOFILE, &limit), 0);
+        rf_config *cfg = folder_config(producers, RF_TRANSFORM_EVAL);
+        CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, mode));
+        rf_loader *l = NULL;
+        char *err = NULL;
+        const int rc = rf_loader_open(&l, cfg, &err);
+        if (rc == 0)
+            CHECK_EQ(drain(l, NULL, NULL), 0);
+        else
+            CHECK_CONTAINS(err, "file descriptors");
+        free(err);
+        rf_loader_close(l);
+        rf_config_free(cfg);
+        _exit(rc == 0 ? 0 : 3);
+    }
+    int status;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);
+    return WEXITSTATUS(status) == 0 ? 0 : -EMFILE;
+}
+
+/* The budget counts the dataset's fds once (it counted them twice: a
+ * folder was refused with room to spare), and the limit it asks for is
+ * enough to run: refused one below, runs at it, in both start modes. */
+static void test_fd_budget_is_exact(void)
+{
+    static const int64_t producers[] = {1, 4};
+    for (int m = 0; m < 2; m++)
+        for (int i = 0; i < 2; i++) {
+            const rf_start_mode mode = m ? RF_START_FORK : RF_START_SPAWN;
+            CHECK_EQ(open_with_fd_room(producers[i], mode, -1), -EMFILE);
+            CHECK_EQ(open_with_fd_room(producers[i], mode, 0), 0);
+        }
+}
+
 int main(void)
 {
     make_folder();
@@ -842,6 +889,7 @@ int main(void)
     test_file_removed_after_open();
     test_big_file_does_not_pin_memory();
     test_spawn_near_fd_limit();
+    test_fd_budget_is_exact();
     test_long_path_keeps_the_reason();
     test_decode_memory_limit();
     test_dct_scaling_switch();
