@@ -620,7 +620,8 @@ typedef struct rf_sample_info {
 
 /* Opens a folder of class folders or a packed file, read-only. Returns 0,
  * -ENOENT, -ENOTDIR, RF_E_CORRUPT_SAMPLE (a packed file whose header or
- * index is damaged), or -errno; on error *errp (if errp is not NULL) gets
+ * index is damaged: a size or offset beyond the file, an entry above
+ * 1 GiB, a checksum that does not match), or -errno; on error *errp (if errp is not NULL) gets
  * a malloc'd detail. On success *out is the caller's, to free with
  * rf_dataset_close(). Listing a folder reads directories only, never the
  * files. Not thread-safe; open one per thread. After fork() parent and
@@ -720,7 +721,8 @@ RF_API int rf_pack_writer_set_dictionary(rf_pack_writer *w, const void *dict,
  * Refused with -EINVAL, among others: a zstd sample that is not one whole
  * frame, names another dictionary, or goes into a pack without a shape;
  * a JPEG sample in a pack whose shape has 2 or 4 channels (a JPEG decodes
- * to 1 or 3, so no loader could decode it). Returns 0 or -errno (the
+ * to 1 or 3, so no loader could decode it); a sample above 1 GiB (the cap
+ * on a folder's files too). Returns 0 or -errno (the
  * detail in rf_pack_writer_error()): -EINVAL, -ENAMETOOLONG (a name
  * above the format's limit), -ENOMEM, or the -errno of writing the file
  * (-ENOSPC, ...); on error nothing is added. data is written to the file
