@@ -621,9 +621,9 @@ typedef struct rf_sample_info {
 /* Opens a folder of class folders or a packed file, read-only. Returns 0,
  * -ENOENT, -ENOTDIR, RF_E_CORRUPT_SAMPLE (a packed file whose header or
  * index is damaged: a size or offset beyond the file, an entry above
- * 1 GiB, a checksum that does not match), or -errno; on error *errp (if errp is not NULL) gets
- * a malloc'd detail. On success *out is the caller's, to free with
- * rf_dataset_close(). Listing a folder reads directories only, never the
+ * 1 GiB, a checksum that does not match), or -errno; on error *errp (if errp is
+ * not NULL) gets a malloc'd detail. On success *out is the caller's, to free
+ * with rf_dataset_close(). Listing a folder reads directories only, never the
  * files. Not thread-safe; open one per thread. After fork() parent and
  * child may each go on using it: reads use pread() and fresh file
  * descriptors, so they share no file offset. */

@@ -37,9 +37,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "atomics.h"
-#include "internal.h"
-#include "ring.h"
+#include "channel/atomics.h"
+#include "channel/ring.h"
+#include "common/internal.h"
 
 /* ---- options ------------------------------------------------------------ */
 

@@ -59,9 +59,9 @@
 
 #include <jpeglib.h> /* after stdio.h, which it needs */
 
-#include "internal.h"
-#include "jpeg.h"
-#include "transform.h"
+#include "common/internal.h"
+#include "decode/jpeg.h"
+#include "decode/transform.h"
 
 #define PROGRAM "bench-decode"
 

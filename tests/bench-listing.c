@@ -31,8 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dataset.h"
-#include "internal.h"
+#include "common/internal.h"
+#include "source/dataset.h"
 
 #define MAX_RUNS 101
 

@@ -27,7 +27,7 @@
 
 #include "harness.h"
 #include "proc.h"
-#include "segment.h"
+#include "channel/segment.h"
 #include "test.h"
 
 enum { FILES = 12, BAD_A = 3, BAD_B = 8, BIG_SIDE = 5000, SMALL_SIDE = 64 };

@@ -20,8 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cgroup.h"
-#include "internal.h"
+#include "common/cgroup.h"
+#include "common/internal.h"
 #include "test.h"
 
 static char base[RF__PATH_MAX]; /* the temporary folder */

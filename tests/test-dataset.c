@@ -33,9 +33,9 @@
 #include <zdict.h>
 #include <zstd.h>
 
-#include "dataset.h"
-#include "internal.h"
-#include "pack.h"
+#include "common/internal.h"
+#include "source/dataset.h"
+#include "source/pack.h"
 #include "test.h"
 
 static char base[256]; /* the temporary folder of this run */

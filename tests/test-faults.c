@@ -35,7 +35,7 @@
 
 #include "harness.h"
 #include "proc.h"
-#include "segment.h"
+#include "channel/segment.h"
 #include "test.h"
 
 static struct rf__segment map_control_segment(void);

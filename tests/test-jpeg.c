@@ -30,8 +30,8 @@
 #include <jpeglib.h>
 #include <turbojpeg.h>
 
-#include "jpeg.h"
-#include "resize.h"
+#include "decode/jpeg.h"
+#include "decode/resize.h"
 #include "test.h"
 
 /* ---- images and fixtures ---------------------------------------------- */

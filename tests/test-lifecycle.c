@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "common/internal.h"
 #include "proc.h"
 #include "test.h"
 

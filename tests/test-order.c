@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "common/internal.h"
 #include "test.h"
 
 /* Checks that position -> sample is a permutation of [0, n). */

@@ -31,10 +31,10 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "atomic-file.h"
-#include "dataset.h"
-#include "internal.h"
-#include "pack.h"
+#include "common/internal.h"
+#include "source/atomic-file.h"
+#include "source/dataset.h"
+#include "source/pack.h"
 #include "test.h"
 
 static char base[256]; /* the temporary folder of this run */

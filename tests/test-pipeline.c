@@ -7,7 +7,7 @@
  */
 #include "config.h"
 
-#include "internal.h"
+#include "common/internal.h"
 #include "test.h"
 
 struct run_spec {

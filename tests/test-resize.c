@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "resize.h"
+#include "decode/resize.h"
 #include "test.h"
 
 /* xorshift64*: the test's own reproducible randomness */

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ring.h"
+#include "channel/ring.h"
 #include "test.h"
 
 #define HANDLES 10000000ull

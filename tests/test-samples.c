@@ -22,8 +22,8 @@
 #include <stdio.h> /* jpeglib.h needs FILE and size_t first */
 #include <jpeglib.h>
 
-#include "failures.h"
-#include "internal.h"
+#include "common/internal.h"
+#include "consumer/failures.h"
 #include "proc.h"
 #include "test.h"
 

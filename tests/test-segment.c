@@ -12,7 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "segment.h"
+#include "channel/segment.h"
 #include "test.h"
 
 struct fixture {

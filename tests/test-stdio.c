@@ -29,7 +29,7 @@
 
 #include "harness.h"
 #include "proc.h"
-#include "segment.h"
+#include "channel/segment.h"
 #include "test.h"
 
 enum { SAMPLES = 3000, BATCH = 8, SIDE = 16, KILL_EVERY = 25, SEED = 5 };

@@ -13,9 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "common/internal.h"
+#include "decode/transform.h"
 #include "test.h"
-#include "transform.h"
 
 /* The library and its tests link no libm. */
 static double magnitude(double x)

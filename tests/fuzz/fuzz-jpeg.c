@@ -13,9 +13,9 @@
 #include <stdlib.h>
 
 #include "fuzz.h"
-#include "internal.h"
-#include "jpeg.h"
-#include "transform.h"
+#include "common/internal.h"
+#include "decode/jpeg.h"
+#include "decode/transform.h"
 
 /* Small enough that a little input declaring a huge image cannot make one
  * run take seconds; the limit itself is what is tested. */

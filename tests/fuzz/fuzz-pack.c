@@ -18,11 +18,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "dataset.h"
-#include "decode.h"
+#include "common/internal.h"
+#include "decode/decode.h"
 #include "fuzz.h"
-#include "internal.h"
-#include "pack.h"
+#include "source/dataset.h"
+#include "source/pack.h"
 
 /* Samples read per input: enough for every seed, and a bound on time. */
 #define MAX_SAMPLES 64

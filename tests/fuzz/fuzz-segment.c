@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "segment.h"
+#include "channel/segment.h"
 
 /* Arena memfds above this are not made: the header's claim is refused by
  * the size check, or the input is skipped. */

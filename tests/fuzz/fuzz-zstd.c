@@ -14,9 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "decode.h"
+#include "common/internal.h"
+#include "decode/decode.h"
 #include "fuzz.h"
-#include "internal.h"
 
 static void default_params(int64_t *p, uint32_t height, uint32_t width,
                            uint32_t channels, rf_layout layout)

@@ -25,8 +25,8 @@
 #include <jpeglib.h>
 
 #include "fuzz.h"
-#include "internal.h"
-#include "segment.h"
+#include "channel/segment.h"
+#include "common/internal.h"
 
 static const char *out_dir;
 

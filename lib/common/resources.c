@@ -1,0 +1,76 @@
+/*
+ * resources.c - how much memory this process may still take, so that a
+ * ring too large for the machine or the cgroup is refused at open with a
+ * clear message instead of waking the OOM killer half-way through
+ * reserving it; and how many file descriptors it may still open. The
+ * cgroups' limits themselves are read by cgroup.c.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "common/cgroup.h"
+#include "common/internal.h"
+
+/* Reads "Key: N kB" from /proc/meminfo; returns bytes or UINT64_MAX. */
+static uint64_t meminfo_bytes(const char *key)
+{
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (!f)
+        return UINT64_MAX;
+    char line[256];
+    uint64_t bytes = UINT64_MAX;
+    const size_t key_len = strlen(key);
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, key, key_len) == 0 && line[key_len] == ':') {
+            bytes = strtoull(line + key_len + 1, NULL, 10) * 1024;
+            break;
+        }
+    }
+    fclose(f);
+    return bytes;
+}
+
+uint64_t rf__memory_room(const char **limited_by)
+{
+    /* The text outlives the call, for the caller's message; one per
+     * thread, so that loaders opened at once do not share it. */
+    static _Thread_local char cgroup_file[RF__CGROUP_WHERE_MAX];
+    const uint64_t available = meminfo_bytes("MemAvailable");
+    const uint64_t cgroup =
+        rf__cgroup_memory_room(cgroup_file, sizeof(cgroup_file));
+    if (cgroup < available) {
+        *limited_by = cgroup_file;
+        return cgroup;
+    }
+    *limited_by = "MemAvailable in /proc/meminfo";
+    return available;
+}
+
+int rf__fds_free(uint64_t *limit)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
+        *limit = UINT64_MAX;
+        return INT32_MAX;
+    }
+    *limit = (uint64_t)rl.rlim_cur;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return INT32_MAX; /* cannot tell; let the calls themselves fail */
+    uint64_t open_fds = 0;
+    const struct dirent *e;
+    while ((e = readdir(d)))
+        open_fds += e->d_name[0] != '.';
+    closedir(d);
+    /* Counted while the directory itself was open: one too many. */
+    open_fds = open_fds > 0 ? open_fds - 1 : 0;
+    if (open_fds >= rl.rlim_cur)
+        return 0;
+    const uint64_t free_fds = rl.rlim_cur - open_fds;
+    return free_fds > INT32_MAX ? INT32_MAX : (int)free_fds;
+}

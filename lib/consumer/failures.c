@@ -1,0 +1,135 @@
+/*
+ * failures.c - counting and keeping failed samples for the consumer; see
+ * failures.h.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/internal.h"
+#include "consumer/failures.h"
+
+void rf__failures_init(struct rf__failures *f, const int64_t *params,
+                       uint64_t samples_per_epoch)
+{
+    memset(f, 0, sizeof(*f));
+    f->max_errors = (uint64_t)params[RF_PARAM_MAX_ERRORS];
+    f->max_in_epoch =
+        samples_per_epoch * (uint64_t)params[RF_PARAM_MAX_ERROR_PPM] / 1000000;
+    for (int i = 0; i < RF__FAILURE_EPOCHS; i++)
+        f->by_epoch[i].epoch = UINT64_MAX;
+}
+
+/* Adds index to the set of samples that failed; true when it is new.
+ * When memory runs out it counts as new: the limit then errs on the
+ * side of stopping. */
+static bool first_failure_of(struct rf__failures *f, uint64_t index)
+{
+    if (2 * (f->distinct + 1) > f->seen_capacity) {
+        const size_t capacity = f->seen_capacity ? 2 * f->seen_capacity : 64;
+        uint64_t *seen = calloc(capacity, sizeof(*seen));
+        if (!seen)
+            return true;
+        for (size_t i = 0; i < f->seen_capacity; i++) {
+            if (!f->seen[i])
+                continue;
+            size_t at = rf__mix64(0, f->seen[i]) & (capacity - 1);
+            while (seen[at])
+                at = (at + 1) & (capacity - 1);
+            seen[at] = f->seen[i];
+        }
+        free(f->seen);
+        f->seen = seen;
+        f->seen_capacity = capacity;
+    }
+    const uint64_t key = index + 1;
+    size_t at = rf__mix64(0, key) & (f->seen_capacity - 1);
+    for (; f->seen[at]; at = (at + 1) & (f->seen_capacity - 1))
+        if (f->seen[at] == key)
+            return false;
+    f->seen[at] = key;
+    return true;
+}
+
+static void keep(struct rf__failures *f, uint64_t epoch, uint64_t index,
+                 const char *text)
+{
+    if (f->kept_count >= RF__FAILURES_KEPT)
+        return;
+    if (!f->kept) {
+        f->kept = calloc(RF__FAILURES_KEPT, sizeof(*f->kept));
+        if (!f->kept)
+            return; /* only the listing suffers; counting goes on */
+    }
+    rf_sample_error *e = &f->kept[f->kept_count++];
+    e->index = index;
+    e->epoch = epoch;
+    rf__format(e->message, sizeof(e->message), "%s", text);
+}
+
+/* The counter of `epoch`, taking over the oldest epoch's when it has none. */
+static uint64_t *epoch_counter(struct rf__failures *f, uint64_t epoch)
+{
+    int oldest = 0;
+    for (int i = 0; i < RF__FAILURE_EPOCHS; i++) {
+        if (f->by_epoch[i].epoch == epoch)
+            return &f->by_epoch[i].count;
+        if (f->by_epoch[i].epoch == UINT64_MAX ||
+            (f->by_epoch[oldest].epoch != UINT64_MAX &&
+             f->by_epoch[i].epoch < f->by_epoch[oldest].epoch))
+            oldest = i;
+    }
+    f->by_epoch[oldest].epoch = epoch;
+    f->by_epoch[oldest].count = 0;
+    return &f->by_epoch[oldest].count;
+}
+
+int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
+                     const char *text, char *why, size_t why_len)
+{
+    if (first_failure_of(f, index)) {
+        f->distinct++;
+        keep(f, epoch, index, text);
+    }
+    f->total++;
+    const uint64_t in_epoch = ++*epoch_counter(f, epoch);
+    if (f->max_errors && f->distinct > f->max_errors) {
+        rf__format(why, why_len,
+                   "%llu samples have failed, more than RF_PARAM_MAX_ERRORS "
+                   "= %llu: raise it, or fix or remove the files; the last: "
+                   "%s",
+                   (unsigned long long)f->distinct,
+                   (unsigned long long)f->max_errors, text);
+        return RF_E_CORRUPT_SAMPLE;
+    }
+    if (in_epoch > f->max_in_epoch) {
+        rf__format(why, why_len,
+                   "%llu samples of epoch %llu have failed, more than "
+                   "RF_PARAM_MAX_ERROR_PPM allows (%llu): raise it, or fix "
+                   "or remove the files; the last: %s",
+                   (unsigned long long)in_epoch, (unsigned long long)epoch,
+                   (unsigned long long)f->max_in_epoch, text);
+        return RF_E_CORRUPT_SAMPLE;
+    }
+    return 0;
+}
+
+uint64_t rf__failures_copy(const struct rf__failures *f, rf_sample_error *out,
+                           size_t max)
+{
+    const size_t n = max < f->kept_count ? max : f->kept_count;
+    if (n)
+        memcpy(out, f->kept, n * sizeof(*out));
+    return f->distinct;
+}
+
+void rf__failures_free(struct rf__failures *f)
+{
+    free(f->kept);
+    f->kept = NULL;
+    free(f->seen);
+    f->seen = NULL;
+}

@@ -1,0 +1,244 @@
+/*
+ * decode.c - one sample from its stored bytes to its place in the slot.
+ * JPEG goes through lib/jpeg.c with the crop that lib/transform.c picks
+ * for (seed, epoch, index); a zstd frame is decompressed straight into
+ * the slot after its size is checked against the sample shape. Owns a JPEG
+ * decoder and a zstd context (and dictionary), reused for every sample.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "common/internal.h"
+#include "decode/decode.h"
+#include "source/dataset.h"
+#include "source/pack.h"
+
+struct rf__decoder {
+    struct rf__jpeg_decoder *jpeg;
+    ZSTD_DCtx *zstd;
+    ZSTD_DDict *dict;
+    struct rf__transform_spec transform;
+    struct rf__jpeg_options jpeg_options;
+    struct rf__jpeg_target target; /* dst is set per sample */
+    uint64_t seed;
+    size_t sample_bytes;
+};
+
+/* What the crop chooser needs to know about the sample being decoded. */
+struct crop_request {
+    const struct rf__decoder *d;
+    uint64_t epoch, index;
+};
+
+static void choose_crop(void *user, uint32_t width, uint32_t height,
+                        struct rf__crop *crop)
+{
+    const struct crop_request *r = user;
+    rf__transform_crop(&r->d->transform, r->d->seed, r->epoch, r->index, width,
+                       height, crop);
+}
+
+static void read_params(struct rf__decoder *d, const int64_t *p)
+{
+    rf__transform_from_params(&d->transform, p);
+    d->jpeg_options.max_pixels = (uint64_t)p[RF_PARAM_MAX_PIXELS];
+    d->jpeg_options.max_scans = (uint32_t)p[RF_PARAM_MAX_SCANS];
+    d->jpeg_options.max_decode_memory = (uint64_t)p[RF_PARAM_MAX_DECODE_MEMORY];
+    d->jpeg_options.warnings_are_errors = p[RF_PARAM_JPEG_WARNINGS] == 0;
+    d->jpeg_options.exif_orientation = p[RF_PARAM_EXIF_ORIENTATION] != 0;
+    d->jpeg_options.full_scale = p[RF_PARAM_DCT_SCALING] == 0;
+    d->target.out_height = (uint32_t)p[RF_PARAM_HEIGHT];
+    d->target.out_width = (uint32_t)p[RF_PARAM_WIDTH];
+    d->target.channels = (uint32_t)p[RF_PARAM_CHANNELS];
+    d->target.layout = (rf_layout)p[RF_PARAM_LAYOUT];
+    d->seed = (uint64_t)p[RF_PARAM_SEED];
+    d->sample_bytes =
+        (size_t)d->target.out_height * d->target.out_width * d->target.channels;
+}
+
+/* A packed file of zstd samples must hold exactly the configured shape. */
+static int check_raw_shape(const struct rf__decoder *d, const rf_dataset *ds,
+                           char *why, size_t why_len)
+{
+    uint32_t h = 0, w = 0, c = 0;
+    rf_layout layout = RF_LAYOUT_NHWC;
+    rf__dataset_raw_shape(ds, &h, &w, &c, &layout);
+    const struct rf__jpeg_target *t = &d->target;
+    if (h == 0 || (h == t->out_height && w == t->out_width &&
+                   c == t->channels && layout == t->layout))
+        return 0;
+    rf__format(why, why_len,
+               "the packed file holds %ux%ux%u %s samples but the loader is "
+               "configured for %ux%ux%u %s; set RF_PARAM_HEIGHT, WIDTH, "
+               "CHANNELS and LAYOUT to match",
+               h, w, c, layout == RF_LAYOUT_NCHW ? "nchw" : "nhwc",
+               t->out_height, t->out_width, t->channels,
+               t->layout == RF_LAYOUT_NCHW ? "nchw" : "nhwc");
+    return -EINVAL;
+}
+
+static int load_dictionary(struct rf__decoder *d, const rf_dataset *ds,
+                           char *why, size_t why_len)
+{
+    size_t size = 0;
+    const void *dict = rf__dataset_dict(ds, &size);
+    if (!dict || size == 0)
+        return 0;
+    d->dict = ZSTD_createDDict(dict, size);
+    if (d->dict)
+        return 0;
+    rf__format(why, why_len,
+               "the packed file's zstd dictionary (%zu bytes) is unusable; "
+               "rebuild the file with ringfeed-pack",
+               size);
+    return RF_E_CORRUPT_SAMPLE;
+}
+
+int rf__decoder_new(struct rf__decoder **out, const int64_t *params,
+                    const rf_dataset *ds, char *why, size_t why_len)
+{
+    struct rf__decoder *d = calloc(1, sizeof(*d));
+    if (!d)
+        return -ENOMEM;
+    read_params(d, params);
+    d->jpeg = rf__jpeg_decoder_new();
+    d->zstd = ZSTD_createDCtx();
+    int rc = 0;
+    if (!d->jpeg || !d->zstd) {
+        rf__format(why, why_len, "out of memory for the decoders");
+        rc = -ENOMEM;
+    }
+    if (rc == 0 && ds)
+        rc = check_raw_shape(d, ds, why, why_len);
+    if (rc == 0 && ds)
+        rc = load_dictionary(d, ds, why, why_len);
+    if (rc < 0) {
+        rf__decoder_free(d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+void rf__decoder_free(struct rf__decoder *d)
+{
+    if (!d)
+        return;
+    rf__jpeg_decoder_free(d->jpeg);
+    ZSTD_freeDCtx(d->zstd);
+    ZSTD_freeDDict(d->dict);
+    free(d);
+}
+
+static int decode_jpeg(struct rf__decoder *d, const rf_sample_info *info,
+                       uint64_t epoch, uint64_t index, uint8_t *dst, char *err,
+                       size_t err_len)
+{
+    if (d->target.channels != 1 && d->target.channels != 3) {
+        rf__format(err, err_len,
+                   "a JPEG decodes to 1 or 3 channels, not %u; set "
+                   "RF_PARAM_CHANNELS",
+                   d->target.channels);
+        return -1;
+    }
+    struct crop_request request = {d, epoch, index};
+    struct rf__jpeg_target target = d->target;
+    target.dst = dst;
+    return rf__jpeg_decode(d->jpeg, info->data, info->size, &d->jpeg_options,
+                           choose_crop, &request, &target, err, err_len);
+}
+
+/* The frame must declare (when it declares) and hold exactly one sample's
+ * bytes; it is decompressed straight into the slot. */
+static int decode_zstd(struct rf__decoder *d, const rf_sample_info *info,
+                       uint8_t *dst, char *err, size_t err_len)
+{
+    const unsigned long long declared =
+        ZSTD_getFrameContentSize(info->data, info->size);
+    if (declared == ZSTD_CONTENTSIZE_ERROR) {
+        rf__format(err, err_len, "not a zstd frame (%zu bytes)", info->size);
+        return -1;
+    }
+    if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != d->sample_bytes) {
+        rf__format(err, err_len,
+                   "zstd frame declares %llu bytes but the sample shape "
+                   "needs %zu; repack with this shape or fix RF_PARAM_HEIGHT, "
+                   "WIDTH and CHANNELS",
+                   declared, d->sample_bytes);
+        return -1;
+    }
+    char why[160];
+    if (!rf__zstd_frame_fits_dict(info->data, info->size,
+                                  d->dict ? ZSTD_getDictID_fromDDict(d->dict)
+                                          : 0,
+                                  why, sizeof(why))) {
+        rf__format(err, err_len,
+                   "%s; repack the file, passing the dictionary the samples "
+                   "were compressed with",
+                   why);
+        return -1;
+    }
+    const size_t got = ZSTD_decompress_usingDDict(
+        d->zstd, dst, d->sample_bytes, info->data, info->size, d->dict);
+    if (ZSTD_isError(got)) {
+        rf__format(err, err_len,
+                   "zstd: %s; the stored frame does not decompress: list "
+                   "every such sample with ringfeed-pack --verify, then "
+                   "repack or leave them out",
+                   ZSTD_getErrorName(got));
+        return -1;
+    }
+    if (got != d->sample_bytes) {
+        rf__format(err, err_len,
+                   "zstd frame holds %zu bytes but the sample shape needs "
+                   "%zu",
+                   got, d->sample_bytes);
+        return -1;
+    }
+    return 0;
+}
+
+int rf__decode_sample(struct rf__decoder *d, const rf_sample_info *info,
+                      uint64_t epoch, uint64_t index, uint8_t *dst, char *err,
+                      size_t err_len)
+{
+    switch (info->kind) {
+    case RF_SAMPLE_JPEG:
+        return decode_jpeg(d, info, epoch, index, dst, err, err_len);
+    case RF_SAMPLE_ZSTD:
+        return decode_zstd(d, info, dst, err, err_len);
+    default:
+        rf__format(err, err_len, "unknown sample kind %d", (int)info->kind);
+        return -1;
+    }
+}
+
+/* ---- the public one-off decode ------------------------------------------ */
+
+int rf_dataset_decode(rf_dataset *ds, const rf_config *cfg, uint64_t epoch,
+                      uint64_t index, void *dst)
+{
+    size_t len = 0;
+    char *why = rf__dataset_error_buffer(ds, &len);
+    rf_sample_info info;
+    int rc = rf_dataset_read(ds, index, &info);
+    if (rc < 0)
+        return rc;
+    struct rf__decoder *d = NULL;
+    rc = rf__decoder_new(&d, cfg->params, ds, why, len);
+    if (rc < 0)
+        return rc;
+    char reason[RF__DETAIL];
+    rc = rf__decode_sample(d, &info, epoch, index, dst, reason, sizeof(reason));
+    rf__decoder_free(d);
+    if (rc == 0)
+        return 0;
+    char who[RF__SAMPLE_NAME_MAX];
+    rf__dataset_describe(ds, index, who, sizeof(who));
+    rf__format(why, len, "%s: %s", who, reason);
+    return RF_E_CORRUPT_SAMPLE;
+}
