@@ -8,7 +8,7 @@
  *
  *   soak DATASET [--epochs N] [--size N] [--batch N] [--producers N]
  *
- * Not part of `make check` (it takes minutes): tools/soak.sh makes a JPEG
+ * Not part of `make check` (it takes minutes): tools/dev/soak.sh makes a JPEG
  * folder and runs it. Uses only the public header and /proc.
  *
  * How PSS counts the ring: the slots are one shared-memory mapping (a

@@ -16,7 +16,7 @@
  *     outside them.
  *
  * `test-faults --stress N` runs N kills in rounds of 100 and prints hangs,
- * lost, duplicated and leaked counts (tools/stress-kills.sh; not in CI).
+ * lost, duplicated and leaked counts (tools/dev/stress-kills.sh; not in CI).
  */
 #include "config.h"
 

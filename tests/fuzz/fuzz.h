@@ -5,7 +5,7 @@
  * input, and the zstd dictionary of the zstd target.
  *
  * Each fuzz-*.c defines LLVMFuzzerTestOneInput() and drives the library's
- * real code through its internal API. Linked with libFuzzer (tools/fuzz.sh)
+ * real code through its internal API. Linked with libFuzzer (tools/dev/fuzz.sh)
  * it explores; linked with replay.c it is a `make check` test that feeds
  * it every file of its corpus, tests/fuzz/corpus/TARGET/.
  */

@@ -1,6 +1,6 @@
 /*
  * make-seeds.c - writes the seed corpora of the fuzz targets into
- * FOLDER/{jpeg,zstd,pack,segment}/ (tools/fuzz.sh seeds FOLDER; the
+ * FOLDER/{jpeg,zstd,pack,segment}/ (tools/dev/fuzz.sh seeds FOLDER; the
  * committed tests/fuzz/corpus/ came from it, plus the regression inputs
  * the fuzzers found). Small inputs, each a different path through the
  * code: JPEG in every colour space, subsampling and coding libjpeg

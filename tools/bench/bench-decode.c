@@ -2,7 +2,7 @@
  * bench-decode.c - the floor for decoding a folder of JPEGs: how many images
  * a second do plain processes decode with TurboJPEG when they do nothing
  * else? No crop, no scaled decode, no resize, no shared memory, no batches.
- * tools/bench-pipeline.sh sets ringfeed's figures beside this one.
+ * tools/bench/bench-pipeline.sh sets ringfeed's figures beside this one.
  *
  *   bench-decode DIR [--processes P | --side-by-side R] [--json] [--help]
  *

@@ -1,8 +1,8 @@
 #!/bin/sh
-# tools/bench-transport.sh - what does moving a batch cost, before any work
+# tools/bench/bench-transport.sh - what does moving a batch cost, before any work
 # is done on it? Two measurements, then one table:
 #
-#   1. the bare channel between two processes (tests/bench-channel):
+#   1. the bare channel between two processes (tools/bench/bench-channel):
 #      one-way handles/s, and round trips with the reader spinning or
 #      sleeping on its futex bell, then the same round trip over a pair of
 #      pipes: the OS floor for a reader that sleeps, measured in the same
@@ -10,20 +10,20 @@
 #   2. the transport ceiling of the whole loader: ringfeed-bench with an
 #      empty source and 1-sample batches, so every batch is pure overhead.
 #
-# Usage: tools/bench-transport.sh [BUILD_DIR]     (default: _build in the
+# Usage: tools/bench/bench-transport.sh [BUILD_DIR]     (default: _build in the
 # source tree). `make bench` runs it. Environment: REPEAT (runs of each
 # ceiling measurement, default 5), CHANNEL_ARGS (extra bench-channel
 # options, e.g. "--repeat 3"). Exits 1 if any part failed.
 set -u
 
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$top/_build}" 2>/dev/null && pwd) || {
     printf 'bench-transport: no build directory %s\n' "${1:-$top/_build}" >&2
     exit 2
 }
 repeat=${REPEAT:-5}
 channel_args=${CHANNEL_ARGS:-}
-channel=$build/tests/bench-channel
+channel=$build/tools/bench/bench-channel
 bench=$build/tools/ringfeed-bench
 # The loader finds its producer helper here, not in the install directory.
 RINGFEED_PRODUCER=$build/tools/ringfeed-producer
@@ -110,7 +110,7 @@ if [ -x "$channel" ]; then
         channel_mode "$mode"
     done
 else
-    say "not built; run: make -C $build tests/bench-channel"
+    say "not built; run: make -C $build tools/bench/bench-channel"
     failed=1
 fi
 

@@ -1,11 +1,11 @@
 #!/bin/sh
-# tools/soak.sh - the leak watch: many epochs over a synthetic JPEG folder,
+# tools/dev/soak.sh - the leak watch: many epochs over a synthetic JPEG folder,
 # printing each process's PSS and fds and the ring's slots at every epoch
 # boundary, then the growth and a verdict (tests/soak.c says what is
 # measured). Not part of `make check`: the defaults take 1-2 minutes on
 # 2 cores.
 #
-#   tools/soak.sh [--epochs N] [--images N] [--size N] [--producers N]
+#   tools/dev/soak.sh [--epochs N] [--images N] [--size N] [--producers N]
 #
 #   --epochs N     epochs to run, the first a warm-up (default 50)
 #   --images N     JPEGs in the folder (default 1000)
@@ -17,7 +17,7 @@
 # verdict is FAIL.
 set -eu
 
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD:-$top/_build}
 epochs=50 images=1000 size=224 producers=0
 

@@ -1,8 +1,8 @@
-"""PyTorch's DataLoader on a folder of JPEGs, as tools/bench-pipeline.sh
+"""PyTorch's DataLoader on a folder of JPEGs, as tools/bench/bench-pipeline.sh
 sets it beside ringfeed: the training transform most ImageNet recipes use,
 uint8 output, one epoch, and nothing else.
 
-    /usr/bin/python3 tools/bench_torch.py DIR [--batch 64] [--size 224]
+    /usr/bin/python3 tools/bench/bench_torch.py DIR [--batch 64] [--size 224]
                                               [--workers N] [--seed S]
 
 DIR is a folder of class folders, as torchvision's ImageFolder reads it.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tools/stress-kills.sh [KILLS] [BUILD_DIR] - kills producers at random
+# tools/dev/stress-kills.sh [KILLS] [BUILD_DIR] - kills producers at random
 # moments, KILLS times in all (default 1000), in rounds of 100, and checks
 # each round against an undisturbed run of the same batches. Prints one
 # line per round and then the totals:
@@ -14,7 +14,7 @@
 # Not part of CI (about 30 s per 1000 kills on 2 cores).
 set -eu
 kills=${1:-1000}
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${2:-$top/_build}
 if [ ! -f "$build/Makefile" ]; then
     echo "stress-kills: no build in $build; run tools/quickstart test first" >&2

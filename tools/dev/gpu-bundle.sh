@@ -1,26 +1,26 @@
 #!/bin/sh
-# tools/gpu-bundle.sh - makes _gpu/ (git-ignored): a CUDA build of this
+# tools/dev/gpu-bundle.sh - makes _gpu/ (git-ignored): a CUDA build of this
 # tree and the libjpeg-turbo and zstd shared libraries it runs with, for a
 # GPU machine that has the CUDA runtime but no package registry. Carry the
 # folder there with the working tree and run, from the tree's root:
 #
 #   GPU_CHECK_NO_BUILD=1 LD_LIBRARY_PATH=$PWD/_gpu/lib \
-#       sh tools/gpu-check.sh _gpu/build
+#       sh tools/dev/gpu-check.sh _gpu/build
 #
 # Needs what tools/quickstart needs, plus nvcc and apt-get (for
 # `apt-get download`, which needs no root). Prints the bundle's size: the
 # device tool carries at most 64 MiB.
 #
-#   sh tools/gpu-bundle.sh [CUDA_HOME [OUT]]
+#   sh tools/dev/gpu-bundle.sh [CUDA_HOME [OUT]]
 #
 # CUDA_HOME picks the toolkit (default: nvcc on PATH or /usr/local/cuda):
 # a GPU machine whose driver is older than the toolkit cannot run its
 # runtime, so a second bundle built with an older toolkit is the fallback
-# (e.g. `sh tools/gpu-bundle.sh /opt/cuda12 _gpu12`). OUT defaults to _gpu;
+# (e.g. `sh tools/dev/gpu-bundle.sh /opt/cuda12 _gpu12`). OUT defaults to _gpu;
 # a relative OUT is taken from the tree's top. OUT is emptied first, so a
 # folder that exists and is not an earlier bundle is refused.
 set -eu
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 cuda=${1:-}
 out=${2:-_gpu}
 case $out in /*) ;; *) out=$top/$out ;; esac

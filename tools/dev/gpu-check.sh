@@ -1,11 +1,11 @@
 #!/bin/sh
-# tools/gpu-check.sh - the GPU consumer's checks, for a machine with a GPU:
+# tools/dev/gpu-check.sh - the GPU consumer's checks, for a machine with a GPU:
 # test-cuda and the cuda-train example (both skip without a GPU, so here a
 # skip counts as a failure), the same under compute-sanitizer where the
 # toolkit has it, then ringfeed-bench --gpu in a few shapes, then the
 # figures in one table.
 #
-#   sh tools/gpu-check.sh [BUILD_DIR]
+#   sh tools/dev/gpu-check.sh [BUILD_DIR]
 #
 # BUILD_DIR (default _build) is a build tree configured with CUDA, e.g. by
 # `tools/quickstart test` or `../configure --with-cuda`. compute-sanitizer
@@ -14,7 +14,7 @@
 # under 90% of the bandwidth of a plain cudaMemcpyAsync from
 # cudaHostAlloc'd memory.
 set -u
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$top/_build}" && pwd) || exit 2
 jobs=$(nproc 2>/dev/null || echo 2)
 failed=0

@@ -1,15 +1,15 @@
 #!/bin/sh
-# tools/bench-pipeline.sh - ringfeed beside the two loaders it is meant to
+# tools/bench/bench-pipeline.sh - ringfeed beside the two loaders it is meant to
 # beat, on the same JPEG files in one run:
 #
 #   (a) ringfeed: ringfeed-bench on the folder, training transform (random
 #       resized crop + flip) to 224x224 uint8, batches of 64, one producer
 #       per CPU (the default);
-#   (b) a plain decode loop: tests/bench-decode, one process per CPU, each
+#   (b) a plain decode loop: tools/bench/bench-decode, one process per CPU, each
 #       decoding its share of the files at full scale with TurboJPEG and
 #       doing nothing else. The floor that crop-region and DCT-scaled
 #       decoding should beat;
-#   (c) PyTorch's DataLoader with torchvision (tools/bench_torch.py):
+#   (c) PyTorch's DataLoader with torchvision (tools/bench/bench_torch.py):
 #       ImageFolder, RandomResizedCrop(224) + RandomHorizontalFlip +
 #       PILToTensor, batches of 64, one worker per CPU.
 #
@@ -46,7 +46,7 @@
 # BUILD_DIR/bench-data/ and reused. Before every round of runs the files are
 # read once, so the page cache is warm and no disk is measured.
 #
-# Usage: tools/bench-pipeline.sh [--images N] [--runs R] [--no-decode-alone]
+# Usage: tools/bench/bench-pipeline.sh [--images N] [--runs R] [--no-decode-alone]
 #                                [BUILD_DIR]
 # (defaults 2000, 3, and _build in the source tree). --no-decode-alone
 # leaves out the last part, the decode work alone, which decodes every file
@@ -94,7 +94,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${build_arg:-$top/_build}" 2>/dev/null && pwd) || {
     printf 'bench-pipeline: no build directory %s\n' \
         "${build_arg:-$top/_build}" >&2
@@ -113,8 +113,8 @@ if [ -x "$build/tools/.libs/ringfeed-bench" ] &&
 fi
 producer=$build/tools/ringfeed-producer
 synth=$build/tools/ringfeed-synth
-decode=$build/tests/bench-decode
-torch_py=$top/tools/bench_torch.py
+decode=$build/tools/bench/bench-decode
+torch_py=$top/tools/bench/bench_torch.py
 python=${TORCH_PYTHON:-/usr/bin/python3}
 data=$build/bench-data/synth-$images-$classes
 cpus=$(nproc)

@@ -1,11 +1,11 @@
 #!/bin/sh
-# tools/fuzz.sh - builds the fuzz targets of tests/fuzz/ with clang,
+# tools/dev/fuzz.sh - builds the fuzz targets of tests/fuzz/ with clang,
 # libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer in
 # _build-fuzz/, and runs them.
 #
-#   tools/fuzz.sh TARGET|all SECONDS  runs each target for SECONDS on a copy
+#   tools/dev/fuzz.sh TARGET|all SECONDS  runs each target for SECONDS on a copy
 #                                     of its corpus, one after another
-#   tools/fuzz.sh seeds FOLDER        writes fresh seed corpora into FOLDER
+#   tools/dev/fuzz.sh seeds FOLDER        writes fresh seed corpora into FOLDER
 #
 # Targets: pack jpeg zstd segment. For each it prints executions, exec/s,
 # the corpus size before and after, and the crashes (inputs that crash,
@@ -14,7 +14,7 @@
 # corpus stays in _build-fuzz/run/TARGET/ (`FUZZER -merge=1 DST SRC` keeps
 # only what adds coverage). Extra libFuzzer flags: FUZZ_FLAGS.
 set -eu
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$top/_build-fuzz
 targets="pack jpeg zstd segment"
 timeout=${FUZZ_TIMEOUT:-2}
