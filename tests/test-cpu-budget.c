@@ -1,0 +1,294 @@
+/*
+ * test-cpu-budget.c - the default producer count and CPUs of one rank
+ * (lib/common/cpu-budget.c), computed from made-up inputs: masks, quotas,
+ * local ranks from each launcher's variables, topologies in a made-up
+ * sysfs. The real thing, ranks as processes opening loaders, is in
+ * test-ranks.
+ */
+#include "config.h"
+
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cpu-budget.h"
+#include "harness.h"
+#include "test.h"
+
+static int mask[256];
+
+static struct rf__budget_input input(int cpus, int allowed)
+{
+    for (int i = 0; i < cpus; i++)
+        mask[i] = i;
+    return (struct rf__budget_input){.affinity = mask,
+                                     .affinity_count = cpus,
+                                     .allowed_count = allowed,
+                                     .local_rank = -1};
+}
+
+static void alone_takes_the_mask(void)
+{
+    struct rf__budget_input in = input(16, 16);
+    struct rf__budget b;
+    rf__budget_compute(&in, &b);
+    CHECK_EQ(b.producers, 16);
+    CHECK(b.pin);
+    CHECK_EQ(b.cpu_count, 16);
+    CHECK_CONTAINS(b.why, "16 CPUs: affinity 0-15");
+}
+
+static void quota_caps_the_count(void)
+{
+    struct rf__budget_input in = input(64, 64);
+    in.quota = 4.7;
+    in.quota_where = "the cgroup v2 cpu.max of /sys/fs/cgroup/pod";
+    struct rf__budget b;
+    rf__budget_compute(&in, &b);
+    CHECK_EQ(b.producers, 4);
+    CHECK_CONTAINS(b.why, "quota 4.70 (the cgroup v2 cpu.max");
+    in.quota = 0.5; /* at least one */
+    rf__budget_compute(&in, &b);
+    CHECK_EQ(b.producers, 1);
+}
+
+/* Every rank's slice: disjoint, together the whole mask, each the size
+ * of its share. */
+static void check_ranks_cover(int cpus, int ranks, double quota)
+{
+    bool seen[256] = {false};
+    int covered = 0;
+    for (int r = 0; r < ranks; r++) {
+        struct rf__budget_input in = input(cpus, cpus);
+        in.local_rank = r;
+        in.local_size = ranks;
+        in.ranks_from = "LOCAL_RANK/LOCAL_WORLD_SIZE";
+        in.quota = quota;
+        struct rf__budget b;
+        rf__budget_compute(&in, &b);
+        const int usable = quota > 0 && quota < cpus ? (int)quota : cpus;
+        CHECK_EQ(b.producers, usable / ranks >= 1 ? usable / ranks : 1);
+        CHECK_EQ(b.pin, usable / ranks >= 1);
+        for (int i = 0; i < b.cpu_count; i++) {
+            CHECK(!seen[b.cpus[i]]);
+            seen[b.cpus[i]] = true;
+            covered++;
+        }
+        CHECK_CONTAINS(b.why, "local rank");
+    }
+    CHECK_EQ(covered, cpus);
+}
+
+static void ranks_split_the_mask(void)
+{
+    check_ranks_cover(2, 2, 0);
+    check_ranks_cover(16, 4, 0);
+    check_ranks_cover(96, 8, 0);
+    check_ranks_cover(10, 4, 0);  /* uneven: 2 or 3 CPUs each */
+    check_ranks_cover(64, 8, 16); /* a quota of 16 over 8 ranks: 2 each */
+}
+
+static void less_than_a_cpu_each_is_not_pinned(void)
+{
+    struct rf__budget_input in = input(2, 2);
+    in.local_rank = 3;
+    in.local_size = 4;
+    struct rf__budget b;
+    rf__budget_compute(&in, &b);
+    CHECK_EQ(b.producers, 1);
+    CHECK(!b.pin);
+    CHECK_CONTAINS(b.why, "not pinned");
+}
+
+static void launcher_bound_mask_is_kept_whole(void)
+{
+    /* mpirun --bind-to: rank 1 of 4 sees CPUs 4-7 of 16 */
+    int own[4] = {4, 5, 6, 7};
+    struct rf__budget_input in = {.affinity = own,
+                                  .affinity_count = 4,
+                                  .allowed_count = 16,
+                                  .local_rank = 1,
+                                  .local_size = 4};
+    struct rf__budget b;
+    rf__budget_compute(&in, &b);
+    CHECK_EQ(b.producers, 4);
+    CHECK(!b.pin);
+    CHECK_CONTAINS(b.why, "the rank's own mask");
+}
+
+/* Two NUMA nodes whose CPUs interleave (0,2,4.. on node 0), with
+ * hyperthread siblings (cpu c and c + 8 share a core): two ranks each get
+ * one node, siblings together. */
+static void slices_follow_the_topology(void)
+{
+    int node_of[16], core_of[16];
+    for (int c = 0; c < 16; c++) {
+        node_of[c] = c % 2;
+        core_of[c] = c % 8;
+    }
+    for (int r = 0; r < 2; r++) {
+        struct rf__budget_input in = input(16, 16);
+        in.node_of = node_of;
+        in.core_of = core_of;
+        in.local_rank = r;
+        in.local_size = 2;
+        struct rf__budget b;
+        rf__budget_compute(&in, &b);
+        CHECK_EQ(b.cpu_count, 8);
+        for (int i = 0; i < b.cpu_count; i++)
+            CHECK_EQ(node_of[b.cpus[i]], r);
+    }
+    /* Four ranks: each takes two cores with both their siblings. */
+    for (int r = 0; r < 4; r++) {
+        struct rf__budget_input in = input(16, 16);
+        in.node_of = node_of;
+        in.core_of = core_of;
+        in.local_rank = r;
+        in.local_size = 4;
+        struct rf__budget b;
+        rf__budget_compute(&in, &b);
+        CHECK_EQ(b.cpu_count, 4);
+        for (int i = 0; i < b.cpu_count; i++) {
+            const int sibling = b.cpus[i] < 8 ? b.cpus[i] + 8 : b.cpus[i] - 8;
+            bool found = false;
+            for (int k = 0; k < b.cpu_count; k++)
+                found |= b.cpus[k] == sibling;
+            CHECK(found);
+        }
+    }
+}
+
+static void clear_launchers(void)
+{
+    static const char *const names[] = {"RF_LOCAL_RANK",
+                                        "RF_LOCAL_WORLD_SIZE",
+                                        "LOCAL_RANK",
+                                        "LOCAL_WORLD_SIZE",
+                                        "OMPI_COMM_WORLD_LOCAL_RANK",
+                                        "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                        "SLURM_LOCALID",
+                                        "SLURM_TASKS_PER_NODE",
+                                        "SLURM_NODEID",
+                                        "SLURM_NTASKS_PER_NODE"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        unsetenv(names[i]);
+}
+
+static void expect_ranks(int rank, int size, const char *from)
+{
+    int r, s;
+    const char *f;
+    rf__budget_local_ranks(&r, &s, &f);
+    CHECK_EQ(r, rank);
+    CHECK_EQ(s, size);
+    if (from)
+        CHECK_CONTAINS(f, from);
+}
+
+static void local_ranks_from_each_launcher(void)
+{
+    clear_launchers();
+    expect_ranks(-1, 0, NULL);
+    setenv("LOCAL_RANK", "1", 1);
+    setenv("LOCAL_WORLD_SIZE", "4", 1);
+    expect_ranks(1, 4, "LOCAL_RANK");
+    setenv("RF_LOCAL_RANK", "0", 1); /* the explicit setting wins */
+    setenv("RF_LOCAL_WORLD_SIZE", "2", 1);
+    expect_ranks(0, 2, "RF_LOCAL_RANK");
+    clear_launchers();
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "8", 1);
+    expect_ranks(3, 8, "OMPI");
+    clear_launchers();
+    setenv("SLURM_LOCALID", "2", 1);
+    setenv("SLURM_NODEID", "3", 1);
+    setenv("SLURM_TASKS_PER_NODE", "4(x2),3(x2)", 1); /* node 3 runs 3 */
+    expect_ranks(2, 3, "SLURM");
+    setenv("SLURM_NODEID", "0", 1);
+    expect_ranks(2, 4, "SLURM");
+    clear_launchers();
+    setenv("LOCAL_RANK", "4", 1); /* not below the size: ignored */
+    setenv("LOCAL_WORLD_SIZE", "4", 1);
+    expect_ranks(-1, 0, NULL);
+    setenv("LOCAL_RANK", "x", 1);
+    expect_ranks(-1, 0, NULL);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    fputs(text, f);
+    CHECK_EQ(fclose(f), 0);
+}
+
+/* A made-up sysfs: 4 CPUs, two nodes, core ids 0,1 repeating. */
+static void topology_from_sysfs(void)
+{
+    char root[] = "/tmp/rf-sysfs-XXXXXX";
+    CHECK(mkdtemp(root) != NULL);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/sys/devices/system/cpu", root);
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s", path);
+    CHECK_EQ(system(cmd), 0);
+    snprintf(path, sizeof(path), "%s/sys/devices/system/cpu/online", root);
+    write_text(path, "0-3\n");
+    for (int c = 0; c < 4; c++) {
+        snprintf(cmd, sizeof(cmd),
+                 "mkdir -p %s/sys/devices/system/cpu/cpu%d/topology "
+                 "%s/sys/devices/system/cpu/cpu%d/node%d",
+                 root, c, root, c, c / 2);
+        CHECK_EQ(system(cmd), 0);
+        char text[16];
+        snprintf(path, sizeof(path),
+                 "%s/sys/devices/system/cpu/cpu%d/topology/core_id", root, c);
+        snprintf(text, sizeof(text), "%d\n", c % 2);
+        write_text(path, text);
+        snprintf(path, sizeof(path),
+                 "%s/sys/devices/system/cpu/cpu%d/topology/"
+                 "physical_package_id",
+                 root, c);
+        write_text(path, c < 2 ? "0\n" : "1\n");
+    }
+    const int cpus[4] = {0, 1, 2, 3};
+    int node_of[4], core_of[4];
+    rf__budget_topology(root, cpus, 4, node_of, core_of);
+    for (int c = 0; c < 4; c++) {
+        CHECK_EQ(node_of[c], c / 2);
+        CHECK_GE(core_of[c], 0);
+    }
+    CHECK_NE(core_of[0], core_of[2]); /* same core id, other package */
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    CHECK_EQ(system(cmd), 0);
+}
+
+static void format_ranges(void)
+{
+    const int cpus[] = {0, 1, 2, 3, 8, 10, 11};
+    char text[64];
+    rf__budget_format_cpus(cpus, 7, text, sizeof(text));
+    CHECK(strcmp(text, "0-3,8,10-11") == 0);
+}
+
+static const struct test_case cases[] = {
+    {"budget", "one rank takes the whole mask", alone_takes_the_mask, 0},
+    {"budget", "a CFS quota caps the count", quota_caps_the_count, 0},
+    {"budget", "ranks split the mask, disjoint and covering",
+     ranks_split_the_mask, 0},
+    {"budget", "under one CPU each is not pinned",
+     less_than_a_cpu_each_is_not_pinned, 0},
+    {"budget", "a launcher-bound mask is kept whole",
+     launcher_bound_mask_is_kept_whole, 0},
+    {"topology", "slices keep to a NUMA node and keep siblings together",
+     slices_follow_the_topology, 0},
+    {"topology", "read from sysfs", topology_from_sysfs, 0},
+    {"environment", "local ranks from each launcher",
+     local_ranks_from_each_launcher, 0},
+    {"text", "CPU lists as ranges", format_ranges, 0},
+};
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN(argc, argv, cases);
+}
