@@ -111,7 +111,7 @@ static inline int test_wait_case(pid_t pid, unsigned limit_s, bool *timed_out)
             kill(-pid, SIGKILL); /* its producers too */
             kill(pid, SIGKILL);
         }
-        const struct timespec ts = {0, 5 * 1000 * 1000};
+        const struct timespec ts = {0, 5L * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
     /* Whatever the case left in its group (producers it did not close). */
@@ -157,8 +157,11 @@ static inline int test_run_case(const struct test_case *c)
     return code == 0 ? 0 : code == TEST_SKIP ? 2 : 1;
 }
 
-static inline int test_main_(int argc, char **argv,
-                             const struct test_case *cases, size_t n)
+/* Runs the selected cases between setup and teardown (either may be NULL):
+ * see TEST_MAIN_WITH. */
+static inline int test_main_with_(int argc, char **argv,
+                                  const struct test_case *cases, size_t n,
+                                  void (*setup)(void), void (*teardown)(void))
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *prog =
@@ -169,9 +172,17 @@ static inline int test_main_(int argc, char **argv,
         return 0;
     }
     unsigned counts[3] = {0, 0, 0}; /* passed, failed, skipped */
-    for (size_t i = 0; i < n; i++)
-        if (test_case_selected(&cases[i], argc, argv))
-            counts[test_run_case(&cases[i])]++;
+    bool set_up = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!test_case_selected(&cases[i], argc, argv))
+            continue;
+        if (!set_up && setup)
+            setup();
+        set_up = true;
+        counts[test_run_case(&cases[i])]++;
+    }
+    if (set_up && teardown)
+        teardown();
     printf("# %s: %u passed, %u failed, %u skipped\n", prog, counts[0],
            counts[1], counts[2]);
     if (counts[0] + counts[1] + counts[2] == 0) {
@@ -184,6 +195,18 @@ static inline int test_main_(int argc, char **argv,
 }
 
 #define TEST_MAIN(argc, argv, cases)                                           \
-    test_main_((argc), (argv), (cases), sizeof(cases) / sizeof((cases)[0]))
+    test_main_with_((argc), (argv), (cases),                                   \
+                    sizeof(cases) / sizeof((cases)[0]), NULL, NULL)
+
+/* TEST_MAIN for cases that share what is costly or must outlive them (a
+ * scratch folder, fixtures built in memory): setup() runs in the parent
+ * before the first selected case, so that every case's child inherits it,
+ * and teardown() after the last, whatever the cases did (a failed case
+ * cannot clean up after itself). Neither runs for --list or when no case
+ * matches. setup() must leave the parent with one thread and no loader
+ * open: fork-mode cases are forked from it. */
+#define TEST_MAIN_WITH(argc, argv, cases, setup, teardown)                     \
+    test_main_with_((argc), (argv), (cases),                                   \
+                    sizeof(cases) / sizeof((cases)[0]), (setup), (teardown))
 
 #endif /* RF_TEST_HARNESS_H */
