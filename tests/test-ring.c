@@ -3,6 +3,10 @@
  * cases, then 10^7 handles between two threads (also run under TSan) and
  * between two processes, checking that none is lost, duplicated or
  * reordered.
+ *
+ * RF_TEST_THREADS_ONLY=1 skips the case between processes: ThreadSanitizer
+ * cannot see across fork(), so its run (tools/quickstart's tsan step)
+ * checks the stream between threads only.
  */
 #include "config.h"
 
@@ -15,6 +19,7 @@
 #include <unistd.h>
 
 #include "channel/ring.h"
+#include "harness.h"
 #include "test.h"
 
 #define HANDLES 10000000ull
@@ -126,7 +131,7 @@ static void *writer_thread(void *arg)
     return NULL;
 }
 
-static void test_threads(void)
+static void test_stream_between_threads(void)
 {
     struct channel *ch = channel_new(64, false);
     pthread_t writer;
@@ -135,10 +140,14 @@ static void test_threads(void)
     CHECK_EQ(pthread_join(writer, NULL), 0);
     CHECK_EQ(bad, 0);
     CHECK(rf__ring_empty(&ch->ring));
+    printf("threads: %llu handles, 0 lost or duplicated\n", HANDLES);
 }
 
-static void test_processes(void)
+static void test_stream_between_processes(void)
 {
+    if (getenv("RF_TEST_THREADS_ONLY"))
+        TEST_SKIP_BECAUSE("RF_TEST_THREADS_ONLY is set (a ThreadSanitizer "
+                          "run, which cannot see across fork())");
     struct channel *ch = channel_new(64, true);
     const pid_t pid = fork();
     CHECK_GE(pid, 0);
@@ -152,21 +161,20 @@ static void test_processes(void)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     CHECK_EQ(bad, 0);
     CHECK(rf__ring_empty(&ch->ring));
+    printf("processes: %llu handles, 0 lost or duplicated\n", HANDLES);
 }
 
-int main(void)
+static const struct test_case cases[] = {
+    {"ring", "push and pop, full and empty", test_push_pop_full_empty, 10},
+    {"ring", "indices wrap around 2^32", test_index_wraparound, 10},
+    {"ring", "corrupt indices are an error", test_corrupt_indices, 10},
+    {"ring", "wait times out", test_wait_times_out, 10},
+    {"stream", "10^7 handles between threads", test_stream_between_threads, 0},
+    {"stream", "10^7 handles between processes", test_stream_between_processes,
+     0},
+};
+
+int main(int argc, char **argv)
 {
-    test_push_pop_full_empty();
-    test_index_wraparound();
-    test_corrupt_indices();
-    test_wait_times_out();
-    test_threads();
-    printf("threads: %llu handles, 0 lost or duplicated\n", HANDLES);
-    /* ThreadSanitizer cannot see across fork(); the threaded test above is
-     * the one it checks. */
-    if (!getenv("RF_TEST_THREADS_ONLY")) {
-        test_processes();
-        printf("processes: %llu handles, 0 lost or duplicated\n", HANDLES);
-    }
-    return 0;
+    return TEST_MAIN(argc, argv, cases);
 }
