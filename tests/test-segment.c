@@ -4,7 +4,7 @@
  * header size, recorded size, offset or arena size, sizes that overflow,
  * a ring whose entries or mask disagree with the header, and a sample
  * shape larger than a slot are refused with RF_E_ABI and a reason, never
- * trusted. Also the handle encoding.
+ * trusted (a case per field). Also the handle encoding.
  */
 #include "config.h"
 
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "channel/segment.h"
+#include "harness.h"
 #include "test.h"
 
 struct fixture {
@@ -182,41 +183,44 @@ static void bad_batch_param(struct rf__header *h)
     params_of(h)[RF_PARAM_BATCH_SIZE] = 4096;
 }
 
-static void test_corruptions_are_refused(void)
+/* A fixture with one field broken by `corrupt` is refused with RF_E_ABI
+ * and a reason that contains `reason`. */
+static void expect_refused(corruption corrupt, const char *reason)
 {
-    static const struct {
-        corruption corrupt;
-        const char *reason;
-    } cases[] = {
-        {bad_producer_count, "out of range"},
-        {bad_batch_size, "out of range"},
-        {bad_bell_alignment, "differs from the layout"},
-        {bad_ring_stride, "ring stride"},
-        {bad_slot_overflow, "slot sizes"},
-        {bad_ring_mask, "EMPTY ring of producer 2 has 8 entries, mask "
-                        "0xffffff"},
-        {bad_ring_entries, "EMPTY ring of producer 1 has 1073741824"},
-        {bad_shape, "does not fit its slots"},
-        {bad_shape_overflow, "does not fit its slots"},
-        {bad_batch_param, "does not fit its slots"},
-        {bad_magic, "wrong magic"},
-        {bad_version, "ABI version"},
-        {bad_header_size, "header size"},
-        {bad_segment_size, "recorded size"},
-        {bad_ring_offset, "outside the segment"},
-        {bad_slot_count, "out of range"},
-        {bad_ring_size, "power of two"},
-        {bad_arena_size, "slot sizes"},
-        {bad_producer_offset, "outside the segment"},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct fixture f;
-        fixture_make(&f);
-        cases[i].corrupt(f.header);
-        expect_attach(&f, RF_E_ABI, cases[i].reason);
-        fixture_free(&f);
-    }
+    struct fixture f;
+    fixture_make(&f);
+    corrupt(f.header);
+    expect_attach(&f, RF_E_ABI, reason);
+    fixture_free(&f);
 }
+
+/* refused_bad_magic() and so on: a case per corruption. */
+#define REFUSED_CASE(corruption, reason)                                       \
+    static void refused_##corruption(void)                                     \
+    {                                                                          \
+        expect_refused(corruption, reason);                                    \
+    }
+
+REFUSED_CASE(bad_magic, "wrong magic")
+REFUSED_CASE(bad_version, "ABI version")
+REFUSED_CASE(bad_header_size, "header size")
+REFUSED_CASE(bad_segment_size, "recorded size")
+REFUSED_CASE(bad_ring_offset, "outside the segment")
+REFUSED_CASE(bad_producer_offset, "outside the segment")
+REFUSED_CASE(bad_slot_count, "out of range")
+REFUSED_CASE(bad_producer_count, "out of range")
+REFUSED_CASE(bad_batch_size, "out of range")
+REFUSED_CASE(bad_ring_size, "power of two")
+REFUSED_CASE(bad_arena_size, "slot sizes")
+REFUSED_CASE(bad_slot_overflow, "slot sizes")
+REFUSED_CASE(bad_bell_alignment, "differs from the layout")
+REFUSED_CASE(bad_ring_stride, "ring stride")
+REFUSED_CASE(bad_ring_mask,
+             "EMPTY ring of producer 2 has 8 entries, mask 0xffffff")
+REFUSED_CASE(bad_ring_entries, "EMPTY ring of producer 1 has 1073741824")
+REFUSED_CASE(bad_shape, "does not fit its slots")
+REFUSED_CASE(bad_shape_overflow, "does not fit its slots")
+REFUSED_CASE(bad_batch_param, "does not fit its slots")
 
 static void test_truncated_segment_is_refused(void)
 {
@@ -255,12 +259,36 @@ static void test_layout_overflow_is_refused(void)
     CHECK_EQ(rf__layout_compute(&lay, 1, 4, 0, 1), -EINVAL);
 }
 
-int main(void)
+static const struct test_case cases[] = {
+    {"layout", "a good segment attaches, rings apart",
+     test_good_segment_attaches, 10},
+    {"layout", "sizes that overflow are refused",
+     test_layout_overflow_is_refused, 10},
+    {"handles", "kind, slot and sequence round trip", test_handles_round_trip,
+     10},
+    {"corrupt", "truncated segment", test_truncated_segment_is_refused, 10},
+    {"corrupt", "wrong magic", refused_bad_magic, 10},
+    {"corrupt", "wrong ABI version", refused_bad_version, 10},
+    {"corrupt", "wrong header size", refused_bad_header_size, 10},
+    {"corrupt", "wrong recorded size", refused_bad_segment_size, 10},
+    {"corrupt", "ring offset outside", refused_bad_ring_offset, 10},
+    {"corrupt", "producer offset outside", refused_bad_producer_offset, 10},
+    {"corrupt", "slot count out of range", refused_bad_slot_count, 10},
+    {"corrupt", "producer count out of range", refused_bad_producer_count, 10},
+    {"corrupt", "batch size out of range", refused_bad_batch_size, 10},
+    {"corrupt", "ring size not a power of two", refused_bad_ring_size, 10},
+    {"corrupt", "arena size", refused_bad_arena_size, 10},
+    {"corrupt", "slot sizes that overflow", refused_bad_slot_overflow, 10},
+    {"corrupt", "bell alignment", refused_bad_bell_alignment, 10},
+    {"corrupt", "ring stride", refused_bad_ring_stride, 10},
+    {"corrupt", "ring mask", refused_bad_ring_mask, 10},
+    {"corrupt", "ring entries", refused_bad_ring_entries, 10},
+    {"corrupt", "shape larger than a slot", refused_bad_shape, 10},
+    {"corrupt", "shape that overflows", refused_bad_shape_overflow, 10},
+    {"corrupt", "batch size larger than a slot", refused_bad_batch_param, 10},
+};
+
+int main(int argc, char **argv)
 {
-    test_good_segment_attaches();
-    test_corruptions_are_refused();
-    test_truncated_segment_is_refused();
-    test_handles_round_trip();
-    test_layout_overflow_is_refused();
-    return 0;
+    return TEST_MAIN(argc, argv, cases);
 }
