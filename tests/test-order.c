@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/internal.h"
+#include "harness.h"
 #include "test.h"
 
 /* Checks that position -> sample is a permutation of [0, n). */
@@ -203,13 +204,18 @@ static void check_shards(uint64_t n, uint32_t world, int64_t pad)
     free(count);
 }
 
-static void test_shards(void)
+static void test_padded_shards_cover_every_sample(void)
 {
     for (uint64_t n = 8; n <= 300; n += 7)
-        for (uint32_t world = 1; world <= 8; world++) {
+        for (uint32_t world = 1; world <= 8; world++)
             check_shards(n, world, 1);
+}
+
+static void test_unpadded_shards_repeat_none(void)
+{
+    for (uint64_t n = 8; n <= 300; n += 7)
+        for (uint32_t world = 1; world <= 8; world++)
             check_shards(n, world, 0);
-        }
 }
 
 static void test_bad_rank_is_refused(void)
@@ -225,15 +231,25 @@ static void test_bad_rank_is_refused(void)
     CHECK_CONTAINS(why, "rank 4 is not below world size 4");
 }
 
-int main(void)
+static const struct test_case cases[] = {
+    {"shuffle", "a bijection for many sizes", test_bijection_many_sizes, 0},
+    {"shuffle", "differs between epochs and seeds", test_orders_differ, 0},
+    {"shuffle", "first positions are spread", test_first_positions_are_spread,
+     0},
+    {"shuffle", "small datasets get uniform orders",
+     test_small_datasets_are_uniform, 0},
+    {"shuffle", "identity when off", test_identity_without_shuffle, 10},
+    {"batches", "per epoch, with and without drop_last", test_batches_per_epoch,
+     10},
+    {"shards", "padded shards cover every sample",
+     test_padded_shards_cover_every_sample, 0},
+    {"shards", "unpadded shards repeat none", test_unpadded_shards_repeat_none,
+     0},
+    {"shards", "a rank beyond the world is refused", test_bad_rank_is_refused,
+     10},
+};
+
+int main(int argc, char **argv)
 {
-    test_shards();
-    test_bad_rank_is_refused();
-    test_bijection_many_sizes();
-    test_orders_differ();
-    test_first_positions_are_spread();
-    test_small_datasets_are_uniform();
-    test_identity_without_shuffle();
-    test_batches_per_epoch();
-    return 0;
+    return TEST_MAIN(argc, argv, cases);
 }
