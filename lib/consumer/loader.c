@@ -85,6 +85,21 @@ struct slot_info {
     uint64_t seq;      /* the batch it holds or is being filled with */
 };
 
+/* What the consumer knows of one producer: its process, where it runs,
+ * what it owes and the clock its deadline runs on. Restarted (all but
+ * cpu) whenever a replacement takes its index. */
+struct producer_info {
+    struct rf__child child;
+    int cpu;              /* CPU to pin to, or -1 */
+    uint32_t orders;      /* orders outstanding */
+    bool has_delivered;   /* the current process has delivered a batch */
+    uint64_t progress_ns; /* when it last delivered, or got its first order
+                             after owing none */
+    uint64_t overdue_ns;  /* when first seen past its deadline, or 0 */
+    uint64_t resumed_ns;  /* the SIGCONT stamp taken for the current
+                             deadline, or 0 */
+};
+
 struct rf_loader {
     int64_t params[RF__PARAMS];
     char path[RF__PATH_MAX];
@@ -94,21 +109,11 @@ struct rf_loader {
     uint64_t sample_bytes, spin_ns;
     bool ordered;
 
-    struct rf__child *children;       /* [producers] */
-    int *cpu_of;                      /* [producers] CPU to pin to, or -1 */
-    char producer_path[RF__PATH_MAX]; /* spawn mode: the helper */
-    int helper_fd;                    /* spawn mode: it, open, or -1 */
+    struct producer_info *producer_info; /* [producers] */
+    char producer_path[RF__PATH_MAX];    /* spawn mode: the helper */
+    int helper_fd;                       /* spawn mode: it, open, or -1 */
     uint32_t ring_entries;       /* from the layout; never read back from shared
                                     memory, which producers can write */
-    uint32_t *orders;            /* [producers] orders outstanding */
-    bool *has_delivered;         /* [producers] the current process has
-                                 delivered a batch */
-    uint64_t *progress_ns;       /* [producers] when it last delivered, or got
-                                    its first order after owing none */
-    uint64_t *overdue_ns;        /* [producers] when first seen past its
-                                    deadline, or 0 */
-    uint64_t *resumed_ns;        /* [producers] the SIGCONT stamp taken for
-                                    the current deadline, or 0 */
     uint32_t next_producer;      /* where the search for the least busy
                                     producer starts, for fairness */
     struct slot_info *slot_info; /* [slots] */
@@ -554,35 +559,36 @@ static int create_segments(rf_loader *l)
 
 /* ---- producers ------------------------------------------------------ */
 
-/* Starts producer i (again, after a death) in its slot of the tables. */
 /* Producer p made progress (started, got its first order, delivered):
  * its deadline runs from now, with no mark or stamp left from before. */
 static void restart_deadline(rf_loader *l, uint32_t p)
 {
-    l->progress_ns[p] = rf__now_ns();
-    l->overdue_ns[p] = 0;
-    l->resumed_ns[p] = 0;
+    struct producer_info *prod = &l->producer_info[p];
+    prod->progress_ns = rf__now_ns();
+    prod->overdue_ns = 0;
+    prod->resumed_ns = 0;
 }
 
+/* Starts producer i (again, after a death) in its record. */
 static int start_producer(rf_loader *l, uint32_t i)
 {
+    struct producer_info *prod = &l->producer_info[i];
     const bool fork_mode = l->params[RF_PARAM_START_MODE] == RF_START_FORK;
     /* Checked for every start: a replacement may come after the caller
      * started threads or loaded CUDA. */
     int rc = fork_mode ? rf__fork_is_safe(l->error, sizeof(l->error)) : 0;
     if (rc == 0)
-        rc = fork_mode
-                 ? rf__fork_producer(&l->fds, i, l->cpu_of[i], &l->children[i],
-                                     l->error, sizeof(l->error))
-                 : rf__spawn_producer(l->producer_path, l->helper_fd, &l->fds,
-                                      i, l->cpu_of[i], &l->children[i],
-                                      l->error, sizeof(l->error));
+        rc = fork_mode ? rf__fork_producer(&l->fds, i, prod->cpu, &prod->child,
+                                           l->error, sizeof(l->error))
+                       : rf__spawn_producer(l->producer_path, l->helper_fd,
+                                            &l->fds, i, prod->cpu, &prod->child,
+                                            l->error, sizeof(l->error));
     if (rc < 0)
         return rc;
-    l->pfds[1 + i].fd = l->children[i].pidfd;
+    l->pfds[1 + i].fd = prod->child.pidfd;
     l->pfds[1 + i].events = POLLIN;
     restart_deadline(l, i);
-    l->has_delivered[i] = false;
+    prod->has_delivered = false;
     return 0;
 }
 
@@ -592,7 +598,7 @@ static int start_producers(rf_loader *l)
     const int ncpu = rf__affinity_cpus(cpus, 1024);
     const bool pin = l->params[RF_PARAM_PIN_PRODUCERS] != 0;
     for (uint32_t i = 0; i < l->producers; i++)
-        l->cpu_of[i] =
+        l->producer_info[i].cpu =
             pin ? cpus[i % (uint32_t)(ncpu < 1024 ? ncpu : 1024)] : -1;
     int rc = 0;
     if (l->params[RF_PARAM_START_MODE] != RF_START_FORK)
@@ -610,7 +616,7 @@ static void stop_producers(rf_loader *l)
     if (!l->seg.header)
         return;
     for (uint32_t i = 0; i < l->producers; i++) {
-        if (l->children[i].pid <= 0)
+        if (l->producer_info[i].child.pid <= 0)
             continue;
         (void)rf__ring_push(rf__segment_empty_ring(&l->seg, i), l->ring_entries,
                             rf__handle_make(RF__HANDLE_STOP, 0, 0));
@@ -619,12 +625,13 @@ static void stop_producers(rf_loader *l)
     const uint64_t deadline = rf__now_ns() + CLOSE_GRACE_MS * 1000000ull;
     char how[128];
     for (uint32_t i = 0; i < l->producers; i++) {
+        struct rf__child *child = &l->producer_info[i].child;
         const uint64_t now = rf__now_ns();
         const int left = now < deadline ? (int)((deadline - now) / 1000000) : 0;
-        if (rf__child_reap(&l->children[i], left, how, sizeof(how)))
+        if (rf__child_reap(child, left, how, sizeof(how)))
             continue;
-        rf__child_kill(&l->children[i], SIGKILL);
-        rf__child_reap(&l->children[i], -1, how, sizeof(how));
+        rf__child_kill(child, SIGKILL);
+        rf__child_reap(child, -1, how, sizeof(how));
     }
 }
 
@@ -639,19 +646,20 @@ static void stop_producers(rf_loader *l)
  */
 static double work_left(rf_loader *l, uint32_t p, uint64_t now)
 {
-    if (l->orders[p] == 0)
+    const struct producer_info *prod = &l->producer_info[p];
+    if (prod->orders == 0)
         return 0.0;
     const struct rf__producer_state *st = rf__segment_producer(&l->seg, p);
     const uint64_t batches = rf__load_relaxed64(&st->batches);
     const uint64_t busy_ns = rf__load_relaxed64(&st->busy_ns);
-    if (batches == 0 || busy_ns == 0 || l->progress_ns[p] >= now)
-        return (double)l->orders[p];
+    if (batches == 0 || busy_ns == 0 || prod->progress_ns >= now)
+        return (double)prod->orders;
     const double batch_ns = (double)busy_ns / (double)batches;
-    const double since = (double)(now - l->progress_ns[p]);
+    const double since = (double)(now - prod->progress_ns);
     /* Below 1 even when the batch runs late, so that the order count
      * ranks first: an idle producer (0) always beats one with an order. */
     const double done = since < batch_ns ? since / batch_ns : 1.0;
-    return (double)l->orders[p] - (done < 0.99 ? done : 0.99);
+    return (double)prod->orders - (done < 0.99 ? done : 0.99);
 }
 
 /* The producer that will run out of work first. Counting orders alone
@@ -687,7 +695,7 @@ static int give_order(rf_loader *l, uint32_t slot, uint64_t seq)
     s->producer = p;
     s->seq = seq;
     /* Its deadline runs from now when it owed nothing before. */
-    if (l->orders[p]++ == 0)
+    if (l->producer_info[p].orders++ == 0)
         restart_deadline(l, p);
     l->at_producers++;
     /* Cannot be full: a ring has room for every slot plus a stop. */
@@ -729,6 +737,7 @@ static void mark_ready(rf_loader *l, uint32_t slot)
 
 static int accept_handle(rf_loader *l, uint32_t p, uint64_t h)
 {
+    struct producer_info *prod = &l->producer_info[p];
     const uint32_t slot = rf__handle_slot(h);
     const struct slot_info *s = &l->slot_info[slot < l->slots ? slot : 0];
     if (rf__handle_kind(h) != RF__HANDLE_BATCH || slot >= l->slots ||
@@ -738,10 +747,10 @@ static int accept_handle(rf_loader *l, uint32_t p, uint64_t h)
                          "producer %u (pid %d) returned handle 0x%016llx, "
                          "which matches no batch it was given; the shared "
                          "rings were overwritten",
-                         p, l->children[p].pid, (unsigned long long)h);
-    l->orders[p]--;
+                         p, prod->child.pid, (unsigned long long)h);
+    prod->orders--;
     l->at_producers--;
-    l->has_delivered[p] = true;
+    prod->has_delivered = true;
     /* Delivering restarts the deadline for what it still owes. */
     restart_deadline(l, p);
     mark_ready(l, slot);
@@ -907,6 +916,7 @@ static void describe_death(const rf_loader *l, uint32_t p, int pid,
     const uint64_t seq = rf__load_relaxed64(&st->current_seq);
     const uint64_t sample = rf__load_relaxed64(&st->current_sample);
     const uint64_t owed = oldest_owed(l, p);
+    const uint32_t orders = l->producer_info[p].orders;
     if (rf__load_relaxed32(&st->pid) == 0)
         rf__format(out, len,
                    "producer %u (pid %d) %s at start, before it attached "
@@ -925,8 +935,8 @@ static void describe_death(const rf_loader *l, uint32_t p, int pid,
         rf__format(out, len,
                    "producer %u (pid %d) %s before it started batch %llu "
                    "(it owed %u batch%s)",
-                   p, pid, how, (unsigned long long)owed, l->orders[p],
-                   l->orders[p] == 1 ? "" : "es");
+                   p, pid, how, (unsigned long long)owed, orders,
+                   orders == 1 ? "" : "es");
     else
         rf__format(out, len, "producer %u (pid %d) %s while idle", p, pid, how);
 }
@@ -950,7 +960,7 @@ static uint32_t reclaim_slots(rf_loader *l, uint32_t p)
         l->owed[k] = s;
     }
     l->at_producers -= n;
-    l->orders[p] = 0;
+    l->producer_info[p].orders = 0;
     return n;
 }
 
@@ -1206,7 +1216,7 @@ static int replace_producer(rf_loader *l, uint32_t p, const char *what)
     if (rc < 0)
         return rc;
     report(l, "%s; replaced by pid %d, %u batch%s issued again", what,
-           l->children[p].pid, owed, owed == 1 ? "" : "es");
+           l->producer_info[p].child.pid, owed, owed == 1 ? "" : "es");
     return 0;
 }
 
@@ -1216,6 +1226,7 @@ static int handle_death(rf_loader *l, uint32_t p, int pid, const char *how,
                         bool timed_out)
 {
     const struct rf__producer_state *st = rf__segment_producer(&l->seg, p);
+    const struct producer_info *prod = &l->producer_info[p];
     l->pfds[1 + p].fd = -1;
     if (rf__load_acquire32(&st->failed))
         return set_error(l, RF_E_PRODUCER_FAILED, "producer %u (pid %d): %.*s",
@@ -1232,8 +1243,8 @@ static int handle_death(rf_loader *l, uint32_t p, int pid, const char *how,
      * helper that aborts as it sets up would be replaced a thousand times
      * (RF_PARAM_MAX_RESPAWNS) and end in advice about the OOM killer. */
     const bool took_up_work =
-        attached && (l->has_delivered[p] || seq != UINT64_MAX);
-    const bool crashed = crashed_or_timed_out(l->children[p].status, timed_out);
+        attached && (prod->has_delivered || seq != UINT64_MAX);
+    const bool crashed = crashed_or_timed_out(prod->child.status, timed_out);
     if (!l->respawn) {
         (void)reclaim_slots(l, p); /* the ring keeps its full count */
         if (!attached && crashed)
@@ -1258,9 +1269,10 @@ static int collect_dead(rf_loader *l)
         if (!(l->pfds[1 + p].revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
         l->pfds[1 + p].revents = 0;
-        const int pid = l->children[p].pid;
+        struct rf__child *child = &l->producer_info[p].child;
+        const int pid = child->pid;
         char how[128] = "ended";
-        if (!rf__child_reap(&l->children[p], 0, how, sizeof(how)))
+        if (!rf__child_reap(child, 0, how, sizeof(how)))
             continue; /* not gone after all */
         const int rc = handle_death(l, p, pid, how, false);
         if (rc < 0)
@@ -1269,12 +1281,12 @@ static int collect_dead(rf_loader *l)
     return 0;
 }
 
-/* When producer p's deadline clock started: its last progress, or the
+/* When a producer's deadline clock started: its last progress, or the
  * first SIGCONT it got after that (deadline_note_resume()). */
-static uint64_t deadline_start(const rf_loader *l, uint32_t p)
+static uint64_t deadline_start(const struct producer_info *prod)
 {
-    return l->resumed_ns[p] > l->progress_ns[p] ? l->resumed_ns[p]
-                                                : l->progress_ns[p];
+    return prod->resumed_ns > prod->progress_ns ? prod->resumed_ns
+                                                : prod->progress_ns;
 }
 
 /* A job stopped and resumed (Ctrl-Z and fg, kill -STOP and -CONT of its
@@ -1287,22 +1299,23 @@ static uint64_t deadline_start(const rf_loader *l, uint32_t p)
  * later than the consumer's clock is garbage and ignored. */
 static void deadline_note_resume(rf_loader *l, uint32_t p, uint64_t now)
 {
+    struct producer_info *prod = &l->producer_info[p];
     const uint64_t continued =
         rf__load_relaxed64(&rf__segment_producer(&l->seg, p)->continued_ns);
-    if (continued > l->progress_ns[p] && continued <= now &&
-        l->resumed_ns[p] <= l->progress_ns[p])
-        l->resumed_ns[p] = continued;
+    if (continued > prod->progress_ns && continued <= now &&
+        prod->resumed_ns <= prod->progress_ns)
+        prod->resumed_ns = continued;
 }
 
-/* Whether producer p, past its deadline, has been so for
+/* Whether a producer past its deadline has been so for
  * DEADLINE_CONFIRM_NS: the first time it is seen past, only noted. */
-static bool overdue_confirmed(rf_loader *l, uint32_t p, uint64_t now)
+static bool overdue_confirmed(struct producer_info *prod, uint64_t now)
 {
-    if (l->overdue_ns[p] == 0) {
-        l->overdue_ns[p] = now;
+    if (prod->overdue_ns == 0) {
+        prod->overdue_ns = now;
         return false;
     }
-    return now - l->overdue_ns[p] >= DEADLINE_CONFIRM_NS;
+    return now - prod->overdue_ns >= DEADLINE_CONFIRM_NS;
 }
 
 /* Kills and handles every producer past its deadline. */
@@ -1313,21 +1326,22 @@ static int collect_stuck(rf_loader *l)
     for (uint32_t p = 0; p < l->producers; p++) {
         /* The clock is read for each producer: handling one death stamps
          * the others' progress (re-issued orders) after any earlier now. */
+        struct producer_info *prod = &l->producer_info[p];
         const uint64_t now = rf__now_ns();
         deadline_note_resume(l, p, now);
-        const uint64_t since = deadline_start(l, p);
-        if (l->orders[p] == 0 || since >= now || now - since <= l->timeout_ns ||
-            l->children[p].pid <= 0) {
-            l->overdue_ns[p] = 0;
+        const uint64_t since = deadline_start(prod);
+        if (prod->orders == 0 || since >= now || now - since <= l->timeout_ns ||
+            prod->child.pid <= 0) {
+            prod->overdue_ns = 0;
             continue;
         }
-        if (!overdue_confirmed(l, p, now))
+        if (!overdue_confirmed(prod, now))
             continue;
-        l->overdue_ns[p] = 0;
-        const int pid = l->children[p].pid;
-        rf__child_kill(&l->children[p], SIGKILL);
+        prod->overdue_ns = 0;
+        const int pid = prod->child.pid;
+        rf__child_kill(&prod->child, SIGKILL);
         char how[160], ignored[128];
-        rf__child_reap(&l->children[p], -1, ignored, sizeof(ignored));
+        rf__child_reap(&prod->child, -1, ignored, sizeof(ignored));
         rf__format(how, sizeof(how),
                    "delivered nothing for %llu ms (RF_PARAM_BATCH_TIMEOUT_MS) "
                    "and was killed",
@@ -1346,11 +1360,12 @@ static int ms_to_deadline(const rf_loader *l, uint64_t now)
         return -1;
     uint64_t nearest = UINT64_MAX;
     for (uint32_t p = 0; p < l->producers; p++) {
-        if (l->orders[p] == 0)
+        const struct producer_info *prod = &l->producer_info[p];
+        if (prod->orders == 0)
             continue;
-        const uint64_t due = l->overdue_ns[p] != 0
-                                 ? l->overdue_ns[p] + DEADLINE_CONFIRM_NS
-                                 : deadline_start(l, p) + l->timeout_ns;
+        const uint64_t due = prod->overdue_ns != 0
+                                 ? prod->overdue_ns + DEADLINE_CONFIRM_NS
+                                 : deadline_start(prod) + l->timeout_ns;
         const uint64_t left = due > now ? due - now : 0;
         if (left < nearest)
             nearest = left;
@@ -1406,11 +1421,12 @@ static void forgive_time_stopped(rf_loader *l, uint64_t started,
         return;
     const uint64_t lost = now - started;
     for (uint32_t p = 0; p < l->producers; p++) {
-        if (l->orders[p] == 0)
+        struct producer_info *prod = &l->producer_info[p];
+        if (prod->orders == 0)
             continue;
-        l->progress_ns[p] =
-            l->progress_ns[p] + lost < now ? l->progress_ns[p] + lost : now;
-        l->overdue_ns[p] = 0;
+        prod->progress_ns =
+            prod->progress_ns + lost < now ? prod->progress_ns + lost : now;
+        prod->overdue_ns = 0;
     }
 }
 
@@ -1472,23 +1488,15 @@ static int wait_for_batches(rf_loader *l)
 
 static int allocate_tables(rf_loader *l)
 {
-    l->children = calloc(l->producers, sizeof(*l->children));
-    l->cpu_of = calloc(l->producers, sizeof(*l->cpu_of));
-    l->orders = calloc(l->producers, sizeof(*l->orders));
-    l->progress_ns = calloc(l->producers, sizeof(*l->progress_ns));
-    l->overdue_ns = calloc(l->producers, sizeof(*l->overdue_ns));
-    l->resumed_ns = calloc(l->producers, sizeof(*l->resumed_ns));
-    l->has_delivered = calloc(l->producers, sizeof(*l->has_delivered));
+    l->producer_info = calloc(l->producers, sizeof(*l->producer_info));
     l->owed = calloc(l->slots, sizeof(*l->owed));
     l->pfds = calloc(1 + (size_t)l->producers, sizeof(*l->pfds));
     l->slot_info = calloc(l->slots, sizeof(*l->slot_info));
     l->ready = malloc(l->slots * sizeof(*l->ready));
-    if (!l->children || !l->cpu_of || !l->orders || !l->progress_ns ||
-        !l->overdue_ns || !l->resumed_ns || !l->has_delivered || !l->owed ||
-        !l->pfds || !l->slot_info || !l->ready)
+    if (!l->producer_info || !l->owed || !l->pfds || !l->slot_info || !l->ready)
         return set_error(l, -ENOMEM, "out of memory for loader tables");
     for (uint32_t i = 0; i < l->producers; i++) {
-        l->children[i].pidfd = -1;
+        l->producer_info[i].child.pidfd = -1;
         l->pfds[1 + i].fd = -1;
     }
     for (uint32_t s = 0; s < l->slots; s++)
@@ -1671,12 +1679,12 @@ void rf_loader_close(rf_loader *l)
     /* In a child of fork() the producers and rings are the parent's: only
      * the child's copies of the pidfds go (close-on-exec, but a child
      * that does not exec would keep one per producer). */
-    if (l->children && owned_here(l))
+    if (l->producer_info && owned_here(l))
         stop_producers(l);
-    else if (l->children)
+    else if (l->producer_info)
         for (uint32_t i = 0; i < l->producers; i++)
-            if (l->children[i].pidfd >= 0)
-                close(l->children[i].pidfd);
+            if (l->producer_info[i].child.pidfd >= 0)
+                close(l->producer_info[i].child.pidfd);
     rf__segment_detach(&l->seg);
     if (l->fds.control >= 0)
         close(l->fds.control);
@@ -1691,13 +1699,7 @@ void rf_loader_close(rf_loader *l)
     if (l->helper_fd >= 0)
         close(l->helper_fd);
     rf__failures_free(&l->failures);
-    free(l->children);
-    free(l->cpu_of);
-    free(l->orders);
-    free(l->progress_ns);
-    free(l->overdue_ns);
-    free(l->resumed_ns);
-    free(l->has_delivered);
+    free(l->producer_info);
     free(l->owed);
     free(l->pfds);
     free(l->slot_info);
