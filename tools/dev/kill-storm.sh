@@ -1,5 +1,5 @@
 #!/bin/sh
-# tools/kill-storm.sh - SIGKILLs producers of `ringfeed-bench --verify`
+# tools/dev/kill-storm.sh - SIGKILLs producers of `ringfeed-bench --verify`
 # runs, at least KILLS times in all, across every start mode (spawn,
 # fork), delivery (ordered, unordered) and source (synthetic; a folder of
 # ringfeed-synth JPEGs; a pack of those JPEGs; a --raw pack of zstd frames
@@ -41,7 +41,7 @@
 # in those runs (with --verify, the bench's own dataset), and for each
 # failure the configuration, the bench's command line and its output.
 #
-# Usage: tools/kill-storm.sh [--kills N] [--interval MS] [--timeout S]
+# Usage: tools/dev/kill-storm.sh [--kills N] [--interval MS] [--timeout S]
 #                            [--quick] [--only GLOB] [--seed N] [--data DIR]
 #                            [BUILD_DIR]
 #
