@@ -1,7 +1,7 @@
 /*
- * convert.c - rf_cuda_convert(): checks a conversion, folds the
+ * cuda-convert.c - rf_cuda_convert(): checks a conversion, folds the
  * normalisation into one scale and one offset per channel, and launches
- * the kernel of convert-kernels.cu on the caller's stream.
+ * the kernel of cuda-kernels.cu on the caller's stream.
  */
 #include "config.h"
 

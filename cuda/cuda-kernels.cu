@@ -1,8 +1,8 @@
 /*
- * convert-kernels.cu - the conversion kernel: uint8 pixels to float32,
+ * cuda-kernels.cu - the conversion kernel: uint8 pixels to float32,
  * float16 or bfloat16, normalised per channel, from either layout to
  * either layout, in one pass. The only device code of libringfeed-cuda;
- * cuda/convert.c checks the arguments and fills the parameters.
+ * cuda-convert.c checks the arguments and fills the parameters.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

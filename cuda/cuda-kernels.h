@@ -1,11 +1,11 @@
 /*
- * cuda/internal.h - what the C half of libringfeed-cuda (loader.c,
- * convert.c) shares with its CUDA half (convert-kernels.cu): the
- * conversion kernel's parameters and its launcher. Plain C, so that both
- * gcc and nvcc read it.
+ * cuda-kernels.h - what the C half of libringfeed-cuda (cuda-convert.c)
+ * shares with its CUDA half (cuda-kernels.cu): the conversion kernel's
+ * parameters and its launcher. Plain C, so that both gcc and nvcc read
+ * it.
  */
-#ifndef RF_CUDA_INTERNAL_H
-#define RF_CUDA_INTERNAL_H
+#ifndef RF_CUDA_KERNELS_H
+#define RF_CUDA_KERNELS_H
 
 #include <stdint.h>
 
@@ -48,4 +48,4 @@ cudaError_t rf__cuda_launch_convert(const struct rf__convert_params *p,
 }
 #endif
 
-#endif /* RF_CUDA_INTERNAL_H */
+#endif /* RF_CUDA_KERNELS_H */
