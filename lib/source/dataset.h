@@ -1,6 +1,7 @@
 /*
- * dataset.h - the parts of rf_dataset (lib/dataset.c) that the loader
- * and producers need beyond the public API: a folder is listed once, by
+ * dataset.h - the parts of rf_dataset (dataset.c, with folder.c and
+ * pack-reader.c) that the loader, the producers, the decoder and the
+ * index cache need beyond the public API: a folder is listed once, by
  * the consumer, into a memfd that every producer maps instead of listing
  * the folder again; a packed file's zstd dictionary and sample shape.
  */
@@ -36,6 +37,15 @@ int rf__dataset_data_fd(const rf_dataset *ds);
  * -errno. */
 int rf__dataset_index_fd(rf_dataset *ds, int *fd);
 
+/* Writes a folder dataset's listing in the folder index format
+ * (pack-format.h) to fd, at offset 0 (fd is new and empty): the memfd of
+ * rf__dataset_index_fd(), or a cache file that rf__dataset_open_indexed()
+ * reads back (it checks everything, so a damaged or foreign file is
+ * refused, never trusted). Returns 0, -EINVAL for a packed file, or
+ * -errno of the write, with the reason in why. */
+int rf__dataset_index_write(const rf_dataset *ds, int fd, char *why,
+                            size_t why_len);
+
 /* A packed file's zstd dictionary (NULL, 0 when none, and for folders). */
 const void *rf__dataset_dict(const rf_dataset *ds, size_t *size);
 
@@ -70,7 +80,7 @@ static inline bool rf__is_dot_or_dotdot(const char *name)
 }
 
 /* rf_dataset_open(), but a folder's listing is read from, or written to,
- * FOLDER/.ringfeed-index (RF_PARAM_INDEX_CACHE; lib/index-cache.c). */
+ * FOLDER/.ringfeed-index (RF_PARAM_INDEX_CACHE; index-cache.c). */
 int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp);
 
 /* How messages name sample `index`: "sample 12 (/data/train/cls/a.jpg)",
@@ -79,7 +89,7 @@ void rf__dataset_describe(const rf_dataset *ds, uint64_t index, char *out,
                           size_t len);
 
 /* The buffer behind rf_dataset_error(), for rf_dataset_decode() (which
- * lives in lib/decode.c) to write its reason into. */
+ * lives in lib/decode/decode.c) to write its reason into. */
 char *rf__dataset_error_buffer(rf_dataset *ds, size_t *len);
 
 #endif /* RF_DATASET_H */

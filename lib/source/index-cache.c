@@ -2,7 +2,7 @@
  * index-cache.c - RF_PARAM_INDEX_CACHE: a folder's listing kept in
  * FOLDER/.ringfeed-index, so that a restarted run does not list a million
  * files again. The cache file holds the listing (the folder index format
- * of lib/pack.h), then a trailer: the time the listing started, by the
+ * of pack-format.h), then a trailer: the time the listing started, by the
  * file system's clock (the cache file's creation time, kept inside it so
  * that touching the file changes nothing), every folder the listing
  * walked, and the device and inode each of those names led to, the
@@ -30,8 +30,11 @@
 #include "common/fds.h"
 #include "common/internal.h"
 #include "source/atomic-file.h"
+#include "source/crc32c.h"
 #include "source/dataset.h"
-#include "source/pack.h"
+#include "source/file-io.h"
+#include "source/little-endian.h"
+#include "source/pack-format.h"
 
 #define CACHE_NAME ".ringfeed-index"
 /* The trailer: magic, u32 the CRC-32C of everything after that field,
