@@ -87,10 +87,10 @@ static inline bool test_case_selected(const struct test_case *c, int argc,
 
 static inline unsigned test_case_limit(const struct test_case *c)
 {
-    const unsigned base = c->timeout_s ? c->timeout_s : TEST_DEFAULT_TIMEOUT_S;
+    const unsigned own = c->timeout_s ? c->timeout_s : TEST_DEFAULT_TIMEOUT_S;
     const char *scale = getenv("RF_TEST_CASE_TIMEOUT_SCALE");
     const double k = scale && *scale ? strtod(scale, NULL) : 1.0;
-    return k > 0 ? (unsigned)(base * k + 0.5) : base;
+    return k > 0 ? (unsigned)(own * k + 0.5) : own;
 }
 
 /* Waits for the case's child until its limit; kills its group then.
