@@ -3,11 +3,17 @@
  * processes: every sample exactly once per epoch with the right bytes and
  * label, the same batches whatever the number of producers, partial and
  * dropped last batches, in-order and any-order delivery, both layouts,
- * spawn and fork modes, and several batch and slot counts.
+ * spawn and fork modes, and several batch and slot counts; resuming; rank
+ * and world size from torchrun's or Open MPI's environment, and a
+ * malformed one refused naming the variable.
  */
 #include "config.h"
 
+#include <errno.h>
+#include <stdlib.h>
+
 #include "common/internal.h"
+#include "harness.h"
 #include "test.h"
 
 struct run_spec {
@@ -175,31 +181,45 @@ static void check_same_batches(const struct run_result *a,
         CHECK_EQ(a->digest[i], b->digest[i]);
 }
 
-static void test_matrix(void)
+/* Batches of `batch` samples through 1, 3 and 8 slots: 1, 2 and 4
+ * producers deliver the same batches. */
+static void check_same_batches_any_producers(int64_t batch)
 {
     static const int64_t producers[] = {1, 2, 4};
-    static const int64_t batches[] = {1, 7, 32};
     static const int64_t slots[] = {1, 3, 8};
-    for (size_t bi = 0; bi < 3; bi++) {
-        for (size_t si = 0; si < 3; si++) {
-            struct run_result reference;
-            for (size_t pi = 0; pi < 3; pi++) {
-                struct run_spec s = defaults;
-                s.producers = producers[pi];
-                s.batch = batches[bi];
-                s.slots = slots[si];
-                struct run_result r;
-                run(&s, &r);
-                if (pi == 0)
-                    reference = r;
-                else
-                    check_same_batches(&reference, &r);
-            }
+    for (size_t si = 0; si < 3; si++) {
+        struct run_result reference;
+        for (size_t pi = 0; pi < 3; pi++) {
+            struct run_spec s = defaults;
+            s.producers = producers[pi];
+            s.batch = batch;
+            s.slots = slots[si];
+            struct run_result r;
+            run(&s, &r);
+            if (pi == 0)
+                reference = r;
+            else
+                check_same_batches(&reference, &r);
         }
     }
 }
 
-static void test_partial_and_dropped_last_batch(void)
+static void test_any_producers_batches_of_1(void)
+{
+    check_same_batches_any_producers(1);
+}
+
+static void test_any_producers_batches_of_7(void)
+{
+    check_same_batches_any_producers(7);
+}
+
+static void test_any_producers_batches_of_32(void)
+{
+    check_same_batches_any_producers(32);
+}
+
+static void test_partial_last_batch(void)
 {
     struct run_spec s = defaults;
     s.samples = 100;
@@ -207,7 +227,15 @@ static void test_partial_and_dropped_last_batch(void)
     struct run_result r;
     run(&s, &r);
     CHECK_EQ(r.batches, 4 * s.epochs);
+}
+
+static void test_dropped_last_batch(void)
+{
+    struct run_spec s = defaults;
+    s.samples = 100;
+    s.batch = 32;
     s.drop_last = 1; /* 32, 32, 32 */
+    struct run_result r;
     run(&s, &r);
     CHECK_EQ(r.batches, 3 * s.epochs);
 }
@@ -224,12 +252,17 @@ static void test_unordered_same_content(void)
     check_same_batches(&ordered, &unordered);
 }
 
-static void test_layouts_and_modes(void)
+static void test_nchw_layout(void)
 {
     struct run_spec s = defaults;
     s.layout = RF_LAYOUT_NCHW;
     struct run_result r;
     run(&s, &r);
+}
+
+static void test_fork_mode_gives_spawn_modes_batches(void)
+{
+    struct run_spec s = defaults;
     s.layout = RF_LAYOUT_NHWC;
     s.start_mode = RF_START_FORK;
     struct run_result forked, spawned;
@@ -298,14 +331,104 @@ static void test_rank_from_environment(void)
     unsetenv("WORLD_SIZE");
 }
 
-int main(void)
+/* Opens a 10-sample loader without shard padding under the environment
+ * `env` ("NAME=value"
+ * pairs, NULL-terminated; the launcher variables are cleared first) and
+ * returns open's result, with its detail in *err. */
+static int open_with_environment(const char *const *env, int64_t rank,
+                                 char **err)
 {
-    test_resume_gives_the_same_batches();
-    test_rank_from_environment();
-    test_matrix();
-    test_partial_and_dropped_last_batch();
-    test_unordered_same_content();
-    test_layouts_and_modes();
-    test_epochs_reshuffle();
-    return 0;
+    static const char *const launcher[] = {
+        "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"};
+    for (size_t i = 0; i < 4; i++)
+        unsetenv(launcher[i]);
+    for (size_t i = 0; env[i]; i++)
+        CHECK_EQ(putenv((char *)env[i]), 0);
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 10));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_RANK, rank));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SHARD_PAD, 0));
+    rf_loader *l = NULL;
+    *err = NULL;
+    const int rc = rf_loader_open(&l, cfg, err);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    for (size_t i = 0; i < 4; i++)
+        unsetenv(launcher[i]);
+    return rc;
+}
+
+/* A malformed rank or world size in the environment, or half of
+ * torchrun's pair, fails open naming the variable: taken as rank 0 or
+ * world size 1, it would train on another rank's shard. */
+static void test_bad_rank_environment_refused(void)
+{
+    static const struct {
+        const char *env[3];
+        const char *expected;
+    } bad[] = {
+        {{"RANK=1x", "WORLD_SIZE=2"}, "RANK='1x' is not a number in 0.."},
+        {{"RANK=-1", "WORLD_SIZE=2"}, "RANK='-1' is not a number"},
+        {{"RANK= 1", "WORLD_SIZE=2"}, "RANK=' 1' is not a number"},
+        {{"RANK=99999999999", "WORLD_SIZE=2"}, "RANK='99999999999'"},
+        {{"RANK=0", "WORLD_SIZE=0"}, "WORLD_SIZE='0' is not a number in 1.."},
+        {{"WORLD_SIZE=2"}, "WORLD_SIZE is set but RANK is not"},
+        {{"OMPI_COMM_WORLD_RANK=1"},
+         "OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not"},
+        {{"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2x"},
+         "OMPI_COMM_WORLD_SIZE='2x'"},
+        {{"RANK=7", "WORLD_SIZE=20"}, "leave rank 7 none; set shard_pad"},
+    };
+    char *err = NULL;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CHECK_EQ(open_with_environment(bad[i].env, -1, &err), -EINVAL);
+        CHECK_CONTAINS(err, bad[i].expected);
+        free(err);
+    }
+    /* Good pairs, and the caller's rank with the environment's size. */
+    static const char *const good[][3] = {
+        {"RANK=1", "WORLD_SIZE=2"},
+        {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2"},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        CHECK_OK(open_with_environment(good[i], -1, &err));
+        free(err);
+    }
+    static const char *const size_only[] = {"WORLD_SIZE=2", NULL};
+    CHECK_OK(open_with_environment(size_only, 1, &err));
+    free(err);
+    CHECK_EQ(open_with_environment(size_only, 2, &err), -EINVAL);
+    CHECK_CONTAINS(err, "rank 2 is not below world size 2");
+    free(err);
+}
+
+static const struct test_case cases[] = {
+    {"delivery", "1, 2, 4 producers: same batches of 1",
+     test_any_producers_batches_of_1, 0},
+    {"delivery", "1, 2, 4 producers: same batches of 7",
+     test_any_producers_batches_of_7, 0},
+    {"delivery", "1, 2, 4 producers: same batches of 32",
+     test_any_producers_batches_of_32, 0},
+    {"delivery", "partial last batch", test_partial_last_batch, 0},
+    {"delivery", "dropped last batch", test_dropped_last_batch, 0},
+    {"delivery", "any order, same batches", test_unordered_same_content, 0},
+    {"delivery", "NCHW layout", test_nchw_layout, 0},
+    {"delivery", "fork mode gives spawn mode's batches",
+     test_fork_mode_gives_spawn_modes_batches, 0},
+    {"delivery", "each epoch reshuffled", test_epochs_reshuffle, 0},
+    {"resume", "from (epoch, batch), the same batches",
+     test_resume_gives_the_same_batches, 0},
+    {"ranks", "rank and world size from the environment",
+     test_rank_from_environment, 0},
+    {"ranks", "malformed environment is refused",
+     test_bad_rank_environment_refused, 0},
+};
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN(argc, argv, cases);
 }
