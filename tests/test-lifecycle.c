@@ -1,10 +1,12 @@
 /*
  * test-lifecycle.c - what happens around the stream: closing mid-epoch
- * leaves no child process, no fd and nothing in /dev/shm; holding every
- * slot is an error, not a hang; a killed producer is reported with its pid
- * and signal; bad configurations, a missing helper and unsafe fork mode
- * are refused with a reason; errors have names; a small /dev/shm does
- * not limit the ring; producers map only the slots they fill.
+ * leaves no child process, no fd and nothing in /dev/shm, even with a
+ * stopped producer or exec() instead of close; holding every slot is an
+ * error, not a hang; a killed producer is reported with its pid and
+ * signal; a child of fork() or clone() leaves its parent's run alone, and
+ * fork mode is refused beside other threads; a small /dev/shm does not
+ * limit the ring; producers map only the slots they fill; errors have
+ * names. (What open refuses is test-start's.)
  */
 #include "config.h"
 
@@ -22,6 +24,7 @@
 #include <unistd.h>
 
 #include "common/internal.h"
+#include "harness.h"
 #include "proc.h"
 #include "test.h"
 
@@ -122,175 +125,6 @@ static void test_killed_producer_is_reported(void)
     CHECK_EQ(rf_loader_next(l, &b), RF_E_PRODUCER_DIED); /* sticky */
     rf_loader_close(l);
     CHECK_EQ(list_children(pids, 16), 0);
-}
-
-static void test_bad_configurations(void)
-{
-    rf_config *cfg = rf_config_create();
-    CHECK_EQ(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 0), -EINVAL);
-    CHECK_CONTAINS(rf_config_error(cfg), "batch_size = 0 is out of range");
-    CHECK_EQ(rf_config_set(cfg, (rf_param)999, 1), -EINVAL);
-    CHECK_CONTAINS(rf_config_error(cfg), "not a parameter");
-    int64_t v = 0;
-    CHECK_OK(rf_config_get(cfg, RF_PARAM_BATCH_SIZE, &v));
-    CHECK_EQ(v, 32); /* unchanged by the failed set */
-
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 10));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_DROP_LAST, 1));
-    rf_loader *l = NULL;
-    char *err = NULL;
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
-    CHECK(l == NULL);
-    CHECK_CONTAINS(err, "leave no batch");
-    free(err);
-    rf_config_free(cfg);
-}
-
-/* Opens a 10-sample loader without shard padding under the environment
- * `env` ("NAME=value"
- * pairs, NULL-terminated; the launcher variables are cleared first) and
- * returns open's result, with its detail in *err. */
-static int open_with_environment(const char *const *env, int64_t rank,
-                                 char **err)
-{
-    static const char *const launcher[] = {
-        "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"};
-    for (size_t i = 0; i < 4; i++)
-        unsetenv(launcher[i]);
-    for (size_t i = 0; env[i]; i++)
-        CHECK_EQ(putenv((char *)env[i]), 0);
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 10));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 2));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 2));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 2));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_RANK, rank));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SHARD_PAD, 0));
-    rf_loader *l = NULL;
-    *err = NULL;
-    const int rc = rf_loader_open(&l, cfg, err);
-    rf_loader_close(l);
-    rf_config_free(cfg);
-    for (size_t i = 0; i < 4; i++)
-        unsetenv(launcher[i]);
-    return rc;
-}
-
-/* A malformed rank or world size in the environment, or half of
- * torchrun's pair, fails open naming the variable: taken as rank 0 or
- * world size 1, it would train on another rank's shard. */
-static void test_bad_rank_environment_refused(void)
-{
-    static const struct {
-        const char *env[3];
-        const char *expected;
-    } bad[] = {
-        {{"RANK=1x", "WORLD_SIZE=2"}, "RANK='1x' is not a number in 0.."},
-        {{"RANK=-1", "WORLD_SIZE=2"}, "RANK='-1' is not a number"},
-        {{"RANK= 1", "WORLD_SIZE=2"}, "RANK=' 1' is not a number"},
-        {{"RANK=99999999999", "WORLD_SIZE=2"}, "RANK='99999999999'"},
-        {{"RANK=0", "WORLD_SIZE=0"}, "WORLD_SIZE='0' is not a number in 1.."},
-        {{"WORLD_SIZE=2"}, "WORLD_SIZE is set but RANK is not"},
-        {{"OMPI_COMM_WORLD_RANK=1"},
-         "OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not"},
-        {{"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2x"},
-         "OMPI_COMM_WORLD_SIZE='2x'"},
-        {{"RANK=7", "WORLD_SIZE=20"}, "leave rank 7 none; set shard_pad"},
-    };
-    char *err = NULL;
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        CHECK_EQ(open_with_environment(bad[i].env, -1, &err), -EINVAL);
-        CHECK_CONTAINS(err, bad[i].expected);
-        free(err);
-    }
-    /* Good pairs, and the caller's rank with the environment's size. */
-    static const char *const good[][3] = {
-        {"RANK=1", "WORLD_SIZE=2"},
-        {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2"},
-    };
-    for (size_t i = 0; i < 2; i++) {
-        CHECK_OK(open_with_environment(good[i], -1, &err));
-        free(err);
-    }
-    static const char *const size_only[] = {"WORLD_SIZE=2", NULL};
-    CHECK_OK(open_with_environment(size_only, 1, &err));
-    free(err);
-    CHECK_EQ(open_with_environment(size_only, 2, &err), -EINVAL);
-    CHECK_CONTAINS(err, "rank 2 is not below world size 2");
-    free(err);
-}
-
-static void test_too_many_batches_refused(void)
-{
-    /* 2^38 one-sample batches x 2^26 epochs would wrap a 64-bit count;
-     * a handle counts 2^40 batches. */
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, INT64_C(1) << 38));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 1));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, INT64_C(1) << 26));
-    rf_loader *l = NULL;
-    char *err = NULL;
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
-    CHECK_CONTAINS(err, "more than a handle can count");
-    free(err);
-    /* Without an end, resuming beyond 2^40 batches is refused too. */
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 0));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_EPOCH, 5));
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
-    CHECK_CONTAINS(err, "more than a handle can count");
-    free(err);
-    rf_config_free(cfg);
-}
-
-static void test_missing_producer_binary(void)
-{
-    const char *saved = getenv("RINGFEED_PRODUCER");
-    char *copy = saved ? strdup(saved) : NULL;
-    setenv("RINGFEED_PRODUCER", "/nonexistent/ringfeed-producer", 1);
-    rf_config *cfg = rf_config_create();
-    rf_loader *l = NULL;
-    char *err = NULL;
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), RF_E_NO_PRODUCER_BINARY);
-    CHECK_CONTAINS(err, "/nonexistent/ringfeed-producer");
-    CHECK_CONTAINS(err, "(RINGFEED_PRODUCER)");
-    CHECK_CONTAINS(err, "or unset it to use the installed helper");
-    free(err);
-    /* Unset, the installed helper is used: where none is installed (a
-     * build tree that was never installed), the advice is to install. */
-    unsetenv("RINGFEED_PRODUCER");
-    err = NULL;
-    const int rc = rf_loader_open(&l, cfg, &err);
-    if (rc == RF_E_NO_PRODUCER_BINARY) {
-        CHECK_CONTAINS(err, "(installed path)");
-        CHECK_CONTAINS(err, "reinstall ringfeed");
-    } else {
-        CHECK_OK(rc); /* an installed ringfeed-producer */
-        printf("an installed helper is there: its refusal not checked\n");
-        rf_loader_close(l);
-    }
-    free(err);
-    rf_config_free(cfg);
-    if (copy)
-        setenv("RINGFEED_PRODUCER", copy, 1);
-    free(copy);
-}
-
-static void test_ring_larger_than_memory(void)
-{
-    /* 64 slots of 4096 samples of 1024 x 1024 x 3: about 768 GiB. */
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SLOTS, 64));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4096));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 1024));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 1024));
-    rf_loader *l = NULL;
-    char *err = NULL;
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), -ENOMEM);
-    CHECK_CONTAINS(err, "the ring needs 824638");
-    CHECK_CONTAINS(err, "use fewer slots");
-    free(err);
-    rf_config_free(cfg);
 }
 
 static void *idle_thread(void *arg)
@@ -512,6 +346,16 @@ static void test_fork_child_leaves_the_parents_run_alone(int mode)
            mode == RF_START_FORK ? "fork" : "spawn");
 }
 
+static void test_fork_child_spawn_mode(void)
+{
+    test_fork_child_leaves_the_parents_run_alone(RF_START_SPAWN);
+}
+
+static void test_fork_child_fork_mode(void)
+{
+    test_fork_child_leaves_the_parents_run_alone(RF_START_FORK);
+}
+
 /* A child made by the bare clone() system call (no atfork handler runs)
  * is told apart from its parent too; and a loader that the child opens is
  * its own, while the parent's stays refused there. Then the parent's run
@@ -560,22 +404,19 @@ static void test_child_of_raw_clone_has_its_own_loaders(void)
            "ran whole; the parent's run ended with all 400 samples\n");
 }
 
-/* In the child: a private mount namespace whose /dev/shm is a 1 MiB
- * tmpfs, as in a container started with a small --shm-size (Docker's
- * default is 64 MiB). Returns 77 where that cannot be made (no privilege
- * to unshare or mount). */
-static int make_tiny_dev_shm(void)
+/* This case's process gets a private mount namespace whose /dev/shm is
+ * a 1 MiB tmpfs, as in a container started with a small --shm-size
+ * (Docker's default is 64 MiB); the case skips where that cannot be made
+ * (no privilege to unshare or mount). */
+static void make_tiny_dev_shm(void)
 {
     if (unshare(CLONE_NEWNS) != 0 ||
         mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
         mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m") !=
-            0) {
-        printf("skipped: the ring beside a 1 MiB /dev/shm (unshare or "
-               "mount: %s; needs root)\n",
-               strerror(errno));
-        return 77;
-    }
-    return 0;
+            0)
+        TEST_SKIP_BECAUSE("no 1 MiB /dev/shm (unshare or mount: %s; needs "
+                          "root)",
+                          strerror(errno));
 }
 
 /* The ring lives in memfds, not in /dev/shm, so a small /dev/shm (the
@@ -583,31 +424,18 @@ static int make_tiny_dev_shm(void)
  * limit it: a 12.6 MB ring runs whole beside a 1 MiB /dev/shm. */
 static void test_ring_larger_than_dev_shm(void)
 {
-    fflush(stdout);
-    const pid_t child = fork();
-    CHECK(child >= 0);
-    if (child == 0) {
-        int rc = make_tiny_dev_shm();
-        if (rc != 0)
-            _exit(rc);
-        rf_config *cfg = small_config(2, 4);
-        CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 64));
-        CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 128));
-        CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 128));
-        CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 1024));
-        size_t bytes = 0;
-        rf_loader *l = open_and_free(cfg, &bytes);
-        CHECK(bytes > 12 * ((size_t)1 << 20));
-        finish_whole(l, 0, 1024);
-        rf_loader_close(l);
-        printf("a %zu-byte ring ran whole beside a 1 MiB /dev/shm\n", bytes);
-        fflush(stdout);
-        _exit(0);
-    }
-    int status = 0;
-    CHECK_EQ(waitpid(child, &status, 0), child);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 77);
+    make_tiny_dev_shm();
+    rf_config *cfg = small_config(2, 4);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 64));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 128));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 128));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 1024));
+    size_t bytes = 0;
+    rf_loader *l = open_and_free(cfg, &bytes);
+    CHECK(bytes > 12 * ((size_t)1 << 20));
+    finish_whole(l, 0, 1024);
+    rf_loader_close(l);
+    printf("a %zu-byte ring ran whole beside a 1 MiB /dev/shm\n", bytes);
 }
 
 /* The kB of the ring that the producers map, in all and the most of one. */
@@ -659,26 +487,37 @@ static void test_producers_map_only_the_slots_they_fill(void)
     rf_loader_close(l);
 }
 
-int main(void)
+static const struct test_case cases[] = {
+    {"close", "mid-epoch: no process, fd or /dev/shm entry left",
+     test_close_mid_epoch_leaves_nothing, 0},
+    {"close", "a stopped producer, under timer signals",
+     test_close_under_periodic_signals, 0},
+    {"close", "exec() without close stops the producers",
+     test_exec_without_close_stops_producers, 0},
+    {"slots", "holding every slot is an error, not a hang",
+     test_holding_every_slot_is_an_error, 0},
+    {"slots", "a batch of another loader is refused",
+     test_release_of_another_loaders_batch, 0},
+    {"death", "a killed producer is named, with its signal",
+     test_killed_producer_is_reported, 0},
+    {"fork", "fork mode keeps the caller's fds out",
+     test_fork_mode_keeps_caller_fds_out, 0},
+    {"fork", "a fork child leaves the run alone, spawn mode",
+     test_fork_child_spawn_mode, 0},
+    {"fork", "a fork child leaves the run alone, fork mode",
+     test_fork_child_fork_mode, 0},
+    {"fork", "a child of a bare clone() has its own loaders",
+     test_child_of_raw_clone_has_its_own_loaders, 0},
+    {"fork", "fork mode refused beside another thread",
+     test_fork_refused_with_threads, 0},
+    {"memory", "a ring larger than a 1 MiB /dev/shm",
+     test_ring_larger_than_dev_shm, 0},
+    {"memory", "producers map only the slots they fill",
+     test_producers_map_only_the_slots_they_fill, 0},
+    {"errors", "every error has a name of its own", test_error_names, 10},
+};
+
+int main(int argc, char **argv)
 {
-    test_close_mid_epoch_leaves_nothing();
-    test_holding_every_slot_is_an_error();
-    test_killed_producer_is_reported();
-    test_bad_configurations();
-    test_bad_rank_environment_refused();
-    test_too_many_batches_refused();
-    test_missing_producer_binary();
-    test_ring_larger_than_memory();
-    test_ring_larger_than_dev_shm();
-    test_producers_map_only_the_slots_they_fill();
-    test_error_names();
-    test_fork_mode_keeps_caller_fds_out();
-    test_close_under_periodic_signals();
-    test_release_of_another_loaders_batch();
-    test_exec_without_close_stops_producers();
-    test_fork_child_leaves_the_parents_run_alone(RF_START_SPAWN);
-    test_fork_child_leaves_the_parents_run_alone(RF_START_FORK);
-    test_child_of_raw_clone_has_its_own_loaders();
-    test_fork_refused_with_threads(); /* last: leaves a thread behind */
-    return 0;
+    return TEST_MAIN(argc, argv, cases);
 }

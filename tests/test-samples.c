@@ -5,7 +5,12 @@
  * whatever the number of producers. Bad files (empty, truncated, random
  * bytes, a PNG named .jpg, an image over the pixel limit) fail the batch
  * with an error naming the sample, the file and the reason, or are left
- * out and listed under the skip policy, until a limit is crossed.
+ * out and listed under the skip policy, until a limit is crossed. The
+ * dataset's path changing meaning during a run (a folder or pack replaced,
+ * chdir()) changes nothing for producers started after it.
+ *
+ * Setup makes the folder of good JPEGs once, and a copy with the bad
+ * files; each case copies what it changes.
  */
 #include "config.h"
 
@@ -24,72 +29,38 @@
 
 #include "common/internal.h"
 #include "consumer/failures.h"
+#include "harness.h"
 #include "proc.h"
+#include "scratch.h"
 #include "test.h"
 
 #define CLASSES 3
 #define PER_CLASS 8
-#define OUT 24 /* output height and width */
+#define OUT 24 /* output height and width: jpeg_folder_config's */
 
-static char root[256];
+/* The scratch folder; in it, the folder of good JPEGs every case starts
+ * from, and a copy with bad files added (made once, by setup). A case
+ * points `root` at the one it reads. */
+static char base[256], root[300], bad_root[300];
 
-static void write_file(const char *path, const void *data, size_t size)
+enum { BAD_FILES = 5 };
+
+static void copy_folder(const char *from, const char *to)
 {
-    const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    CHECK(fd >= 0);
-    CHECK_EQ(write(fd, data, size), (long long)size);
-    close(fd);
-}
-
-/* FOLDER/class_c/img_i.jpg: small synthetic JPEGs of varied shape, whose
- * pixels depend on the seed. FOLDER exists. */
-static void fill_folder(const char *folder, uint64_t seed)
-{
-    for (int c = 0; c < CLASSES; c++) {
-        char dir[512];
-        rf__format(dir, sizeof(dir), "%s/class_%d", folder, c);
-        CHECK_EQ(mkdir(dir, 0755), 0);
-        for (int i = 0; i < PER_CLASS; i++) {
-            void *jpeg = NULL;
-            size_t size = 0;
-            const uint32_t w = 40 + 7 * (uint32_t)i, h = 30 + 5 * (uint32_t)c;
-            CHECK_OK(rf_synthetic_jpeg(seed, (uint64_t)(c * 100 + i), w, h,
-                                       &jpeg, &size));
-            char path[600];
-            rf__format(path, sizeof(path), "%s/img_%d.jpg", dir, i);
-            write_file(path, jpeg, size);
-            free(jpeg);
-        }
-    }
-}
-
-static void make_folder(void)
-{
-    rf__format(root, sizeof(root), "%s/rf-samples-XXXXXX",
-               getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    CHECK(mkdtemp(root));
-    fill_folder(root, 9);
-}
-
-static void remove_tree(const char *path)
-{
-    char cmd[600];
-    rf__format(cmd, sizeof(cmd), "rm -rf '%s'", path);
+    char cmd[700];
+    rf__format(cmd, sizeof(cmd), "cp -a '%s' '%s'", from, to);
     CHECK_EQ(system(cmd), 0);
+}
+
+/* The case reads the folder with bad files. */
+static void use_bad_folder(void)
+{
+    memcpy(root, bad_root, sizeof(root));
 }
 
 static rf_config *folder_config(int64_t producers, rf_transform transform)
 {
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set_path(cfg, root));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, producers));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 5));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, OUT));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, OUT));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_TRANSFORM, transform));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 2));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SEED, 3));
-    return cfg;
+    return jpeg_folder_config(root, producers, transform);
 }
 
 /* Takes every batch until next() stops; returns what it stopped with and
@@ -152,37 +123,47 @@ static uint64_t run_and_check(const rf_config *cfg)
     return digest;
 }
 
-static void test_folder_exactly_once_any_producers(void)
+/* One producer and three deliver the same samples, each once an epoch,
+ * with the pixels rf_dataset_decode() gives. */
+static void check_exactly_once_any_producers(rf_transform transform)
 {
-    const rf_transform kinds[] = {RF_TRANSFORM_TRAIN, RF_TRANSFORM_EVAL};
-    for (size_t k = 0; k < 2; k++) {
-        rf_config *one = folder_config(1, kinds[k]);
-        rf_config *three = folder_config(3, kinds[k]);
-        CHECK_EQ(run_and_check(one), run_and_check(three));
-        rf_config_free(one);
-        rf_config_free(three);
-    }
+    rf_config *one = folder_config(1, transform);
+    rf_config *three = folder_config(3, transform);
+    CHECK_EQ(run_and_check(one), run_and_check(three));
+    rf_config_free(one);
+    rf_config_free(three);
 }
 
-/* Adds the bad files every loader must survive; returns how many. */
-static int add_bad_files(void)
+static void test_folder_train_exactly_once(void)
+{
+    check_exactly_once_any_producers(RF_TRANSFORM_TRAIN);
+}
+
+static void test_folder_eval_exactly_once(void)
+{
+    check_exactly_once_any_producers(RF_TRANSFORM_EVAL);
+}
+
+/* Adds to FOLDER the bad files every loader must survive; returns how
+ * many. */
+static int add_bad_files(const char *folder)
 {
     char path[600];
-    rf__format(path, sizeof(path), "%s/class_1/empty.jpg", root);
+    rf__format(path, sizeof(path), "%s/class_1/empty.jpg", folder);
     write_file(path, "", 0);
-    rf__format(path, sizeof(path), "%s/class_1/noise.jpg", root);
+    rf__format(path, sizeof(path), "%s/class_1/noise.jpg", folder);
     write_file(path, "\x13\x37 random bytes, not an image", 29);
-    rf__format(path, sizeof(path), "%s/class_2/png.jpg", root);
+    rf__format(path, sizeof(path), "%s/class_2/png.jpg", folder);
     write_file(path, "\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16);
     void *jpeg = NULL;
     size_t size = 0;
     CHECK_OK(rf_synthetic_jpeg(1, 1, 64, 64, &jpeg, &size));
-    rf__format(path, sizeof(path), "%s/class_2/truncated.jpg", root);
+    rf__format(path, sizeof(path), "%s/class_2/truncated.jpg", folder);
     write_file(path, jpeg, size / 2);
     free(jpeg);
     /* Over the limit the test sets (10,000 pixels). */
     CHECK_OK(rf_synthetic_jpeg(1, 2, 200, 100, &jpeg, &size));
-    rf__format(path, sizeof(path), "%s/class_0/huge.jpg", root);
+    rf__format(path, sizeof(path), "%s/class_0/huge.jpg", folder);
     write_file(path, jpeg, size);
     free(jpeg);
     return 5;
@@ -190,6 +171,7 @@ static int add_bad_files(void)
 
 static void test_bad_file_fails_with_its_name(void)
 {
+    use_bad_folder();
     rf_config *cfg = folder_config(2, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
@@ -209,8 +191,10 @@ static void test_bad_file_fails_with_its_name(void)
     rf_config_free(cfg);
 }
 
-static void test_bad_files_skipped_and_listed(int bad)
+static void test_bad_files_skipped_and_listed(void)
 {
+    const int bad = BAD_FILES;
+    use_bad_folder();
     rf_config *cfg = folder_config(2, RF_TRANSFORM_TRAIN);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
     set_skip(cfg, 0, 500000);
@@ -239,8 +223,10 @@ static void test_bad_files_skipped_and_listed(int bad)
 /* All five bad files in one unshuffled batch: the slot keeps four
  * reasons, yet every failure is listed under its own index (the fifth
  * saying that its reason was not kept), never under another sample's. */
-static void test_many_failures_in_one_batch(int bad)
+static void test_many_failures_in_one_batch(void)
 {
+    const int bad = BAD_FILES;
+    use_bad_folder();
     rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
@@ -275,6 +261,7 @@ static void test_many_failures_in_one_batch(int bad)
 
 static void test_error_limit_ends_the_run(void)
 {
+    use_bad_folder();
     rf_config *cfg = folder_config(2, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
     set_skip(cfg, 2, 1000000);
@@ -288,8 +275,10 @@ static void test_error_limit_ends_the_run(void)
 /* The count limit is on samples, not on failures: the bad files fail in
  * each of 4 epochs (4 x bad failures), and a limit of `bad` samples lets
  * the run end normally. */
-static void test_error_limit_counts_each_sample_once(int bad)
+static void test_error_limit_counts_each_sample_once(void)
 {
+    const int bad = BAD_FILES;
+    use_bad_folder();
     rf_config *cfg = folder_config(2, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 4));
@@ -343,7 +332,7 @@ static void add_frame(rf_pack_writer *w, uint64_t index, size_t bytes)
 static void test_zstd_pack(void)
 {
     char path[300];
-    rf__format(path, sizeof(path), "%s/raw.pack", root);
+    rf__format(path, sizeof(path), "%s-raw.pack", root);
     rf_pack_writer *w = NULL;
     CHECK_OK(rf_pack_writer_create(&w, path, 8, 8, 3, RF_LAYOUT_NHWC, NULL, 0,
                                    NULL));
@@ -405,7 +394,10 @@ static uint64_t samples_seen_by_loader(void)
 
 static void test_index_cache(void)
 {
-    char cache[300];
+    char copy[400], cache[300];
+    rf__format(copy, sizeof(copy), "%s-cache", root);
+    copy_folder(root, copy); /* this case adds a file */
+    memcpy(root, copy, sizeof(root));
     rf__format(cache, sizeof(cache), "%s/.ringfeed-index", root);
     const uint64_t before = samples_seen_by_loader();
     CHECK_EQ(access(cache, R_OK), 0); /* written on the first open */
@@ -423,44 +415,6 @@ static void test_index_cache(void)
     /* A damaged cache is listed again, never trusted. */
     write_file(cache, "not an index", 12);
     CHECK_EQ(samples_seen_by_loader(), before + 1);
-}
-
-static void test_jpeg_channels_refused_at_open(void)
-{
-    rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_CHANNELS, 4));
-    rf_loader *l = NULL;
-    char *err = NULL;
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
-    CHECK_CONTAINS(err, "1 or 3 channels");
-    free(err);
-    rf_config_free(cfg);
-}
-
-static void test_missing_dataset(void)
-{
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set_path(cfg, "/nonexistent/imagenet/train"));
-    rf_loader *l = NULL;
-    char *err = NULL;
-    CHECK_LT(rf_loader_open(&l, cfg, &err), 0);
-    CHECK_CONTAINS(err, "/nonexistent/imagenet/train");
-    free(err);
-
-    /* A packed file without samples: the advice fits a packed file. */
-    char empty[300];
-    rf__format(empty, sizeof(empty), "%s-empty.pack", root);
-    rf_pack_writer *w = NULL;
-    CHECK_OK(rf_pack_writer_create(&w, empty, 0, 0, 0, RF_LAYOUT_NHWC, NULL, 0,
-                                   NULL));
-    CHECK_OK(rf_pack_writer_finish(w, NULL));
-    CHECK_OK(rf_config_set_path(cfg, empty));
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), -ENOENT);
-    CHECK_CONTAINS(err, "has no samples");
-    CHECK_CONTAINS(err, "or a packed file written from one");
-    free(err);
-    CHECK_EQ(unlink(empty), 0);
-    rf_config_free(cfg);
 }
 
 /* ---- the dataset's path changes meaning during a run ------------------- */
@@ -529,13 +483,6 @@ static void leave_folder(void)
     CHECK_EQ(chdir("/"), 0);
 }
 
-static void copy_folder(const char *from, const char *to)
-{
-    char cmd[700];
-    rf__format(cmd, sizeof(cmd), "cp -a '%s' '%s'", from, to);
-    CHECK_EQ(system(cmd), 0);
-}
-
 /* FOLDER's samples, in order, into a packed file. */
 static void pack_folder(const char *folder, const char *path)
 {
@@ -558,47 +505,58 @@ static void pack_folder(const char *folder, const char *path)
  * later: a replacement that opened the path again would read the new
  * version (pixels that differ from the reference), fail on a pack whose
  * index is not the one handed over, or find nothing after chdir(). */
-static void test_path_changes_meaning_during_run(void)
+static void run_path_across_change(const char *path, void (*change)(void))
+{
+    rf_config *cfg = folder_config(2, RF_TRANSFORM_TRAIN);
+    rf_dataset *reference = NULL;
+    CHECK_OK(rf_config_set_path(cfg, path));
+    CHECK_OK(rf_dataset_open(&reference, path, NULL));
+    run_across_change(cfg, reference, change);
+    rf_dataset_close(reference);
+    rf_config_free(cfg);
+}
+
+/* The paths these cases use, beside the good folder. */
+static void name_change_paths(void)
 {
     rf__format(moving, sizeof(moving), "%s-moving", root);
     rf__format(moved, sizeof(moved), "%s-moved", root);
     rf__format(other, sizeof(other), "%s-other", root);
     rf__format(pack, sizeof(pack), "%s-a.pack", root);
     rf__format(new_pack, sizeof(new_pack), "%s-b.pack", root);
-    copy_folder(root, moving);
+}
+
+/* Another version of the dataset: other pixels under the same names. */
+static void make_other_version(void)
+{
     CHECK_EQ(mkdir(other, 0755), 0);
-    fill_folder(other, 10);
+    fill_jpeg_folder(other, 10, CLASSES, PER_CLASS);
+}
+
+static void test_folder_replaced_during_run(void)
+{
+    name_change_paths();
+    copy_folder(root, moving);
+    make_other_version();
+    run_path_across_change(moving, replace_folder);
+}
+
+static void test_pack_replaced_during_run(void)
+{
+    name_change_paths();
+    make_other_version();
     pack_folder(root, pack);
     pack_folder(other, new_pack);
-    rf_config *cfg = folder_config(2, RF_TRANSFORM_TRAIN);
-    rf_dataset *reference = NULL;
+    run_path_across_change(pack, replace_pack);
+}
 
-    CHECK_OK(rf_config_set_path(cfg, moving));
-    CHECK_OK(rf_dataset_open(&reference, moving, NULL));
-    run_across_change(cfg, reference, replace_folder);
-    rf_dataset_close(reference);
-
-    CHECK_OK(rf_config_set_path(cfg, pack));
-    CHECK_OK(rf_dataset_open(&reference, pack, NULL));
-    run_across_change(cfg, reference, replace_pack);
-    rf_dataset_close(reference);
-
-    char here[300];
-    CHECK(getcwd(here, sizeof(here)));
-    CHECK_EQ(chdir(moved), 0);
-    CHECK_OK(rf_config_set_path(cfg, "."));
-    CHECK_OK(rf_dataset_open(&reference, ".", NULL));
-    run_across_change(cfg, reference, leave_folder);
-    rf_dataset_close(reference);
-    CHECK_EQ(chdir(here), 0);
-
-    rf_config_free(cfg);
-    remove_tree(moving);
-    remove_tree(moved);
-    CHECK_EQ(unlink(pack), 0);
-    printf("path changes meaning during a run: a folder replaced, a pack "
-           "replaced by rename, a relative path after chdir(): producers "
-           "started after it still read the dataset opened\n");
+static void test_relative_path_after_chdir(void)
+{
+    char copy[400];
+    rf__format(copy, sizeof(copy), "%s-chdir", root);
+    copy_folder(root, copy);
+    CHECK_EQ(chdir(copy), 0);
+    run_path_across_change(".", leave_folder);
 }
 
 /* A file removed after open fails by its whole path, named once: the
@@ -771,10 +729,10 @@ static void test_decode_memory_limit(void)
  * start of the path and its file name, and the reason is kept whole. */
 static void test_long_path_keeps_the_reason(void)
 {
-    char base[400], dir[1024], file[1400];
-    rf__format(base, sizeof(base), "%s-long", root);
-    CHECK_EQ(mkdir(base, 0755), 0);
-    const int n = snprintf(dir, sizeof(dir), "%s/", base);
+    char long_base[400], dir[1024], file[1400];
+    rf__format(long_base, sizeof(long_base), "%s-long", root);
+    CHECK_EQ(mkdir(long_base, 0755), 0);
+    const int n = snprintf(dir, sizeof(dir), "%s/", long_base);
     memset(dir + n, 'c', 200);
     dir[n + 200] = '\0';
     CHECK_EQ(mkdir(dir, 0755), 0);
@@ -799,111 +757,60 @@ static void test_long_path_keeps_the_reason(void)
     CHECK_CONTAINS(msg, "truncated");
     rf_loader_close(l);
     rf_config_free(cfg);
+    remove_tree(long_base);
+}
+
+static void setup(void)
+{
+    scratch_make(base, sizeof(base), "samples");
+    rf__format(root, sizeof(root), "%s/good", base);
+    rf__format(bad_root, sizeof(bad_root), "%s/bad", base);
+    CHECK_EQ(mkdir(root, 0755), 0);
+    fill_jpeg_folder(root, 9, CLASSES, PER_CLASS);
+    copy_folder(root, bad_root);
+    CHECK_EQ(add_bad_files(bad_root), BAD_FILES);
+}
+
+static void teardown(void)
+{
     remove_tree(base);
 }
 
-/* Near RLIMIT_NOFILE: with the loader's fds at the top of the table and
- * only a few numbers free, a producer must still start (its fds are
- * moved straight down to 3..8; moving them above the highest first, as
- * when one sits where a target goes, needed numbers past the limit). */
-static void test_spawn_near_fd_limit(void)
-{
-    const pid_t child = fork();
-    CHECK(child >= 0);
-    if (child == 0) {
-        const struct rlimit limit = {64, 64};
-        CHECK_EQ(setrlimit(RLIMIT_NOFILE, &limit), 0);
-        int fd;
-        do
-            fd = open("/dev/null", O_RDONLY);
-        while (fd >= 0 && fd < 64 - 12);
-        rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
-        rf_loader *l = NULL;
-        char *err = NULL;
-        const int rc = rf_loader_open(&l, cfg, &err);
-        if (rc < 0)
-            fprintf(stderr, "%s\n", err);
-        CHECK_OK(rc);
-        CHECK_EQ(drain(l, NULL, NULL), 0);
-        rf_loader_close(l);
-        rf_config_free(cfg);
-        _exit(0);
-    }
-    int status;
-    CHECK_EQ(waitpid(child, &status, 0), child);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
+static const struct test_case cases[] = {
+    {"folder", "train: each sample once, any producers",
+     test_folder_train_exactly_once, 0},
+    {"folder", "eval: each sample once, any producers",
+     test_folder_eval_exactly_once, 0},
+    {"pack", "zstd frames, one of a wrong size", test_zstd_pack, 0},
+    {"folder", "DCT scaling on and off", test_dct_scaling_switch, 0},
+    {"folder", "index cache written, then trusted until stale",
+     test_index_cache, 0},
+    {"bad", "a bad file fails the run with its path",
+     test_bad_file_fails_with_its_name, 0},
+    {"bad", "skipped and listed once each", test_bad_files_skipped_and_listed,
+     0},
+    {"bad", "five failures in one batch, each under its index",
+     test_many_failures_in_one_batch, 0},
+    {"bad", "error limit ends the run", test_error_limit_ends_the_run, 0},
+    {"bad", "error limit counts each sample once",
+     test_error_limit_counts_each_sample_once, 0},
+    {"bad", "a late failure is still listed", test_late_failure_is_still_listed,
+     0},
+    {"bad", "a long path keeps the reason", test_long_path_keeps_the_reason, 0},
+    {"bad", "decode memory limit names the file", test_decode_memory_limit, 0},
+    {"bad", "a file removed after open is named once",
+     test_file_removed_after_open, 0},
+    {"change", "folder replaced during the run",
+     test_folder_replaced_during_run, 0},
+    {"change", "pack replaced by rename during the run",
+     test_pack_replaced_during_run, 0},
+    {"change", "relative path, then chdir()", test_relative_path_after_chdir,
+     0},
+    {"folder", "a 64 MiB file does not stay resident",
+     test_big_file_does_not_pin_memory, 0},
+};
 
-/* In a child: opens a folder loader under an fd limit `spare` above
- * what the budget says it needs (open fds, the dataset's 2, and
- * 6 + producers), and runs it. Returns open's result. */
-static int open_with_fd_room(int64_t producers, rf_start_mode mode, int spare)
+int main(int argc, char **argv)
 {
-    const pid_t child = fork();
-    CHECK(child >= 0);
-    if (child == 0) {
-        const int open_fds = count_entries("/proc/self/fd") - 1;
-        const rlim_t n = (rlim_t)(open_fds + 2 + 6 + producers + spare);
-        const struct rlimit limit = {n, n};
-        CHECK_EQ(setrlimit(RLIMIT_NOFILE, &limit), 0);
-        rf_config *cfg = folder_config(producers, RF_TRANSFORM_EVAL);
-        CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, mode));
-        rf_loader *l = NULL;
-        char *err = NULL;
-        const int rc = rf_loader_open(&l, cfg, &err);
-        if (rc == 0)
-            CHECK_EQ(drain(l, NULL, NULL), 0);
-        else
-            CHECK_CONTAINS(err, "file descriptors");
-        free(err);
-        rf_loader_close(l);
-        rf_config_free(cfg);
-        _exit(rc == 0 ? 0 : 3);
-    }
-    int status;
-    CHECK_EQ(waitpid(child, &status, 0), child);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);
-    return WEXITSTATUS(status) == 0 ? 0 : -EMFILE;
-}
-
-/* The budget counts the dataset's fds once (it counted them twice: a
- * folder was refused with room to spare), and the limit it asks for is
- * enough to run: refused one below, runs at it, in both start modes. */
-static void test_fd_budget_is_exact(void)
-{
-    static const int64_t producers[] = {1, 4};
-    for (int m = 0; m < 2; m++)
-        for (int i = 0; i < 2; i++) {
-            const rf_start_mode mode = m ? RF_START_FORK : RF_START_SPAWN;
-            CHECK_EQ(open_with_fd_room(producers[i], mode, -1), -EMFILE);
-            CHECK_EQ(open_with_fd_room(producers[i], mode, 0), 0);
-        }
-}
-
-int main(void)
-{
-    make_folder();
-    test_folder_exactly_once_any_producers();
-    test_path_changes_meaning_during_run();
-    test_file_removed_after_open();
-    test_big_file_does_not_pin_memory();
-    test_spawn_near_fd_limit();
-    test_fd_budget_is_exact();
-    test_long_path_keeps_the_reason();
-    test_decode_memory_limit();
-    test_dct_scaling_switch();
-    const int bad = add_bad_files();
-    test_bad_file_fails_with_its_name();
-    test_bad_files_skipped_and_listed(bad);
-    test_many_failures_in_one_batch(bad);
-    test_error_limit_ends_the_run();
-    test_error_limit_counts_each_sample_once(bad);
-    test_late_failure_is_still_listed();
-    test_zstd_pack();
-    test_index_cache();
-    test_jpeg_channels_refused_at_open();
-    test_missing_dataset();
-    remove_tree(root);
-    return 0;
+    return TEST_MAIN_WITH(argc, argv, cases, setup, teardown);
 }

@@ -1,0 +1,290 @@
+/*
+ * test-start.c - what rf_loader_open() refuses, with a reason that says
+ * what to change, and what a start needs: a value out of range, a run
+ * that leaves no batch or more batches than a handle counts, a missing
+ * helper, a ring larger than memory, a missing or empty dataset, JPEGs
+ * into 2 or 4 channels; the fd budget is exact (refused one below the
+ * limit it asks for, runs at it) and producers start near RLIMIT_NOFILE.
+ *
+ * Setup makes a small folder of JPEGs for the cases that need a dataset.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/internal.h"
+#include "harness.h"
+#include "proc.h"
+#include "scratch.h"
+#include "test.h"
+
+static char base[256], root[300];
+
+static void setup(void)
+{
+    scratch_make(base, sizeof(base), "start");
+    rf__format(root, sizeof(root), "%s/folder", base);
+    CHECK_EQ(mkdir(root, 0755), 0);
+    fill_jpeg_folder(root, 9, 3, 8);
+}
+
+static void teardown(void)
+{
+    remove_tree(base);
+}
+
+static rf_config *folder_config(int64_t producers, rf_transform transform)
+{
+    return jpeg_folder_config(root, producers, transform);
+}
+
+/* Takes every batch until next() stops; returns what it stopped with. */
+static int drain(rf_loader *l)
+{
+    rf_batch b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) > 0)
+        CHECK_OK(rf_loader_release(l, &b));
+    return rc;
+}
+
+static void test_set_refuses_bad_values(void)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_EQ(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 0), -EINVAL);
+    CHECK_CONTAINS(rf_config_error(cfg), "batch_size = 0 is out of range");
+    CHECK_EQ(rf_config_set(cfg, (rf_param)999, 1), -EINVAL);
+    CHECK_CONTAINS(rf_config_error(cfg), "not a parameter");
+    int64_t v = 0;
+    CHECK_OK(rf_config_get(cfg, RF_PARAM_BATCH_SIZE, &v));
+    CHECK_EQ(v, 32); /* unchanged by the failed set */
+    rf_config_free(cfg);
+}
+
+static void test_no_batch_is_refused(void)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 10));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_DROP_LAST, 1));
+    rf_loader *l = NULL;
+    char *err = NULL;
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
+    CHECK(l == NULL);
+    CHECK_CONTAINS(err, "leave no batch");
+    free(err);
+    rf_config_free(cfg);
+}
+
+static void test_too_many_batches_refused(void)
+{
+    /* 2^38 one-sample batches x 2^26 epochs would wrap a 64-bit count;
+     * a handle counts 2^40 batches. */
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, INT64_C(1) << 38));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, INT64_C(1) << 26));
+    rf_loader *l = NULL;
+    char *err = NULL;
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
+    CHECK_CONTAINS(err, "more than a handle can count");
+    free(err);
+    /* Without an end, resuming beyond 2^40 batches is refused too. */
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 0));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_EPOCH, 5));
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
+    CHECK_CONTAINS(err, "more than a handle can count");
+    free(err);
+    rf_config_free(cfg);
+}
+
+static void test_missing_producer_binary(void)
+{
+    const char *saved = getenv("RINGFEED_PRODUCER");
+    char *copy = saved ? strdup(saved) : NULL;
+    setenv("RINGFEED_PRODUCER", "/nonexistent/ringfeed-producer", 1);
+    rf_config *cfg = rf_config_create();
+    rf_loader *l = NULL;
+    char *err = NULL;
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), RF_E_NO_PRODUCER_BINARY);
+    CHECK_CONTAINS(err, "/nonexistent/ringfeed-producer");
+    CHECK_CONTAINS(err, "(RINGFEED_PRODUCER)");
+    CHECK_CONTAINS(err, "or unset it to use the installed helper");
+    free(err);
+    /* Unset, the installed helper is used: where none is installed (a
+     * build tree that was never installed), the advice is to install. */
+    unsetenv("RINGFEED_PRODUCER");
+    err = NULL;
+    const int rc = rf_loader_open(&l, cfg, &err);
+    if (rc == RF_E_NO_PRODUCER_BINARY) {
+        CHECK_CONTAINS(err, "(installed path)");
+        CHECK_CONTAINS(err, "reinstall ringfeed");
+    } else {
+        CHECK_OK(rc); /* an installed ringfeed-producer */
+        printf("an installed helper is there: its refusal not checked\n");
+        rf_loader_close(l);
+    }
+    free(err);
+    rf_config_free(cfg);
+    if (copy)
+        setenv("RINGFEED_PRODUCER", copy, 1);
+    free(copy);
+}
+
+static void test_ring_larger_than_memory(void)
+{
+    /* 64 slots of 4096 samples of 1024 x 1024 x 3: about 768 GiB. */
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SLOTS, 64));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4096));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 1024));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 1024));
+    rf_loader *l = NULL;
+    char *err = NULL;
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), -ENOMEM);
+    CHECK_CONTAINS(err, "the ring needs 824638");
+    CHECK_CONTAINS(err, "use fewer slots");
+    free(err);
+    rf_config_free(cfg);
+}
+
+static void test_jpeg_channels_refused_at_open(void)
+{
+    rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_CHANNELS, 4));
+    rf_loader *l = NULL;
+    char *err = NULL;
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
+    CHECK_CONTAINS(err, "1 or 3 channels");
+    free(err);
+    rf_config_free(cfg);
+}
+
+static void test_missing_dataset(void)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set_path(cfg, "/nonexistent/imagenet/train"));
+    rf_loader *l = NULL;
+    char *err = NULL;
+    CHECK_LT(rf_loader_open(&l, cfg, &err), 0);
+    CHECK_CONTAINS(err, "/nonexistent/imagenet/train");
+    free(err);
+
+    /* A packed file without samples: the advice fits a packed file. */
+    char empty[300];
+    rf__format(empty, sizeof(empty), "%s-empty.pack", root);
+    rf_pack_writer *w = NULL;
+    CHECK_OK(rf_pack_writer_create(&w, empty, 0, 0, 0, RF_LAYOUT_NHWC, NULL, 0,
+                                   NULL));
+    CHECK_OK(rf_pack_writer_finish(w, NULL));
+    CHECK_OK(rf_config_set_path(cfg, empty));
+    CHECK_EQ(rf_loader_open(&l, cfg, &err), -ENOENT);
+    CHECK_CONTAINS(err, "has no samples");
+    CHECK_CONTAINS(err, "or a packed file written from one");
+    free(err);
+    CHECK_EQ(unlink(empty), 0);
+    rf_config_free(cfg);
+}
+
+/* Near RLIMIT_NOFILE: with the loader's fds at the top of the table and
+ * only a few numbers free, a producer must still start (its fds are
+ * moved straight down to 3..8; moving them above the highest first, as
+ * when one sits where a target goes, needed numbers past the limit). */
+static void test_spawn_near_fd_limit(void)
+{
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        const struct rlimit limit = {64, 64};
+        CHECK_EQ(setrlimit(RLIMIT_NOFILE, &limit), 0);
+        int fd;
+        do
+            fd = open("/dev/null", O_RDONLY);
+        while (fd >= 0 && fd < 64 - 12);
+        rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
+        rf_loader *l = NULL;
+        char *err = NULL;
+        const int rc = rf_loader_open(&l, cfg, &err);
+        if (rc < 0)
+            fprintf(stderr, "%s\n", err);
+        CHECK_OK(rc);
+        CHECK_EQ(drain(l), 0);
+        rf_loader_close(l);
+        rf_config_free(cfg);
+        _exit(0);
+    }
+    int status;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* In a child: opens a folder loader under an fd limit `spare` above
+ * what the budget says it needs (open fds, the dataset's 2, and
+ * 6 + producers), and runs it. Returns open's result. */
+static int open_with_fd_room(int64_t producers, rf_start_mode mode, int spare)
+{
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        const int open_fds = count_entries("/proc/self/fd") - 1;
+        const rlim_t n = (rlim_t)(open_fds + 2 + 6 + producers + spare);
+        const struct rlimit limit = {n, n};
+        CHECK_EQ(setrlimit(RLIMIT_NOFILE, &limit), 0);
+        rf_config *cfg = folder_config(producers, RF_TRANSFORM_EVAL);
+        CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, mode));
+        rf_loader *l = NULL;
+        char *err = NULL;
+        const int rc = rf_loader_open(&l, cfg, &err);
+        if (rc == 0)
+            CHECK_EQ(drain(l), 0);
+        else
+            CHECK_CONTAINS(err, "file descriptors");
+        free(err);
+        rf_loader_close(l);
+        rf_config_free(cfg);
+        _exit(rc == 0 ? 0 : 3);
+    }
+    int status;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);
+    return WEXITSTATUS(status) == 0 ? 0 : -EMFILE;
+}
+
+/* The budget counts the dataset's fds once (it counted them twice: a
+ * folder was refused with room to spare), and the limit it asks for is
+ * enough to run: refused one below, runs at it, in both start modes. */
+static void test_fd_budget_is_exact(void)
+{
+    static const int64_t producers[] = {1, 4};
+    for (int m = 0; m < 2; m++)
+        for (int i = 0; i < 2; i++) {
+            const rf_start_mode mode = m ? RF_START_FORK : RF_START_SPAWN;
+            CHECK_EQ(open_with_fd_room(producers[i], mode, -1), -EMFILE);
+            CHECK_EQ(open_with_fd_room(producers[i], mode, 0), 0);
+        }
+}
+
+static const struct test_case cases[] = {
+    {"config", "a value out of range is refused by set",
+     test_set_refuses_bad_values, 10},
+    {"config", "a run that leaves no batch", test_no_batch_is_refused, 10},
+    {"config", "more batches than a handle counts",
+     test_too_many_batches_refused, 10},
+    {"helper", "a missing helper is named, with what to do",
+     test_missing_producer_binary, 0},
+    {"ring", "larger than memory", test_ring_larger_than_memory, 0},
+    {"dataset", "a missing or empty dataset is named", test_missing_dataset, 0},
+    {"dataset", "JPEGs into 4 channels", test_jpeg_channels_refused_at_open, 0},
+    {"fds", "the fd budget is exact, spawn and fork modes",
+     test_fd_budget_is_exact, 0},
+    {"fds", "producers start near RLIMIT_NOFILE", test_spawn_near_fd_limit, 0},
+};
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN_WITH(argc, argv, cases, setup, teardown);
+}
