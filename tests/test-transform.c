@@ -5,8 +5,8 @@
  * distributed as torchvision's RandomResizedCrop, checked against an
  * independent Python model of it (tests/rrc_reference.py).
  *
- * The statistical part runs last; without python3 it exits 77 after the
- * other parts have passed.
+ * The statistical cases (one per image shape) skip without python3 or
+ * the script.
  */
 #include "config.h"
 
@@ -15,6 +15,7 @@
 
 #include "common/internal.h"
 #include "decode/transform.h"
+#include "harness.h"
 #include "test.h"
 
 /* The library and its tests link no libm. */
@@ -152,19 +153,19 @@ static void test_fallback_boxes(void)
     const struct {
         uint32_t w, h;
         struct rf__crop box;
-    } cases[] = {
+    } boxes[] = {
         {10, 5000, {0, 2493, 10, 13, false}},
         {5000, 10, {2493, 0, 13, 10, false}},
         {1, 1, {0, 0, 1, 1, false}},
         {1, 5000, {0, 2499, 1, 1, false}}, /* round(1.33) = 1 */
     };
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    for (size_t k = 0; k < sizeof boxes / sizeof boxes[0]; k++) {
         struct rf__crop expect;
-        fallback_box(cases[k].w, cases[k].h, &expect);
-        CHECK(same_crop(&expect, &cases[k].box));
+        fallback_box(boxes[k].w, boxes[k].h, &expect);
+        CHECK(same_crop(&expect, &boxes[k].box));
         for (uint64_t index = 0; index < 1000; index++) {
             struct rf__crop c;
-            rf__transform_crop(&t, 7, 0, index, cases[k].w, cases[k].h, &c);
+            rf__transform_crop(&t, 7, 0, index, boxes[k].w, boxes[k].h, &c);
             c.flip = false;
             CHECK(same_crop(&c, &expect));
         }
@@ -482,39 +483,68 @@ static int compare_stats(uint32_t w, uint32_t h, const struct crop_stats *c,
     return failed + differ;
 }
 
-static int test_against_python(void)
+/* The C crops of a w x h image against the Python model's, histogram by
+ * histogram; skips without python3 or the script. */
+static void check_against_python(uint32_t w, uint32_t h)
 {
-    static const uint32_t sizes[][2] = {
-        {500, 375}, {375, 500}, {64, 1000}, {1000, 64}, {250, 1000}};
     char script[4096];
     reference_script(script, sizeof script);
-    if (access(script, R_OK) != 0) {
-        fprintf(stderr, "skip statistics: no %s\n", script);
-        return TEST_SKIP;
-    }
-    int failed = 0;
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-        struct crop_stats c, py;
-        if (python_stats(script, sizes[k][0], sizes[k][1], &py) != 0) {
-            fprintf(stderr, "skip statistics: python3 not found\n");
-            return TEST_SKIP;
-        }
-        c_stats(sizes[k][0], sizes[k][1], &c);
-        failed += compare_stats(sizes[k][0], sizes[k][1], &c, &py);
-    }
-    CHECK_EQ(failed, 0);
-    return 0;
+    if (access(script, R_OK) != 0)
+        TEST_SKIP_BECAUSE("no %s", script);
+    struct crop_stats c, py;
+    if (python_stats(script, w, h, &py) != 0)
+        TEST_SKIP_BECAUSE("python3 not found");
+    c_stats(w, h, &c);
+    CHECK_EQ(compare_stats(w, h, &c, &py), 0);
 }
 
-int main(void)
+static void test_python_500x375(void)
 {
-    test_params();
-    test_deterministic();
-    test_fallback_boxes();
-    test_always_inside();
-    test_flip_rate();
-    test_eval_boxes();
-    test_eval_smaller_than_crop();
-    test_none();
-    return test_against_python();
+    check_against_python(500, 375);
+}
+
+static void test_python_375x500(void)
+{
+    check_against_python(375, 500);
+}
+
+static void test_python_64x1000(void)
+{
+    check_against_python(64, 1000);
+}
+
+static void test_python_1000x64(void)
+{
+    check_against_python(1000, 64);
+}
+
+static void test_python_250x1000(void)
+{
+    check_against_python(250, 1000);
+}
+
+static const struct test_case cases[] = {
+    {"train", "torchvision's parameters", test_params, 10},
+    {"train", "deterministic in seed, epoch and index", test_deterministic, 0},
+    {"train", "fallback boxes worked out by hand", test_fallback_boxes, 0},
+    {"train", "always inside the image", test_always_inside, 0},
+    {"train", "flips at the configured rate", test_flip_rate, 0},
+    {"eval", "boxes exact", test_eval_boxes, 0},
+    {"eval", "image smaller than the crop", test_eval_smaller_than_crop, 0},
+    {"none", "the whole image", test_none, 0},
+    {"python", "500x375 crops distributed as the model's", test_python_500x375,
+     0},
+    {"python", "375x500 crops distributed as the model's", test_python_375x500,
+     0},
+    {"python", "64x1000 crops distributed as the model's", test_python_64x1000,
+     0},
+    {"python", "1000x64 crops distributed as the model's", test_python_1000x64,
+     0},
+    {"python", "250x1000 crops distributed as the model's",
+     test_python_250x1000, 0},
+};
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN(argc, argv, cases);
 }
