@@ -652,6 +652,49 @@ RF_API uint32_t rf_dataset_classes(const rf_dataset *ds);
 RF_API int rf_dataset_class_name(const rf_dataset *ds, uint32_t label,
                                  char *out, size_t len);
 
+/* What a dataset is on disk. The numbers never change. */
+typedef enum rf_dataset_format {
+    RF_DATASET_FOLDER = 1, /* a folder of class folders */
+    RF_DATASET_PACK = 2    /* a packed file */
+} rf_dataset_format;
+
+/* What a dataset holds, filled by rf_dataset_get_info(): what a tool
+ * needs to know before it reads or decodes a sample. Its size is part of
+ * the ABI and never changes (120 bytes, no padding): a field added later
+ * takes a slot of `reserved`, where 0 means "not known", so that a
+ * program compiled against a later header reads 0 there from this
+ * library, and one compiled against this header never sees the new
+ * field. Callers need not zero it or say its size: rf_dataset_get_info()
+ * writes all of it. */
+typedef struct rf_dataset_info {
+    rf_dataset_format format;
+    uint32_t classes; /* rf_dataset_classes() */
+    uint64_t samples; /* rf_dataset_size() */
+    /* Samples of each rf_sample_kind, as rf_dataset_read() gives them;
+     * they add up to samples. A folder's files all count as
+     * RF_SAMPLE_JPEG (their bytes, as they are). */
+    uint64_t jpeg_samples;
+    uint64_t zstd_samples;
+    /* The sample shape a packed file was written with, that of its
+     * RF_SAMPLE_ZSTD samples: a loader (or rf_dataset_decode()) reads
+     * the file only when its RF_PARAM_HEIGHT, WIDTH, CHANNELS and LAYOUT
+     * are these. All zero (layout RF_LAYOUT_NHWC) when the file has
+     * none, and for a folder; a pack of JPEG samples only may have one. */
+    uint32_t height, width, channels;
+    rf_layout layout;
+    /* Bytes of the packed file's zstd dictionary; 0 when it has none,
+     * and for a folder. */
+    uint64_t dict_size;
+    uint64_t reserved[8]; /* written as 0 */
+} rf_dataset_info;
+
+/* Fills *out with what ds is and holds (see rf_dataset_info), all of it
+ * known since rf_dataset_open(): no file is read. Returns 0, or -EINVAL
+ * when ds or out is NULL (out is then left as it was). *out is the
+ * caller's; nothing in it points into ds. Thread-safety and fork: as
+ * rf_dataset_size(), a pure read of the dataset. */
+RF_API int rf_dataset_get_info(const rf_dataset *ds, rf_dataset_info *out);
+
 /* Reads sample `index` into *info. Returns 0, -ERANGE, RF_E_CORRUPT_SAMPLE
  * (a packed sample whose checksum does not match; a folder entry that is
  * not a regular file, or is above 1 GiB), or -errno of the open or read,

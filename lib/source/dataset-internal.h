@@ -27,6 +27,9 @@ struct rf_dataset {
     int fd; /* the folder (names are opened relative to it) or the file */
     uint64_t samples;
     uint32_t classes;
+    /* Samples of each rf_sample_kind, indexed by it, counted at open
+     * (for rf_dataset_info()); [0] is no kind and stays 0. */
+    uint64_t samples_of_kind[RF_SAMPLE_ZSTD + 1];
     /* Folder: the listing in the folder index format; malloc'd when it
      * was listed here, mapped when it came from an index fd. */
     uint8_t *listing;

@@ -151,6 +151,30 @@ int rf_dataset_class_name(const rf_dataset *ds, uint32_t label, char *out,
     return -ENOENT;
 }
 
+/* The ABI promises this size (ringfeed.h): fields are added in the
+ * reserved tail only. */
+_Static_assert(sizeof(rf_dataset_info) == 120,
+               "rf_dataset_info keeps its size; use a reserved slot");
+
+int rf_dataset_get_info(const rf_dataset *ds, rf_dataset_info *out)
+{
+    if (!ds || !out)
+        return -EINVAL;
+    /* memset first: the reserved slots, and any padding a future field
+     * might leave, read as zeros */
+    memset(out, 0, sizeof(*out));
+    out->format =
+        ds->kind == RF__DATASET_FOLDER ? RF_DATASET_FOLDER : RF_DATASET_PACK;
+    out->classes = ds->classes;
+    out->samples = ds->samples;
+    out->jpeg_samples = ds->samples_of_kind[RF_SAMPLE_JPEG];
+    out->zstd_samples = ds->samples_of_kind[RF_SAMPLE_ZSTD];
+    rf__dataset_raw_shape(ds, &out->height, &out->width, &out->channels,
+                          &out->layout);
+    out->dict_size = ds->header.dict_size; /* a folder's header is zeros */
+    return 0;
+}
+
 const char *rf_dataset_error(const rf_dataset *ds)
 {
     return ds->error;

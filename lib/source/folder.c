@@ -131,6 +131,8 @@ static void use_listing(rf_dataset *ds, uint8_t *listing, size_t size,
     ds->entries = listing + RF__INDEX_HEADER_SIZE;
     ds->names = (const char *)listing + rf__get_le64(listing + 32);
     ds->names_size = rf__get_le64(listing + 40);
+    /* rf__folder_read() gives every file's bytes as RF_SAMPLE_JPEG. */
+    ds->samples_of_kind[RF_SAMPLE_JPEG] = ds->samples;
 }
 
 static int map_listing(rf_dataset *ds, int index_fd, char *why, size_t why_len)

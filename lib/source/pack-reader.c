@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/assert.h"
 #include "common/fds.h"
 #include "common/internal.h"
 #include "source/dataset-internal.h"
@@ -32,8 +33,9 @@
 /* ---- opening ------------------------------------------------------------ */
 
 /* Every entry, names included, once the metadata is mapped; and classes,
- * which must be the largest label + 1. */
-static int check_pack_entries(const rf_dataset *ds, char *why, size_t why_len)
+ * which must be the largest label + 1. Counts the samples of each kind
+ * on the way (an entry's kind is known to be one once it passed). */
+static int check_pack_entries(rf_dataset *ds, char *why, size_t why_len)
 {
     int64_t largest = -1;
     for (uint64_t i = 0; i < ds->samples; i++) {
@@ -49,6 +51,8 @@ static int check_pack_entries(const rf_dataset *ds, char *why, size_t why_len)
             return -1;
         }
         largest = e.label > largest ? e.label : largest;
+        RF_ASSERT(e.kind == RF_SAMPLE_JPEG || e.kind == RF_SAMPLE_ZSTD);
+        ds->samples_of_kind[e.kind]++;
     }
     if ((int64_t)ds->classes == largest + 1)
         return 0;

@@ -1,0 +1,347 @@
+/*
+ * test-dataset-info.c - rf_dataset_get_info(): what a folder, a pack of
+ * JPEG bytes, a pack of zstd frames with a dictionary, a mixed pack and
+ * an empty pack say they are and hold (format, samples, classes, samples
+ * of each kind, stored shape, dictionary size), that the shape it gives
+ * configures a decoder that reads the pack, and its ABI promises: NULL
+ * refused, the reserved tail written as zeros, the size fixed. Uses the
+ * public API and libzstd only, as a tool would.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "harness.h"
+#include "test.h"
+
+/* The scratch folder every case writes below (setup() makes it, in the
+ * parent; teardown() removes it, whatever the cases left). */
+static char scratch[512];
+
+static const char *at(const char *name)
+{
+    static char path[4][1024];
+    static unsigned next;
+    char *out = path[next++ % 4];
+    snprintf(out, sizeof(path[0]), "%s/%s", scratch, name);
+    return out;
+}
+
+static void setup(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(scratch, sizeof(scratch), "%s/rf-dataset-info-XXXXXX",
+             tmp && *tmp ? tmp : "/tmp");
+    CHECK(mkdtemp(scratch) != NULL);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+                        struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static void teardown(void)
+{
+    nftw(scratch, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- making datasets ----------------------------------------------------- */
+
+static rf_dataset *open_or_die(const char *path)
+{
+    rf_dataset *ds = NULL;
+    char *why = NULL;
+    const int rc = rf_dataset_open(&ds, path, &why);
+    if (rc < 0)
+        fprintf(stderr, "open %s: %s\n", path, why ? why : "");
+    free(why);
+    CHECK_OK(rc);
+    return ds;
+}
+
+static rf_pack_writer *create_or_die(const char *path, uint32_t height,
+                                     uint32_t width, rf_layout layout,
+                                     const void *dict, size_t dict_size)
+{
+    rf_pack_writer *w = NULL;
+    char *why = NULL;
+    const uint32_t channels = height ? 3 : 0;
+    const int rc = rf_pack_writer_create(&w, path, height, width, channels,
+                                         layout, dict, dict_size, &why);
+    if (rc < 0)
+        fprintf(stderr, "create %s: %s\n", path, why ? why : "");
+    free(why);
+    CHECK_OK(rc);
+    return w;
+}
+
+static void add_or_die(rf_pack_writer *w, rf_sample_kind kind, const void *data,
+                       size_t size, int64_t label)
+{
+    const int rc = rf_pack_writer_add(w, kind, data, size, label, NULL);
+    if (rc < 0)
+        fprintf(stderr, "add: %s\n", rf_pack_writer_error(w));
+    CHECK_OK(rc);
+}
+
+static void finish_or_die(rf_pack_writer *w)
+{
+    char *why = NULL;
+    const int rc = rf_pack_writer_finish(w, &why);
+    if (rc < 0)
+        fprintf(stderr, "finish: %s\n", why ? why : "");
+    free(why);
+    CHECK_OK(rc);
+}
+
+/* Synthetic JPEG `index` (small, 24x16), malloc'd. */
+static void *jpeg_bytes(uint64_t index, size_t *size)
+{
+    void *jpeg = NULL;
+    CHECK_OK(rf_synthetic_jpeg(7, index, 24, 16, &jpeg, size));
+    return jpeg;
+}
+
+static void add_jpeg(rf_pack_writer *w, uint64_t index, int64_t label)
+{
+    size_t size = 0;
+    void *jpeg = jpeg_bytes(index, &size);
+    add_or_die(w, RF_SAMPLE_JPEG, jpeg, size, label);
+    free(jpeg);
+}
+
+/* A zstd frame of height x width x 3 pixels (synthetic sample `index`),
+ * compressed with dict when there is one. */
+static void add_zstd(rf_pack_writer *w, uint32_t height, uint32_t width,
+                     rf_layout layout, const void *dict, size_t dict_size,
+                     uint64_t index, int64_t label)
+{
+    const size_t bytes = (size_t)height * width * 3;
+    uint8_t *pixels = malloc(bytes);
+    const size_t capacity = ZSTD_compressBound(bytes);
+    void *frame = malloc(capacity);
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    CHECK(pixels && frame && cctx);
+    rf_synthetic_fill(3, index, 10, height, width, 3, layout, pixels);
+    const size_t n = ZSTD_compress_usingDict(cctx, frame, capacity, pixels,
+                                             bytes, dict, dict_size, 3);
+    CHECK(!ZSTD_isError(n));
+    add_or_die(w, RF_SAMPLE_ZSTD, frame, n, label);
+    ZSTD_freeCCtx(cctx);
+    free(frame);
+    free(pixels);
+}
+
+/* FOLDER/class_c/img_i.jpg, `classes` x `per_class` synthetic JPEGs. */
+static void make_folder(const char *folder, int classes, int per_class)
+{
+    CHECK_EQ(mkdir(folder, 0755), 0);
+    for (int c = 0; c < classes; c++) {
+        char dir[1100], file[1200];
+        snprintf(dir, sizeof(dir), "%s/class_%d", folder, c);
+        CHECK_EQ(mkdir(dir, 0755), 0);
+        for (int i = 0; i < per_class; i++) {
+            size_t size = 0;
+            void *jpeg = jpeg_bytes(
+                (uint64_t)c * (uint64_t)per_class + (uint64_t)i, &size);
+            snprintf(file, sizeof(file), "%s/img_%d.jpg", dir, i);
+            FILE *f = fopen(file, "wb");
+            CHECK(f != NULL);
+            CHECK_EQ(fwrite(jpeg, 1, size, f), size);
+            CHECK_EQ(fclose(f), 0);
+            free(jpeg);
+        }
+    }
+}
+
+/* The info of the dataset at path, with `out` first filled with 0xa5 so
+ * that a field left unwritten shows. */
+static rf_dataset_info info_of(const char *path)
+{
+    rf_dataset_info info;
+    memset(&info, 0xa5, sizeof(info));
+    rf_dataset *ds = open_or_die(path);
+    CHECK_OK(rf_dataset_get_info(ds, &info));
+    CHECK_EQ(info.samples, rf_dataset_size(ds));
+    CHECK_EQ(info.classes, rf_dataset_classes(ds));
+    rf_dataset_close(ds);
+    for (size_t i = 0; i < sizeof(info.reserved) / sizeof(info.reserved[0]);
+         i++)
+        CHECK_EQ(info.reserved[i], 0);
+    CHECK_EQ(info.jpeg_samples + info.zstd_samples, info.samples);
+    return info;
+}
+
+static void check_no_shape(const rf_dataset_info *info)
+{
+    CHECK_EQ(info->height, 0);
+    CHECK_EQ(info->width, 0);
+    CHECK_EQ(info->channels, 0);
+    CHECK_EQ(info->layout, RF_LAYOUT_NHWC);
+}
+
+/* ---- the cases ------------------------------------------------------------
+ */
+
+static void test_folder(void)
+{
+    make_folder(at("folder"), 3, 4);
+    const rf_dataset_info info = info_of(at("folder"));
+    CHECK_EQ(info.format, RF_DATASET_FOLDER);
+    CHECK_EQ(info.samples, 12);
+    CHECK_EQ(info.classes, 3);
+    CHECK_EQ(info.jpeg_samples, 12);
+    CHECK_EQ(info.zstd_samples, 0);
+    check_no_shape(&info);
+    CHECK_EQ(info.dict_size, 0);
+}
+
+static void test_jpeg_pack(void)
+{
+    rf_pack_writer *w =
+        create_or_die(at("jpeg.pack"), 0, 0, RF_LAYOUT_NHWC, NULL, 0);
+    for (int i = 0; i < 5; i++)
+        add_jpeg(w, (uint64_t)i, i % 2);
+    finish_or_die(w);
+    const rf_dataset_info info = info_of(at("jpeg.pack"));
+    CHECK_EQ(info.format, RF_DATASET_PACK);
+    CHECK_EQ(info.samples, 5);
+    CHECK_EQ(info.classes, 2);
+    CHECK_EQ(info.jpeg_samples, 5);
+    CHECK_EQ(info.zstd_samples, 0);
+    check_no_shape(&info);
+    CHECK_EQ(info.dict_size, 0);
+}
+
+/* A decoder configured from the info's shape reads every sample: what
+ * ringfeed-pack --verify does with it. */
+static void check_decodes_with_shape(const char *path,
+                                     const rf_dataset_info *info)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK(cfg != NULL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, info->height));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, info->width));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_CHANNELS, info->channels));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_LAYOUT, info->layout));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_TRANSFORM, RF_TRANSFORM_NONE));
+    uint8_t *pixels =
+        malloc((size_t)info->height * info->width * info->channels);
+    CHECK(pixels != NULL);
+    rf_dataset *ds = open_or_die(path);
+    for (uint64_t i = 0; i < info->samples; i++) {
+        const int rc = rf_dataset_decode(ds, cfg, 0, i, pixels);
+        if (rc < 0)
+            fprintf(stderr, "%s\n", rf_dataset_error(ds));
+        CHECK_OK(rc);
+    }
+    rf_dataset_close(ds);
+    free(pixels);
+    rf_config_free(cfg);
+}
+
+static void test_zstd_pack_with_dictionary(void)
+{
+    uint8_t dict[2048]; /* raw content: frames name no dictionary ID */
+    for (size_t i = 0; i < sizeof(dict); i++)
+        dict[i] = (uint8_t)(i * 37 + i / 64);
+    rf_pack_writer *w = create_or_die(at("zstd.pack"), 12, 10, RF_LAYOUT_NCHW,
+                                      dict, sizeof(dict));
+    for (int i = 0; i < 6; i++)
+        add_zstd(w, 12, 10, RF_LAYOUT_NCHW, dict, sizeof(dict), (uint64_t)i,
+                 i % 3);
+    finish_or_die(w);
+    const rf_dataset_info info = info_of(at("zstd.pack"));
+    CHECK_EQ(info.format, RF_DATASET_PACK);
+    CHECK_EQ(info.samples, 6);
+    CHECK_EQ(info.classes, 3);
+    CHECK_EQ(info.jpeg_samples, 0);
+    CHECK_EQ(info.zstd_samples, 6);
+    CHECK_EQ(info.height, 12);
+    CHECK_EQ(info.width, 10);
+    CHECK_EQ(info.channels, 3);
+    CHECK_EQ(info.layout, RF_LAYOUT_NCHW);
+    CHECK_EQ(info.dict_size, sizeof(dict));
+    check_decodes_with_shape(at("zstd.pack"), &info);
+}
+
+static void test_mixed_pack(void)
+{
+    rf_pack_writer *w =
+        create_or_die(at("mixed.pack"), 16, 16, RF_LAYOUT_NHWC, NULL, 0);
+    for (int i = 0; i < 7; i++) {
+        if (i % 3 == 0)
+            add_zstd(w, 16, 16, RF_LAYOUT_NHWC, NULL, 0, (uint64_t)i, i % 4);
+        else
+            add_jpeg(w, (uint64_t)i, i % 4);
+    }
+    finish_or_die(w);
+    const rf_dataset_info info = info_of(at("mixed.pack"));
+    CHECK_EQ(info.format, RF_DATASET_PACK);
+    CHECK_EQ(info.samples, 7);
+    CHECK_EQ(info.classes, 4);
+    CHECK_EQ(info.jpeg_samples, 4);
+    CHECK_EQ(info.zstd_samples, 3);
+    CHECK_EQ(info.height, 16);
+    CHECK_EQ(info.width, 16);
+    CHECK_EQ(info.channels, 3);
+    CHECK_EQ(info.layout, RF_LAYOUT_NHWC);
+    CHECK_EQ(info.dict_size, 0);
+    check_decodes_with_shape(at("mixed.pack"), &info);
+}
+
+static void test_empty_pack(void)
+{
+    finish_or_die(
+        create_or_die(at("empty.pack"), 0, 0, RF_LAYOUT_NHWC, NULL, 0));
+    const rf_dataset_info info = info_of(at("empty.pack"));
+    CHECK_EQ(info.format, RF_DATASET_PACK);
+    CHECK_EQ(info.samples, 0);
+    CHECK_EQ(info.classes, 0);
+    CHECK_EQ(info.jpeg_samples, 0);
+    check_no_shape(&info);
+}
+
+/* NULL is refused and leaves out as it was; the size is the ABI's. */
+static void test_null_and_size(void)
+{
+    CHECK_EQ(sizeof(rf_dataset_info), 120);
+    rf_dataset_info info;
+    memset(&info, 0xa5, sizeof(info));
+    CHECK_EQ(rf_dataset_get_info(NULL, &info), -EINVAL);
+    CHECK_EQ(info.samples, UINT64_C(0xa5a5a5a5a5a5a5a5));
+    rf_pack_writer *w =
+        create_or_die(at("one.pack"), 0, 0, RF_LAYOUT_NHWC, NULL, 0);
+    add_jpeg(w, 0, 0);
+    finish_or_die(w);
+    rf_dataset *ds = open_or_die(at("one.pack"));
+    CHECK_EQ(rf_dataset_get_info(ds, NULL), -EINVAL);
+    rf_dataset_close(ds);
+}
+
+/* Each case writes what it reads in a few milliseconds: 30 s is ample. */
+static const struct test_case cases[] = {
+    {"folder", "a folder of JPEG files", test_folder, 30},
+    {"pack", "a pack of JPEG bytes", test_jpeg_pack, 30},
+    {"pack", "a raw zstd pack with a dictionary",
+     test_zstd_pack_with_dictionary, 30},
+    {"pack", "a mixed pack of JPEG and zstd samples", test_mixed_pack, 30},
+    {"pack", "an empty pack", test_empty_pack, 30},
+    {"abi", "NULL refused, size fixed", test_null_and_size, 30},
+};
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN_WITH(argc, argv, cases, setup, teardown);
+}
