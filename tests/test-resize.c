@@ -10,7 +10,8 @@
  * transposed targets, and rows pushed in random bunches. Each input image
  * is its own allocation of exactly its size plus RF_RESIZE_ROW_SLACK, so
  * that a SIMD load past that is an out-of-bounds read under ASan (CI runs
- * this test so).
+ * this test so). A case per kind of resize; each skips on a CPU with no
+ * SIMD level.
  */
 #include "config.h"
 
@@ -21,6 +22,7 @@
 #include <string.h>
 
 #include "decode/resize.h"
+#include "harness.h"
 #include "test.h"
 
 /* xorshift64*: the test's own reproducible randomness */
@@ -365,35 +367,67 @@ static void free_case(struct resize_case *c)
     free(c->weights);
 }
 
-int main(void)
+/* The best level this CPU runs; skips the case where that is the scalar
+ * pass, with nothing to compare it with. */
+static enum rf__resize_simd best_level(void)
 {
     const enum rf__resize_simd best = rf__resize_simd_available();
+    if (best == RF_RESIZE_SIMD_SCALAR)
+        TEST_SKIP_BECAUSE("no SIMD level to compare with the scalar pass");
     printf("best level on this CPU: %s\n", simd_name(best));
-    if (best == RF_RESIZE_SIMD_SCALAR) {
-        puts("no SIMD level to compare with the scalar pass: skipped");
-        return TEST_SKIP;
-    }
-    for (int i = 0; i < 300; i++) {
+    return best;
+}
+
+enum { RESIZES = 300 };
+
+static void test_random_boxes(void)
+{
+    const enum rf__resize_simd best = best_level();
+    for (int i = 0; i < RESIZES; i++) {
         const struct resize_case c = random_case();
         check_levels_agree(&c, best);
     }
-    for (int i = 0; i < 300; i++) {
+}
+
+static void test_training_crops(void)
+{
+    const enum rf__resize_simd best = best_level();
+    for (int i = 0; i < RESIZES; i++) {
         const struct resize_case c = training_case();
         check_levels_agree(&c, best);
     }
-    for (int i = 0; i < 300; i++) {
+}
+
+static void test_made_up_full_width_taps(void)
+{
+    const enum rf__resize_simd best = best_level();
+    for (int i = 0; i < RESIZES; i++) {
         struct resize_case c = custom_case();
         check_levels_agree(&c, best);
         free_case(&c);
     }
-    for (int i = 0; i < 300; i++) {
+}
+
+static void test_fed_as_jpeg_feeds_them(void)
+{
+    const enum rf__resize_simd best = best_level();
+    for (int i = 0; i < RESIZES; i++) {
         const struct resize_case c = jpeg_shaped_case();
         check_levels_agree(&c, best);
     }
-    if (best < RF_RESIZE_SIMD_AVX2)
-        puts("this CPU has no AVX2: only SSE2 was compared");
-    puts("1200 resizes (300 with made-up full-width taps, 300 fed as "
-         "lib/jpeg.c feeds them): every SIMD level wrote the scalar "
-         "pass's bytes");
-    return 0;
+}
+
+/* Every SIMD level this CPU runs writes the scalar pass's bytes, 300
+ * resizes a case. */
+static const struct test_case cases[] = {
+    {"levels", "random boxes", test_random_boxes, 0},
+    {"levels", "training crops", test_training_crops, 0},
+    {"levels", "made-up full-width taps", test_made_up_full_width_taps, 0},
+    {"levels", "rows fed as lib/jpeg.c feeds them", test_fed_as_jpeg_feeds_them,
+     0},
+};
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN(argc, argv, cases);
 }
