@@ -1,0 +1,81 @@
+/*
+ * launch.c - the loader's producers as a set: the CPU each is pinned to,
+ * the helper spawn mode starts, starting each one (again, after a death)
+ * in its record, and stopping them all at close. How one process is
+ * started, watched and reaped is spawn.c's.
+ */
+#include "config.h"
+
+#include <poll.h>
+#include <signal.h>
+
+#include "consumer/loader-internal.h"
+
+/* How long close() waits for producers to exit before it kills them. */
+#define CLOSE_GRACE_MS 1000
+
+/* Starts producer i (again, after a death) in its record. */
+int rf__loader_start_producer(rf_loader *l, uint32_t i)
+{
+    struct producer_info *prod = &l->producer_info[i];
+    const bool fork_mode = l->params[RF_PARAM_START_MODE] == RF_START_FORK;
+    /* Checked for every start: a replacement may come after the caller
+     * started threads or loaded CUDA. */
+    int rc = fork_mode ? rf__fork_is_safe(l->error, sizeof(l->error)) : 0;
+    if (rc == 0)
+        rc = fork_mode ? rf__fork_producer(&l->fds, i, prod->cpu, &prod->child,
+                                           l->error, sizeof(l->error))
+                       : rf__spawn_producer(l->producer_path, l->helper_fd,
+                                            &l->fds, i, prod->cpu, &prod->child,
+                                            l->error, sizeof(l->error));
+    if (rc < 0)
+        return rc;
+    l->pfds[1 + i].fd = prod->child.pidfd;
+    l->pfds[1 + i].events = POLLIN;
+    rf__loader_restart_deadline(l, i);
+    prod->has_delivered = false;
+    return 0;
+}
+
+int rf__loader_start_producers(rf_loader *l)
+{
+    int cpus[1024];
+    const int ncpu = rf__affinity_cpus(cpus, 1024);
+    const bool pin = l->params[RF_PARAM_PIN_PRODUCERS] != 0;
+    for (uint32_t i = 0; i < l->producers; i++)
+        l->producer_info[i].cpu =
+            pin ? cpus[i % (uint32_t)(ncpu < 1024 ? ncpu : 1024)] : -1;
+    int rc = 0;
+    if (l->params[RF_PARAM_START_MODE] != RF_START_FORK)
+        rc = rf__producer_path(l->producer_path, sizeof(l->producer_path),
+                               l->error, sizeof(l->error));
+    if (rc == 0 && l->params[RF_PARAM_START_MODE] != RF_START_FORK)
+        l->helper_fd = rf__helper_open(l->producer_path);
+    for (uint32_t i = 0; i < l->producers && rc == 0; i++)
+        rc = rf__loader_start_producer(l, i);
+    return rc;
+}
+
+void rf__loader_stop_producers(rf_loader *l)
+{
+    if (!l->seg.header)
+        return;
+    for (uint32_t i = 0; i < l->producers; i++) {
+        if (l->producer_info[i].child.pid <= 0)
+            continue;
+        (void)rf__ring_push(rf__segment_empty_ring(&l->seg, i), l->ring_entries,
+                            rf__handle_make(RF__HANDLE_STOP, 0, 0));
+        rf__bell_ring_futex(&rf__segment_producer(&l->seg, i)->bell);
+    }
+    const uint64_t deadline = rf__now_ns() + CLOSE_GRACE_MS * 1000000ull;
+    char how[128];
+    for (uint32_t i = 0; i < l->producers; i++) {
+        struct rf__child *child = &l->producer_info[i].child;
+        const uint64_t now = rf__now_ns();
+        const int left = now < deadline ? (int)((deadline - now) / 1000000) : 0;
+        if (rf__child_reap(child, left, how, sizeof(how)))
+            continue;
+        rf__child_kill(child, SIGKILL);
+        rf__child_reap(child, -1, how, sizeof(how));
+    }
+}

@@ -1,0 +1,233 @@
+/*
+ * resolve.c - the loader's configuration, resolved at open: producer and
+ * slot counts, rank and world size from the launcher's environment, the
+ * span of batch numbers the run covers, and the dataset (listed once,
+ * its size and classes taken, the decoders checked against it). Writes
+ * the loader's copy of the parameters; opens the dataset fds the
+ * producers inherit.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "consumer/loader-internal.h"
+#include "decode/decode.h"
+#include "source/dataset.h"
+
+static int resolve_counts(rf_loader *l)
+{
+    int cpus[1];
+    const int ncpu = rf__affinity_cpus(cpus, 0);
+    int64_t producers = l->params[RF_PARAM_PRODUCERS];
+    if (producers == 0)
+        producers = ncpu;
+    int64_t slots = l->params[RF_PARAM_SLOTS];
+    if (slots == 0)
+        slots = producers * 3 < 4 ? 4 : producers * 3;
+    if (slots > RF__MAX_SLOTS)
+        return set_error(l, -EINVAL,
+                         "slots = %lld is more than %u; set RF_PARAM_SLOTS",
+                         (long long)slots, RF__MAX_SLOTS);
+    l->producers = (uint32_t)producers;
+    l->slots = (uint32_t)slots;
+    l->params[RF_PARAM_PRODUCERS] = producers;
+    l->params[RF_PARAM_SLOTS] = slots;
+    return 0;
+}
+
+static bool env_is_set(const char *name)
+{
+    const char *text = getenv(name);
+    return text && *text;
+}
+
+/* Environment variable `name` as a plain decimal in [min, INT32_MAX]
+ * into *out, or `fallback` when it is unset or empty. Anything else
+ * ("1x", "-1", " 1", 0 for a size) is an error: a rank that silently
+ * became 0 would train on another rank's shard. */
+static int env_number(rf_loader *l, const char *name, int64_t min,
+                      int64_t fallback, int64_t *out)
+{
+    const char *text = getenv(name);
+    if (!text || !*text) {
+        *out = fallback;
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    const long long v = strtoll(text, &end, 10);
+    /* strtoll also takes leading blanks and signs */
+    if (*text < '0' || *text > '9' || errno || *end || v < min || v > INT32_MAX)
+        return set_error(l, -EINVAL,
+                         "%s='%s' is not a number in %lld..%d; fix it, or "
+                         "set RF_PARAM_RANK and RF_PARAM_WORLD_SIZE",
+                         name, text, (long long)min, INT32_MAX);
+    *out = v;
+    return 0;
+}
+
+/* Rank and world size not set by the caller come from one launcher's
+ * pair: torchrun's when it set either, else Open MPI's, else a single
+ * process. Half a pair is an error when both come from it. */
+static int resolve_rank(rf_loader *l)
+{
+    int64_t *p = l->params;
+    const bool torch = env_is_set("RANK") || env_is_set("WORLD_SIZE");
+    const char *rank = torch ? "RANK" : "OMPI_COMM_WORLD_RANK";
+    const char *size = torch ? "WORLD_SIZE" : "OMPI_COMM_WORLD_SIZE";
+    const bool has_rank = env_is_set(rank);
+    if (p[RF_PARAM_RANK] < 0 && p[RF_PARAM_WORLD_SIZE] == 0 &&
+        has_rank != env_is_set(size))
+        return set_error(l, -EINVAL,
+                         "%s is set but %s is not; set both, or set "
+                         "RF_PARAM_RANK and RF_PARAM_WORLD_SIZE",
+                         has_rank ? rank : size, has_rank ? size : rank);
+    int rc = 0;
+    if (p[RF_PARAM_RANK] < 0)
+        rc = env_number(l, rank, 0, 0, &p[RF_PARAM_RANK]);
+    if (rc == 0 && p[RF_PARAM_WORLD_SIZE] == 0)
+        rc = env_number(l, size, 1, 1, &p[RF_PARAM_WORLD_SIZE]);
+    return rc;
+}
+
+/* The run covers sequence numbers [first_batch, total_batches). */
+static int resolve_span(rf_loader *l)
+{
+    const int64_t *p = l->params;
+    const uint64_t per_epoch = l->order.batches_per_epoch;
+    const uint64_t epochs = (uint64_t)p[RF_PARAM_EPOCHS];
+    const uint64_t start_epoch = (uint64_t)p[RF_PARAM_START_EPOCH];
+    const uint64_t start_batch = (uint64_t)p[RF_PARAM_START_BATCH];
+    if (start_batch >= per_epoch || (epochs && start_epoch >= epochs))
+        return set_error(
+            l, -EINVAL,
+            "cannot resume at batch %llu of epoch %llu: an epoch "
+            "has %llu batches and the run %llu epochs; set "
+            "RF_PARAM_START_BATCH and START_EPOCH inside them (the "
+            "checkpoint's batch size and dataset must be this run's)",
+            (unsigned long long)start_batch, (unsigned long long)start_epoch,
+            (unsigned long long)per_epoch, (unsigned long long)epochs);
+    /* Sequence numbers travel in 40 bits of a handle. */
+    if ((epochs && per_epoch > RF__SEQ_MASK / epochs) ||
+        start_epoch > (RF__SEQ_MASK - start_batch) / per_epoch)
+        return set_error(l, -EINVAL,
+                         "%llu epochs of %llu batches is more than a handle "
+                         "can count (2^40 batches); use fewer epochs or "
+                         "larger batches",
+                         (unsigned long long)(epochs ? epochs : start_epoch),
+                         (unsigned long long)per_epoch);
+    l->total_batches = epochs == 0 ? RF__SEQ_MASK : epochs * per_epoch;
+    l->first_batch = start_epoch * per_epoch + start_batch;
+    return 0;
+}
+
+/* Checks now what the producers would otherwise find out one sample at a
+ * time: that the decoders accept this shape for this dataset. */
+static int check_decoder(rf_loader *l, const rf_dataset *ds)
+{
+    const int64_t channels = l->params[RF_PARAM_CHANNELS];
+    uint32_t raw_height = 0, raw_width = 0, raw_channels = 0;
+    rf_layout raw_layout = RF_LAYOUT_NHWC;
+    if (ds)
+        rf__dataset_raw_shape(ds, &raw_height, &raw_width, &raw_channels,
+                              &raw_layout);
+    /* Only a pack of zstd samples (it has a raw shape) holds other than
+     * JPEGs. */
+    if (raw_height == 0 && channels != 1 && channels != 3)
+        return set_error(l, -EINVAL,
+                         "JPEG samples decode to 1 or 3 channels, not %lld; "
+                         "set RF_PARAM_CHANNELS",
+                         (long long)channels);
+    struct rf__decoder *d = NULL;
+    const int rc =
+        rf__decoder_new(&d, l->params, ds, l->error, sizeof(l->error));
+    rf__decoder_free(d);
+    return rc;
+}
+
+/* RF_SOURCE_PATH: lists the dataset once (the producers map the listing),
+ * takes its size and classes, and checks the decoders against it. */
+static int open_dataset(rf_loader *l)
+{
+    rf_dataset *ds = NULL;
+    char *why = NULL;
+    int rc = l->params[RF_PARAM_INDEX_CACHE]
+                 ? rf__dataset_open_cached(&ds, l->path, &why)
+                 : rf_dataset_open(&ds, l->path, &why);
+    if (rc < 0) {
+        (void)set_error(l, rc, "cannot open dataset '%s': %s", l->path,
+                        why ? why : rf_strerror(rc));
+        free(why);
+        return rc;
+    }
+    l->params[RF_PARAM_SAMPLES] = (int64_t)rf_dataset_size(ds);
+    l->params[RF_PARAM_CLASSES] = rf_dataset_classes(ds);
+    rc = l->params[RF_PARAM_SAMPLES] == 0
+             ? set_error(l, -ENOENT,
+                         "dataset '%s' has no samples; pass a folder of "
+                         "class folders holding .jpg files, or a packed "
+                         "file written from one",
+                         l->path)
+             : check_decoder(l, ds);
+    if (rc == 0)
+        rc = rf__dataset_index_fd(ds, &l->fds.listing);
+    if (rc == 0) {
+        l->fds.data = rf__dataset_data_fd(ds);
+        if (l->fds.data < 0)
+            rc = set_error(l, l->fds.data,
+                           "cannot keep dataset '%s' open for producers: %s",
+                           l->path, strerror(-l->fds.data));
+    }
+    rf_dataset_close(ds);
+    return rc;
+}
+
+static int open_source(rf_loader *l)
+{
+    switch (l->params[RF_PARAM_SOURCE]) {
+    case RF_SOURCE_PATH:
+        return open_dataset(l);
+    case RF_SOURCE_SYNTHETIC_JPEG:
+        return check_decoder(l, NULL);
+    default:
+        return 0;
+    }
+}
+
+int rf__loader_resolve(rf_loader *l, const rf_config *cfg)
+{
+    memcpy(l->params, cfg->params, sizeof(l->params));
+    memcpy(l->path, cfg->path, sizeof(l->path));
+    l->message_fn = cfg->message_fn;
+    l->message_user = cfg->message_user;
+    rf__loader_note_stderr(l);
+    int rc = open_source(l);
+    if (rc == 0)
+        rc = resolve_counts(l);
+    if (rc < 0)
+        return rc;
+    rc = resolve_rank(l);
+    if (rc < 0)
+        return rc;
+    const int64_t *p = l->params;
+    l->batch_size = (uint32_t)p[RF_PARAM_BATCH_SIZE];
+    l->sample_bytes = (uint64_t)p[RF_PARAM_HEIGHT] *
+                      (uint64_t)p[RF_PARAM_WIDTH] *
+                      (uint64_t)p[RF_PARAM_CHANNELS];
+    l->spin_ns = (uint64_t)p[RF_PARAM_SPIN_NS];
+    l->ordered = p[RF_PARAM_ORDERED] != 0;
+    rc = rf__order_init(&l->order, p, l->error, sizeof(l->error));
+    if (rc < 0)
+        return rc;
+    l->skip_errors = p[RF_PARAM_ON_ERROR] == RF_ON_ERROR_SKIP;
+    l->respawn = p[RF_PARAM_ON_PRODUCER_DEATH] == RF_ON_DEATH_RESPAWN;
+    l->quiet = p[RF_PARAM_QUIET] != 0;
+    l->max_respawns = (uint64_t)p[RF_PARAM_MAX_RESPAWNS];
+    l->window_ns = (uint64_t)p[RF_PARAM_RESPAWN_WINDOW_S] * 1000000000u;
+    l->window_start_ns = rf__now_ns();
+    l->timeout_ns = (uint64_t)p[RF_PARAM_BATCH_TIMEOUT_MS] * 1000000u;
+    rf__failures_init(&l->failures, p, l->order.per_rank);
+    return resolve_span(l);
+}

@@ -1,0 +1,130 @@
+/*
+ * shared-memory.c - the loader's two segments: the control and arena
+ * memfds, every page reserved up front (too little memory is an error at
+ * open, never a SIGBUS later), mapped, and formatted for the producers.
+ * Owns the memfds and mappings it creates, until rf_loader_close().
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "common/fds.h"
+#include "consumer/loader-internal.h"
+
+/* How often a reservation interrupted by a signal is tried again as it
+ * is, before the last try with signals blocked. */
+#define RESERVE_TRIES 4
+
+/* posix_fallocate() of the whole memfd. tmpfs gives up on a pending
+ * signal and undoes what it had reserved, and glibc does not retry: under
+ * a timer signal that comes more often than a large reservation takes (a
+ * profiler's SIGPROF, setitimer), retrying alone could never end. So
+ * after RESERVE_TRIES the last try runs with the catchable signals
+ * blocked (this thread only); they are delivered when it ends. Returns 0
+ * or an errno. */
+static int reserve(int fd, uint64_t size)
+{
+    for (int i = 0; i < RESERVE_TRIES; i++) {
+        const int err = posix_fallocate(fd, 0, (off_t)size);
+        if (err != EINTR)
+            return err;
+    }
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    const int err = posix_fallocate(fd, 0, (off_t)size);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return err;
+}
+
+static int make_memfd(rf_loader *l, const char *name, uint64_t size,
+                      const char *purpose, int *fd)
+{
+    *fd = rf__fd_off_stdio(memfd_create(name, MFD_CLOEXEC));
+    if (*fd < 0)
+        return set_error(l, -errno, "memfd_create(%s): %s; raise the fd limit",
+                         name, strerror(errno));
+    /* Reserve every page now, so that too little memory is an error here
+     * and never a SIGBUS in the middle of a run. */
+    const int err = reserve(*fd, size);
+    if (err != 0)
+        return set_error(l, err == ENOSPC ? -ENOMEM : -err,
+                         "cannot reserve %llu bytes of shared memory for %s: "
+                         "%s; use fewer slots, a smaller batch or sample "
+                         "size, or raise the memory limit",
+                         (unsigned long long)size, purpose, strerror(err));
+    return 0;
+}
+
+static int map_segment(rf_loader *l, int fd, uint64_t size, void **out)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED)
+        return set_error(l, -errno,
+                         "cannot map %llu bytes: %s; fewer slots "
+                         "(RF_PARAM_SLOTS) or smaller batches need less, or "
+                         "raise the address-space limit (ulimit -v)",
+                         (unsigned long long)size, strerror(errno));
+    *out = p;
+    return 0;
+}
+
+/* Refuses a ring that the machine or the cgroup cannot hold, before
+ * reserving it can wake the OOM killer. */
+static int check_memory(rf_loader *l, const struct rf__layout *lay)
+{
+    const char *limit = NULL;
+    const uint64_t room = rf__memory_room(&limit);
+    if (lay->arena_size + lay->control_size <= room)
+        return 0;
+    return set_error(
+        l, -ENOMEM,
+        "the ring needs %llu bytes (%u slots of %llu bytes) but %s allows "
+        "only %llu more; use fewer slots, a smaller batch or sample size, "
+        "or raise the memory limit",
+        (unsigned long long)(lay->arena_size + lay->control_size), l->slots,
+        (unsigned long long)lay->slot_bytes, limit, (unsigned long long)room);
+}
+
+int rf__loader_create_segments(rf_loader *l)
+{
+    struct rf__layout lay;
+    if (rf__layout_compute(&lay, l->producers, l->slots, l->batch_size,
+                           l->sample_bytes) < 0)
+        return set_error(l, -EINVAL,
+                         "a slot of %u samples of %llu bytes is too large; "
+                         "lower the batch size or sample shape",
+                         l->batch_size, (unsigned long long)l->sample_bytes);
+    int rc = check_memory(l, &lay);
+    if (rc < 0)
+        return rc;
+    char purpose[128];
+    rf__format(purpose, sizeof(purpose), "%u slots of %llu bytes", l->slots,
+               (unsigned long long)lay.slot_bytes);
+    void *control = NULL, *arena = NULL;
+    rc = make_memfd(l, "ringfeed-control", lay.control_size,
+                    "the control segment", &l->fds.control);
+    if (rc == 0)
+        rc = make_memfd(l, "ringfeed-arena", lay.arena_size, purpose,
+                        &l->fds.arena);
+    if (rc == 0)
+        rc = map_segment(l, l->fds.control, lay.control_size, &control);
+    if (rc < 0)
+        return rc;
+    l->seg.header = control;
+    l->seg.control_size = lay.control_size;
+    rc = map_segment(l, l->fds.arena, lay.arena_size, &arena);
+    if (rc < 0)
+        return rc;
+    l->seg.arena = arena;
+    l->seg.arena_size = lay.arena_size;
+    l->ring_entries = lay.ring_entries;
+    rf__segment_format(&l->seg, &lay, l->params, l->path);
+    return 0;
+}
