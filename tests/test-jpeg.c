@@ -1,5 +1,5 @@
 /*
- * test-jpeg.c - lib/jpeg.c and lib/resize.c against references.
+ * test-jpeg.c - lib/decode/jpeg.c and lib/decode/resize.c against references.
  *
  *  (a) Full decodes, every fixture kind, must equal TurboJPEG's
  *      tjDecompress2 (the same libjpeg-turbo, ISLOW, fancy upsampling) to
@@ -16,8 +16,10 @@
  * tjCompress2 or libjpeg's compress API where TurboJPEG cannot (arithmetic
  * coding, restart markers, CMYK, APP1).
  *
- * Exit 77 (skip) only when every other part passed but no python3 with
- * PIL was found for (b).
+ * The cases of (b), and the PIL halves of (d) and (e), skip without a
+ * python3 that has PIL (python3-pil); the others run without it. Setup
+ * makes the fixtures and the decoder once; every case's child inherits
+ * them.
  */
 #include "config.h"
 
@@ -32,6 +34,7 @@
 
 #include "decode/jpeg.h"
 #include "decode/resize.h"
+#include "harness.h"
 #include "test.h"
 
 /* ---- images and fixtures ---------------------------------------------- */
@@ -589,6 +592,15 @@ static void find_script(void)
     snprintf(script + dir, sizeof(script) - dir, "pil_reference.py");
 }
 
+/* Finds PIL and the script, or skips the running case. */
+static void require_pil(void)
+{
+    if (!find_python())
+        TEST_SKIP_BECAUSE("no python3 with PIL (python3-pil)");
+    find_script();
+    printf("  PIL through %s\n", python);
+}
+
 /* A temporary file holding head then body; the caller unlinks it. */
 static void write_temp(const void *head, size_t head_len, const void *body,
                        size_t body_len, char *path, size_t len)
@@ -753,25 +765,25 @@ static void check_against_pil(struct rf__jpeg_decoder *dec,
     free(scaled);
 }
 
-static void test_against_pil(struct rf__jpeg_decoder *dec)
+/* Every PIL case on fixture `f`, in both layouts. */
+static void test_against_pil(struct rf__jpeg_decoder *dec, int f)
 {
-    static const int used[] = {0, 1, 4, 5}; /* 4:2:0 4:4:4 grey progr. */
+    require_pil();
     const struct rf__jpeg_options opt = default_options();
-    for (size_t u = 0; u < sizeof(used) / sizeof(used[0]); u++) {
-        const struct fixture *fx = &fixtures[used[u]];
-        char path[512];
-        write_temp_jpeg(&fx->jpeg, path, sizeof(path));
-        printf("  %s:\n", fx->name);
-        for (size_t i = 0; i < sizeof(pil_cases) / sizeof(pil_cases[0]); i++)
-            check_against_pil(dec, &fx->jpeg, path, &pil_cases[i], &opt, false);
-        unlink(path);
-    }
+    const struct fixture *fx = &fixtures[f];
+    char path[512];
+    write_temp_jpeg(&fx->jpeg, path, sizeof(path));
+    printf("  %s:\n", fx->name);
+    for (size_t i = 0; i < sizeof(pil_cases) / sizeof(pil_cases[0]); i++)
+        check_against_pil(dec, &fx->jpeg, path, &pil_cases[i], &opt, false);
+    unlink(path);
 }
 
 /* RF_PARAM_DCT_SCALING 0: the cases that would be decoded at a smaller
  * DCT scale come out as PIL's own resize of the full image. */
 static void test_full_scale_is_pil_exact(struct rf__jpeg_decoder *dec)
 {
+    require_pil();
     static const int used[] = {0, 1, 5}; /* 4:2:0 4:4:4 progressive */
     struct rf__jpeg_options opt = default_options();
     opt.full_scale = true;
@@ -1085,25 +1097,6 @@ static void test_bad_crops(struct rf__jpeg_decoder *dec,
     CHECK_CONTAINS(reason, "channels must be 1 or 3");
 }
 
-static void test_bad_input(struct rf__jpeg_decoder *dec, uint32_t w, uint32_t h)
-{
-    const struct rf__jpeg_options opt = default_options();
-    uint8_t *good = decode_whole(dec, &fixtures[0].jpeg, w, h, 3);
-    test_not_jpeg(dec, &opt);
-    check_still_works(dec, good, w, h);
-    test_truncated(dec, &opt);
-    check_still_works(dec, good, w, h);
-    test_corrupt_entropy(dec, &opt, w, h);
-    check_still_works(dec, good, w, h);
-    test_limits(dec, &opt);
-    test_memory_limit(dec, &opt);
-    check_still_works(dec, good, w, h);
-    test_12_bit(dec, &opt);
-    test_bad_crops(dec, &opt);
-    check_still_works(dec, good, w, h);
-    free(good);
-}
-
 /* ---- (d) CMYK ----------------------------------------------------------- */
 
 /* Inks (C, M, Y, K) of 4 x 3 flat 16 x 16 blocks. */
@@ -1121,8 +1114,6 @@ static void ink_rgb(const uint8_t ink[4], int rgb[3])
         rgb[c] = ((255 - ink[c]) * (255 - ink[3]) + 127) / 255;
 }
 
-static bool have_pil;
-
 /* PIL reads every CMYK JPEG as Adobe's inverted CMYK and converts it with
  * the same formula: for Adobe files the bytes must agree. */
 static void check_cmyk_against_pil(const struct blob *b, const uint8_t *rgb)
@@ -1138,9 +1129,13 @@ static void check_cmyk_against_pil(const struct blob *b, const uint8_t *rgb)
     free(ref);
 }
 
+/* A CMYK or YCCK file of flat inks decodes to the RGB (and grey) the inks
+ * mean; with `against_pil`, to PIL's very bytes too. */
 static void check_cmyk(struct rf__jpeg_decoder *dec, const char *name,
-                       J_COLOR_SPACE space, bool adobe)
+                       J_COLOR_SPACE space, bool adobe, bool against_pil)
 {
+    if (against_pil)
+        require_pil();
     struct image im = {64, 48, 4, malloc((size_t)64 * 48 * 4)};
     CHECK(im.px);
     for (uint32_t y = 0; y < 48; y++)
@@ -1171,19 +1166,12 @@ static void check_cmyk(struct rf__jpeg_decoder *dec, const char *name,
         }
     printf("  %-32s worst error %d\n", name, worst);
     CHECK_LE(worst, 2);
-    if (adobe && have_pil)
+    if (against_pil)
         check_cmyk_against_pil(&b, rgb);
     free(rgb);
     free(grey);
     free(b.data);
     free(im.px);
-}
-
-static void test_cmyk(struct rf__jpeg_decoder *dec)
-{
-    check_cmyk(dec, "CMYK, no Adobe marker", JCS_CMYK, false);
-    check_cmyk(dec, "CMYK, Adobe (inverted)", JCS_CMYK, true);
-    check_cmyk(dec, "YCCK, Adobe (inverted)", JCS_YCCK, true);
 }
 
 /* ---- (e) EXIF orientation ------------------------------------------------ */
@@ -1275,8 +1263,12 @@ static void check_oriented(struct rf__jpeg_decoder *dec, const struct blob *b,
     free(px);
 }
 
-static void test_exif(struct rf__jpeg_decoder *dec)
+/* Orientations 1..8, whole and cropped, turn the stored pixels as EXIF
+ * says; with `against_pil`, they also match PIL's exif_transpose. */
+static void test_exif(struct rf__jpeg_decoder *dec, bool against_pil)
 {
+    if (against_pil)
+        require_pil();
     const uint32_t w = 120, h = 80;
     const struct image im = make_image(w, h, 3);
     for (int o = 1; o <= 8; o++) {
@@ -1295,7 +1287,7 @@ static void test_exif(struct rf__jpeg_decoder *dec)
         uint8_t *plain = decode_whole(dec, &b, w, h, 3);
         check_same(plain, stored, (size_t)w * h * 3, "orientation off");
         free(plain);
-        if (have_pil) {
+        if (against_pil) {
             char path[512];
             write_temp_jpeg(&b, path, sizeof(path));
             struct rf__jpeg_options opt = default_options();
@@ -1315,8 +1307,7 @@ static void test_exif(struct rf__jpeg_decoder *dec)
     free(im.px);
 }
 
-/* ---- main ------------------------------------------------------------------
- */
+/* ---- the cases ----------------------------------------------------------- */
 
 static void test_scale_for(void)
 {
@@ -1331,40 +1322,199 @@ static void test_scale_for(void)
     CHECK_EQ(rf__jpeg_scale_for(64, 48, 224, 224), 8); /* upscale */
 }
 
-int main(void)
+/* The fixtures' size, and what setup makes once for every case. */
+enum { FIXTURE_W = 500, FIXTURE_H = 375 };
+static struct image rgb_image, grey_image;
+static struct rf__jpeg_decoder *decoder;
+
+static void setup(void)
 {
-    const uint32_t w = 500, h = 375;
-    setvbuf(stdout, NULL, _IOLBF, 0); /* in order with failures on stderr */
-    struct image rgb = make_image(w, h, 3), gray = make_image(w, h, 1);
-    make_fixtures(&rgb, &gray);
-    struct rf__jpeg_decoder *dec = rf__jpeg_decoder_new();
-    CHECK(dec);
-    test_scale_for();
-    printf("(a) full decodes and exact crops\n");
-    test_full_decodes(dec, w, h);
-    test_scaled_decodes(dec);
-    test_scaled_crops(dec);
-    test_exact_crops(dec, w, h);
-    test_checksum(dec, w, h);
-    printf("(c) bad input\n");
-    test_bad_input(dec, w, h);
-    have_pil = find_python();
-    find_script();
-    printf("(d) CMYK\n");
-    test_cmyk(dec);
-    printf("(e) EXIF orientation\n");
-    test_exif(dec);
-    if (have_pil) {
-        printf("(b) against PIL (%s)\n", python);
-        test_against_pil(dec);
-        test_full_scale_is_pil_exact(dec);
-    } else {
-        printf("(b) SKIPPED: no python3 with PIL\n");
-    }
-    rf__jpeg_decoder_free(dec);
+    rgb_image = make_image(FIXTURE_W, FIXTURE_H, 3);
+    grey_image = make_image(FIXTURE_W, FIXTURE_H, 1);
+    make_fixtures(&rgb_image, &grey_image);
+    decoder = rf__jpeg_decoder_new();
+    CHECK(decoder);
+}
+
+static void teardown(void)
+{
+    rf__jpeg_decoder_free(decoder);
     for (int f = 0; f < FIXTURES; f++)
         free(fixtures[f].jpeg.data);
-    free(rgb.px);
-    free(gray.px);
-    return have_pil ? 0 : TEST_SKIP;
+    free(rgb_image.px);
+    free(grey_image.px);
+}
+
+static void case_full_decodes(void)
+{
+    test_full_decodes(decoder, FIXTURE_W, FIXTURE_H);
+}
+
+static void case_scaled_decodes(void)
+{
+    test_scaled_decodes(decoder);
+}
+
+static void case_scaled_crops(void)
+{
+    test_scaled_crops(decoder);
+}
+
+static void case_exact_crops(void)
+{
+    test_exact_crops(decoder, FIXTURE_W, FIXTURE_H);
+}
+
+static void case_checksum(void)
+{
+    test_checksum(decoder, FIXTURE_W, FIXTURE_H);
+}
+
+/* One kind of bad input; then the decoder must decode a good file as
+ * before. */
+static void bad_input_case(void (*fail)(struct rf__jpeg_decoder *,
+                                        const struct rf__jpeg_options *))
+{
+    const struct rf__jpeg_options opt = default_options();
+    uint8_t *good =
+        decode_whole(decoder, &fixtures[0].jpeg, FIXTURE_W, FIXTURE_H, 3);
+    fail(decoder, &opt);
+    check_still_works(decoder, good, FIXTURE_W, FIXTURE_H);
+    free(good);
+}
+
+static void corrupt_entropy(struct rf__jpeg_decoder *dec,
+                            const struct rf__jpeg_options *opt)
+{
+    test_corrupt_entropy(dec, opt, FIXTURE_W, FIXTURE_H);
+}
+
+static void case_not_jpeg(void)
+{
+    bad_input_case(test_not_jpeg);
+}
+
+static void case_truncated(void)
+{
+    bad_input_case(test_truncated);
+}
+
+static void case_corrupt_entropy(void)
+{
+    bad_input_case(corrupt_entropy);
+}
+
+static void case_limits(void)
+{
+    bad_input_case(test_limits);
+}
+
+static void case_memory_limit(void)
+{
+    bad_input_case(test_memory_limit);
+}
+
+static void case_12_bit(void)
+{
+    bad_input_case(test_12_bit);
+}
+
+static void case_bad_crops(void)
+{
+    bad_input_case(test_bad_crops);
+}
+
+static void case_cmyk_plain(void)
+{
+    check_cmyk(decoder, "CMYK, no Adobe marker", JCS_CMYK, false, false);
+}
+
+static void case_cmyk_adobe(void)
+{
+    check_cmyk(decoder, "CMYK, Adobe (inverted)", JCS_CMYK, true, false);
+}
+
+static void case_ycck_adobe(void)
+{
+    check_cmyk(decoder, "YCCK, Adobe (inverted)", JCS_YCCK, true, false);
+}
+
+static void case_exif(void)
+{
+    test_exif(decoder, false);
+}
+
+/* fixtures[]: 0 4:2:0, 1 4:4:4, 4 grey, 5 progressive 4:2:0 */
+static void case_pil_420(void)
+{
+    test_against_pil(decoder, 0);
+}
+
+static void case_pil_444(void)
+{
+    test_against_pil(decoder, 1);
+}
+
+static void case_pil_grey(void)
+{
+    test_against_pil(decoder, 4);
+}
+
+static void case_pil_progressive(void)
+{
+    test_against_pil(decoder, 5);
+}
+
+static void case_pil_full_scale(void)
+{
+    test_full_scale_is_pil_exact(decoder);
+}
+
+static void case_pil_cmyk_adobe(void)
+{
+    check_cmyk(decoder, "CMYK, Adobe (inverted)", JCS_CMYK, true, true);
+}
+
+static void case_pil_ycck_adobe(void)
+{
+    check_cmyk(decoder, "YCCK, Adobe (inverted)", JCS_YCCK, true, true);
+}
+
+static void case_pil_exif(void)
+{
+    test_exif(decoder, true);
+}
+
+static const struct test_case cases[] = {
+    {"scale", "the DCT scale that covers a crop", test_scale_for, 10},
+    {"exact", "full decodes = tjDecompress2, every fixture", case_full_decodes,
+     0},
+    {"exact", "DCT scales 1/8..8/8 = tjDecompress2", case_scaled_decodes, 0},
+    {"exact", "crops at every DCT scale = tjDecompress2", case_scaled_crops, 0},
+    {"exact", "integer crops = the full decode's pixels", case_exact_crops, 0},
+    {"exact", "FNV-1a of the 4:2:0 decode", case_checksum, 10},
+    {"bad", "not a JPEG", case_not_jpeg, 0},
+    {"bad", "truncated, or bytes after the end", case_truncated, 0},
+    {"bad", "corrupt entropy-coded data", case_corrupt_entropy, 0},
+    {"bad", "pixel and scan limits", case_limits, 0},
+    {"bad", "decode memory limit", case_memory_limit, 0},
+    {"bad", "12-bit", case_12_bit, 0},
+    {"bad", "empty and outside crops, 2 channels", case_bad_crops, 0},
+    {"cmyk", "CMYK, no Adobe marker", case_cmyk_plain, 0},
+    {"cmyk", "CMYK, Adobe (inverted)", case_cmyk_adobe, 0},
+    {"cmyk", "YCCK, Adobe (inverted)", case_ycck_adobe, 0},
+    {"exif", "orientations 1..8 turn the stored pixels", case_exif, 0},
+    {"pil", "4:2:0 crops and resizes", case_pil_420, 0},
+    {"pil", "4:4:4 crops and resizes", case_pil_444, 0},
+    {"pil", "grey crops and resizes", case_pil_grey, 0},
+    {"pil", "progressive crops and resizes", case_pil_progressive, 0},
+    {"pil", "DCT scaling off: PIL's pixels", case_pil_full_scale, 0},
+    {"pil", "CMYK, Adobe: PIL's bytes", case_pil_cmyk_adobe, 0},
+    {"pil", "YCCK, Adobe: PIL's bytes", case_pil_ycck_adobe, 0},
+    {"pil", "EXIF orientations 1..8: PIL's pixels", case_pil_exif, 0},
+};
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN_WITH(argc, argv, cases, setup, teardown);
 }
