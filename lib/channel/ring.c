@@ -14,13 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-uint64_t rf__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 size_t rf__ring_bytes(uint32_t entries)
 {
     return sizeof(struct rf__ring) + (size_t)entries * sizeof(uint64_t);

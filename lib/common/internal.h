@@ -1,6 +1,12 @@
 /*
- * internal.h - declarations shared by the library's own files and its
- * tests, never installed. Internal non-static names start with rf__.
+ * internal.h - an umbrella, kept for now: it includes the headers of
+ * lib/common/ (one per concern: text, clock, mix64, params, resources,
+ * order, process-token), so that files written before they were split
+ * out still build. New code includes the header it needs. What is still
+ * declared below (the producer's entry point, starting producers) is
+ * being moved to headers of their own layers; once nothing includes this
+ * file, it goes. Never installed; internal non-static names start with
+ * rf__.
  */
 #ifndef RF_INTERNAL_H
 #define RF_INTERNAL_H
@@ -13,97 +19,13 @@
 
 #include "ringfeed.h"
 
-#define RF__DETAIL 1024 /* bytes of detail text kept per object */
-#define RF__PARAMS 64   /* room for rf_param values 0..63 */
-#define RF__PATH_MAX 4096
-
-struct rf_config {
-    int64_t params[RF__PARAMS]; /* indexed by rf_param */
-    char path[RF__PATH_MAX];    /* RF_SOURCE_PATH's dataset */
-    rf_message_fn message_fn;   /* NULL: the default (stderr, guarded) */
-    void *message_user;
-    char error[RF__DETAIL];
-};
-
-/* printf into a fixed buffer, always terminated, truncation is fine. */
-void rf__format(char *buf, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Copies text into out (len bytes, always terminated): whole when it
- * fits, else its start and its end around "...", so that a long path
- * keeps its beginning and its file name. */
-void rf__copy_elided(char *out, size_t len, const char *text);
-
-/* Room for "sample N (file)" in messages: a slot's error text has 504
- * bytes, and the reason after it must fit too. */
-#define RF__SAMPLE_NAME_MAX 240
-
-/* The values rf_config_set() accepts for param, so that checks made
- * elsewhere (the pack writer's sample shape) keep to the same limits.
- * False for a number that is not a parameter. */
-bool rf__param_range(rf_param param, int64_t *min, int64_t *max);
-
-/* CPUs in this process's affinity mask, in increasing order. Returns the
- * count (>= 1) and stores at most `max` of them in cpus. */
-int rf__affinity_cpus(int *cpus, int max);
-
-/* Bytes of memory this process can still take: the smaller of the
- * kernel's MemAvailable and the room (limit minus usage) under the memory
- * limits of its cgroup and the cgroups above it, v1 or v2 (cgroup.h;
- * UINT64_MAX when none can be read). *limited_by names the limit, for a
- * cgroup its file and folder ("the cgroup v1 memory.limit_in_bytes of
- * /sys/fs/cgroup/memory/job"); the text stays valid until this thread
- * calls again. */
-uint64_t rf__memory_room(const char **limited_by);
-
-/* File descriptors this process can still open under RLIMIT_NOFILE
- * (INT32_MAX when unlimited or unknown); *limit gets the limit. */
-int rf__fds_free(uint64_t *limit);
-
-/* A number that names this process, never that of its parent, a child of
- * fork() or an earlier process with the same pid; cheap enough for every
- * call (process-token.c). */
-uint64_t rf__process_token(void);
-
-/* ---- order ------------------------------------------------------------- */
-
-/* Which sample goes where, as both the consumer and the producers derive
- * it from the parameters. */
-struct rf__order {
-    uint64_t seed;
-    uint64_t samples;           /* N, the whole dataset */
-    uint64_t per_rank;          /* samples this rank sees each epoch */
-    uint64_t batches_per_epoch; /* for this rank */
-    uint32_t batch_size, rank, world;
-    bool shuffle, pad_shards;
-};
-
-/* Fills *o from resolved parameters (rank and world size already taken
- * from the environment). Returns 0, or -EINVAL with a reason in why when
- * the configuration leaves a rank without a batch. */
-int rf__order_init(struct rf__order *o, const int64_t *params, char *why,
-                   size_t why_len);
-
-/* The dataset index at `position` (0 <= position < per_rank) of this
- * rank's part of epoch `epoch`. */
-uint64_t rf__order_sample(const struct rf__order *o, uint64_t epoch,
-                          uint64_t position);
-
-/* Samples in batch `number` of an epoch (the last one may be short). */
-uint32_t rf__order_batch_samples(const struct rf__order *o, uint64_t number);
-
-/* Batches in one epoch of `samples`. */
-uint64_t rf__batches_per_epoch(uint64_t samples, uint32_t batch_size,
-                               bool drop_last);
-
-/* The dataset index at `position` of epoch `epoch`: a keyed bijection of
- * [0, samples) when shuffling, the identity otherwise. O(1) memory. */
-uint64_t rf__sample_at(uint64_t seed, uint64_t epoch, uint64_t position,
-                       uint64_t samples, bool shuffle);
-
-/* A 64-bit mix of two words (splitmix64 finaliser); the building block of
- * every keyed random choice. */
-uint64_t rf__mix64(uint64_t a, uint64_t b);
+#include "common/clock.h"
+#include "common/mix64.h"
+#include "common/order.h"
+#include "common/params.h"
+#include "common/process-token.h"
+#include "common/resources.h"
+#include "common/text.h"
 
 /* ---- producer ---------------------------------------------------------- */
 

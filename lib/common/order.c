@@ -12,19 +12,15 @@
  */
 #include "config.h"
 
+#include "common/order.h"
+
 #include <errno.h>
 
-#include "common/internal.h"
+#include "common/mix64.h"
+#include "common/text.h"
+#include "ringfeed.h" /* the RF_PARAM_* the order is derived from */
 
 #define FEISTEL_ROUNDS 6
-
-uint64_t rf__mix64(uint64_t a, uint64_t b)
-{
-    uint64_t z = a + 0x9e3779b97f4a7c15u * (b + 1);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
-}
 
 uint64_t rf__batches_per_epoch(uint64_t samples, uint32_t batch_size,
                                bool drop_last)

@@ -1,17 +1,16 @@
 /*
- * config.c - rf_config (parameters with their ranges and defaults), the
- * error table and small helpers every other file uses.
+ * params.c - rf_config (parameters with their ranges and defaults), the
+ * configuration that rf_loader_open() reads.
  */
 #include "config.h"
 
+#include "common/params.h"
+
 #include <errno.h>
-#include <sched.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/internal.h"
+#include "common/text.h"
 
 struct param_rule {
     const char *name;
@@ -71,50 +70,6 @@ static const struct param_rule rules[RF__PARAMS] = {
                                    3600},
     [RF_PARAM_DCT_SCALING] = {"dct_scaling", 0, 1, 1},
 };
-
-void rf__format(char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
-
-void rf__copy_elided(char *out, size_t len, const char *text)
-{
-    if (len == 0)
-        return;
-    const size_t n = strlen(text);
-    if (n < len || len < 16) {
-        rf__format(out, len, "%s", text);
-        return;
-    }
-    const size_t tail = (len - 1 - 3) / 2, head = len - 1 - 3 - tail;
-    rf__format(out, len, "%.*s...%s", (int)head, text, text + n - tail);
-}
-
-unsigned rf_version(void)
-{
-    return RF_VERSION_NUMBER;
-}
-
-const char *rf_strerror(int code)
-{
-    switch (code) {
-#define RF_ERROR_CASE_(name, value, message)                                   \
-    case value:                                                                \
-        return message;
-        RF_ERROR_MAP(RF_ERROR_CASE_)
-#undef RF_ERROR_CASE_
-    case 0:
-        return "success";
-    default:
-        break;
-    }
-    if (code < 0 && code > -4096)
-        return strerror(-code);
-    return "unknown ringfeed error code";
-}
 
 static const struct param_rule *rule_of(rf_param param)
 {
@@ -216,25 +171,4 @@ int rf_config_set_message_handler(rf_config *cfg, rf_message_fn fn, void *user)
     cfg->message_fn = fn;
     cfg->message_user = fn ? user : NULL;
     return 0;
-}
-
-int rf__affinity_cpus(int *cpus, int max)
-{
-    cpu_set_t set;
-    int n = 0;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-        for (int c = 0; c < CPU_SETSIZE; c++) {
-            if (!CPU_ISSET(c, &set))
-                continue;
-            if (n < max)
-                cpus[n] = c;
-            n++;
-        }
-    }
-    if (n == 0) { /* cannot read it: behave as a single CPU */
-        if (max > 0)
-            cpus[0] = 0;
-        n = 1;
-    }
-    return n;
 }

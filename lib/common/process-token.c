@@ -18,12 +18,14 @@
  */
 #include "config.h"
 
+#include "common/process-token.h"
+
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "channel/ring.h" /* rf__now_ns() */
-#include "common/internal.h"
+#include "common/clock.h"
+#include "common/mix64.h"
 
 #ifndef MADV_WIPEONFORK
 #define MADV_WIPEONFORK 18 /* Linux 4.14 */

@@ -2,19 +2,22 @@
  * resources.c - how much memory this process may still take, so that a
  * ring too large for the machine or the cgroup is refused at open with a
  * clear message instead of waking the OOM killer half-way through
- * reserving it; and how many file descriptors it may still open. The
- * cgroups' limits themselves are read by cgroup.c.
+ * reserving it; how many file descriptors it may still open; and which
+ * CPUs it may run on, for the default number of producers and their
+ * pinning. The cgroups' limits themselves are read by cgroup.c.
  */
 #include "config.h"
 
+#include "common/resources.h"
+
 #include <dirent.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
 #include "common/cgroup.h"
-#include "common/internal.h"
 
 /* Reads "Key: N kB" from /proc/meminfo; returns bytes or UINT64_MAX. */
 static uint64_t meminfo_bytes(const char *key)
@@ -73,4 +76,25 @@ int rf__fds_free(uint64_t *limit)
         return 0;
     const uint64_t free_fds = rl.rlim_cur - open_fds;
     return free_fds > INT32_MAX ? INT32_MAX : (int)free_fds;
+}
+
+int rf__affinity_cpus(int *cpus, int max)
+{
+    cpu_set_t set;
+    int n = 0;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        for (int c = 0; c < CPU_SETSIZE; c++) {
+            if (!CPU_ISSET(c, &set))
+                continue;
+            if (n < max)
+                cpus[n] = c;
+            n++;
+        }
+    }
+    if (n == 0) { /* cannot read it: behave as a single CPU */
+        if (max > 0)
+            cpus[0] = 0;
+        n = 1;
+    }
+    return n;
 }

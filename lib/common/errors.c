@@ -1,0 +1,33 @@
+/*
+ * errors.c - the library's version and the messages of its return codes,
+ * declared in include/ringfeed.h. The messages come from RF_ERROR_MAP, the
+ * one table that also defines the RF_E_* codes, so the two cannot drift.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "ringfeed.h"
+
+unsigned rf_version(void)
+{
+    return RF_VERSION_NUMBER;
+}
+
+const char *rf_strerror(int code)
+{
+    switch (code) {
+#define RF_ERROR_CASE_(name, value, message)                                   \
+    case value:                                                                \
+        return message;
+        RF_ERROR_MAP(RF_ERROR_CASE_)
+#undef RF_ERROR_CASE_
+    case 0:
+        return "success";
+    default:
+        break;
+    }
+    if (code < 0 && code > -4096)
+        return strerror(-code);
+    return "unknown ringfeed error code";
+}

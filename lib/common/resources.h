@@ -1,0 +1,29 @@
+/*
+ * resources.h - what this process may still take from the machine: memory
+ * (the kernel's and its cgroups' limits), file descriptors, and the CPUs
+ * of its affinity mask. Read at open, so that a loader too large for
+ * them is refused with a message that names the limit.
+ */
+#ifndef RF_COMMON_RESOURCES_H
+#define RF_COMMON_RESOURCES_H
+
+#include <stdint.h>
+
+/* CPUs in this process's affinity mask, in increasing order. Returns the
+ * count (>= 1) and stores at most `max` of them in cpus. */
+int rf__affinity_cpus(int *cpus, int max);
+
+/* Bytes of memory this process can still take: the smaller of the
+ * kernel's MemAvailable and the room (limit minus usage) under the memory
+ * limits of its cgroup and the cgroups above it, v1 or v2 (cgroup.h;
+ * UINT64_MAX when none can be read). *limited_by names the limit, for a
+ * cgroup its file and folder ("the cgroup v1 memory.limit_in_bytes of
+ * /sys/fs/cgroup/memory/job"); the text stays valid until this thread
+ * calls again. */
+uint64_t rf__memory_room(const char **limited_by);
+
+/* File descriptors this process can still open under RLIMIT_NOFILE
+ * (INT32_MAX when unlimited or unknown); *limit gets the limit. */
+int rf__fds_free(uint64_t *limit);
+
+#endif /* RF_COMMON_RESOURCES_H */
