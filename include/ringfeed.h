@@ -221,173 +221,294 @@ typedef enum rf_start_mode {
 } rf_start_mode;
 
 /*
- * Parameters, set with rf_config_set() and read with rf_config_get(). The
- * numbers are part of the ABI and never change. Values are int64_t; the
- * seed is taken as its 64-bit pattern.
+ * Parameters, set with rf_config_set() and read with rf_config_get(). Each
+ * one's name, default, range and a line of documentation come from one
+ * table in the library, the one rf_config_set() checks against and
+ * rf_config_create() fills from; rf_param_at() and rf_param_lookup() read
+ * it, so that a binding or a tool can build its options from it. Values
+ * are int64_t; the seed is taken as its 64-bit pattern. "a..b" below is
+ * the range rf_config_set() accepts.
+ *
+ * Numbers come in bands of 16, one band per area, so that a new
+ * parameter lands beside its kin: area a holds 64 + 16a .. 79 + 16a.
+ *
+ *     64  shape and batch            128  bad input
+ *     80  order and sharding         144  faults
+ *     96  source                     160  processes
+ *     112 decode and augmentation
+ *
+ * ABI note. A number, once published, always names the same parameter
+ * and is never reused. ringfeed 0.1 numbered the parameters 1..42 in the
+ * order they were added (each one's "was N" below); rf_config_set(),
+ * rf_config_get() and rf_param_lookup() still accept those old numbers
+ * and map each to the parameter it named, so that a program compiled
+ * against 0.1's header keeps working unchanged. A program compiled
+ * against this header passes the banded numbers, which a library from
+ * before them (one without rf_param_at()) refuses with -EINVAL. Numbers
+ * 0, 43..63 and those of a band that no parameter takes are not
+ * parameters: -EINVAL.
  */
 typedef enum rf_param {
-    RF_PARAM_BATCH_SIZE = 1,  /* samples per batch, 1..65536; default 32 */
-    RF_PARAM_HEIGHT = 2,      /* sample height in pixels; default 224 */
-    RF_PARAM_WIDTH = 3,       /* sample width in pixels; default 224 */
-    RF_PARAM_CHANNELS = 4,    /* 1..4; default 3 */
-    RF_PARAM_LAYOUT = 5,      /* rf_layout; default RF_LAYOUT_NHWC */
-    RF_PARAM_PRODUCERS = 6,   /* 0 = one per CPU of the affinity mask
-                                 (default); at most 1024 */
-    RF_PARAM_SLOTS = 7,       /* batches in the ring; 0 = 3 per producer,
-                                 at least 4 (default): one being filled,
-                                 one ready, one of slack for uneven
-                                 samples; at most 65536 */
-    RF_PARAM_SEED = 8,        /* order and synthetic content; default 0 */
-    RF_PARAM_EPOCHS = 9,      /* 0 = no end (2^40 batches); default 1 */
-    RF_PARAM_DROP_LAST = 10,  /* 1: drop the partial last batch; default 0 */
-    RF_PARAM_ORDERED = 11,    /* 1: batches in batch order (default);
-                                 0: as soon as each is ready */
-    RF_PARAM_SOURCE = 12,     /* rf_source_kind; default synthetic */
-    RF_PARAM_SAMPLES = 13,    /* synthetic/empty: samples per epoch;
-                                 default 10000 */
-    RF_PARAM_CLASSES = 14,    /* synthetic/empty: label range; default 1000 */
-    RF_PARAM_SHUFFLE = 15,    /* 1: new sample order each epoch (default) */
-    RF_PARAM_START_MODE = 16, /* rf_start_mode; default spawn */
-    RF_PARAM_SPIN_NS = 17,    /* how long a waiting side spins before it
-                                 sleeps in the kernel; default 20000 */
-    RF_PARAM_PIN_PRODUCERS = 18, /* 1: pin producer i to the i-th CPU of
-                                    the affinity mask (default); 0: leave
-                                    alone */
+    /* ---- Shape and batch (64..79) ---- */
+    RF_PARAM_BATCH_SIZE = 64, /* was 1; samples per batch, 1..65536;
+                                 default 32 */
+    RF_PARAM_HEIGHT = 65,     /* was 2; sample height in pixels,
+                                 1..65536; default 224 */
+    RF_PARAM_WIDTH = 66,      /* was 3; sample width in pixels, 1..65536;
+                                 default 224 */
+    RF_PARAM_CHANNELS = 67,   /* was 4; bytes per pixel, 1..4; default 3 */
+    RF_PARAM_LAYOUT = 68,     /* was 5; rf_layout; default RF_LAYOUT_NHWC */
+    RF_PARAM_DROP_LAST = 69,  /* was 10; 1: drop each epoch's partial last
+                                 batch; 0 (default): deliver it short */
+
+    /* ---- Order and sharding (80..95) ---- */
+    RF_PARAM_SEED = 80,    /* was 8; keys the sample order, the random
+                              crops and flips and synthetic content; any
+                              int64_t (its 64-bit pattern); default 0 */
+    RF_PARAM_EPOCHS = 81,  /* was 9; passes over the dataset, 0..2^30;
+                              0 = no end (2^40 batches); default 1 */
+    RF_PARAM_SHUFFLE = 82, /* was 15; 1 (default): a new sample order each
+                              epoch; 0: the dataset's order */
+    RF_PARAM_ORDERED = 83, /* was 11; 1 (default): batches in batch order;
+                              0: each as soon as it is ready */
     /* Sharding for data-parallel training: rank r of W sees positions
      * r, r + W, r + 2W, ... of each epoch's global order, and every rank
      * gets the same number of batches. */
-    RF_PARAM_RANK = 19,       /* -1 (default): $RANK, else
-                                 $OMPI_COMM_WORLD_RANK, else 0 */
-    RF_PARAM_WORLD_SIZE = 20, /* 0 (default): $WORLD_SIZE, else
-                                 $OMPI_COMM_WORLD_SIZE, else 1. Both
-                                 come from one launcher: torchrun's pair
-                                 when RANK or WORLD_SIZE is set. A value
-                                 that is not a plain decimal (a size of
-                                 at least 1), or half a pair when both
-                                 are taken from it, fails open with
-                                 -EINVAL naming the variable */
-    RF_PARAM_SHARD_PAD = 21,  /* when W does not divide N: 1 (default)
-                                 repeats the first samples of the order so
-                                 every rank has ceil(N/W), like PyTorch's
-                                 DistributedSampler; 0 drops the rest so
-                                 every rank has floor(N/W) */
+    RF_PARAM_RANK = 84,       /* was 19; -1..2^31-1; -1 (default): $RANK,
+                                 else $OMPI_COMM_WORLD_RANK, else 0 */
+    RF_PARAM_WORLD_SIZE = 85, /* was 20; 0..2^31-1; 0 (default):
+                                 $WORLD_SIZE, else $OMPI_COMM_WORLD_SIZE,
+                                 else 1. Both come from one launcher:
+                                 torchrun's pair when RANK or WORLD_SIZE
+                                 is set. A value that is not a plain
+                                 decimal (a size of at least 1), or half
+                                 a pair when both are taken from it,
+                                 fails open with -EINVAL naming the
+                                 variable */
+    RF_PARAM_SHARD_PAD = 86,  /* was 21; when W does not divide N: 1
+                                 (default) repeats the first samples of
+                                 the order so every rank has ceil(N/W),
+                                 like PyTorch's DistributedSampler; 0
+                                 drops the rest so every rank has
+                                 floor(N/W) */
     /* Resuming: start at batch START_BATCH of epoch START_EPOCH and yield
      * exactly the batches an uninterrupted run would have from there. */
-    RF_PARAM_START_EPOCH = 22, /* default 0; must be < EPOCHS unless
-                                  EPOCHS is 0 */
-    RF_PARAM_START_BATCH = 23, /* default 0; < batches per epoch */
-    /* Decoding and augmentation (RF_SOURCE_PATH, RF_SOURCE_SYNTHETIC_JPEG) */
-    RF_PARAM_TRANSFORM = 24,        /* rf_transform; default train */
-    RF_PARAM_RESIZE = 25,           /* eval: short side before the centre crop;
-                                       0 (default) = 8/7 of the output size,
-                                       i.e. 256 for 224 */
-    RF_PARAM_MIN_SCALE_PPM = 26,    /* train: smallest crop area, in parts per
-                                       million of the image; default 80000
-                                       (torchvision's 0.08) */
-    RF_PARAM_FLIP = 27,             /* train: 1 (default) flips half the
-                                       samples horizontally */
-    RF_PARAM_ON_ERROR = 28,         /* rf_on_error; default fail */
-    RF_PARAM_MAX_ERRORS = 29,       /* skip: fail once more samples than this
-                                       have failed in the run (a file that
-                                       fails in every epoch counts once);
-                                       0 (default) = no count limit */
-    RF_PARAM_MAX_ERROR_PPM = 30,    /* skip: fail once the failures of one
-                                       epoch exceed this share of its samples,
-                                       in parts per million; default 10000
-                                       (1%) */
-    RF_PARAM_MAX_PIXELS = 31,       /* refuse larger images; default 89478485
-                                       (as PIL) */
-    RF_PARAM_MAX_SCANS = 32,        /* refuse progressive JPEGs with more scans;
-                                       default 100 */
-    RF_PARAM_JPEG_WARNINGS = 33,    /* 0 (default): libjpeg warnings (corrupt
-                                       data it decoded around) fail the sample;
-                                       1: accept the image */
-    RF_PARAM_EXIF_ORIENTATION = 34, /* 1: apply the EXIF orientation tag;
-                                       0 (default, as torchvision) ignore */
-    RF_PARAM_INDEX_CACHE = 35,      /* folder: 1 reads and writes the listing
-                                       in FOLDER/.ringfeed-index so a restart
-                                       does not list again; it is trusted
-                                       only while the class folders are the
-                                       same and no folder listed changed
-                                       (ctime) since the listing began;
-                                       default 0 */
-    /* Faults */
-    RF_PARAM_ON_PRODUCER_DEATH = 36, /* rf_on_producer_death; default
-                                        respawn */
-    RF_PARAM_MAX_RESPAWNS = 37,      /* respawn: replace at most this many
-                                        producers within
-                                        RF_PARAM_RESPAWN_WINDOW_S (the
-                                        count starts again each window, so
-                                        a long run survives occasional
-                                        kills); default 1000 */
-    RF_PARAM_BATCH_TIMEOUT_MS = 38,  /* a producer that owes batches and
-                                        delivers none for this long (stopped
-                                        alone, or stuck on one sample) is
-                                        killed and handled as dead, once it
-                                        is still so 200 ms later; the time
-                                        a replacement takes to start counts
-                                        too. Time the whole job spends
-                                        stopped by signals (Ctrl-Z and fg,
-                                        kill -STOP and -CONT of its process
-                                        group) does not count: a producer's
-                                        first SIGCONT after its last
-                                        progress restarts its clock (later
-                                        ones only once it delivers again).
-                                        A freeze without signals (the
-                                        cgroup freezer: docker pause,
-                                        Slurm's suspend with cgroup process
-                                        tracking) of more than 1 s does not
-                                        count while the caller waits in
-                                        rf_loader_next(), but does if it
-                                        finds the caller in its own step.
-                                        0 (default) = no limit */
-    RF_PARAM_QUIET = 39, /* 0 (default): report each producer replaced
-                            (see rf_config_set_message_handler()); 1:
-                            only count them (rf_stats.respawns) */
-    /* Decoding, continued (numbered after the rest: the ABI keeps them) */
-    RF_PARAM_MAX_DECODE_MEMORY = 40, /* refuse JPEGs whose decode needs more
-                                        bytes, 1 MiB..1 TiB: a progressive
-                                        (multi-scan) file keeps every DCT
-                                        coefficient, 2 bytes per pixel per
-                                        full-size component (6 MB per
-                                        megapixel at 4:4:4, 3 at 4:2:0),
-                                        while a baseline one needs a few
-                                        rows; each producer may hold this
-                                        much at once; default 1 GiB, above
-                                        what any image under the default
-                                        RF_PARAM_MAX_PIXELS needs */
-    /* Faults, continued */
-    RF_PARAM_RESPAWN_WINDOW_S = 41, /* the window RF_PARAM_MAX_RESPAWNS
-                                       counts in, in seconds: it starts at
-                                       rf_loader_open() and again at the
-                                       first replacement after it ends;
-                                       1..2^31, default 3600 (an hour) */
-    /* Decoding, continued */
-    RF_PARAM_DCT_SCALING = 42 /* 1 (default): a JPEG whose crop is at least
-                                 twice the output size is decoded at a
-                                 DCT scale of 1/8, 2/8 or 4/8 (libjpeg's
-                                 own downscaling, much faster) before the
-                                 resize: pixels then differ a little from
-                                 torchvision's (PIL decodes in full),
-                                 more the smaller the output; 0: always
-                                 decode in full, the same pixels as PIL's
-                                 to within 1 */
+    RF_PARAM_START_EPOCH = 87, /* was 22; 0..2^30; default 0; must be
+                                  below EPOCHS unless EPOCHS is 0 */
+    RF_PARAM_START_BATCH = 88, /* was 23; 0..2^40; default 0; must be
+                                  below the batches per epoch */
+
+    /* ---- Source (96..111) ---- */
+    RF_PARAM_SOURCE = 96,      /* was 12; rf_source_kind; default
+                                  RF_SOURCE_SYNTHETIC (rf_config_set_path()
+                                  sets RF_SOURCE_PATH) */
+    RF_PARAM_SAMPLES = 97,     /* was 13; a synthetic or empty source's
+                                  samples per epoch, 1..2^38; default
+                                  10000 (a dataset has its own) */
+    RF_PARAM_CLASSES = 98,     /* was 14; a synthetic or empty source's
+                                  labels are 0..CLASSES-1, 1..2^31;
+                                  default 1000 (a dataset has its own) */
+    RF_PARAM_INDEX_CACHE = 99, /* was 35; folder: 1 reads and writes the
+                                  listing in FOLDER/.ringfeed-index so a
+                                  restart does not list again; it is
+                                  trusted only while the class folders
+                                  are the same and no folder listed
+                                  changed (ctime) since the listing
+                                  began; default 0 */
+
+    /* ---- Decode and augmentation (112..127), for RF_SOURCE_PATH and
+     * RF_SOURCE_SYNTHETIC_JPEG ---- */
+    RF_PARAM_TRANSFORM = 112,        /* was 24; rf_transform; default
+                                        RF_TRANSFORM_TRAIN */
+    RF_PARAM_RESIZE = 113,           /* was 25; eval: short side before the
+                                        centre crop, 0..65536; 0 (default)
+                                        = 8/7 of the output size, i.e. 256
+                                        for 224 */
+    RF_PARAM_MIN_SCALE_PPM = 114,    /* was 26; train: smallest crop area,
+                                        in parts per million of the image,
+                                        1..1000000; default 80000
+                                        (torchvision's 0.08) */
+    RF_PARAM_FLIP = 115,             /* was 27; train: 1 (default) flips
+                                        half the samples horizontally */
+    RF_PARAM_DCT_SCALING = 116,      /* was 42; 1 (default): a JPEG whose
+                                        crop is at least twice the output
+                                        size is decoded at a DCT scale of
+                                        1/8, 2/8 or 4/8 (libjpeg's own
+                                        downscaling, much faster) before
+                                        the resize: pixels then differ a
+                                        little from torchvision's (PIL
+                                        decodes in full), more the smaller
+                                        the output; 0: always decode in
+                                        full, the same pixels as PIL's to
+                                        within 1 */
+    RF_PARAM_EXIF_ORIENTATION = 117, /* was 34; 1: apply the EXIF
+                                        orientation tag; 0 (default, as
+                                        torchvision): ignore it */
+
+    /* ---- Bad input (128..143): what a sample that does not decode, or
+     * would cost too much, does ---- */
+    RF_PARAM_ON_ERROR = 128,          /* was 28; rf_on_error; default
+                                         RF_ON_ERROR_FAIL */
+    RF_PARAM_MAX_ERRORS = 129,        /* was 29; skip: fail once more
+                                         samples than this have failed in
+                                         the run (a file that fails in
+                                         every epoch counts once),
+                                         0..2^63-1; 0 (default) = no
+                                         count limit */
+    RF_PARAM_MAX_ERROR_PPM = 130,     /* was 30; skip: fail once the
+                                         failures of one epoch exceed this
+                                         share of its samples, in parts
+                                         per million, 0..1000000; default
+                                         10000 (1%) */
+    RF_PARAM_MAX_PIXELS = 131,        /* was 31; refuse images with more
+                                         pixels, 1..2^40; default 89478485
+                                         (as PIL) */
+    RF_PARAM_MAX_SCANS = 132,         /* was 32; refuse progressive JPEGs
+                                         with more scans, 1..100000;
+                                         default 100 */
+    RF_PARAM_MAX_DECODE_MEMORY = 133, /* was 40; refuse JPEGs whose decode
+                                         needs more bytes, 2^20..2^40 (1
+                                         MiB..1 TiB): a progressive
+                                         (multi-scan) file keeps every DCT
+                                         coefficient, 2 bytes per pixel
+                                         per full-size component (6 MB per
+                                         megapixel at 4:4:4, 3 at 4:2:0),
+                                         while a baseline one needs a few
+                                         rows; each producer may hold this
+                                         much at once; default 2^30
+                                         (1 GiB), above what any image
+                                         under the default
+                                         RF_PARAM_MAX_PIXELS needs */
+    RF_PARAM_JPEG_WARNINGS = 134,     /* was 33; 0 (default): libjpeg
+                                         warnings (corrupt data it decoded
+                                         around) fail the sample; 1:
+                                         accept the image */
+
+    /* ---- Faults (144..159): producers that die or hang ---- */
+    RF_PARAM_ON_PRODUCER_DEATH = 144, /* was 36; rf_on_producer_death;
+                                         default RF_ON_DEATH_RESPAWN */
+    RF_PARAM_MAX_RESPAWNS = 145,      /* was 37; respawn: replace at most
+                                         this many producers within
+                                         RF_PARAM_RESPAWN_WINDOW_S (the
+                                         count starts again each window,
+                                         so a long run survives occasional
+                                         kills), 0..2^63-1; default 1000 */
+    RF_PARAM_RESPAWN_WINDOW_S = 146,  /* was 41; the window
+                                         RF_PARAM_MAX_RESPAWNS counts in,
+                                         in seconds: it starts at
+                                         rf_loader_open() and again at the
+                                         first replacement after it ends;
+                                         1..2^31; default 3600 (an hour) */
+    RF_PARAM_BATCH_TIMEOUT_MS = 147,  /* was 38; a producer that owes
+                                         batches and delivers none for
+                                         this long (stopped alone, or
+                                         stuck on one sample) is killed
+                                         and handled as dead, once it is
+                                         still so 200 ms later; the time
+                                         a replacement takes to start
+                                         counts too. Time the whole job
+                                         spends stopped by signals (Ctrl-Z
+                                         and fg, kill -STOP and -CONT of
+                                         its process group) does not
+                                         count: a producer's first SIGCONT
+                                         after its last progress restarts
+                                         its clock (later ones only once
+                                         it delivers again). A freeze
+                                         without signals (the cgroup
+                                         freezer: docker pause, Slurm's
+                                         suspend with cgroup process
+                                         tracking) of more than 1 s does
+                                         not count while the caller waits
+                                         in rf_loader_next(), but does if
+                                         it finds the caller in its own
+                                         step. 0..2^40; 0 (default) = no
+                                         limit */
+    RF_PARAM_QUIET = 148,             /* was 39; 0 (default): report each
+                                         producer replaced (see
+                                         rf_config_set_message_handler());
+                                         1: only count them
+                                         (rf_stats.respawns) */
+
+    /* ---- Processes (160..175) ---- */
+    RF_PARAM_PRODUCERS = 160,    /* was 6; producer processes, 0..1024;
+                                    0 (default) = one per CPU of the
+                                    affinity mask */
+    RF_PARAM_SLOTS = 161,        /* was 7; batches in the ring, 0..65536;
+                                    0 (default) = 3 per producer, at
+                                    least 4: one being filled, one
+                                    ready, one of slack for uneven
+                                    samples */
+    RF_PARAM_START_MODE = 162,   /* was 16; rf_start_mode; default
+                                    RF_START_SPAWN */
+    RF_PARAM_SPIN_NS = 163,      /* was 17; how long a waiting side spins
+                                    before it sleeps in the kernel, in
+                                    ns, 0..10^9; default 20000 */
+    RF_PARAM_PIN_PRODUCERS = 164 /* was 18; 1 (default): pin producer i
+                                    to the i-th CPU of the affinity mask;
+                                    0: leave them alone */
 } rf_param;
 
-/* Creates a configuration holding every default. Returns NULL when out of
- * memory. The caller owns it and frees it with rf_config_free(). */
+/* What kind of value a parameter takes, for a binding to pick its type. */
+typedef enum rf_param_kind {
+    RF_PARAM_KIND_INTEGER = 0, /* a number in [min, max] */
+    RF_PARAM_KIND_BOOLEAN = 1, /* 0 or 1 */
+    RF_PARAM_KIND_CHOICE = 2   /* one of an enum's values min..max
+                                  (rf_layout, rf_transform, ...), each
+                                  with a name in rf_param_info.choices */
+} rf_param_kind;
+
+/* One parameter as the library's table describes it, filled by
+ * rf_param_at() and rf_param_lookup(). The strings are static: they stay
+ * valid as long as the library is loaded, and are never freed. */
+typedef struct rf_param_info {
+    rf_param param; /* its number (the banded one, never an old one) */
+    rf_param_kind kind;
+    const char *name;      /* "batch_size": lower case, unique, a valid C and
+                              Python identifier; RF_PARAM_ + its upper case
+                              is the enumerator */
+    const char *doc;       /* one line, no newline, no trailing period */
+    const char *choices;   /* RF_PARAM_KIND_CHOICE: the names of the values
+                              min, min + 1, ..., max, separated by single
+                              spaces ("nhwc nchw"), as ringfeed-bench takes
+                              them; NULL for the other kinds */
+    int64_t default_value; /* what rf_config_create() sets */
+    int64_t min, max;      /* what rf_config_set() accepts, inclusive */
+    uint64_t reserved_[4];
+} rf_param_info;
+
+/* Describes the parameter at position `index` of the table: 0, 1, ... in
+ * increasing number, until it returns -ERANGE (index past the last; *info
+ * is then untouched), so that a caller can list every parameter without
+ * knowing how many there are. Returns 0, -ERANGE, or -EINVAL for a NULL
+ * info. A pure read of a static table: thread-safe, no allocation, and
+ * the same in every process. */
+RF_API int rf_param_at(unsigned index, rf_param_info *info);
+
+/* Describes parameter `param`, given by its number or by its 0.1 number
+ * (see the ABI note above; info->param is then the banded number).
+ * Returns 0, or -EINVAL when param is not a parameter or info is NULL
+ * (*info is then untouched). Thread-safe and allocation-free, as
+ * rf_param_at(). */
+RF_API int rf_param_lookup(rf_param param, rf_param_info *info);
+
+/* Creates a configuration holding every default (rf_param_info's
+ * default_value). Returns NULL when out of memory. The caller owns it and
+ * frees it with rf_config_free(). */
 RF_API rf_config *rf_config_create(void);
 
 /* Frees a configuration. NULL is fine. A loader opened from it is
  * unaffected. */
 RF_API void rf_config_free(rf_config *cfg);
 
-/* Sets one parameter. Returns 0, or -EINVAL when the parameter is unknown
- * or the value is out of its range (rf_config_error() says which and what
- * is allowed). Nothing is changed on error. */
+/* Sets one parameter, given by its number or by its 0.1 number (see the
+ * ABI note above). Returns 0, or -EINVAL when the parameter is unknown or
+ * the value is out of its range, [min, max] of rf_param_info
+ * (rf_config_error() says which and what is allowed). Nothing is changed
+ * on error. */
 RF_API int rf_config_set(rf_config *cfg, rf_param param, int64_t value);
 
-/* Reads one parameter into *value. Returns 0 or -EINVAL (unknown param). */
+/* Reads one parameter, given by its number or by its 0.1 number, into
+ * *value. Returns 0 or -EINVAL (unknown param). */
 RF_API int rf_config_get(const rf_config *cfg, rf_param param, int64_t *value);
 
 /* The detail of the last failed call on cfg, or "" when none. The string

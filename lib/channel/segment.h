@@ -21,7 +21,7 @@
 #include "consumer/breakers.h"
 
 #define RF__MAGIC UINT64_C(0x31444546474e4952) /* "RINGFED1" */
-#define RF__ABI_VERSION 3u
+#define RF__ABI_VERSION 4u
 #define RF__PAGE 4096u
 
 #define RF__ERROR_TEXT 512 /* bytes of error text kept per slot/producer */

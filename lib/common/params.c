@@ -1,6 +1,14 @@
 /*
- * params.c - rf_config (parameters with their ranges and defaults), the
- * configuration that rf_loader_open() reads.
+ * params.c - the parameter table and rf_config, the configuration that
+ * rf_loader_open() reads.
+ *
+ * The table is the one place where a parameter's number, name, default,
+ * range and one-line doc are written: rf_config_create() fills the
+ * defaults from it, rf_config_set() checks against it, rf_param_at() and
+ * rf_param_lookup() hand it to callers (ringfeed-bench's --help, a
+ * binding's keyword arguments), and rf__param_range() to other checks in
+ * the library. ringfeed.h's comments say the same at more length;
+ * tests/test-params.c keeps the two, and the old numbers, in step.
  */
 #include "config.h"
 
@@ -13,69 +21,184 @@
 #include "common/text.h"
 
 struct param_rule {
+    rf_param param;
+    int old; /* its number in ringfeed 0.1 (ringfeed.h's ABI note) */
     const char *name;
-    int64_t min, max, def;
+    rf_param_kind kind;
+    int64_t def, min, max;
+    const char *choices; /* RF_PARAM_KIND_CHOICE only */
+    const char *doc;
 };
 
-/* Indexed by rf_param. A NULL name marks a number that is not a param. */
-static const struct param_rule rules[RF__PARAMS] = {
-    [RF_PARAM_BATCH_SIZE] = {"batch_size", 1, 65536, 32},
-    [RF_PARAM_HEIGHT] = {"height", 1, 65536, 224},
-    [RF_PARAM_WIDTH] = {"width", 1, 65536, 224},
-    [RF_PARAM_CHANNELS] = {"channels", 1, 4, 3},
-    [RF_PARAM_LAYOUT] = {"layout", RF_LAYOUT_NHWC, RF_LAYOUT_NCHW,
-                         RF_LAYOUT_NHWC},
-    [RF_PARAM_PRODUCERS] = {"producers", 0, 1024, 0},
-    [RF_PARAM_SLOTS] = {"slots", 0, 65536, 0},
-    [RF_PARAM_SEED] = {"seed", INT64_MIN, INT64_MAX, 0},
-    [RF_PARAM_EPOCHS] = {"epochs", 0, INT64_C(1) << 30, 1},
-    [RF_PARAM_DROP_LAST] = {"drop_last", 0, 1, 0},
-    [RF_PARAM_ORDERED] = {"ordered", 0, 1, 1},
-    [RF_PARAM_SOURCE] = {"source", RF_SOURCE_SYNTHETIC,
-                         RF_SOURCE_SYNTHETIC_JPEG, RF_SOURCE_SYNTHETIC},
-    [RF_PARAM_SAMPLES] = {"samples", 1, INT64_C(1) << 38, 10000},
-    [RF_PARAM_CLASSES] = {"classes", 1, INT64_C(1) << 31, 1000},
-    [RF_PARAM_SHUFFLE] = {"shuffle", 0, 1, 1},
-    [RF_PARAM_START_MODE] = {"start_mode", RF_START_SPAWN, RF_START_FORK,
-                             RF_START_SPAWN},
-    [RF_PARAM_SPIN_NS] = {"spin_ns", 0, 1000000000, 20000},
-    [RF_PARAM_PIN_PRODUCERS] = {"pin_producers", 0, 1, 1},
-    [RF_PARAM_RANK] = {"rank", -1, INT32_MAX, -1},
-    [RF_PARAM_WORLD_SIZE] = {"world_size", 0, INT32_MAX, 0},
-    [RF_PARAM_SHARD_PAD] = {"shard_pad", 0, 1, 1},
-    [RF_PARAM_START_EPOCH] = {"start_epoch", 0, INT64_C(1) << 30, 0},
-    [RF_PARAM_START_BATCH] = {"start_batch", 0, INT64_C(1) << 40, 0},
-    [RF_PARAM_TRANSFORM] = {"transform", RF_TRANSFORM_NONE, RF_TRANSFORM_EVAL,
-                            RF_TRANSFORM_TRAIN},
-    [RF_PARAM_RESIZE] = {"resize", 0, 65536, 0},
-    [RF_PARAM_MIN_SCALE_PPM] = {"min_scale_ppm", 1, 1000000, 80000},
-    [RF_PARAM_FLIP] = {"flip", 0, 1, 1},
-    [RF_PARAM_ON_ERROR] = {"on_error", RF_ON_ERROR_FAIL, RF_ON_ERROR_SKIP,
-                           RF_ON_ERROR_FAIL},
-    [RF_PARAM_MAX_ERRORS] = {"max_errors", 0, INT64_MAX, 0},
-    [RF_PARAM_MAX_ERROR_PPM] = {"max_error_ppm", 0, 1000000, 10000},
-    [RF_PARAM_MAX_PIXELS] = {"max_pixels", 1, INT64_C(1) << 40, 89478485},
-    [RF_PARAM_MAX_SCANS] = {"max_scans", 1, 100000, 100},
-    [RF_PARAM_JPEG_WARNINGS] = {"jpeg_warnings", 0, 1, 0},
-    [RF_PARAM_EXIF_ORIENTATION] = {"exif_orientation", 0, 1, 0},
-    [RF_PARAM_INDEX_CACHE] = {"index_cache", 0, 1, 0},
-    [RF_PARAM_ON_PRODUCER_DEATH] = {"on_producer_death", RF_ON_DEATH_RESPAWN,
-                                    RF_ON_DEATH_FAIL, RF_ON_DEATH_RESPAWN},
-    [RF_PARAM_MAX_RESPAWNS] = {"max_respawns", 0, INT64_MAX, 1000},
-    [RF_PARAM_BATCH_TIMEOUT_MS] = {"batch_timeout_ms", 0, INT64_C(1) << 40, 0},
-    [RF_PARAM_QUIET] = {"quiet", 0, 1, 0},
-    [RF_PARAM_MAX_DECODE_MEMORY] = {"max_decode_memory", INT64_C(1) << 20,
-                                    INT64_C(1) << 40, INT64_C(1) << 30},
-    [RF_PARAM_RESPAWN_WINDOW_S] = {"respawn_window_s", 1, INT64_C(1) << 31,
-                                   3600},
-    [RF_PARAM_DCT_SCALING] = {"dct_scaling", 0, 1, 1},
+/* One row each; clang-format would spread them over three lines. */
+/* clang-format off */
+#define NUMBER(param, old, name, def, min, max, doc)                           \
+    {param, old, name, RF_PARAM_KIND_INTEGER, def, min, max, NULL, doc}
+#define FLAG(param, old, name, def, doc)                                       \
+    {param, old, name, RF_PARAM_KIND_BOOLEAN, def, 0, 1, NULL, doc}
+#define CHOICE(param, old, name, def, min, max, choices, doc)                  \
+    {param, old, name, RF_PARAM_KIND_CHOICE, def, min, max, choices, doc}
+/* clang-format on */
+
+#define POW2(n) (INT64_C(1) << (n))
+
+/* In increasing number, band by band (ringfeed.h). */
+static const struct param_rule rules[] = {
+    /* Shape and batch */
+    NUMBER(RF_PARAM_BATCH_SIZE, 1, "batch_size", 32, 1, 65536,
+           "samples per batch"),
+    NUMBER(RF_PARAM_HEIGHT, 2, "height", 224, 1, 65536,
+           "sample height in pixels"),
+    NUMBER(RF_PARAM_WIDTH, 3, "width", 224, 1, 65536, "sample width in pixels"),
+    NUMBER(RF_PARAM_CHANNELS, 4, "channels", 3, 1, 4, "bytes per pixel"),
+    CHOICE(RF_PARAM_LAYOUT, 5, "layout", RF_LAYOUT_NHWC, RF_LAYOUT_NHWC,
+           RF_LAYOUT_NCHW, "nhwc nchw",
+           "memory layout of a batch: pixels interleaved, or planes"),
+    FLAG(RF_PARAM_DROP_LAST, 10, "drop_last", 0,
+         "1: drop each epoch's partial last batch"),
+    /* Order and sharding */
+    NUMBER(RF_PARAM_SEED, 8, "seed", 0, INT64_MIN, INT64_MAX,
+           "keys the sample order, crops, flips and synthetic content "
+           "(its 64-bit pattern)"),
+    NUMBER(RF_PARAM_EPOCHS, 9, "epochs", 1, 0, POW2(30),
+           "passes over the dataset; 0 = no end"),
+    FLAG(RF_PARAM_SHUFFLE, 15, "shuffle", 1,
+         "1: a new sample order each epoch; 0: the dataset's order"),
+    FLAG(RF_PARAM_ORDERED, 11, "ordered", 1,
+         "1: batches in batch order; 0: each as soon as it is ready"),
+    NUMBER(RF_PARAM_RANK, 19, "rank", -1, -1, INT32_MAX,
+           "this rank; -1 = $RANK, else $OMPI_COMM_WORLD_RANK, else 0"),
+    NUMBER(RF_PARAM_WORLD_SIZE, 20, "world_size", 0, 0, INT32_MAX,
+           "ranks; 0 = $WORLD_SIZE, else $OMPI_COMM_WORLD_SIZE, else 1"),
+    FLAG(RF_PARAM_SHARD_PAD, 21, "shard_pad", 1,
+         "1: repeat samples so every rank has ceil(N/W); 0: floor(N/W)"),
+    NUMBER(RF_PARAM_START_EPOCH, 22, "start_epoch", 0, 0, POW2(30),
+           "resume: the epoch to start at"),
+    NUMBER(RF_PARAM_START_BATCH, 23, "start_batch", 0, 0, POW2(40),
+           "resume: the batch of start_epoch to start at"),
+    /* Source */
+    CHOICE(RF_PARAM_SOURCE, 12, "source", RF_SOURCE_SYNTHETIC,
+           RF_SOURCE_SYNTHETIC, RF_SOURCE_SYNTHETIC_JPEG,
+           "synthetic empty path synthetic-jpeg",
+           "where samples come from (path: set by rf_config_set_path)"),
+    NUMBER(RF_PARAM_SAMPLES, 13, "samples", 10000, 1, POW2(38),
+           "a synthetic or empty source's samples per epoch"),
+    NUMBER(RF_PARAM_CLASSES, 14, "classes", 1000, 1, POW2(31),
+           "a synthetic or empty source's labels are 0..classes-1"),
+    FLAG(RF_PARAM_INDEX_CACHE, 35, "index_cache", 0,
+         "folder: 1 keeps its listing in FOLDER/.ringfeed-index"),
+    /* Decode and augmentation */
+    CHOICE(RF_PARAM_TRANSFORM, 24, "transform", RF_TRANSFORM_TRAIN,
+           RF_TRANSFORM_NONE, RF_TRANSFORM_EVAL, "none train eval",
+           "how each image is cut to the output size"),
+    NUMBER(RF_PARAM_RESIZE, 25, "resize", 0, 0, 65536,
+           "eval: short side before the centre crop; 0 = 8/7 of the output"),
+    NUMBER(RF_PARAM_MIN_SCALE_PPM, 26, "min_scale_ppm", 80000, 1, 1000000,
+           "train: smallest crop area, per million of the image"),
+    FLAG(RF_PARAM_FLIP, 27, "flip", 1,
+         "train: 1 flips half the samples horizontally"),
+    FLAG(RF_PARAM_DCT_SCALING, 42, "dct_scaling", 1,
+         "1: decode at a smaller DCT scale where the crop allows; 0: in "
+         "full, PIL's pixels"),
+    FLAG(RF_PARAM_EXIF_ORIENTATION, 34, "exif_orientation", 0,
+         "1: apply the EXIF orientation tag; 0: ignore it, as torchvision"),
+    /* Bad input */
+    CHOICE(RF_PARAM_ON_ERROR, 28, "on_error", RF_ON_ERROR_FAIL,
+           RF_ON_ERROR_FAIL, RF_ON_ERROR_SKIP, "fail skip",
+           "a sample that does not decode: end the run, or leave it out"),
+    NUMBER(RF_PARAM_MAX_ERRORS, 29, "max_errors", 0, 0, INT64_MAX,
+           "skip: fail once more samples than this failed; 0 = no limit"),
+    NUMBER(RF_PARAM_MAX_ERROR_PPM, 30, "max_error_ppm", 10000, 0, 1000000,
+           "skip: fail once an epoch's failures exceed this, per million"),
+    NUMBER(RF_PARAM_MAX_PIXELS, 31, "max_pixels", 89478485, 1, POW2(40),
+           "refuse images with more pixels (PIL's limit by default)"),
+    NUMBER(RF_PARAM_MAX_SCANS, 32, "max_scans", 100, 1, 100000,
+           "refuse progressive JPEGs with more scans"),
+    NUMBER(RF_PARAM_MAX_DECODE_MEMORY, 40, "max_decode_memory", POW2(30),
+           POW2(20), POW2(40), "refuse JPEGs whose decode needs more bytes"),
+    FLAG(RF_PARAM_JPEG_WARNINGS, 33, "jpeg_warnings", 0,
+         "1: accept an image libjpeg warned about; 0: fail the sample"),
+    /* Faults */
+    CHOICE(RF_PARAM_ON_PRODUCER_DEATH, 36, "on_producer_death",
+           RF_ON_DEATH_RESPAWN, RF_ON_DEATH_RESPAWN, RF_ON_DEATH_FAIL,
+           "respawn fail", "a dead producer: replace it, or end the run"),
+    NUMBER(RF_PARAM_MAX_RESPAWNS, 37, "max_respawns", 1000, 0, INT64_MAX,
+           "respawn: most producers replaced within one window"),
+    NUMBER(RF_PARAM_RESPAWN_WINDOW_S, 41, "respawn_window_s", 3600, 1, POW2(31),
+           "the window max_respawns counts in, in seconds"),
+    NUMBER(RF_PARAM_BATCH_TIMEOUT_MS, 38, "batch_timeout_ms", 0, 0, POW2(40),
+           "kill a producer that owes batches and delivers none this "
+           "long; 0 = never"),
+    FLAG(RF_PARAM_QUIET, 39, "quiet", 0,
+         "1: only count replaced producers; 0: report each"),
+    /* Processes */
+    NUMBER(RF_PARAM_PRODUCERS, 6, "producers", 0, 0, 1024,
+           "producer processes; 0 = one per CPU of the affinity mask"),
+    NUMBER(RF_PARAM_SLOTS, 7, "slots", 0, 0, 65536,
+           "batches in the ring; 0 = 3 per producer, at least 4"),
+    CHOICE(RF_PARAM_START_MODE, 16, "start_mode", RF_START_SPAWN,
+           RF_START_SPAWN, RF_START_FORK, "spawn fork",
+           "how producers start: posix_spawn of the helper, or fork()"),
+    NUMBER(RF_PARAM_SPIN_NS, 17, "spin_ns", 20000, 0, 1000000000,
+           "ns a waiting side spins before it sleeps in the kernel"),
+    FLAG(RF_PARAM_PIN_PRODUCERS, 18, "pin_producers", 1,
+         "1: pin producer i to the i-th CPU of the affinity mask"),
 };
 
+#define RULES (sizeof(rules) / sizeof(rules[0]))
+
+/* The rule of param, given by its banded or its 0.1 number (the two
+ * ranges never meet), or NULL. A search: the table is short, and no call
+ * that takes a parameter is on a hot path. */
 static const struct param_rule *rule_of(rf_param param)
 {
-    if ((unsigned)param >= RF__PARAMS || !rules[param].name)
-        return NULL;
-    return &rules[param];
+    for (size_t i = 0; i < RULES; i++)
+        if (rules[i].param == param || rules[i].old == (int)param)
+            return &rules[i];
+    return NULL;
+}
+
+static void describe(const struct param_rule *r, rf_param_info *info)
+{
+    *info = (rf_param_info){
+        .param = r->param,
+        .kind = r->kind,
+        .name = r->name,
+        .doc = r->doc,
+        .choices = r->choices,
+        .default_value = r->def,
+        .min = r->min,
+        .max = r->max,
+    };
+}
+
+int rf_param_at(unsigned index, rf_param_info *info)
+{
+    if (!info)
+        return -EINVAL;
+    if (index >= RULES)
+        return -ERANGE;
+    describe(&rules[index], info);
+    return 0;
+}
+
+int rf_param_lookup(rf_param param, rf_param_info *info)
+{
+    const struct param_rule *r = rule_of(param);
+    if (!r || !info)
+        return -EINVAL;
+    describe(r, info);
+    return 0;
+}
+
+bool rf__param_range(rf_param param, int64_t *min, int64_t *max)
+{
+    const struct param_rule *r = rule_of(param);
+    if (!r)
+        return false;
+    *min = r->min;
+    *max = r->max;
+    return true;
 }
 
 rf_config *rf_config_create(void)
@@ -83,9 +206,8 @@ rf_config *rf_config_create(void)
     rf_config *cfg = calloc(1, sizeof(*cfg));
     if (!cfg)
         return NULL;
-    for (unsigned p = 0; p < RF__PARAMS; p++)
-        if (rules[p].name)
-            cfg->params[p] = rules[p].def;
+    for (size_t i = 0; i < RULES; i++)
+        cfg->params[rules[i].param] = rules[i].def;
     return cfg;
 }
 
@@ -111,26 +233,17 @@ int rf_config_set(rf_config *cfg, rf_param param, int64_t value)
                    (long long)r->max);
         return -EINVAL;
     }
-    cfg->params[param] = value;
+    cfg->params[r->param] = value;
     cfg->error[0] = '\0';
     return 0;
 }
 
-bool rf__param_range(rf_param param, int64_t *min, int64_t *max)
+int rf_config_get(const rf_config *cfg, rf_param param, int64_t *value)
 {
     const struct param_rule *r = rule_of(param);
     if (!r)
-        return false;
-    *min = r->min;
-    *max = r->max;
-    return true;
-}
-
-int rf_config_get(const rf_config *cfg, rf_param param, int64_t *value)
-{
-    if (!rule_of(param))
         return -EINVAL;
-    *value = cfg->params[param];
+    *value = cfg->params[r->param];
     return 0;
 }
 

@@ -1,6 +1,8 @@
 /*
  * params.h - struct rf_config (what rf_config_* in include/ringfeed.h set
- * and read) and the library's view of the parameter rules in params.c.
+ * and read) and the library's view of the parameter table in params.c:
+ * the one place where each parameter's name, default, range and doc
+ * live.
  */
 #ifndef RF_COMMON_PARAMS_H
 #define RF_COMMON_PARAMS_H
@@ -11,11 +13,21 @@
 #include "common/text.h"
 #include "ringfeed.h"
 
-#define RF__PARAMS 64 /* room for rf_param values 0..63 */
+/* Parameters are numbered in bands of RF__PARAM_BAND, one per area
+ * (ringfeed.h); the first band starts at RF__PARAM_FIRST, above the old
+ * numbers 1..42, so the two never meet. */
+#define RF__PARAM_FIRST 64
+#define RF__PARAM_BAND 16
+#define RF__PARAM_AREAS 7
+/* Room for every banded number: arrays of parameter values (the config,
+ * the loader's resolved copy, the control segment) are indexed by
+ * rf_param directly. */
+#define RF__PARAMS (RF__PARAM_FIRST + RF__PARAM_AREAS * RF__PARAM_BAND)
+
 #define RF__PATH_MAX 4096
 
 struct rf_config {
-    int64_t params[RF__PARAMS]; /* indexed by rf_param */
+    int64_t params[RF__PARAMS]; /* indexed by rf_param (banded numbers) */
     char path[RF__PATH_MAX];    /* RF_SOURCE_PATH's dataset */
     rf_message_fn message_fn;   /* NULL: the default (stderr, guarded) */
     void *message_user;
