@@ -13,7 +13,8 @@
  * that names the file (and, for a size the file cannot hold, the field
  * and both numbers). An index cache whose listing is a hole is refused
  * without being copied. Listing 20,000 files is timed (printed, not
- * asserted).
+ * asserted). Setup makes the folder tree and the test pack once, in a
+ * scratch folder; the cases that change them work on copies.
  */
 #include "config.h"
 
@@ -36,9 +37,11 @@
 #include "common/internal.h"
 #include "source/dataset.h"
 #include "source/pack.h"
+#include "harness.h"
+#include "scratch.h"
 #include "test.h"
 
-static char base[256]; /* the temporary folder of this run */
+static char base[256]; /* the scratch folder of this run (setup) */
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -63,14 +66,6 @@ static void make_dir(const char *path)
     }
 }
 
-static void write_file(const char *path, const void *data, size_t size)
-{
-    const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    CHECK(fd >= 0);
-    CHECK_EQ(write(fd, data, size), (long long)size);
-    close(fd);
-}
-
 /* Writes "contents of <name>" into the file, so reads can be checked. */
 static void make_file(const char *rel)
 {
@@ -82,19 +77,6 @@ static void make_file(const char *rel)
 static void make_link(const char *target, const char *rel)
 {
     CHECK_EQ(symlink(target, at("%s", rel)), 0);
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag,
-                        struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    return flag == FTW_DP ? rmdir(path) : unlink(path);
-}
-
-static void remove_tree(const char *path)
-{
-    CHECK_EQ(nftw(path, remove_entry, 64, FTW_DEPTH | FTW_PHYS), 0);
 }
 
 static double seconds_since(const struct timespec *start)
@@ -304,8 +286,40 @@ static void test_index_cache_never_stale(void)
     CHECK_EQ(cached_size(root), 8);
     printf("index cache: nested, hidden, back-dated changes, a cache file "
            "touched and a re-pointed class link seen\n");
-    test_index_cache_trailer_damage(root, cache, 8);
-    test_index_cache_sparse_listing(root, cache, 8);
+}
+
+/* base/NAME with 3 samples in 2 class folders, and its cache written:
+ * root and cache get their paths. */
+static void make_cached_folder(const char *name, char *root, char *cache,
+                               size_t len)
+{
+    static const char *const files[] = {"c0/a.jpg", "c1/b.jpg", "c1/c.jpg"};
+    rf__format(root, len, "%s", at("%s", name));
+    rf__format(cache, len, "%s/.ringfeed-index", root);
+    make_dir(root);
+    make_dir(at("%s/c0", name));
+    make_dir(at("%s/c1", name));
+    for (size_t i = 0; i < 3; i++) {
+        char rel[64];
+        rf__format(rel, sizeof(rel), "%s/%s", name, files[i]);
+        make_file(rel);
+    }
+    CHECK_EQ(cached_size(root), 3);
+    CHECK_EQ(access(cache, R_OK), 0);
+}
+
+static void test_index_cache_damaged_trailer(void)
+{
+    char root[1024], cache[1024];
+    make_cached_folder("trailer", root, cache, sizeof(root));
+    test_index_cache_trailer_damage(root, cache, 3);
+}
+
+static void test_index_cache_sparse(void)
+{
+    char root[1024], cache[1024];
+    make_cached_folder("sparse", root, cache, sizeof(root));
+    test_index_cache_sparse_listing(root, cache, 3);
 }
 
 /* Entries of folder other than its class folders c0..c9 and the cache:
@@ -340,11 +354,8 @@ static void test_index_cache_killed_leaves_nothing(void)
     rf__format(cache, sizeof(cache), "%s", at("killed/.ringfeed-index"));
     make_dir(root);
     const int probe = open(root, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
-    if (probe < 0) {
-        printf("index cache killed: skipped, no O_TMPFILE here (%s)\n",
-               strerror(errno));
-        return;
-    }
+    if (probe < 0)
+        TEST_SKIP_BECAUSE("no O_TMPFILE in %s (%s)", root, strerror(errno));
     close(probe);
     for (int c = 0; c < 10; c++) {
         make_dir(at("killed/c%d", c));
@@ -852,7 +863,9 @@ static void add_refusals(rf_pack_writer *w)
     check_dictionary_refusal(w);
 }
 
-static void write_test_pack(const char *path)
+/* The test pack at path; with `refusals`, the writer's refusals are
+ * checked half-way (each must leave the writer as it was). */
+static void write_test_pack(const char *path, bool refusals)
 {
     rf_pack_writer *w = NULL;
     char *why = NULL;
@@ -861,7 +874,7 @@ static void write_test_pack(const char *path)
                                    &why));
     for (size_t i = 0; i < PACK_SAMPLES; i++) {
         add_or_die(w, &pack_samples[i]);
-        if (i == 1)
+        if (i == 1 && refusals)
             add_refusals(w);
     }
     CHECK(access(path, F_OK) != 0); /* not there until finished */
@@ -869,7 +882,9 @@ static void write_test_pack(const char *path)
     if (rc < 0)
         fprintf(stderr, "finish: %s\n", why);
     CHECK_OK(rc);
-    CHECK_EQ(access(at("test.pack.tmp"), F_OK), -1);
+    char tmp[1100];
+    rf__format(tmp, sizeof(tmp), "%s.tmp", path);
+    CHECK_EQ(access(tmp, F_OK), -1);
 }
 
 static void check_pack_sample(rf_dataset *ds, size_t i)
@@ -896,9 +911,8 @@ static void check_pack_sample(rf_dataset *ds, size_t i)
 
 static void test_pack_round_trip(void)
 {
-    make_pack_samples();
-    write_test_pack(at("test.pack"));
-    rf_dataset *ds = open_or_die(at("test.pack"));
+    write_test_pack(at("round-trip.pack"), true);
+    rf_dataset *ds = open_or_die(at("round-trip.pack"));
     CHECK_EQ(rf_dataset_size(ds), PACK_SAMPLES);
     CHECK_EQ(rf_dataset_classes(ds), 3);
     for (size_t i = PACK_SAMPLES; i-- > 0;) /* random access */
@@ -1199,15 +1213,28 @@ static void test_pack_damage_to_payloads(const uint8_t *good, size_t size)
     free(bytes);
 }
 
-static void test_pack_damage(void)
+/* One kind of damage to a copy of the test pack. */
+static void damage_test_pack(void (*damage)(const uint8_t *, size_t))
 {
     size_t size;
     uint8_t *good = read_whole(at("test.pack"), &size);
-    test_pack_damage_to_header(good, size);
-    test_pack_damage_to_entries(good, size);
-    test_pack_damage_to_payloads(good, size);
+    damage(good, size);
     free(good);
-    printf("pack: damaged headers, indexes and payloads refused\n");
+}
+
+static void test_pack_damaged_header(void)
+{
+    damage_test_pack(test_pack_damage_to_header);
+}
+
+static void test_pack_damaged_entries(void)
+{
+    damage_test_pack(test_pack_damage_to_entries);
+}
+
+static void test_pack_damaged_payloads(void)
+{
+    damage_test_pack(test_pack_damage_to_payloads);
 }
 
 /* Decodes sample 0 of a zstd pack of RAW_H x RAW_W x RAW_C samples. */
@@ -1448,28 +1475,57 @@ static void test_synthetic_jpeg(void)
            count, (double)bytes / count / 1024, fine, count / seconds);
 }
 
-int main(void)
+static void setup(void)
 {
-    rf__format(base, sizeof(base), "%s/rf-dataset-XXXXXX",
-               getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    CHECK(mkdtemp(base));
-    test_crc32c();
+    scratch_make(base, sizeof(base), "dataset");
     make_tree();
-    test_folder_order();
-    test_names_in_python_order();
-    test_folder_errors();
-    test_index_round_trip();
-    test_index_damage();
-    test_index_cache_never_stale();
-    test_index_cache_killed_leaves_nothing();
-    test_pack_round_trip();
-    test_pack_writer_edges();
-    test_pack_damage();
-    test_pack_dictionary_mismatch_on_decode();
-    test_pack_index_fd();
-    test_pack_truncated_after_open();
-    test_listing_speed();
-    test_synthetic_jpeg();
+    make_pack_samples();
+    write_test_pack(at("test.pack"), false);
+}
+
+static void teardown(void)
+{
     remove_tree(base);
-    return 0;
+}
+
+static const struct test_case cases[] = {
+    {"crc32c", "check value and pieces, hardware and tables", test_crc32c, 10},
+    {"folder", "torchvision's order, labels and class names", test_folder_order,
+     0},
+    {"folder", "class names that are not UTF-8 sort as in Python",
+     test_names_in_python_order, 0},
+    {"folder", "missing, flat and empty folders are refused",
+     test_folder_errors, 0},
+    {"folder", "20,000 files listed (timed)", test_listing_speed, 0},
+    {"listing", "the memfd and an index file give the same samples",
+     test_index_round_trip, 0},
+    {"listing", "damaged, truncated, foreign and planted ones are refused",
+     test_index_damage, 0},
+    {"cache", "never stale: nested, hidden, back-dated, re-pointed",
+     test_index_cache_never_stale, 0},
+    {"cache", "a damaged trailer: listed again",
+     test_index_cache_damaged_trailer, 0},
+    {"cache", "a listing that is a hole: refused, little memory",
+     test_index_cache_sparse, 0},
+    {"cache", "killed while written: nothing left behind",
+     test_index_cache_killed_leaves_nothing, 0},
+    {"pack", "round trip: bytes, labels, names, dictionary, shape",
+     test_pack_round_trip, 0},
+    {"pack", "writer: bad shape, bad folder, abort, empty pack",
+     test_pack_writer_edges, 0},
+    {"pack", "damaged header refused", test_pack_damaged_header, 0},
+    {"pack", "damaged index entries refused", test_pack_damaged_entries, 0},
+    {"pack", "damaged payloads named when read", test_pack_damaged_payloads, 0},
+    {"pack", "another dictionary, named on decode",
+     test_pack_dictionary_mismatch_on_decode, 0},
+    {"pack", "producers share the sealed copy of its index", test_pack_index_fd,
+     0},
+    {"pack", "truncated after open: an error per sample",
+     test_pack_truncated_after_open, 0},
+    {"synthetic", "ImageNet-like JPEGs", test_synthetic_jpeg, 0},
+};
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN_WITH(argc, argv, cases, setup, teardown);
 }
