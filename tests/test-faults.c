@@ -781,6 +781,40 @@ static void test_low_fd_limit_is_refused(void)
     CHECK_EQ(WEXITSTATUS(status), 0);
 }
 
+static volatile sig_atomic_t timer_ticks;
+
+static void count_tick(int sig)
+{
+    (void)sig;
+    timer_ticks++;
+}
+
+/* A timer signal every 50 us (setitimer, a profiler) while open
+ * reserves a 256 MiB ring: tmpfs gives up a reservation on a pending
+ * signal and undoes it, so a loop that only retried could never end. Open
+ * must finish, with the ring, in bounded time. */
+static void test_open_under_timer_signals(void)
+{
+    struct sigaction sa = {.sa_handler = count_tick}; /* no SA_RESTART */
+    sigaction(SIGALRM, &sa, NULL);
+    const struct itimerval every = {{0, 50}, {0, 50}};
+    const struct itimerval off = {{0, 0}, {0, 0}};
+    rf_config *cfg = small_config(1, 100000, 64, 384);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SLOTS, 16)); /* ~450 MB */
+    CHECK_EQ(setitimer(ITIMER_REAL, &every, NULL), 0);
+    const uint64_t start = rf__now_ns();
+    rf_loader *l = test_open_loader(cfg);
+    const uint64_t took_ms = (rf__now_ns() - start) / 1000000;
+    CHECK_EQ(setitimer(ITIMER_REAL, &off, NULL), 0);
+    printf("open under a 50 us timer: %llu ms, %d signals\n",
+           (unsigned long long)took_ms, (int)timer_ticks);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    rf_loader_close(l);
+    rf_config_free(cfg);
+}
+
 /* Points RINGFEED_PRODUCER at `path`; returns the old value (or NULL)
  * for restore_helper(). */
 static char *use_helper(const char *path)
@@ -1624,6 +1658,8 @@ static const struct test_case cases[] = {
     {"death", "consumer death leaves nothing",
      test_consumer_death_leaves_nothing, 0},
     {"start", "low fd limit is refused", test_low_fd_limit_is_refused, 0},
+    {"start", "open finishes under a frequent timer signal",
+     test_open_under_timer_signals, 60},
     {"start", "helper not executable is refused",
      test_helper_not_executable_is_refused, 0},
     {"start", "helper that cannot start is named",
