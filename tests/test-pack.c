@@ -15,7 +15,8 @@
  * memory, by the reader and by `ringfeed-pack --verify`; sizes beyond the
  * file name the field and both numbers; the copy of the metadata takes
  * no memory for zeros; and one cap (1 GiB) bounds a sample in a folder,
- * in a pack and in the writer.
+ * in a pack and in the writer. Each case works in an empty folder of its
+ * own.
  */
 #include "config.h"
 
@@ -35,9 +36,13 @@
 #include "source/atomic-file.h"
 #include "source/dataset.h"
 #include "source/pack.h"
+#include "harness.h"
+#include "scratch.h"
 #include "test.h"
 
-static char base[256]; /* the temporary folder of this run */
+/* The scratch folder of this run (setup), and in it the folder of the
+ * running case, which starts empty: own_folder(). */
+static char scratch[256], base[300];
 
 static const char *at(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
@@ -52,12 +57,12 @@ static const char *at(const char *fmt, ...)
     return path;
 }
 
-static void write_file(const char *path, const void *data, size_t size)
+/* Every case starts in an empty folder of its own, so that what a failed
+ * case left behind cannot fail the next one's counts. */
+static void own_folder(void)
 {
-    const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    CHECK(fd >= 0);
-    CHECK_EQ(write(fd, data, size), (long long)size);
-    close(fd);
+    rf__format(base, sizeof(base), "%s/case-XXXXXX", scratch);
+    CHECK(mkdtemp(base) != NULL);
 }
 
 /* The first `max - 1` bytes of a file, as a string. */
@@ -175,6 +180,7 @@ static void check_pack_holds(const char *path, const char *const *texts,
  * its index into the renamed file and failed). */
 static void test_racing_writers(void)
 {
+    own_folder();
     const char *path = at("same.pack");
     rf_pack_writer *a = create_or_die(path, 0, 0, 0);
     add_text(a, "a0", 0);
@@ -198,6 +204,7 @@ static void test_racing_writers(void)
  * its bytes, and the pack is a file of its own. */
 static void test_planted_link_not_followed(void)
 {
+    own_folder();
     write_file(at("victim"), "victim's bytes", 14);
     CHECK_EQ(symlink(at("victim"), at("out.pack.tmp")), 0);
     rf_pack_writer *w = create_or_die(at("out.pack"), 0, 0, 0);
@@ -231,6 +238,7 @@ static bool folder_has_o_tmpfile(void)
  * until a new one is finished. */
 static void test_abort_leaves_nothing(void)
 {
+    own_folder();
     rf_pack_writer *old = create_or_die(at("kept.pack"), 0, 0, 0);
     add_text(old, "old", 0);
     finish_or_die(old);
@@ -251,6 +259,7 @@ static void test_abort_leaves_nothing(void)
  * committed. */
 static void test_named_fallback(void)
 {
+    own_folder();
     struct rf__atomic_file f;
     char why[RF__DETAIL];
     const char *path = at("named.pack");
@@ -298,6 +307,7 @@ static void check_create_refused(const char *path, int expected,
  * the writer is created. */
 static void test_output_checked_up_front(void)
 {
+    own_folder();
     CHECK_EQ(mkdir(at("folder"), 0755), 0);
     char expected[1100];
     rf__format(expected, sizeof(expected), "%s is a folder", at("folder"));
@@ -343,6 +353,7 @@ static void check_shape_refused(uint32_t height, uint32_t width,
  * with a larger shape could be written but never loaded. */
 static void test_shape_limits(void)
 {
+    own_folder();
     check_shape_refused(100000, 224, 3, "shape 100000 x 224 x 3");
     check_shape_refused(224, 65537, 3, "shape 224 x 65537 x 3");
     check_shape_refused(224, 224, 5, "shape 224 x 224 x 5");
@@ -356,6 +367,7 @@ static void test_shape_limits(void)
  * be decoded, since a loader must be configured for the pack's shape. */
 static void test_jpeg_channels(void)
 {
+    own_folder();
     for (uint32_t channels = 1; channels <= 4; channels++) {
         rf_pack_writer *w = create_or_die(at("jpeg.pack"), 8, 8, channels);
         const int rc = rf_pack_writer_add(w, RF_SAMPLE_JPEG, "\xff\xd8\xff", 3,
@@ -387,6 +399,7 @@ static void test_jpeg_channels(void)
  * then died in rf_config_set() naming no file. */
 static void test_reader_refuses_unloadable_shape(void)
 {
+    own_folder();
     struct rf__pack_header h = {.version = RF__PACK_VERSION,
                                 .header_size = RF__PACK_HEADER_SIZE,
                                 .entry_size = RF__PACK_ENTRY_SIZE,
@@ -436,6 +449,7 @@ static void check_stored_dictionary(const char *path, const void *dict,
  * creates it before training one), but not once samples were added. */
 static void test_set_dictionary(void)
 {
+    own_folder();
     uint8_t dict[300];
     for (size_t i = 0; i < sizeof(dict); i++)
         dict[i] = (uint8_t)(i * 7);
@@ -521,9 +535,10 @@ static void dictionary_without_memory(void)
 
 static void test_dictionary_without_memory(void)
 {
+    own_folder();
 #ifdef ALLOCATOR_ABORTS
-    printf("dictionary: out-of-memory case skipped under a sanitizer, whose "
-           "allocator aborts instead of returning NULL\n");
+    TEST_SKIP_BECAUSE("a sanitizer's allocator aborts instead of returning "
+                      "NULL");
 #else
     /* nothing buffered for the child to print again */
     fflush(stdout);
@@ -535,11 +550,9 @@ static void test_dictionary_without_memory(void)
     int status = 0;
     CHECK_EQ(waitpid(child, &status, 0), child);
     CHECK(WIFEXITED(status));
-    if (WEXITSTATUS(status) == CHILD_SKIPPED) {
-        printf("dictionary: out-of-memory case skipped: the hard address-"
-               "space limit leaves no room for the test\n");
-        return;
-    }
+    if (WEXITSTATUS(status) == CHILD_SKIPPED)
+        TEST_SKIP_BECAUSE("the hard address-space limit leaves no room for "
+                          "the test");
     CHECK_EQ(WEXITSTATUS(status), 0);
     printf("dictionary: no memory for its copy gives -ENOMEM and keeps the "
            "old one\n");
@@ -704,26 +717,32 @@ static const char *pack_tool(char *out, size_t len)
  * refused at the index's first entry that is a hole, in a fraction of a
  * second and without memory to speak of, naming the file and the entry;
  * by rf_dataset_open() and by `ringfeed-pack --verify`. */
-static void test_sparse_pack_refused(void)
+static void test_sparse_pack_refused_by_open(void)
 {
+    own_folder();
     const char *path = make_sparse_pack();
     CHECK_EQ(
         run_measured(open_sparse_pack, NULL, path, NULL, "rf_dataset_open"), 0);
-    char tool[1024];
-    if (!pack_tool(tool, sizeof(tool))) {
-        printf("  ringfeed-pack --verify: skipped (RINGFEED_TOOLS unset)\n");
-    } else {
-        const char *err = at("verify.err");
-        CHECK_EQ(run_measured(verify_sparse_pack, tool, path, err,
-                              "ringfeed-pack --verify"),
-                 1);
-        char text[2048];
-        read_text(err, text, sizeof(text));
-        CHECK_CONTAINS(text, "sparse.pack: index entry 2: it is all zeros");
-        printf("  refused as expected: %s", text);
-    }
     clear_folder();
-    printf("a 6 GiB index claimed in a sparse file: refused at once\n");
+}
+
+static void test_sparse_pack_refused_by_verify(void)
+{
+    own_folder();
+    char tool[1024];
+    if (!pack_tool(tool, sizeof(tool)))
+        TEST_SKIP_BECAUSE("no ringfeed-pack (RINGFEED_TOOLS unset; make check "
+                          "sets it)");
+    const char *path = make_sparse_pack();
+    const char *err = at("verify.err");
+    CHECK_EQ(run_measured(verify_sparse_pack, tool, path, err,
+                          "ringfeed-pack --verify"),
+             1);
+    char text[2048];
+    read_text(err, text, sizeof(text));
+    CHECK_CONTAINS(text, "sparse.pack: index entry 2: it is all zeros");
+    printf("  refused as expected: %s", text);
+    clear_folder();
 }
 
 /* A header's sizes that the file cannot hold name the field and both
@@ -731,6 +750,7 @@ static void test_sparse_pack_refused(void)
  * that claims a 6 GiB index in a file of 4 KiB. */
 static void test_sizes_beyond_the_file(void)
 {
+    own_folder();
     rf_pack_writer *w = create_or_die(at("grown.pack"), 0, 0, 0);
     add_text(w, "a0", 0);
     finish_or_die(w);
@@ -780,6 +800,7 @@ static void test_sizes_beyond_the_file(void)
  * memory than the file holds. */
 static void test_metadata_copy_skips_zeros(void)
 {
+    own_folder();
     static const uint8_t zeros[8u << 20];
     rf_pack_writer *w = create_or_die(at("zeros.pack"), 4, 4, 3);
     CHECK_OK(rf_pack_writer_set_dictionary(w, zeros, sizeof(zeros)));
@@ -877,6 +898,7 @@ static void check_folder_sample_cap(void)
  * must be. */
 static void test_one_sample_cap(void)
 {
+    own_folder();
     const size_t big = (size_t)RF__SAMPLE_MAX + 1;
     void *none = mmap(NULL, big, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(none != MAP_FAILED);
@@ -897,25 +919,47 @@ static void test_one_sample_cap(void)
            "writer\n");
 }
 
-int main(void)
+static void setup(void)
 {
-    rf__format(base, sizeof(base), "%s/rf-pack-XXXXXX",
-               getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    CHECK(mkdtemp(base));
-    test_racing_writers();
-    test_planted_link_not_followed();
-    test_abort_leaves_nothing();
-    test_named_fallback();
-    test_output_checked_up_front();
-    test_shape_limits();
-    test_jpeg_channels();
-    test_reader_refuses_unloadable_shape();
-    test_set_dictionary();
-    test_dictionary_without_memory();
-    test_sparse_pack_refused();
-    test_sizes_beyond_the_file();
-    test_metadata_copy_skips_zeros();
-    test_one_sample_cap();
-    CHECK_EQ(rmdir(base), 0);
-    return 0;
+    scratch_make(scratch, sizeof(scratch), "pack");
+}
+
+static void teardown(void)
+{
+    remove_tree(scratch);
+}
+
+static const struct test_case cases[] = {
+    {"write", "two writers of one path: each whole, the last wins",
+     test_racing_writers, 0},
+    {"write", "a link planted at PATH.tmp is not followed",
+     test_planted_link_not_followed, 0},
+    {"write", "abort leaves nothing, the old pack untouched",
+     test_abort_leaves_nothing, 0},
+    {"write", "the named fallback, without O_TMPFILE", test_named_fallback, 0},
+    {"write", "the output is checked when the writer is created",
+     test_output_checked_up_front, 0},
+    {"shape", "the writer takes the loader's limits", test_shape_limits, 0},
+    {"shape", "JPEGs only in packs of 1 or 3 channels", test_jpeg_channels, 0},
+    {"shape", "the reader refuses one no loader takes",
+     test_reader_refuses_unloadable_shape, 0},
+    {"dictionary", "set after create, refused after the first sample",
+     test_set_dictionary, 0},
+    {"dictionary", "no memory for its copy: -ENOMEM, the old one kept",
+     test_dictionary_without_memory, 0},
+    {"sizes", "a 6 GiB index in a sparse file: rf_dataset_open",
+     test_sparse_pack_refused_by_open, 0},
+    {"sizes", "a 6 GiB index in a sparse file: ringfeed-pack --verify",
+     test_sparse_pack_refused_by_verify, 0},
+    {"sizes", "beyond the file: the field and both numbers named",
+     test_sizes_beyond_the_file, 0},
+    {"sizes", "the metadata copy holds no pages of zeros",
+     test_metadata_copy_skips_zeros, 0},
+    {"sizes", "one 1 GiB cap for folders, packs and the writer",
+     test_one_sample_cap, 0},
+};
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN_WITH(argc, argv, cases, setup, teardown);
 }
