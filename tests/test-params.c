@@ -9,7 +9,8 @@
  *     from 0.1's header, not taken from the table), each parameter lies in
  *     its area's band, and numbers that name nothing are refused;
  *   - docs: ringfeed.h's comment on each parameter states the table's
- *     number, old number, default and range.
+ *     number, old number, default and range;
+ *   - bench: `ringfeed-bench --help` shows the table's defaults.
  */
 #include "config.h"
 
@@ -417,6 +418,81 @@ static void header_states_the_table(void)
     free(header);
 }
 
+/* ---- ringfeed-bench --help ---------------------------------------------- */
+
+/* The line of `help` that describes --option (one that starts with it),
+ * into line. */
+static bool help_line(const char *help, const char *option, char *line,
+                      size_t len)
+{
+    char start[64];
+    snprintf(start, sizeof(start), "\n  --%s ", option);
+    const char *at = strstr(help, start);
+    if (!at)
+        return false;
+    at++; /* past the newline */
+    snprintf(line, len, "%.*s", (int)strcspn(at, "\n"), at);
+    return true;
+}
+
+static char *bench_help(void)
+{
+    const char *tools = getenv("RINGFEED_TOOLS");
+    if (!tools)
+        TEST_SKIP_BECAUSE("$RINGFEED_TOOLS is not set (make check sets it)");
+    char command[4096];
+    snprintf(command, sizeof(command), "'%s/ringfeed-bench' --help", tools);
+    FILE *p = popen(command, "r");
+    CHECK(p);
+    static char help[1 << 16];
+    const size_t n = fread(help, 1, sizeof(help) - 1, p);
+    help[n] = '\0';
+    CHECK_EQ(pclose(p), 0);
+    return help;
+}
+
+static void bench_help_shows_the_defaults(void)
+{
+    static const struct {
+        const char *option;
+        rf_param param;
+    } options[] = {
+        {"producers", RF_PARAM_PRODUCERS},
+        {"slots", RF_PARAM_SLOTS},
+        {"epochs", RF_PARAM_EPOCHS},
+        {"samples", RF_PARAM_SAMPLES},
+        {"size", RF_PARAM_HEIGHT},
+        {"channels", RF_PARAM_CHANNELS},
+        {"classes", RF_PARAM_CLASSES},
+        {"spin-ns", RF_PARAM_SPIN_NS},
+        {"max-errors", RF_PARAM_MAX_ERRORS},
+        {"max-error-ppm", RF_PARAM_MAX_ERROR_PPM},
+        {"seed", RF_PARAM_SEED},
+        {"source", RF_PARAM_SOURCE},
+        {"transform", RF_PARAM_TRANSFORM},
+        {"on-error", RF_PARAM_ON_ERROR},
+        {"layout", RF_PARAM_LAYOUT},
+    };
+    const char *help = bench_help();
+    for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+        rf_param_info info;
+        CHECK_OK(rf_param_lookup(options[i].param, &info));
+        char line[1024], want[128];
+        CHECK(help_line(help, options[i].option, line, sizeof(line)));
+        if (info.kind == RF_PARAM_KIND_CHOICE) {
+            const char *w = info.choices;
+            for (int64_t k = info.min; k < info.default_value; k++)
+                w = strchr(w, ' ') + 1;
+            snprintf(want, sizeof(want), "(default %.*s)", (int)strcspn(w, " "),
+                     w);
+        } else {
+            snprintf(want, sizeof(want), "(default %lld)",
+                     (long long)info.default_value);
+        }
+        CHECK_CONTAINS(line, want);
+    }
+}
+
 static const struct test_case cases[] = {
     {"table", "defaults are what rf_config_create gives",
      defaults_are_what_create_gives, 0},
@@ -432,6 +508,8 @@ static const struct test_case cases[] = {
     {"abi", "other numbers are refused", other_numbers_are_refused, 0},
     {"docs", "ringfeed.h states numbers, defaults and ranges",
      header_states_the_table, 0},
+    {"bench", "ringfeed-bench --help shows the table's defaults",
+     bench_help_shows_the_defaults, 60},
 };
 
 int main(int argc, char **argv)

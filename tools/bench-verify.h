@@ -1,0 +1,42 @@
+/*
+ * tools/bench-verify.h - ringfeed-bench --verify: checks every batch a
+ * loader hands out (its order, shape, labels, sample indices and pixels)
+ * against what the source makes, and counts what is missing, duplicated
+ * or corrupt.
+ */
+#ifndef RINGFEED_TOOLS_BENCH_VERIFY_H
+#define RINGFEED_TOOLS_BENCH_VERIFY_H
+
+#include <stdint.h>
+
+#include <ringfeed.h>
+
+#include "bench-options.h"
+
+struct verifier;
+
+/* What a run's verification found, in samples. */
+struct verify_counts {
+    uint64_t verified, missing, duplicated, corrupt;
+};
+
+/* A verifier for the run o describes; NULL after saying why. Made before
+ * the loader opens, so that its set-up is not timed. */
+struct verifier *verifier_create(const struct bench_options *o);
+
+/* NULL is fine. */
+void verifier_free(struct verifier *v);
+
+/* Checks one batch, describing the first failures on stderr. Returns 0,
+ * or -ENOMEM when an epoch's record cannot be allocated. */
+int verify_batch(struct verifier *v, const rf_batch *b);
+
+/* After the last batch: epochs left open, or never begun, lack samples. */
+void verifier_finish(struct verifier *v);
+
+/* Prints the verdict; returns how many problems were found. */
+uint64_t verifier_report(const struct verifier *v);
+
+void verifier_counts(const struct verifier *v, struct verify_counts *out);
+
+#endif
