@@ -7,8 +7,8 @@
  * cgroup's 100 MB limit must be refused at open with -ENOMEM and a
  * message naming the cgroup's file, not be killed by the OOM killer; and
  * a real CPU quota must read back as written. The real part needs root
- * and a writable cgroup hierarchy; without them the test prints why and
- * exits 77 (skipped) once the made-up cases have passed.
+ * and a writable cgroup hierarchy; without them those two cases skip,
+ * saying why, and the made-up ones still run.
  */
 #include "config.h"
 
@@ -22,11 +22,12 @@
 
 #include "common/cgroup.h"
 #include "common/internal.h"
+#include "harness.h"
+#include "scratch.h"
 #include "test.h"
 
-static char base[RF__PATH_MAX]; /* the temporary folder */
-static int cases;               /* made-up hierarchies so far */
-static char skipped[1024];      /* why real cases did not run */
+static char base[RF__PATH_MAX]; /* the scratch folder (setup) */
+static int hierarchies;         /* made-up ones so far, in this case */
 
 #define V1_NO_LIMIT "9223372036854771712"
 
@@ -55,7 +56,8 @@ static void fake(const char *cgroup, const char *mountinfo, char *root,
                  char *proc)
 {
     char dir[RF__PATH_MAX];
-    rf__format(dir, RF__PATH_MAX, "%s/case-%d", base, ++cases);
+    rf__format(dir, RF__PATH_MAX, "%s/case-%d-%d", base, (int)getpid(),
+               ++hierarchies);
     rf__format(root, RF__PATH_MAX, "%s/root", dir);
     rf__format(proc, RF__PATH_MAX, "%s/proc", dir);
     put(dir, "proc/cgroup", cgroup);
@@ -295,14 +297,6 @@ static void test_nothing_mounted(void)
     CHECK(quota_at("/nonexistent", root, where) == 0);
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag,
-                        struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    return flag == FTW_DP ? rmdir(path) : unlink(path);
-}
-
 /* ---- a real cgroup ------------------------------------------------------- */
 
 #define LIMIT (UINT64_C(100) << 20)
@@ -311,20 +305,18 @@ static char made[RF__PATH_MAX]; /* the cgroup this test created, if any */
 static pid_t maker;             /* the process that created it */
 static int made_version;
 
-/* Records why a real case did not run; returns 0 for the caller to
- * return. */
-static int skip(const char *what, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static int skip(const char *what, const char *fmt, ...)
+/* Skips the running real case, saying why; the cgroup made, if any, is
+ * removed on the way out (remove_made() runs at exit). */
+static void skip(const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+static void skip(const char *what, const char *fmt, ...)
 {
     char why[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    const size_t used = strlen(skipped);
-    rf__format(skipped + used, sizeof(skipped) - used, "  %s: %s\n", what, why);
-    return 0;
+    TEST_SKIP_BECAUSE("%s: %s", what, why);
 }
 
 /* Writes text to folder/file in one write(), as cgroup files want it.
@@ -370,19 +362,19 @@ static bool has_file(const char *folder, const char *file)
  * controller down (v2 hands down none from a cgroup that holds processes,
  * except at the root), of the nearest cgroup above it that does. It
  * enables no controller anywhere: that would change the machine for
- * everything else on it. Sets made and made_version; 0 with a reason
- * recorded when it cannot. */
+ * everything else on it. Sets made and made_version; skips the case,
+ * saying why, when it cannot. */
 static int make_cgroup(const char *what, const char *controller,
                        const char *probe_v1, const char *probe_v2)
 {
     static bool cleanup_registered;
     if (geteuid() != 0)
-        return skip(what, "not root: the test cannot create a cgroup");
+        skip(what, "not root: the test cannot create a cgroup");
     char parent[RF__PATH_MAX];
     made_version = rf__cgroup_folder_at("/proc/self", "", controller, parent,
                                         sizeof(parent));
     if (made_version == 0)
-        return skip(what, "no cgroup hierarchy with %s is mounted", controller);
+        skip(what, "no cgroup hierarchy with %s is mounted", controller);
     const char *probe = made_version == 1 ? probe_v1 : probe_v2;
     maker = getpid();
     if (!cleanup_registered)
@@ -393,20 +385,19 @@ static int make_cgroup(const char *what, const char *controller,
         rf__format(folder, sizeof(folder), "%s/ringfeed-test-%d-%s", parent,
                    (int)getpid(), controller);
         if (mkdir(folder, 0755) != 0)
-            return skip(what, "cannot create %s: %s", folder, strerror(errno));
+            skip(what, "cannot create %s: %s", folder, strerror(errno));
         rf__format(made, sizeof(made), "%s", folder);
         if (has_file(made, probe))
             return made_version;
         remove_made();
         *strrchr(parent, '/') = '\0';
     }
-    return skip(what, "no cgroup here hands down the %s controller",
-                controller);
+    skip(what, "no cgroup here hands down the %s controller", controller);
 }
 
 /* Runs fn in a child process moved into the cgroup made, then removes
- * that cgroup. Returns the child's wait status, or -1 with a reason
- * recorded when it could not be moved in. */
+ * that cgroup. Returns the child's wait status; skips the case, saying
+ * why, when the child could not be moved in. */
 static int run_inside(const char *what, void (*fn)(void))
 {
     int go[2];
@@ -434,11 +425,9 @@ static int run_inside(const char *what, void (*fn)(void))
     char folder[RF__PATH_MAX];
     rf__format(folder, sizeof(folder), "%s", made);
     remove_made();
-    if (moved < 0) {
+    if (moved < 0)
         skip(what, "cannot move a process into %s: %s", folder,
              strerror(-moved));
-        return -1;
-    }
     return status;
 }
 
@@ -486,27 +475,20 @@ static void open_ring_over_limit(void)
     rf_config_free(cfg);
 }
 
-static bool test_real_memory(void)
+static void test_real_memory(void)
 {
     const char *what = "real memory limit";
-    if (!make_cgroup(what, "memory", "memory.limit_in_bytes", "memory.max"))
-        return false;
+    make_cgroup(what, "memory", "memory.limit_in_bytes", "memory.max");
     char limit[32];
     rf__format(limit, sizeof(limit), "%llu", (unsigned long long)LIMIT);
     const int set = write_to(
         made, made_version == 1 ? "memory.limit_in_bytes" : "memory.max",
         limit);
-    if (set < 0) {
+    if (set < 0)
         skip(what, "cannot set the limit of %s: %s", made, strerror(-set));
-        remove_made();
-        return false;
-    }
     const int status = run_inside(what, open_ring_over_limit);
-    if (status == -1)
-        return false;
     check_child(what, status);
     printf("%s: refused at open (cgroup v%d)\n", what, made_version);
-    return true;
 }
 
 static double quota_wanted; /* CPUs, set before the child starts */
@@ -522,7 +504,7 @@ static void read_quota(void)
     CHECK_SAME(where, want);
 }
 
-static bool test_real_cpu(void)
+static void test_real_cpu(void)
 {
     const char *what = "real CPU quota";
     char where[RF__CGROUP_WHERE_MAX];
@@ -532,9 +514,8 @@ static bool test_real_cpu(void)
     if (above > 0 && above <= 0.25)
         quota_us = (long long)(above * 100000 / 2);
     if (quota_us < 1000)
-        return skip(what, "the quota above (%g CPUs) is too small", above);
-    if (!make_cgroup(what, "cpu", "cpu.cfs_quota_us", "cpu.max"))
-        return false;
+        skip(what, "the quota above (%g CPUs) is too small", above);
+    make_cgroup(what, "cpu", "cpu.cfs_quota_us", "cpu.max");
     quota_wanted = (double)quota_us / 100000;
     char text[64];
     int set;
@@ -547,40 +528,39 @@ static bool test_real_cpu(void)
         rf__format(text, sizeof(text), "%lld 100000", quota_us);
         set = write_to(made, "cpu.max", text);
     }
-    if (set < 0) {
+    if (set < 0)
         skip(what, "cannot set the quota of %s: %s", made, strerror(-set));
-        remove_made();
-        return false;
-    }
     const int status = run_inside(what, read_quota);
-    if (status == -1)
-        return false;
     check_child(what, status);
     printf("%s: %g CPUs read back (cgroup v%d)\n", what, quota_wanted,
            made_version);
-    return true;
 }
 
-int main(void)
+static void setup(void)
 {
-    rf__format(base, sizeof(base), "%s/rf-cgroup-XXXXXX",
-               getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    CHECK(mkdtemp(base));
-    test_v1_memory();
-    test_v1_cpu();
-    test_v2();
-    test_container_mount();
-    test_hybrid();
-    test_nothing_mounted();
-    CHECK_EQ(nftw(base, remove_entry, 64, FTW_DEPTH | FTW_PHYS), 0);
-    printf("made-up hierarchies: %d cases passed\n", cases);
-    const bool memory = test_real_memory();
-    const bool cpu = test_real_cpu();
-    if (!memory || !cpu) {
-        printf("skipped, the made-up cases passed but not every real one "
-               "ran:\n%s",
-               skipped);
-        return TEST_SKIP;
-    }
-    return 0;
+    scratch_make(base, sizeof(base), "cgroup");
+}
+
+static void teardown(void)
+{
+    remove_tree(base);
+}
+
+static const struct test_case cases[] = {
+    {"made-up", "v1 memory: nested limits, usage, no limit", test_v1_memory,
+     10},
+    {"made-up", "v1 CPU quota, set only above", test_v1_cpu, 10},
+    {"made-up", "v2: memory.max, cpu.max, \"max\"", test_v2, 10},
+    {"made-up", "a container's mount shows its own subtree",
+     test_container_mount, 10},
+    {"made-up", "hybrid: v1 memory, v2 for the rest", test_hybrid, 10},
+    {"made-up", "nothing mounted", test_nothing_mounted, 10},
+    {"real", "a ring over a 100 MB memory limit is refused at open",
+     test_real_memory, 0},
+    {"real", "a CPU quota reads back as written", test_real_cpu, 0},
+};
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN_WITH(argc, argv, cases, setup, teardown);
 }
