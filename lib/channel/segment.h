@@ -18,7 +18,7 @@
 #include "channel/atomics.h"
 #include "channel/ring.h"
 #include "common/internal.h"
-#include "consumer/breakers.h"
+#include "channel/broken-list.h"
 
 #define RF__MAGIC UINT64_C(0x31444546474e4952) /* "RINGFED1" */
 #define RF__ABI_VERSION 4u

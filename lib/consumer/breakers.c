@@ -1,7 +1,8 @@
 /*
  * breakers.c - counts the producers each sample (or batch) crashed or
  * hung, and the list of condemned samples producers leave out (see
- * breakers.h). Owns nothing but the records it is handed.
+ * breakers.h; the list's layout and its reader are
+ * channel/broken-list.h's). Owns nothing but the records it is handed.
  */
 #include "config.h"
 
@@ -75,15 +76,4 @@ int rf__breakers_condemn(struct rf__breakers *b, uint64_t sample,
     b->condemned[b->condemned_count++] = sample;
     rf__breakers_publish(b, shared);
     return 0;
-}
-
-bool rf__broken_contains(const struct rf__broken_list *shared, uint64_t sample)
-{
-    uint32_t n = rf__load_acquire32(&shared->count);
-    if (n > RF__BROKEN_MAX)
-        n = RF__BROKEN_MAX; /* garbage: read no further than the list */
-    for (uint32_t i = 0; i < n; i++)
-        if (rf__load_relaxed64(&shared->index[i]) == sample)
-            return true;
-    return false;
 }

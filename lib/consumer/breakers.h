@@ -10,23 +10,24 @@
  *
  * A sample that reaches RF__BREAKER_DEATHS is condemned. With the skip
  * policy the consumer lists it in the control segment (struct
- * rf__broken_list), and whichever producer fills its batch next leaves it
- * out as a failed sample; with the fail policy the run ends naming it.
+ * rf__broken_list, channel/broken-list.h), and whichever producer fills its
+ * batch next leaves it out as a failed sample; with the fail policy the run
+ * ends naming it.
  */
 #ifndef RF_BREAKERS_H
 #define RF_BREAKERS_H
 
-#include <stdbool.h>
 #include <stdint.h>
 
-/* Deaths that condemn a sample, or end the run for a batch whose deaths
- * no sample can be blamed for. */
-#define RF__BREAKER_DEATHS 3
+#include "channel/broken-list.h"
+
+/* RF__BREAKER_DEATHS (channel/broken-list.h, which producers read too)
+ * condemns a sample, or ends the run for a batch whose deaths no sample
+ * can be blamed for. */
+
 /* Records the consumer keeps; when all are taken, the one with the
  * fewest deaths makes room. */
 #define RF__BREAKERS_MAX 64
-/* Condemned samples the control segment can list. */
-#define RF__BROKEN_MAX 64
 
 enum rf__breaker_kind { RF__BREAKER_SAMPLE = 1, RF__BREAKER_BATCH = 2 };
 
@@ -34,16 +35,6 @@ struct rf__breaker {
     uint64_t key;    /* dataset index, or batch sequence number */
     uint32_t kind;   /* enum rf__breaker_kind; 0: unused */
     uint32_t deaths; /* producers it crashed or hung */
-};
-
-/* Shared: written by the consumer only, read by every producer before
- * each sample. A producer that scribbles here can only make others leave
- * out samples it names; the consumer rewrites the list from its own copy
- * whenever it changes and before each replacement starts. */
-struct rf__broken_list {
-    _Atomic uint32_t count; /* entries valid, 0..RF__BROKEN_MAX */
-    uint32_t reserved_;
-    _Atomic uint64_t index[RF__BROKEN_MAX];
 };
 
 /* The consumer's record. Zeroed memory is an empty one. */
@@ -71,9 +62,5 @@ int rf__breakers_condemn(struct rf__breakers *b, uint64_t sample,
 /* Writes the consumer's list over whatever `shared` holds now. */
 void rf__breakers_publish(const struct rf__breakers *b,
                           struct rf__broken_list *shared);
-
-/* Producer: whether `shared` lists `sample`. One relaxed load while
- * nothing is condemned: cheap enough for every sample. */
-bool rf__broken_contains(const struct rf__broken_list *shared, uint64_t sample);
 
 #endif /* RF_BREAKERS_H */

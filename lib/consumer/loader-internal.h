@@ -22,6 +22,7 @@
 #include "common/internal.h"
 #include "consumer/breakers.h"
 #include "consumer/failures.h"
+#include "consumer/spawn.h"
 
 /* Where a slot is (see above); every change of place is one of the
  * transitions delivery.c and deaths.c make. */

@@ -2,9 +2,20 @@
  * spawn.c - starting, watching and reaping producer processes. Owns the
  * child records it is handed, nothing else. No threads: death is noticed
  * through each child's pidfd, which the consumer polls.
+ *
+ * The layers depend one way: common/ on nothing, channel/, source/ and
+ * decode/ on common/, producer/ and consumer/ on those, and consumer/
+ * never on producer/, with one exception, here and in spawn.h only:
+ * producer/producer.h. Fork mode runs rf__producer_run() in the child,
+ * with no exec between, so the consumer must call the producer's code
+ * itself. (Spawn mode needs only what the helper is started with, struct
+ * rf__producer_fds and the signals it catches, which that header
+ * declares too.)
  */
 #include "config.h"
 #include "install-dirs.h" /* RF_PKGLIBEXECDIR, made by make */
+
+#include "consumer/spawn.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -24,6 +35,7 @@
 #include "channel/ring.h"
 #include "common/fds.h"
 #include "common/internal.h"
+#include "producer/producer.h"
 
 extern char **environ;
 

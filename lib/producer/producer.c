@@ -6,6 +6,8 @@
  */
 #include "config.h"
 
+#include "producer/producer.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
@@ -19,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "channel/broken-list.h"
 #include "channel/segment.h"
 #include "common/fds.h"
 #include "common/internal.h"
@@ -178,7 +181,7 @@ static int fill_from_synthetic_jpeg(struct producer *pr, uint64_t epoch,
     return rc;
 }
 
-/* A sample the consumer condemned (breakers.h): it crashed or hung
+/* A sample the consumer condemned (channel/broken-list.h): it crashed or hung
  * producers before, and would do it again. Left out without a look. */
 static int refuse_broken(struct producer *pr, uint64_t index, char *err,
                          size_t err_len)
