@@ -6,8 +6,11 @@
  * caller's release; depth is respected; fork mode is refused once CUDA is
  * initialised; producers never map a CUDA library.
  *
- * Without a CUDA device the checks that need none run (arguments, -ENODEV,
- * producers free of CUDA), then it exits 77 (skipped).
+ * Without a CUDA device the cases that need none run (arguments, -ENODEV,
+ * producers free of CUDA, the driver check of fork mode) and each of the
+ * others skips, saying so. The harness's parent never touches CUDA: every
+ * case's child initialises it afresh, and a fork-mode check sees CUDA only
+ * where its case loaded it.
  */
 #include "config.h"
 
@@ -23,6 +26,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "harness.h"
 #include "ringfeed/cuda.h"
 #include "test.h"
 
@@ -282,9 +286,26 @@ static void test_arguments_refused(void)
     rf_cuda_close(NULL);
 }
 
+static int device_count(void)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+/* Skips the running case on a machine with fewer than `n` devices. */
+static void require_devices(int n)
+{
+    const int have = device_count();
+    if (have < n)
+        TEST_SKIP_BECAUSE("%d CUDA device%s here, %d needed", have,
+                          have == 1 ? "" : "s", n);
+}
+
 /* Without a device, open says so and leaves the loader to the caller. */
 static void test_no_device(void)
 {
+    if (device_count() > 0)
+        TEST_SKIP_BECAUSE("a CUDA device is here: -ENODEV cannot be seen");
     const struct shape s = tiny_shape(1);
     rf_loader *l = open_synthetic(&s);
     rf_cuda_loader *gpu = NULL;
@@ -299,18 +320,13 @@ static void test_no_device(void)
     rf_loader_close(l);
 }
 
-static int device_count(void)
-{
-    int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
-
 /* ---- uploads ----------------------------------------------------------- */
 
 /* 100 samples in batches of 16: six full batches and a short one, whose
  * labels lie far behind its pixels (so they go as a second copy). */
 static void test_upload_is_byte_exact(rf_layout layout)
 {
+    require_devices(1);
     const struct shape s = {.samples = 100,
                             .batch = 16,
                             .height = 48,
@@ -358,6 +374,7 @@ static void test_upload_is_byte_exact(rf_layout layout)
  * uploads are complete, a release gives every slot back. */
 static void test_depth(uint32_t depth)
 {
+    require_devices(1);
     rf_cuda_loader *gpu = open_small(depth, 0);
     cudaStream_t stream = new_stream();
     rf_cuda_batch held[3];
@@ -416,6 +433,7 @@ static void CUDART_CB wait_for_gate(void *arg)
  */
 static void test_uploads_wait_for_release(void)
 {
+    require_devices(1);
     rf_cuda_loader *gpu = open_small(2, 0);
     cudaStream_t held = new_stream(), other = new_stream();
     rf_cuda_batch b0, b1, b2;
@@ -473,6 +491,7 @@ static void test_uploads_wait_for_release(void)
 
 static void test_timing_events(void)
 {
+    require_devices(1);
     rf_cuda_loader *gpu = open_small(2, RF_CUDA_TIMING);
     cudaStream_t stream = new_stream();
     rf_cuda_batch b;
@@ -490,10 +509,7 @@ static void test_timing_events(void)
 /* With two devices, calls leave the caller's current device alone. */
 static void test_current_device_kept(void)
 {
-    if (device_count() < 2) {
-        printf("one CUDA device: the current-device check skipped\n");
-        return;
-    }
+    require_devices(2);
     CHECK_CUDA(cudaSetDevice(1));
     rf_cuda_loader *gpu = open_small(2, 0);
     rf_cuda_batch b;
@@ -625,6 +641,7 @@ static const float imagenet_std[] = {0.229f, 0.224f, 0.225f, 0.25f};
 
 static void test_conversion(uint32_t channels, rf_layout from, bool normalise)
 {
+    require_devices(1);
     const struct shape s = {.samples = 10,
                             .batch = 5,
                             .height = 17,
@@ -655,6 +672,7 @@ static void test_conversion(uint32_t channels, rf_layout from, bool normalise)
 
 static void test_conversion_refused(void)
 {
+    require_devices(1);
     rf_cuda_loader *gpu = open_small(2, 0);
     rf_cuda_batch b;
     CHECK_GPU(gpu, rf_cuda_next(gpu, &b));
@@ -692,6 +710,7 @@ static void test_conversion_refused(void)
 
 static void test_producers_free_of_cuda_beside_a_context(void)
 {
+    require_devices(1);
     const struct shape s = tiny_shape(2);
     rf_cuda_loader *gpu = open_gpu(open_synthetic(&s), 2, 0);
     rf_cuda_batch b;
@@ -707,6 +726,7 @@ static void test_producers_free_of_cuda_beside_a_context(void)
  * producer replaced. */
 static void test_fork_child_leaves_the_gpu_run_alone(void)
 {
+    require_devices(1);
     rf_cuda_loader *gpu = open_small(2, 0);
     cudaStream_t stream = new_stream();
     rf_cuda_batch b;
@@ -754,7 +774,8 @@ static void test_fork_child_leaves_the_gpu_run_alone(void)
 
 static void test_fork_refused_after_cuda(void)
 {
-    CHECK_CUDA(cudaFree(NULL)); /* CUDA is initialised (it is by now) */
+    require_devices(1);
+    CHECK_CUDA(cudaFree(NULL)); /* CUDA is initialised, with its threads */
     rf_config *cfg = rf_config_create();
     CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, RF_START_FORK));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
@@ -768,61 +789,104 @@ static void test_fork_refused_after_cuda(void)
 }
 
 /* The check above passes on the thread count alone (CUDA's threads). A
- * child that is still single-threaded, with only the driver library
- * loaded (no cuInit: no threads), meets the libcuda check itself. Runs
- * before anything initialises CUDA in this process. */
+ * process that is still single-threaded, with only the driver library
+ * loaded (no cuInit: no threads), meets the libcuda check itself. The
+ * case's own process: nothing has initialised CUDA in it. */
 static void test_fork_refused_with_driver_loaded(void)
 {
-    const pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL))
-            _exit(TEST_SKIP);
-        rf_config *cfg = rf_config_create();
-        CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, RF_START_FORK));
-        CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
-        rf_loader *l = NULL;
-        char *why = NULL;
-        CHECK_EQ(rf_loader_open(&l, cfg, &why), RF_E_FORK_UNSAFE);
-        CHECK_CONTAINS(why, "the CUDA driver is loaded in this process");
-        free(why);
-        rf_config_free(cfg);
-        _exit(0);
-    }
-    int status = 0;
-    CHECK_EQ(waitpid(pid, &status, 0), pid);
-    CHECK(WIFEXITED(status));
-    if (WEXITSTATUS(status) == TEST_SKIP)
-        printf("libcuda.so.1 could not be loaded: the driver check of fork "
-               "mode skipped\n");
-    else
-        CHECK_EQ(WEXITSTATUS(status), 0);
+    if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL))
+        TEST_SKIP_BECAUSE("libcuda.so.1 could not be loaded (%s)", dlerror());
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, RF_START_FORK));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    rf_loader *l = NULL;
+    char *why = NULL;
+    CHECK_EQ(rf_loader_open(&l, cfg, &why), RF_E_FORK_UNSAFE);
+    CHECK_CONTAINS(why, "the CUDA driver is loaded in this process");
+    free(why);
+    rf_config_free(cfg);
 }
 
-int main(void)
+static void upload_nhwc(void)
 {
-    test_fork_refused_with_driver_loaded();
-    test_arguments_refused();
-    test_producers_never_load_cuda();
-    if (device_count() == 0) {
-        test_no_device();
-        printf("no CUDA device: GPU checks skipped\n");
-        return TEST_SKIP;
-    }
     test_upload_is_byte_exact(RF_LAYOUT_NHWC);
+}
+
+static void upload_nchw(void)
+{
     test_upload_is_byte_exact(RF_LAYOUT_NCHW);
-    for (uint32_t depth = 1; depth <= 3; depth++)
-        test_depth(depth);
-    test_uploads_wait_for_release();
-    test_timing_events();
-    test_current_device_kept();
+}
+
+static void depth_1(void)
+{
+    test_depth(1);
+}
+
+static void depth_2(void)
+{
+    test_depth(2);
+}
+
+static void depth_3(void)
+{
+    test_depth(3);
+}
+
+static void convert_rgb_nhwc(void)
+{
     test_conversion(3, RF_LAYOUT_NHWC, true);
+}
+
+static void convert_rgb_nchw(void)
+{
     test_conversion(3, RF_LAYOUT_NCHW, true);
+}
+
+static void convert_grey_nhwc(void)
+{
     test_conversion(1, RF_LAYOUT_NHWC, false);
+}
+
+static void convert_rgba_nchw(void)
+{
     test_conversion(4, RF_LAYOUT_NCHW, true);
-    test_conversion_refused();
-    test_producers_free_of_cuda_beside_a_context();
-    test_fork_child_leaves_the_gpu_run_alone();
-    test_fork_refused_after_cuda(); /* last: CUDA's threads stay */
-    return 0;
+}
+
+static const struct test_case cases[] = {
+    {"calls", "bad arguments are refused", test_arguments_refused, 0},
+    {"calls", "no device: -ENODEV, the loader left to the caller",
+     test_no_device, 0},
+    {"upload", "byte-exact, NHWC", upload_nhwc, 0},
+    {"upload", "byte-exact, NCHW", upload_nchw, 0},
+    {"upload", "waits for the caller's release", test_uploads_wait_for_release,
+     0},
+    {"upload", "timing events", test_timing_events, 0},
+    {"upload", "the caller's current device is kept", test_current_device_kept,
+     0},
+    {"depth", "1 device buffer", depth_1, 0},
+    {"depth", "2 device buffers", depth_2, 0},
+    {"depth", "3 device buffers", depth_3, 0},
+    {"convert", "RGB from NHWC, normalised, every dtype and layout",
+     convert_rgb_nhwc, 0},
+    {"convert", "RGB from NCHW, normalised, every dtype and layout",
+     convert_rgb_nchw, 0},
+    {"convert", "grey from NHWC, every dtype and layout", convert_grey_nhwc, 0},
+    {"convert", "4 channels from NCHW, normalised, every dtype and layout",
+     convert_rgba_nchw, 0},
+    {"convert", "bad arguments are refused", test_conversion_refused, 0},
+    {"processes", "producers never load CUDA", test_producers_never_load_cuda,
+     0},
+    {"processes", "producers free of CUDA beside a context",
+     test_producers_free_of_cuda_beside_a_context, 0},
+    {"fork", "refused with only the driver loaded",
+     test_fork_refused_with_driver_loaded, 0},
+    {"fork", "refused once CUDA is initialised", test_fork_refused_after_cuda,
+     0},
+    {"fork", "a fork child leaves the GPU run alone",
+     test_fork_child_leaves_the_gpu_run_alone, 0},
+};
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN(argc, argv, cases);
 }
