@@ -1,0 +1,1055 @@
+/*
+ * test-png-webp.c - lib/decode/png.c and webp.c (whole images, see
+ * lib/decode/image.h) against PIL, which torchvision opens images with.
+ *
+ * Each kind of file is made here with the libraries' own encoders
+ * (libpng's write API, libwebp's encoder; an animation is assembled by
+ * hand from libwebp's frames) and written to a temporary file; PIL's
+ * Image.open(f).convert("RGB") and convert("L") of it, read back from
+ * /usr/bin/python3 (or $PYTHON), must equal the decoder's pixels to the
+ * byte. Damaged and truncated files are refused with a reason, as PIL
+ * refuses them, with nothing on stderr; the limits refuse an image before
+ * its pixels are allocated. A case that needs PIL skips without it, and
+ * the cases of a library configure did not find skip.
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifdef HAVE_PNG
+#include <png.h>
+#endif
+#ifdef HAVE_WEBP
+#include <webp/encode.h>
+#endif
+
+#include "decode/image.h"
+#include "harness.h"
+#include "test.h"
+
+/* ---- files in memory and on disk --------------------------------------- */
+
+struct blob {
+    uint8_t *data;
+    size_t size, cap;
+};
+
+static void blob_append(struct blob *b, const void *data, size_t n)
+{
+    if (n == 0)
+        return;
+    if (b->size + n > b->cap) {
+        b->cap = (b->size + n) * 2;
+        b->data = realloc(b->data, b->cap);
+        CHECK(b->data);
+    }
+    memcpy(b->data + b->size, data, n);
+    b->size += n;
+}
+
+static void blob_le(struct blob *b, uint32_t v, unsigned bytes)
+{
+    for (unsigned i = 0; i < bytes; i++) {
+        const uint8_t byte = (uint8_t)(v >> (8 * i));
+        blob_append(b, &byte, 1);
+    }
+}
+
+/* The blob in a temporary file; the caller unlinks it. */
+static void write_temp(const struct blob *b, char *path, size_t len)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, len, "%s/rf-test-png-webp-XXXXXX", tmp ? tmp : "/tmp");
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    CHECK_EQ(write(fd, b->data, b->size), (long long)b->size);
+    CHECK_EQ(close(fd), 0);
+}
+
+/* A deterministic byte for (x, y, c) and a seed. */
+static uint32_t noise(uint32_t x, uint32_t y, uint32_t c, uint32_t seed)
+{
+    uint32_t h = x * 0x9e3779b1u ^ y * 0x85ebca77u ^ c * 0xc2b2ae3du ^ seed;
+    h ^= h >> 15;
+    h *= 0x2c1b3c6du;
+    h ^= h >> 12;
+    return h;
+}
+
+/* Smooth gradients with noise on top: lossy codecs get something to
+ * round, PIL's and libwebp's upsampling something to disagree on. */
+static uint8_t picture(uint32_t x, uint32_t y, uint32_t c, uint32_t w,
+                       uint32_t h)
+{
+    const uint32_t base = (x * 255 / w + y * 255 / h + c * 85) % 256;
+    return (uint8_t)((base + (noise(x, y, c, 7) & 31)) % 256);
+}
+
+/* ---- PIL ---------------------------------------------------------------- */
+
+static const char pil_script[] =
+    "import sys\n"
+    "from PIL import Image\n"
+    "with Image.open(sys.argv[1]) as im:\n"
+    "    sys.stdout.buffer.write(im.convert(sys.argv[2]).tobytes())\n";
+
+static char python[256];
+
+/* An interpreter that has PIL: $PYTHON, python3, or the system's own (a
+ * pyenv python3 may lack the distribution's python3-pil). */
+static bool have_python(void)
+{
+    const char *candidates[] = {getenv("PYTHON"), "python3",
+                                "/usr/bin/python3"};
+    for (size_t i = 0; !python[0] && i < 3; i++) {
+        if (!candidates[i] || !candidates[i][0])
+            continue;
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd), "%s -c 'import PIL' >/dev/null 2>&1",
+                 candidates[i]);
+        if (system(cmd) == 0)
+            snprintf(python, sizeof(python), "%s", candidates[i]);
+    }
+    return python[0] != '\0';
+}
+
+static void need_python(void)
+{
+    if (!have_python())
+        TEST_SKIP_BECAUSE("no python3 with PIL (apt-get install python3-pil)");
+}
+
+/* PIL's pixels of the file in mode "RGB" or "L" (count bytes), or NULL
+ * when PIL refuses the file. */
+static uint8_t *pil_pixels(const char *path, const char *mode, size_t count)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "%s -c '%s' '%s' %s 2>/dev/null", python,
+             pil_script, path, mode);
+    FILE *p = popen(cmd, "r");
+    CHECK(p);
+    uint8_t *px = malloc(count + 1);
+    CHECK(px);
+    const size_t got = fread(px, 1, count + 1, p);
+    const int status = pclose(p);
+    if (status != 0) {
+        free(px);
+        return NULL;
+    }
+    CHECK_EQ(got, count);
+    return px;
+}
+
+/* ---- decoding ---------------------------------------------------------- */
+
+enum format { PNG, WEBP };
+
+static const struct rf__image_limits default_limits = {89478485, 1ull << 30};
+
+/* Decodes with either decoder; on failure the reason is in err. */
+static int decode(enum format f, const struct blob *b,
+                  const struct rf__image_limits *limits, uint32_t channels,
+                  struct rf__image *out, char *err, size_t err_len,
+                  size_t *buffer_size)
+{
+    int rc = -1;
+#ifdef HAVE_PNG
+    if (f == PNG) {
+        struct rf__png_decoder *dec = rf__png_decoder_new();
+        CHECK(dec);
+        rc = rf__png_decode(dec, b->data, b->size, limits, channels, out, err,
+                            err_len);
+        if (buffer_size)
+            *buffer_size = rf__png_decoder_buffer_size(dec);
+        /* the pixels must outlive the decoder: copy them */
+        if (rc == 0) {
+            const size_t n = (size_t)out->height * out->stride;
+            uint8_t *copy = malloc(n);
+            CHECK(copy);
+            memcpy(copy, out->pixels, n);
+            out->pixels = copy;
+        }
+        rf__png_decoder_free(dec);
+    }
+#endif
+#ifdef HAVE_WEBP
+    if (f == WEBP) {
+        struct rf__webp_decoder *dec = rf__webp_decoder_new();
+        CHECK(dec);
+        rc = rf__webp_decode(dec, b->data, b->size, limits, channels, out, err,
+                             err_len);
+        if (buffer_size)
+            *buffer_size = rf__webp_decoder_buffer_size(dec);
+        if (rc == 0) {
+            const size_t n = (size_t)out->height * out->stride;
+            uint8_t *copy = malloc(n);
+            CHECK(copy);
+            memcpy(copy, out->pixels, n);
+            out->pixels = copy;
+        }
+        rf__webp_decoder_free(dec);
+    }
+#endif
+    return rc;
+}
+
+/* The image as `channels` channels per pixel: L repeated into RGB, as
+ * PIL's convert("RGB") of a grey image. */
+static uint8_t *as_channels(const struct rf__image *im, uint32_t channels)
+{
+    const size_t count = (size_t)im->width * im->height;
+    uint8_t *px = malloc(count * channels);
+    CHECK(px);
+    for (size_t y = 0; y < im->height; y++)
+        for (size_t x = 0; x < im->width; x++)
+            for (uint32_t c = 0; c < channels; c++) {
+                const uint8_t *p = im->pixels + y * im->stride;
+                px[(y * im->width + x) * channels + c] =
+                    p[x * im->channels + (im->channels == 1 ? 0 : c)];
+            }
+    return px;
+}
+
+/* Decodes the file with 3 and 1 channels and compares each with PIL's
+ * convert("RGB") and convert("L"); prints the largest difference and
+ * returns it. */
+static int compare_with_pil(enum format f, const struct blob *b,
+                            const char *what)
+{
+    need_python();
+    char path[512];
+    write_temp(b, path, sizeof(path));
+    int worst = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const uint32_t channels = pass == 0 ? 3 : 1;
+        struct rf__image im;
+        char err[256] = "";
+        if (decode(f, b, &default_limits, channels, &im, err, sizeof(err),
+                   NULL) != 0) {
+            fprintf(stderr, "%s: %s\n", what, err);
+            CHECK(!"the decode failed");
+        }
+        CHECK(channels == 3 || im.channels == 1);
+        const size_t n = (size_t)im.width * im.height * channels;
+        uint8_t *mine = as_channels(&im, channels);
+        uint8_t *pil = pil_pixels(path, channels == 3 ? "RGB" : "L", n);
+        CHECK(pil);
+        int max = 0;
+        size_t first = n;
+        for (size_t i = 0; i < n; i++) {
+            const int d = abs((int)mine[i] - (int)pil[i]);
+            if (d > max)
+                max = d;
+            if (d && first == n)
+                first = i;
+        }
+        if (max)
+            printf("  %s %s: max difference %d, first at byte %zu (%u vs "
+                   "%u)\n",
+                   what, channels == 3 ? "RGB" : "L", max, first, mine[first],
+                   pil[first]);
+        worst = max > worst ? max : worst;
+        free(mine);
+        free(pil);
+        free((void *)im.pixels);
+    }
+    unlink(path);
+    printf("  %s: %s\n", what, worst ? "differs from PIL" : "PIL's pixels");
+    return worst;
+}
+
+/* The file must be refused with a reason containing `words` (NULL: any),
+ * as PIL refuses it, and print nothing on stderr. */
+static void check_refused(enum format f, const struct blob *b,
+                          const char *words)
+{
+    fflush(stderr);
+    const int saved = dup(2);
+    char log[512];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(log, sizeof(log), "%s/rf-test-stderr-XXXXXX", tmp ? tmp : "/tmp");
+    const int fd = mkstemp(log);
+    CHECK(fd >= 0 && saved >= 0);
+    CHECK(dup2(fd, 2) == 2);
+    struct rf__image im;
+    char err[256] = "";
+    const int rc =
+        decode(f, b, &default_limits, 3, &im, err, sizeof(err), NULL);
+    fflush(stderr);
+    CHECK(dup2(saved, 2) == 2);
+    struct stat st;
+    CHECK_EQ(fstat(fd, &st), 0);
+    close(fd);
+    close(saved);
+    unlink(log);
+    CHECK_EQ(st.st_size, 0); /* libraries print nothing */
+    CHECK_EQ(rc, -1);
+    CHECK(err[0] && !strchr(err, '\n'));
+    if (words)
+        CHECK_CONTAINS(err, words);
+    printf("  refused: %s\n", err);
+    if (have_python()) {
+        char path[512];
+        write_temp(b, path, sizeof(path));
+        char cmd[2048];
+        snprintf(cmd, sizeof(cmd), "%s -c '%s' '%s' RGB >/dev/null 2>&1",
+                 python, pil_script, path);
+        CHECK(system(cmd) != 0); /* PIL refuses it too */
+        unlink(path);
+    }
+}
+
+/* ---- sniffing ---------------------------------------------------------- */
+
+static void test_sniff(void)
+{
+    static const struct {
+        const char *bytes;
+        size_t len;
+        enum rf__image_format format;
+    } signatures[] = {
+        {"\xff\xd8\xff\xe0", 4, RF_IMAGE_JPEG},
+        {"\x89PNG\r\n\x1a\n", 8, RF_IMAGE_PNG},
+        {"RIFF\x10\0\0\0WEBPVP8 ", 16, RF_IMAGE_WEBP},
+        {"RIFF\x10\0\0\0WAVEfmt ", 16, RF_IMAGE_UNKNOWN},
+        {"GIF89a", 6, RF_IMAGE_GIF},
+        {"GIF87a", 6, RF_IMAGE_GIF},
+        {"BM\x36\0", 4, RF_IMAGE_BMP},
+        {"II*\0", 4, RF_IMAGE_TIFF},
+        {"MM\0*", 4, RF_IMAGE_TIFF},
+        {"P6\n3 2\n255\n", 11, RF_IMAGE_PNM},
+        {"P5 3 2 255 ", 11, RF_IMAGE_PNM},
+        {"P8\n", 3, RF_IMAGE_UNKNOWN},
+        {"\x89PNG", 4, RF_IMAGE_UNKNOWN},
+        {"", 0, RF_IMAGE_UNKNOWN},
+    };
+    for (size_t i = 0; i < sizeof(signatures) / sizeof(signatures[0]); i++)
+        CHECK_EQ(rf__image_sniff((const uint8_t *)signatures[i].bytes,
+                                 signatures[i].len),
+                 signatures[i].format);
+    CHECK(strcmp(rf__image_format_name(RF_IMAGE_BMP), "BMP") == 0);
+    CHECK(strcmp(rf__image_format_name(RF_IMAGE_PNM), "PPM/PGM") == 0);
+}
+
+/* ---- PNG ----------------------------------------------------------------- */
+
+#ifdef HAVE_PNG
+struct png_spec {
+    uint32_t width, height;
+    int color_type, bit_depth;
+    bool interlaced;
+    unsigned palette_size; /* entries of PLTE */
+    unsigned trns;         /* palette: alpha entries; else 1 = a tRNS colour */
+    bool colour_chunks;    /* gAMA, cHRM, sRGB: ignored by PIL */
+    bool index_beyond;     /* palette indices past PLTE's entries too */
+};
+
+static void write_blob(png_structp png, png_bytep data, size_t n)
+{
+    blob_append(png_get_io_ptr(png), data, n);
+}
+
+static void flush_blob(png_structp png)
+{
+    (void)png;
+}
+
+static unsigned png_channels(int color_type)
+{
+    switch (color_type) {
+    case PNG_COLOR_TYPE_GRAY_ALPHA:
+        return 2;
+    case PNG_COLOR_TYPE_RGB:
+        return 3;
+    case PNG_COLOR_TYPE_RGB_ALPHA:
+        return 4;
+    default:
+        return 1;
+    }
+}
+
+/* Sample (x, y, c) of the spec's bit depth: palette indices within the
+ * palette, 16-bit grey often under 256 (PIL clips the rest). */
+static uint32_t png_sample(const struct png_spec *s, uint32_t x, uint32_t y,
+                           uint32_t c)
+{
+    const uint32_t n = noise(x, y, c, 11);
+    if (s->color_type == PNG_COLOR_TYPE_PALETTE)
+        return n % (s->index_beyond ? 1u << s->bit_depth : s->palette_size);
+    if (s->bit_depth < 8)
+        return n & ((1u << s->bit_depth) - 1);
+    const uint32_t smooth = picture(x, y, c, s->width, s->height);
+    if (s->bit_depth == 8)
+        return c == 3 || (c == 1 && png_channels(s->color_type) == 2)
+                   ? n & 255 /* alpha: all sorts, 0 and 255 included */
+                   : smooth;
+    if (s->color_type == PNG_COLOR_TYPE_GRAY)
+        return n % 3 == 0 ? n & 0xffff : n & 0xff;
+    return smooth << 8 | (n & 0xff);
+}
+
+/* One row in the file's packing: MSB first below 8 bits, big-endian at
+ * 16. */
+static void png_row(const struct png_spec *s, uint32_t y, uint8_t *row,
+                    size_t row_bytes)
+{
+    const unsigned ch = png_channels(s->color_type);
+    memset(row, 0, row_bytes);
+    for (uint32_t x = 0; x < s->width; x++)
+        for (uint32_t c = 0; c < ch; c++) {
+            const uint32_t v = png_sample(s, x, y, c);
+            const size_t i = (size_t)x * ch + c;
+            if (s->bit_depth == 16) {
+                row[2 * i] = (uint8_t)(v >> 8);
+                row[2 * i + 1] = (uint8_t)v;
+            } else if (s->bit_depth == 8) {
+                row[i] = (uint8_t)v;
+            } else {
+                const size_t bit = i * (size_t)s->bit_depth;
+                row[bit / 8] |= (uint8_t)(v << (8 - s->bit_depth - bit % 8));
+            }
+        }
+}
+
+static void png_set_extras(png_structp png, png_infop info,
+                           const struct png_spec *s)
+{
+    if (s->color_type == PNG_COLOR_TYPE_PALETTE) {
+        png_color colours[256];
+        png_byte alpha[256];
+        for (unsigned i = 0; i < s->palette_size; i++) {
+            colours[i].red = (png_byte)noise(i, 0, 0, 3);
+            colours[i].green = (png_byte)noise(i, 0, 1, 3);
+            colours[i].blue = (png_byte)noise(i, 0, 2, 3);
+            alpha[i] = (png_byte)(i * 37);
+        }
+        png_set_PLTE(png, info, colours, (int)s->palette_size);
+        if (s->trns)
+            png_set_tRNS(png, info, alpha, (int)s->trns, NULL);
+    } else if (s->trns) {
+        png_color_16 colour = {0};
+        colour.gray = (png_uint_16)png_sample(s, 1, 1, 0);
+        colour.red = (png_uint_16)png_sample(s, 1, 1, 0);
+        colour.green = (png_uint_16)png_sample(s, 1, 1, 1);
+        colour.blue = (png_uint_16)png_sample(s, 1, 1, 2);
+        png_set_tRNS(png, info, NULL, 0, &colour);
+    }
+    if (s->colour_chunks)
+        png_set_sRGB_gAMA_and_cHRM(png, info, PNG_sRGB_INTENT_PERCEPTUAL);
+}
+
+static struct blob make_png(const struct png_spec *s)
+{
+    struct blob b = {0};
+    png_structp png =
+        png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(png);
+    CHECK(png && info);
+    if (setjmp(png_jmpbuf(png)))
+        CHECK(!"libpng could not write the fixture");
+    png_set_write_fn(png, &b, write_blob, flush_blob);
+    png_set_IHDR(png, info, s->width, s->height, s->bit_depth, s->color_type,
+                 s->interlaced ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_set_extras(png, info, s);
+    if (s->index_beyond)
+        png_set_check_for_invalid_index(png, 0);
+    png_write_info(png, info);
+    const size_t row_bytes = png_get_rowbytes(png, info);
+    uint8_t *pixels = malloc(row_bytes * s->height);
+    png_bytep *rows = malloc(s->height * sizeof(*rows));
+    CHECK(pixels && rows);
+    for (uint32_t y = 0; y < s->height; y++) {
+        rows[y] = pixels + y * row_bytes;
+        png_row(s, y, rows[y], row_bytes);
+    }
+    png_write_image(png, rows); /* all 7 passes when interlaced */
+    png_write_end(png, info);
+    png_destroy_write_struct(&png, &info);
+    free(rows);
+    free(pixels);
+    return b;
+}
+
+/* One kind of PNG against PIL; odd sizes, so that packed rows end
+ * mid-byte. */
+static void check_png(int color_type, int bit_depth, bool interlaced,
+                      unsigned palette_size, unsigned trns, const char *what)
+{
+    const struct png_spec s = {.width = 37,
+                               .height = 23,
+                               .color_type = color_type,
+                               .bit_depth = bit_depth,
+                               .interlaced = interlaced,
+                               .palette_size = palette_size,
+                               .trns = trns};
+    struct blob b = make_png(&s);
+    CHECK_EQ(compare_with_pil(PNG, &b, what), 0);
+    free(b.data);
+}
+
+static void test_png_palette(void)
+{
+    check_png(PNG_COLOR_TYPE_PALETTE, 8, false, 200, 0, "palette 8-bit");
+    check_png(PNG_COLOR_TYPE_PALETTE, 8, false, 256, 100, "palette + tRNS");
+    check_png(PNG_COLOR_TYPE_PALETTE, 4, false, 13, 5, "palette 4-bit");
+    check_png(PNG_COLOR_TYPE_PALETTE, 2, false, 4, 4, "palette 2-bit");
+    check_png(PNG_COLOR_TYPE_PALETTE, 1, false, 2, 0, "palette 1-bit");
+}
+
+static void test_png_grey(void)
+{
+    check_png(PNG_COLOR_TYPE_GRAY, 1, false, 0, 0, "grey 1-bit");
+    check_png(PNG_COLOR_TYPE_GRAY, 2, false, 0, 0, "grey 2-bit");
+    check_png(PNG_COLOR_TYPE_GRAY, 4, false, 0, 1, "grey 4-bit + tRNS");
+    check_png(PNG_COLOR_TYPE_GRAY, 8, false, 0, 0, "grey 8-bit");
+    check_png(PNG_COLOR_TYPE_GRAY, 8, false, 0, 1, "grey 8-bit + tRNS");
+}
+
+static void test_png_grey16(void)
+{
+    check_png(PNG_COLOR_TYPE_GRAY, 16, false, 0, 0, "grey 16-bit");
+    check_png(PNG_COLOR_TYPE_GRAY, 16, false, 0, 1, "grey 16-bit + tRNS");
+}
+
+static void test_png_grey_alpha(void)
+{
+    check_png(PNG_COLOR_TYPE_GRAY_ALPHA, 8, false, 0, 0, "grey+alpha 8-bit");
+    check_png(PNG_COLOR_TYPE_GRAY_ALPHA, 16, false, 0, 0, "grey+alpha 16-bit");
+}
+
+static void test_png_rgb(void)
+{
+    check_png(PNG_COLOR_TYPE_RGB, 8, false, 0, 0, "RGB 8-bit");
+    check_png(PNG_COLOR_TYPE_RGB, 8, false, 0, 1, "RGB 8-bit + tRNS");
+    check_png(PNG_COLOR_TYPE_RGB, 16, false, 0, 0, "RGB 16-bit");
+    check_png(PNG_COLOR_TYPE_RGB_ALPHA, 8, false, 0, 0, "RGBA 8-bit");
+    check_png(PNG_COLOR_TYPE_RGB_ALPHA, 16, false, 0, 0, "RGBA 16-bit");
+}
+
+static void test_png_interlaced(void)
+{
+    check_png(PNG_COLOR_TYPE_RGB, 8, true, 0, 0, "Adam7 RGB");
+    check_png(PNG_COLOR_TYPE_RGB_ALPHA, 16, true, 0, 0, "Adam7 RGBA 16-bit");
+    check_png(PNG_COLOR_TYPE_PALETTE, 4, true, 16, 3, "Adam7 palette 4-bit");
+    check_png(PNG_COLOR_TYPE_GRAY, 16, true, 0, 0, "Adam7 grey 16-bit");
+    check_png(PNG_COLOR_TYPE_GRAY, 1, true, 0, 0, "Adam7 grey 1-bit");
+}
+
+static void test_png_colour_chunks(void)
+{
+    const struct png_spec s = {.width = 40,
+                               .height = 30,
+                               .color_type = PNG_COLOR_TYPE_RGB_ALPHA,
+                               .bit_depth = 8,
+                               .colour_chunks = true};
+    struct blob b = make_png(&s);
+    CHECK_EQ(compare_with_pil(PNG, &b, "RGBA with gAMA, cHRM, sRGB"), 0);
+    free(b.data);
+}
+
+static struct blob rgb_png(uint32_t width, uint32_t height)
+{
+    const struct png_spec s = {.width = width,
+                               .height = height,
+                               .color_type = PNG_COLOR_TYPE_RGB,
+                               .bit_depth = 8};
+    return make_png(&s);
+}
+
+/* A file whose IDAT begins at byte 33 (signature 8, IHDR 25). */
+#define PNG_FIRST_IDAT 33
+
+static void test_png_truncated(void)
+{
+    struct blob b = rgb_png(64, 48);
+    const size_t cuts[] = {0,          7,          20, PNG_FIRST_IDAT + 4,
+                           b.size / 2, b.size - 30};
+    for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+        struct blob cut = {b.data, cuts[i], cuts[i]};
+        check_refused(PNG, &cut, NULL);
+    }
+    struct blob end = {b.data, b.size / 2, 0};
+    check_refused(PNG, &end, "ends early");
+    /* without IEND, the pixels are whole: PIL takes them, and so do we */
+    struct blob no_iend = {b.data, b.size - 12, 0};
+    CHECK_EQ(compare_with_pil(PNG, &no_iend, "no IEND"), 0);
+    free(b.data);
+}
+
+static void test_png_damaged(void)
+{
+    struct blob b = rgb_png(64, 48);
+    /* a byte of the compressed pixels: zlib's stream breaks (IDAT's CRC
+     * is not checked, as PIL does not) */
+    b.data[PNG_FIRST_IDAT + 8 + 20] ^= 0x55;
+    check_refused(PNG, &b, "PNG: IDAT");
+    b.data[PNG_FIRST_IDAT + 8 + 20] ^= 0x55;
+    /* the IHDR's width made zero: its CRC no longer matches */
+    memset(b.data + 16, 0, 4);
+    check_refused(PNG, &b, "PNG: IHDR: CRC error");
+    uint8_t junk[100];
+    for (size_t i = 0; i < sizeof(junk); i++)
+        junk[i] = (uint8_t)noise((uint32_t)i, 0, 0, 5);
+    struct blob garbage = {junk, sizeof(junk), 0};
+    check_refused(PNG, &garbage, "not a PNG");
+    free(b.data);
+}
+
+/* The offset of the first chunk of that type (its length field). */
+static size_t find_chunk(const struct blob *b, const char *type)
+{
+    size_t pos = 8;
+    while (pos + 12 <= b->size) {
+        if (memcmp(b->data + pos + 4, type, 4) == 0)
+            return pos;
+        const uint8_t *l = b->data + pos;
+        pos += 12 + ((size_t)l[0] << 24 | (size_t)l[1] << 16 |
+                     (size_t)l[2] << 8 | l[3]);
+    }
+    CHECK(!"no such chunk");
+    return 0;
+}
+
+/* Flips a bit of the chunk's CRC. */
+static void break_crc(struct blob *b, const char *type)
+{
+    const size_t pos = find_chunk(b, type);
+    const uint8_t *l = b->data + pos;
+    const size_t length =
+        (size_t)l[0] << 24 | (size_t)l[1] << 16 | (size_t)l[2] << 8 | l[3];
+    b->data[pos + 8 + length] ^= 1;
+}
+
+/* PNG with a tEXt and an unknown critical chunk "ABCD" before IDAT. */
+static struct blob png_with_chunks(void)
+{
+    struct blob b = {0};
+    png_structp png =
+        png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(png);
+    CHECK(png && info);
+    if (setjmp(png_jmpbuf(png)))
+        CHECK(!"libpng could not write the fixture");
+    png_set_write_fn(png, &b, write_blob, flush_blob);
+    png_set_IHDR(png, info, 16, 8, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_text text = {0};
+    text.compression = PNG_TEXT_COMPRESSION_NONE;
+    text.key = (png_charp) "Comment";
+    text.text = (png_charp) "made by test-png-webp";
+    png_set_text(png, info, &text, 1);
+    png_write_info(png, info);
+    png_write_chunk(png, (png_const_bytep) "ABCD", (png_const_bytep) "xy", 2);
+    uint8_t pixels[8][16 * 3];
+    png_bytep rows[8];
+    for (uint32_t y = 0; y < 8; y++) {
+        for (uint32_t i = 0; i < 16 * 3; i++)
+            pixels[y][i] = picture(i / 3, y, i % 3, 16, 8);
+        rows[y] = pixels[y];
+    }
+    png_write_image(png, rows);
+    png_write_end(png, info);
+    png_destroy_write_struct(&png, &info);
+    return b;
+}
+
+/* Where PIL and libpng judge a file differently, PIL's verdict. */
+static void test_png_pil_verdicts(void)
+{
+    struct blob b = png_with_chunks();
+    /* an unknown critical chunk: skipped (libpng alone would refuse) */
+    CHECK_EQ(compare_with_pil(PNG, &b, "unknown critical chunk"), 0);
+    /* IDAT's CRC: PIL does not check it */
+    break_crc(&b, "IDAT");
+    CHECK_EQ(compare_with_pil(PNG, &b, "bad IDAT CRC"), 0);
+    /* a chunk before the pixels with a bad CRC: PIL refuses the file */
+    break_crc(&b, "tEXt");
+    check_refused(PNG, &b, "tEXt: CRC error");
+    free(b.data);
+    /* indices past PLTE: PIL's default palette, (i, i, i) */
+    const struct png_spec s = {.width = 37,
+                               .height = 23,
+                               .color_type = PNG_COLOR_TYPE_PALETTE,
+                               .bit_depth = 8,
+                               .palette_size = 5,
+                               .trns = 2,
+                               .index_beyond = true};
+    b = make_png(&s);
+    CHECK_EQ(compare_with_pil(PNG, &b, "indices past PLTE"), 0);
+    free(b.data);
+}
+
+/* A PNG's signature and IHDR for width x height, then an IDAT's start:
+ * all that the limits need to see. */
+static struct blob huge_png_header(uint32_t width, uint32_t height)
+{
+    struct blob b = {0};
+    png_structp png =
+        png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(png);
+    CHECK(png && info);
+    if (setjmp(png_jmpbuf(png)))
+        CHECK(!"libpng could not write the header");
+    png_set_write_fn(png, &b, write_blob, flush_blob);
+    png_set_IHDR(png, info, width, height, 8, PNG_COLOR_TYPE_RGB,
+                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+                 PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(png, info);
+    png_destroy_write_struct(&png, &info);
+    blob_append(&b, "\0\0\0\x10IDAT", 8);
+    return b;
+}
+
+static void test_png_limits(void)
+{
+    struct rf__image im;
+    char err[256];
+    size_t buffer = 1;
+    struct blob huge = huge_png_header(50000, 50000);
+    CHECK_EQ(
+        decode(PNG, &huge, &default_limits, 3, &im, err, sizeof(err), &buffer),
+        -1);
+    CHECK_CONTAINS(err, "50000 x 50000 pixels is above the limit");
+    CHECK_EQ(buffer, 0); /* refused before the pixels were allocated */
+    free(huge.data);
+
+    struct blob b = rgb_png(1000, 1000);
+    const struct rf__image_limits few_pixels = {999999, 1ull << 30};
+    CHECK_EQ(decode(PNG, &b, &few_pixels, 3, &im, err, sizeof(err), &buffer),
+             -1);
+    CHECK_CONTAINS(err, "RF_PARAM_MAX_PIXELS");
+    CHECK_EQ(buffer, 0);
+    const struct rf__image_limits little_memory = {89478485, 1u << 20};
+    CHECK_EQ(decode(PNG, &b, &little_memory, 3, &im, err, sizeof(err), &buffer),
+             -1);
+    CHECK_CONTAINS(err, "RF_PARAM_MAX_DECODE_MEMORY");
+    CHECK_EQ(buffer, 0);
+    printf("  refused: %s\n", err);
+    const struct rf__image_limits enough = {1000000, 4u << 20};
+    CHECK_EQ(decode(PNG, &b, &enough, 3, &im, err, sizeof(err), &buffer), 0);
+    free((void *)im.pixels);
+    free(b.data);
+}
+
+/* One decoder over images of every size and kind in turn: the buffer it
+ * reuses never leaks one image into the next. */
+static void test_png_reuse(void)
+{
+    struct rf__png_decoder *dec = rf__png_decoder_new();
+    CHECK(dec);
+    const struct png_spec specs[] = {
+        {.width = 300,
+         .height = 200,
+         .color_type = PNG_COLOR_TYPE_RGB,
+         .bit_depth = 8},
+        {.width = 20,
+         .height = 10,
+         .color_type = PNG_COLOR_TYPE_GRAY,
+         .bit_depth = 16,
+         .interlaced = true},
+        {.width = 50,
+         .height = 40,
+         .color_type = PNG_COLOR_TYPE_PALETTE,
+         .bit_depth = 8,
+         .palette_size = 40},
+    };
+    struct rf__image first[3];
+    for (int round = 0; round < 2; round++)
+        for (size_t i = 0; i < 3; i++) {
+            struct blob b = make_png(&specs[i]);
+            struct rf__image im;
+            char err[256];
+            CHECK_EQ(rf__png_decode(dec, b.data, b.size, &default_limits, 3,
+                                    &im, err, sizeof(err)),
+                     0);
+            const size_t n = im.stride * im.height;
+            if (round == 0) {
+                first[i] = im;
+                uint8_t *copy = malloc(n);
+                CHECK(copy);
+                memcpy(copy, im.pixels, n);
+                first[i].pixels = copy;
+            } else {
+                CHECK(memcmp(first[i].pixels, im.pixels, n) == 0);
+                free((void *)first[i].pixels);
+            }
+            free(b.data);
+        }
+    rf__png_decoder_free(dec);
+}
+#endif /* HAVE_PNG */
+
+/* ---- WebP ---------------------------------------------------------------- */
+
+#ifdef HAVE_WEBP
+enum webp_kind { LOSSY, LOSSY_ALPHA, LOSSLESS, LOSSLESS_ALPHA };
+
+static uint8_t *rgba_picture(uint32_t w, uint32_t h, uint32_t seed)
+{
+    uint8_t *px = malloc((size_t)w * h * 4);
+    CHECK(px);
+    for (uint32_t y = 0; y < h; y++)
+        for (uint32_t x = 0; x < w; x++) {
+            uint8_t *p = px + ((size_t)y * w + x) * 4;
+            for (uint32_t c = 0; c < 3; c++)
+                p[c] = picture(x + seed, y, c, w, h);
+            /* transparent, opaque and partial areas */
+            const uint32_t band = x * 4 / w;
+            p[3] = band == 0   ? 0
+                   : band == 3 ? 255
+                               : (uint8_t)noise(x, y, 3, seed);
+        }
+    return px;
+}
+
+static struct blob make_webp(enum webp_kind kind, uint32_t w, uint32_t h)
+{
+    uint8_t *rgba = rgba_picture(w, h, 0);
+    uint8_t *rgb = malloc((size_t)w * h * 3);
+    CHECK(rgb);
+    for (size_t i = 0; i < (size_t)w * h; i++)
+        memcpy(rgb + 3 * i, rgba + 4 * i, 3);
+    uint8_t *out = NULL;
+    size_t size = 0;
+    const int stride3 = (int)w * 3, stride4 = (int)w * 4;
+    switch (kind) {
+    case LOSSY:
+        size = WebPEncodeRGB(rgb, (int)w, (int)h, stride3, 80, &out);
+        break;
+    case LOSSY_ALPHA:
+        size = WebPEncodeRGBA(rgba, (int)w, (int)h, stride4, 80, &out);
+        break;
+    case LOSSLESS:
+        size = WebPEncodeLosslessRGB(rgb, (int)w, (int)h, stride3, &out);
+        break;
+    case LOSSLESS_ALPHA:
+        size = WebPEncodeLosslessRGBA(rgba, (int)w, (int)h, stride4, &out);
+        break;
+    }
+    CHECK(size > 0);
+    struct blob b = {0};
+    blob_append(&b, out, size);
+    WebPFree(out);
+    free(rgb);
+    free(rgba);
+    return b;
+}
+
+static void blob_chunk(struct blob *b, const char *fourcc, const void *data,
+                       size_t size)
+{
+    blob_append(b, fourcc, 4);
+    blob_le(b, (uint32_t)size, 4);
+    blob_append(b, data, size);
+    if (size & 1)
+        blob_append(b, "", 1);
+}
+
+/* An ANMF chunk: a lossless frame of w x h at (x, y) of the canvas. */
+static void blob_frame(struct blob *b, uint32_t x, uint32_t y, uint32_t w,
+                       uint32_t h, uint32_t seed)
+{
+    uint8_t *rgba = rgba_picture(w, h, seed);
+    uint8_t *file = NULL;
+    const size_t size =
+        WebPEncodeLosslessRGBA(rgba, (int)w, (int)h, (int)w * 4, &file);
+    CHECK(size > 12);
+    struct blob frame = {0};
+    blob_le(&frame, x / 2, 3);
+    blob_le(&frame, y / 2, 3);
+    blob_le(&frame, w - 1, 3);
+    blob_le(&frame, h - 1, 3);
+    blob_le(&frame, 100, 3);                   /* duration, ms */
+    blob_le(&frame, 0, 1);                     /* blend, no dispose */
+    blob_append(&frame, file + 12, size - 12); /* its VP8L chunk */
+    blob_chunk(b, "ANMF", frame.data, frame.size);
+    free(frame.data);
+    WebPFree(file);
+    free(rgba);
+}
+
+/* An animation of two frames of fw x fh on a canvas of w x h: the first
+ * at (4, 2), leaving the rest of the canvas uncovered, then one at the
+ * origin. */
+static struct blob make_animation(uint32_t w, uint32_t h, uint32_t fw,
+                                  uint32_t fh)
+{
+    struct blob body = {0};
+    blob_append(&body, "WEBP", 4);
+    struct blob vp8x = {0};
+    blob_le(&vp8x, 0x12, 4); /* animation, alpha */
+    blob_le(&vp8x, w - 1, 3);
+    blob_le(&vp8x, h - 1, 3);
+    blob_chunk(&body, "VP8X", vp8x.data, vp8x.size);
+    const uint8_t anim[6] = {0, 0, 0, 0, 0, 0}; /* background, loops */
+    blob_chunk(&body, "ANIM", anim, sizeof(anim));
+    blob_frame(&body, 4, 2, fw, fh, 1);
+    blob_frame(&body, 0, 0, fw, fh, 2);
+    struct blob b = {0};
+    blob_append(&b, "RIFF", 4);
+    blob_le(&b, (uint32_t)body.size, 4);
+    blob_append(&b, body.data, body.size);
+    free(vp8x.data);
+    free(body.data);
+    return b;
+}
+
+static void test_webp_lossy(void)
+{
+    struct blob b = make_webp(LOSSY, 61, 47);
+    CHECK_EQ(compare_with_pil(WEBP, &b, "lossy"), 0);
+    free(b.data);
+    b = make_webp(LOSSY_ALPHA, 61, 47);
+    CHECK_EQ(compare_with_pil(WEBP, &b, "lossy + alpha"), 0);
+    free(b.data);
+}
+
+static void test_webp_lossless(void)
+{
+    struct blob b = make_webp(LOSSLESS, 61, 47);
+    CHECK_EQ(compare_with_pil(WEBP, &b, "lossless"), 0);
+    free(b.data);
+    b = make_webp(LOSSLESS_ALPHA, 61, 47);
+    CHECK_EQ(compare_with_pil(WEBP, &b, "lossless + alpha"), 0);
+    free(b.data);
+}
+
+static void test_webp_animation(void)
+{
+    struct blob b = make_animation(40, 30, 32, 24);
+    CHECK_EQ(compare_with_pil(WEBP, &b, "animation, first frame"), 0);
+    free(b.data);
+}
+
+static void test_webp_truncated(void)
+{
+    const enum webp_kind kinds[] = {LOSSY, LOSSLESS_ALPHA};
+    for (size_t k = 0; k < 2; k++) {
+        struct blob b = make_webp(kinds[k], 64, 48);
+        const size_t cuts[] = {0, 10, 25, b.size / 2, b.size - 1};
+        for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+            struct blob cut = {b.data, cuts[i], 0};
+            check_refused(WEBP, &cut, "WebP");
+        }
+        free(b.data);
+    }
+}
+
+static void test_webp_damaged(void)
+{
+    struct blob b = make_webp(LOSSY, 64, 48);
+    /* the VP8 key frame's start code (9d 01 2a), after RIFF, WEBP, the
+     * chunk header and the 3-byte frame tag */
+    CHECK(b.data[23] == 0x9d);
+    b.data[23] = 0;
+    check_refused(WEBP, &b, "WebP");
+    free(b.data);
+    b = make_webp(LOSSLESS, 64, 48);
+    b.data[20] = 0; /* VP8L's signature byte 0x2f */
+    check_refused(WEBP, &b, "WebP");
+    free(b.data);
+}
+
+static void test_webp_limits(void)
+{
+    struct rf__image im;
+    char err[256];
+    size_t buffer = 1;
+    /* an animation's canvas of 16384 x 16384: refused before libwebp
+     * makes the canvas, and before our buffer */
+    struct blob huge = make_animation(16384, 16384, 8, 8);
+    CHECK_EQ(
+        decode(WEBP, &huge, &default_limits, 3, &im, err, sizeof(err), &buffer),
+        -1);
+    CHECK_CONTAINS(err, "16384 x 16384 pixels is above the limit");
+    CHECK_EQ(buffer, 0);
+    free(huge.data);
+
+    struct blob b = make_webp(LOSSLESS, 1000, 1000);
+    const struct rf__image_limits few_pixels = {999999, 1ull << 30};
+    CHECK_EQ(decode(WEBP, &b, &few_pixels, 3, &im, err, sizeof(err), &buffer),
+             -1);
+    CHECK_CONTAINS(err, "RF_PARAM_MAX_PIXELS");
+    CHECK_EQ(buffer, 0);
+    const struct rf__image_limits little_memory = {89478485, 4u << 20};
+    CHECK_EQ(
+        decode(WEBP, &b, &little_memory, 3, &im, err, sizeof(err), &buffer),
+        -1);
+    CHECK_CONTAINS(err, "RF_PARAM_MAX_DECODE_MEMORY");
+    CHECK_EQ(buffer, 0);
+    printf("  refused: %s\n", err);
+    const struct rf__image_limits enough = {1000000, 16u << 20};
+    CHECK_EQ(decode(WEBP, &b, &enough, 3, &im, err, sizeof(err), &buffer), 0);
+    free((void *)im.pixels);
+    free(b.data);
+}
+#endif /* HAVE_WEBP */
+
+/* ---- the case list --------------------------------------------------------
+ */
+
+#ifndef HAVE_PNG
+static void no_png(void)
+{
+    TEST_SKIP_BECAUSE("built without libpng (apt-get install libpng-dev)");
+}
+#define test_png_palette no_png
+#define test_png_grey no_png
+#define test_png_grey16 no_png
+#define test_png_grey_alpha no_png
+#define test_png_rgb no_png
+#define test_png_interlaced no_png
+#define test_png_colour_chunks no_png
+#define test_png_truncated no_png
+#define test_png_damaged no_png
+#define test_png_pil_verdicts no_png
+#define test_png_limits no_png
+#define test_png_reuse no_png
+#endif
+#ifndef HAVE_WEBP
+static void no_webp(void)
+{
+    TEST_SKIP_BECAUSE("built without libwebp (apt-get install libwebp-dev)");
+}
+#define test_webp_lossy no_webp
+#define test_webp_lossless no_webp
+#define test_webp_animation no_webp
+#define test_webp_truncated no_webp
+#define test_webp_damaged no_webp
+#define test_webp_limits no_webp
+#endif
+
+static const struct test_case cases[] = {
+    {"sniff", "formats told by their first bytes", test_sniff, 60},
+    {"png", "palette, with and without tRNS, 1 to 8 bits", test_png_palette,
+     60},
+    {"png", "grey 1 to 8 bits", test_png_grey, 60},
+    {"png", "grey 16-bit clipped as PIL's I mode", test_png_grey16, 60},
+    {"png", "grey+alpha 8 and 16 bits", test_png_grey_alpha, 60},
+    {"png", "RGB and RGBA, 8 and 16 bits", test_png_rgb, 60},
+    {"png", "Adam7 interlaced", test_png_interlaced, 60},
+    {"png", "gAMA, cHRM and sRGB ignored", test_png_colour_chunks, 60},
+    {"png", "truncated files refused", test_png_truncated, 60},
+    {"png", "damaged files refused", test_png_damaged, 60},
+    {"png", "PIL's verdicts where libpng's differ", test_png_pil_verdicts, 60},
+    {"png", "limits refuse before allocating", test_png_limits, 60},
+    {"png", "one decoder reused over many images", test_png_reuse, 60},
+    {"webp", "lossy, with and without alpha", test_webp_lossy, 60},
+    {"webp", "lossless, with and without alpha", test_webp_lossless, 60},
+    {"webp", "an animation's first frame", test_webp_animation, 60},
+    {"webp", "truncated files refused", test_webp_truncated, 60},
+    {"webp", "damaged files refused", test_webp_damaged, 60},
+    {"webp", "limits refuse before allocating", test_webp_limits, 60},
+};
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN(argc, argv, cases);
+}
