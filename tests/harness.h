@@ -55,6 +55,10 @@ struct test_case {
 
 #define TEST_DEFAULT_TIMEOUT_S 120
 
+/* In a case's child, the case it runs: a case made at run time (one per
+ * input file, say) finds its input through it. */
+static const struct test_case *test_running_case;
+
 /* Skips the running case, saying why. */
 #define TEST_SKIP_BECAUSE(...)                                                 \
     do {                                                                       \
@@ -132,6 +136,7 @@ static inline int test_run_case(const struct test_case *c)
     }
     if (pid == 0) {
         setpgid(0, 0);
+        test_running_case = c;
         c->run();
         fflush(NULL);
         _exit(0);
@@ -197,6 +202,13 @@ static inline int test_main_with_(int argc, char **argv,
 #define TEST_MAIN(argc, argv, cases)                                           \
     test_main_with_((argc), (argv), (cases),                                   \
                     sizeof(cases) / sizeof((cases)[0]), NULL, NULL)
+
+/* TEST_MAIN for a table made at run time, of n cases. */
+static inline int test_main_cases(int argc, char **argv,
+                                  const struct test_case *cases, size_t n)
+{
+    return test_main_with_(argc, argv, cases, n, NULL, NULL);
+}
 
 /* TEST_MAIN for cases that share what is costly or must outlive them (a
  * scratch folder, fixtures built in memory): setup() runs in the parent
