@@ -2,11 +2,15 @@
  * replay.c - a main() for a fuzz target outside libFuzzer: feeds every file
  * of a corpus folder to LLVMFuzzerTestOneInput(), in name order, so that
  * `make check` (and its sanitizer builds) runs the committed corpus, the
- * regression inputs included, through the library. The folder is the
- * first argument, else $srcdir/tests/fuzz/corpus/TARGET for a program
- * named replay-TARGET (automake's test harness sets srcdir). Exit 0, or 1
- * when the folder cannot be read or holds no input; a bug in the library
- * is a crash or a sanitizer report.
+ * regression inputs included, through the library. The folder is an
+ * argument that names a folder, else $srcdir/tests/fuzz/corpus/TARGET for
+ * a program named replay-TARGET (automake's test harness sets srcdir).
+ *
+ * Each input is a case of its own (tests/harness.h), "TARGET/FILE", in a
+ * child of its own: a crash or a sanitizer report names the input, and
+ * the other inputs still run; `--list` lists them and other arguments
+ * pick them by name. Exit 1 when the folder cannot be read or holds no
+ * input.
  */
 #include "config.h"
 
@@ -20,6 +24,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
+#include "../harness.h"
 
 /* The whole file in a malloc'd buffer of exactly its size (so that ASan
  * sees a read past the input); NULL when it cannot be read. */
@@ -63,39 +68,67 @@ static const char *target_of(const char *program)
     return strncmp(name, "replay-", 7) == 0 ? name + 7 : name;
 }
 
+/* The corpus folder, open for the cases' children. */
+static int corpus_fd = -1;
+
+/* A case: the input its name names, through the target. */
+static void replay_input(void)
+{
+    const char *name = test_running_case->name;
+    size_t size = 0;
+    uint8_t *data = read_input(corpus_fd, name, &size);
+    if (!data) {
+        fprintf(stderr, "%s: cannot be read: %s\n", name, strerror(errno));
+        exit(1);
+    }
+    LLVMFuzzerTestOneInput(data, size);
+    free(data);
+}
+
+/* Takes the first argument that names a folder out of argv: the corpus.
+ * Returns argc without it. */
+static int take_folder(int argc, char **argv, char *folder, size_t len)
+{
+    for (int i = 1; i < argc; i++) {
+        struct stat st;
+        if (stat(argv[i], &st) != 0 || !S_ISDIR(st.st_mode))
+            continue;
+        snprintf(folder, len, "%s", argv[i]);
+        for (int k = i; k + 1 < argc; k++)
+            argv[k] = argv[k + 1];
+        return argc - 1;
+    }
+    return argc;
+}
+
 int main(int argc, char **argv)
 {
     char folder[4096];
     const char *srcdir = getenv("srcdir");
     const char *target = target_of(argv[0]);
-    if (argc > 1)
-        snprintf(folder, sizeof(folder), "%s", argv[1]);
-    else
-        snprintf(folder, sizeof(folder), "%s/tests/fuzz/corpus/%s",
-                 srcdir ? srcdir : ".", target);
+    snprintf(folder, sizeof(folder), "%s/tests/fuzz/corpus/%s",
+             srcdir ? srcdir : ".", target);
+    argc = take_folder(argc, argv, folder, sizeof(folder));
     struct dirent **names = NULL;
-    const int dir_fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    corpus_fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     const int n =
-        dir_fd < 0 ? -1 : scandir(folder, &names, skip_hidden, alphasort);
+        corpus_fd < 0 ? -1 : scandir(folder, &names, skip_hidden, alphasort);
     if (n <= 0) {
         fprintf(stderr, "replay-%s: %s: %s\n", target, folder,
                 n == 0 ? "no inputs in it" : strerror(errno));
         return 1;
     }
-    int replayed = 0;
-    for (int i = 0; i < n; i++) {
-        size_t size = 0;
-        uint8_t *data = read_input(dir_fd, names[i]->d_name, &size);
-        if (data) {
-            LLVMFuzzerTestOneInput(data, size);
-            replayed++;
-        }
-        free(data);
+    struct test_case *cases = calloc((size_t)n, sizeof(*cases));
+    if (!cases)
+        return 1;
+    for (int i = 0; i < n; i++)
+        cases[i] =
+            (struct test_case){target, names[i]->d_name, replay_input, 60};
+    const int status = test_main_cases(argc, argv, cases, (size_t)n);
+    for (int i = 0; i < n; i++)
         free(names[i]);
-    }
     free(names);
-    close(dir_fd);
-    printf("replay-%s: %d inputs of %s ran without a fault\n", target, replayed,
-           folder);
-    return replayed > 0 ? 0 : 1;
+    free(cases);
+    close(corpus_fd);
+    return status;
 }
