@@ -2,9 +2,9 @@
  * internal.h - an umbrella, kept for now: it includes the headers of
  * lib/common/ (one per concern: text, clock, mix64, params, resources,
  * order, process-token), so that files written before they were split
- * out still build. New code includes the header it needs. What is still
- * declared below (the producer's entry point, starting producers) is
- * being moved to headers of their own layers; once nothing includes this
+ * out still build. New code includes the header it needs. Declarations
+ * that belong to other layers (the producer's entry point, starting
+ * producers) move to those layers' headers; once nothing includes this
  * file, it goes. Never installed; internal non-static names start with
  * rf__.
  */
