@@ -7,53 +7,76 @@
 # corrupt sample raise exceptions carrying the library's detail; and no
 # producer is left once the script ends, or after a loop that breaks out.
 #
-#     tests/test-python.sh [CASE]...      every case when none is named
+#     tests/test-python.sh [--list | WORD...]   every case when none is named
 #
-# Skipped (exit 77) without python3 3.8 or later. The build tree is the
-# folder above $RINGFEED_TOOLS, else above $RINGFEED_PRODUCER's folder
-# (make check sets both), and must hold tests/python-reference: by hand,
+# Every case skips without python3 3.8 or later, or without the shared
+# library. The build tree is the folder above $RINGFEED_TOOLS, else above
+# $RINGFEED_PRODUCER's folder (make check sets both), and must hold
+# tests/python-reference: by hand,
 #     make -C _build tests/python-reference &&
 #     RINGFEED_TOOLS=$PWD/_build/tools tests/test-python.sh
-# Each case runs in a subshell, as in test-tools.sh.
+# The cases are named TOPIC/NAME (the function case_TOPIC_NAME) and run by
+# tests/harness.sh, each in a subshell, as in test-tools.sh.
 set -u
 
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
-python3 -c 'import sys; sys.exit(sys.version_info < (3, 8))' ||
-    { echo "SKIP: python3 is older than 3.8"; exit 77; }
+cases="ctypes/layout run/totals run/break_out errors/missing_dataset
+errors/corrupt_sample"
 
-: "${RINGFEED_TOOLS:=$(dirname "${RINGFEED_PRODUCER:?set RINGFEED_TOOLS}")}"
-: "${RINGFEED_PRODUCER:=$RINGFEED_TOOLS/ringfeed-producer}"
-export RINGFEED_PRODUCER
-build=$(cd "$RINGFEED_TOOLS/.." && pwd) || exit 1
-top=$(cd "$(dirname "$0")/.." && pwd) || exit 1
-example=$top/examples/python-loop.py
-reference=$build/tests/python-reference
-lib=$build/.libs/libringfeed.so
-[ -f "$lib" ] || { echo "SKIP: no shared library at $lib"; exit 77; }
-[ -x "$reference" ] ||
-    { echo "FAIL: no $reference (make -C $build tests/python-reference)"
-      exit 1; }
 # One rank of one: every sample, as the reference counts them.
 unset RANK WORLD_SIZE OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
+
+# ---- setup --------------------------------------------------------------
+
+# What every case needs: python3 3.8 or later and the shared library (else
+# they all skip), the reference program, the scratch folder, the data and
+# harness.py (below).
+test_setup() {
+    if ! command -v python3 >/dev/null 2>&1; then
+        test_skip_all="no python3"
+        return 0
+    fi
+    if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 8))'; then
+        test_skip_all="python3 is older than 3.8"
+        return 0
+    fi
+    : "${RINGFEED_TOOLS:=$(dirname "${RINGFEED_PRODUCER:?set RINGFEED_TOOLS}")}"
+    : "${RINGFEED_PRODUCER:=$RINGFEED_TOOLS/ringfeed-producer}"
+    export RINGFEED_PRODUCER
+    build=$(cd "$RINGFEED_TOOLS/.." && pwd) || return 1
+    top=$(cd "$(dirname "$0")/.." && pwd) || return 1
+    example=$top/examples/python-loop.py
+    reference=$build/tests/python-reference
+    lib=$build/.libs/libringfeed.so
+    if [ ! -f "$lib" ]; then
+        test_skip_all="no shared library at $lib"
+        return 0
+    fi
+    [ -x "$reference" ] ||
+        { echo "no $reference (make -C $build tests/python-reference)"
+          return 1; }
+    preload_asan
+    work=$(mktemp -d "${TMPDIR:-/tmp}/rf-python-XXXXXX") || return 1
+    trap 'rm -rf "$work"' EXIT
+    trap 'exit 1' HUP INT TERM
+    make_data
+}
 
 # A library built with AddressSanitizer loads into python3 only after its
 # runtime (preloaded); PYTHONMALLOC=malloc puts Python's objects, RfBatch
 # among them, in ASan's checked heap.
-asan=$(ldd "$lib" | sed -n 's/.*libasan[^ ]* => \([^ ]*\).*/\1/p')
-if [ -n "$asan" ]; then
-    LD_PRELOAD=$asan
-    PYTHONMALLOC=malloc
-    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-    export LD_PRELOAD PYTHONMALLOC ASAN_OPTIONS
-fi
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/rf-python-XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
-trap 'exit 1' HUP INT TERM
+preload_asan() {
+    asan=$(ldd "$lib" | sed -n 's/.*libasan[^ ]* => \([^ ]*\).*/\1/p')
+    if [ -n "$asan" ]; then
+        LD_PRELOAD=$asan
+        PYTHONMALLOC=malloc
+        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+        export LD_PRELOAD PYTHONMALLOC ASAN_OPTIONS
+    fi
+}
 
 # ---- checks -----------------------------------------------------------
 
-# fail, run, has, lacks, run_cases.
+# fail, run, has, lacks (and test_each, which empties $work/out and err).
 # shellcheck source=tests/checks.sh
 . "$(dirname "$0")/checks.sh"
 
@@ -65,16 +88,16 @@ same() {
 
 # ---- data and harness ----------------------------------------------------
 
-# $work/ds: 24 synthetic JPEGs in 3 classes (read only).
-"$RINGFEED_TOOLS/ringfeed-synth" "$work/ds" --images 24 --classes 3 \
-    --jobs 2 --quiet >/dev/null ||
-    { echo "FAIL: ringfeed-synth could not write the test data"; exit 1; }
-
+# $work/ds: 24 synthetic JPEGs in 3 classes (read only), and
 # $work/harness.py: children(), this process's child processes (from
 # /proc: a producer left behind, or a zombie no one reaped), and, run as
 # a program, SCRIPT ARGS... run as python3 runs it, followed by a check
 # that it left no child (exit 3 naming them).
-cat >"$work/harness.py" <<'EOF'
+make_data() {
+    "$RINGFEED_TOOLS/ringfeed-synth" "$work/ds" --images 24 --classes 3 \
+        --jobs 2 --quiet >/dev/null ||
+        { echo "ringfeed-synth could not write the test data"; return 1; }
+    cat >"$work/harness.py" <<'EOF'
 import os
 import runpy
 import sys
@@ -104,6 +127,7 @@ if __name__ == "__main__":
             print(f"harness: left behind: {', '.join(left)}", file=sys.stderr)
             os._exit(3)
 EOF
+}
 
 # py CODE ARGS...: python3 runs CODE with harness.py importable and the
 # example's globals in `m`.
@@ -121,7 +145,7 @@ $_code" "$example" "$@"
 # RfBatch's fields in the header's order and names, at offsetof() and
 # with sizeof of each, and sizeof(rf_batch) itself, as the compiler
 # lays them out.
-case_layout() {
+case_ctypes_layout() {
     run 0 "$reference" layout
     cp "$work/out" "$work/layout-c"
     run 0 py '
@@ -135,7 +159,7 @@ print("sizeof", m["ctypes"].sizeof(RfBatch))'
 
 # The totals of a real run, in both layouts, with a short last batch (24
 # samples in batches of 5), equal C's sample by sample; no child is left.
-case_totals() {
+case_run_totals() {
     for layout in nhwc nchw; do
         run 0 "$reference" totals "$work/ds" 5 32 2 $layout
         cp "$work/out" "$work/totals-c"
@@ -149,7 +173,7 @@ case_totals() {
 
 # A missing dataset: exit 1 with the library's detail (the path and the
 # reason); from the API, a RingfeedError with the code and detail.
-case_missing_dataset() {
+case_errors_missing_dataset() {
     missing=$work/no-such-folder
     run 1 python3 "$work/harness.py" "$example" "$missing" --library "$lib"
     has "$work/err" "python-loop: rf_loader_open: No such file or directory:"
@@ -170,7 +194,7 @@ print("ok")' "$lib" "$missing"
 
 # A sample that does not decode ends the run at rf_loader_next() with the
 # library's detail naming the file; the producers go with the loader.
-case_corrupt_sample() {
+case_errors_corrupt_sample() {
     cp -R "$work/ds" "$work/bad"
     echo "not a JPEG" >"$work/bad/class_001/broken.jpg"
     run 1 python3 "$work/harness.py" "$example" "$work/bad" --batch 5 \
@@ -183,7 +207,7 @@ case_corrupt_sample() {
 # closes the loader: producers run during the loop and none is left after
 # it. A generator kept past close() releases nothing (the loader took
 # every batch back).
-case_break_out() {
+case_run_break_out() {
     run 0 py '
 lib = m["load_library"](sys.argv[2])
 with m["Loader"](lib, sys.argv[3], batch_size=4, size=16, epochs=3) as loader:
@@ -202,7 +226,6 @@ print("ok")' "$lib" "$work/ds"
 
 # ---- the run ----------------------------------------------------------
 
-all_cases="layout totals missing_dataset corrupt_sample break_out"
-# shellcheck disable=SC2086 # a list of names
-[ $# -gt 0 ] || set -- $all_cases
-run_cases "$@"
+# shellcheck source=tests/harness.sh
+. "$(dirname "$0")/harness.sh"
+test_main "$cases" "$@"

@@ -3,34 +3,54 @@
 # option checks) run as a user runs them: exit statuses, messages, and the
 # files they leave (or not).
 #
-#     tests/test-tools.sh [CASE]...      every case when none is named
+#     tests/test-tools.sh [--list | WORD...]   every case when none is named
 #
-# The tools are taken from $RINGFEED_TOOLS, else from the folder of
-# $RINGFEED_PRODUCER (make check sets both). Everything is written under
-# one mktemp -d folder, removed at the end. Each case runs in a subshell:
-# a failed check ends its case, the others still run, and the script
-# exits 1 if any failed. (Helpers name their variables _like_this: sh has
-# no local variables, and the cases use plain names.)
+# The cases are named TOPIC/NAME (the function case_TOPIC_NAME) and run by
+# tests/harness.sh, each in a subshell: a failed check ends its case, the
+# others still run. The tools are taken from $RINGFEED_TOOLS, else from
+# the folder of $RINGFEED_PRODUCER (make check sets both). Everything is
+# written under one mktemp -d folder, removed at the end. (Helpers name
+# their variables _like_this: sh has no local variables, and the cases use
+# plain names.)
 set -u
 
-: "${RINGFEED_TOOLS:=$(dirname "${RINGFEED_PRODUCER:?set RINGFEED_TOOLS}")}"
-tools=$RINGFEED_TOOLS
-pack=$tools/ringfeed-pack
-synth=$tools/ringfeed-synth
-bench=$tools/ringfeed-bench
-# ringfeed-bench opens a loader, whose helper in a build tree lies beside
-# the tools (the README runs this script with RINGFEED_TOOLS alone).
-if [ -z "${RINGFEED_PRODUCER:-}" ] && [ -x "$tools/ringfeed-producer" ]; then
-    RINGFEED_PRODUCER=$tools/ringfeed-producer
-    export RINGFEED_PRODUCER
-fi
-work=$(mktemp -d "${TMPDIR:-/tmp}/rf-tools-XXXXXX") || exit 1
-trap 'rm -rf "$work"' EXIT
-trap 'exit 1' HUP INT TERM
+cases="write/concurrent_runs write/killed_leaves_nothing
+write/failure_leaves_nothing write/output_checked_first
+bad/skip_bad_decodes bad/empty_class_refused bad/counts_are_the_pack_s
+bad/names_escaped options/without_effect options/raw_full_scale
+options/raw_shape_advice bench/options_without_effect jobs/same_output
+jobs/bad_value jobs/killed_worker synth/needs_an_image_per_class
+synth/killed_writes_no_partial_jpeg synth/workers_stop_with_parent"
+
+# ---- setup --------------------------------------------------------------
+
+# The tools, the scratch folder, and $work/ds: 24 synthetic JPEGs in 3
+# classes, shared by the cases (read only).
+test_setup() {
+    : "${RINGFEED_TOOLS:=$(dirname "${RINGFEED_PRODUCER:?set RINGFEED_TOOLS}")}"
+    tools=$RINGFEED_TOOLS
+    pack=$tools/ringfeed-pack
+    synth=$tools/ringfeed-synth
+    bench=$tools/ringfeed-bench
+    # ringfeed-bench opens a loader, whose helper in a build tree lies
+    # beside the tools (the README runs this script with RINGFEED_TOOLS
+    # alone).
+    if [ -z "${RINGFEED_PRODUCER:-}" ] && [ -x "$tools/ringfeed-producer" ]
+    then
+        RINGFEED_PRODUCER=$tools/ringfeed-producer
+        export RINGFEED_PRODUCER
+    fi
+    work=$(mktemp -d "${TMPDIR:-/tmp}/rf-tools-XXXXXX") || return 1
+    trap 'rm -rf "$work"' EXIT
+    trap 'exit 1' HUP INT TERM
+    "$synth" "$work/ds" --images 24 --classes 3 --jobs 2 --quiet \
+        >/dev/null || { echo "ringfeed-synth could not write the test data"
+        return 1; }
+}
 
 # ---- checks -----------------------------------------------------------
 
-# fail, run, has, lacks, run_cases.
+# fail, run, has, lacks (and test_each, which empties $work/out and err).
 # shellcheck source=tests/checks.sh
 . "$(dirname "$0")/checks.sh"
 
@@ -57,11 +77,6 @@ wait_for() {
 }
 
 # ---- data -------------------------------------------------------------
-
-# $work/ds: 24 synthetic JPEGs in 3 classes, shared by the cases (read
-# only).
-"$synth" "$work/ds" --images 24 --classes 3 --jobs 2 --quiet >/dev/null ||
-    { echo "FAIL: ringfeed-synth could not write the test data"; exit 1; }
 
 # $work/big: ten hard links to each file of $work/ds (240 samples), so
 # that packing them at $slow with --jobs 2 takes seconds: long enough to
@@ -95,7 +110,7 @@ first_image() {
 # Two runs writing one output at once: each writes a file of its own and
 # the last to finish wins, whole (they used to share OUT.tmp: the first to
 # finish renamed the other's half-written file into place and exited 0).
-case_concurrent_runs() {
+case_write_concurrent_runs() {
     dir=$work/concurrent
     mkdir "$dir"
     # shellcheck disable=SC2086 # $slow is a list of options
@@ -110,7 +125,7 @@ case_concurrent_runs() {
 }
 
 # A run killed at any moment leaves nothing in the output's folder.
-case_killed_leaves_nothing() {
+case_write_killed_leaves_nothing() {
     dir=$work/killed
     mkdir "$dir" "$dir/out"
     make_big
@@ -128,7 +143,7 @@ case_killed_leaves_nothing() {
 
 # A run that fails leaves nothing either: here a pack of raw samples
 # given as a source without --raw.
-case_failure_leaves_nothing() {
+case_write_failure_leaves_nothing() {
     dir=$work/failure
     mkdir "$dir" "$dir/out"
     run 0 "$pack" "$work/ds" "$dir/raw.pack" --raw 16x16 --quiet
@@ -139,7 +154,7 @@ case_failure_leaves_nothing() {
 
 # An output that cannot be written is refused before the work: before a
 # dictionary is trained (the progress line would say "training").
-case_output_checked_first() {
+case_write_output_checked_first() {
     dir=$work/output
     mkdir "$dir" "$dir/folder"
     for output in "$dir/folder" "$dir/folder/" "$dir/new/"; do
@@ -185,7 +200,7 @@ count() {
 # --skip-bad leaves out what cannot be decoded, not only what cannot be
 # read (it used to pack the three bad files, which --verify then found),
 # and names each file left out with the reason.
-case_skip_bad_decodes() {
+case_bad_skip_bad_decodes() {
     dir=$work/skip
     make_bad_folder "$dir/source"
     run 0 "$pack" "$dir/source" "$dir/x.pack" --skip-bad --quiet
@@ -211,7 +226,7 @@ case_skip_bad_decodes() {
 # the last one (the pack's class count would shrink: it is the largest
 # label + 1) or not; so is a run that would pack nothing. No pack is
 # written. (Both used to exit 0.)
-case_empty_class_refused() {
+case_bad_empty_class_refused() {
     dir=$work/empty-class
     for emptied in a b; do # the first class, then the last
         source=$dir/source-$emptied
@@ -238,7 +253,7 @@ case_empty_class_refused() {
 
 # The summary counts the pack's samples and classes; --verify of a pack
 # with no sample fails.
-case_counts_are_the_pack_s() {
+case_bad_counts_are_the_pack_s() {
     dir=$work/counts
     make_bad_folder "$dir/source"
     run 0 "$pack" "$dir/source" "$dir/x.pack" --skip-bad --quiet
@@ -270,7 +285,7 @@ empty_pack() {
 # Control bytes in names are escaped in what the tools print: a file
 # named "evil<newline>bad: sample 9 ..." used to make --verify print two
 # "bad:" lines for one sample, and an escape byte reached the terminal.
-case_names_escaped() {
+case_bad_names_escaped() {
     dir=$work/names
     mkdir -p "$dir/source/a"
     cp "$(first_image class_000)" "$dir/source/a/good.jpg"
@@ -298,7 +313,7 @@ case_names_escaped() {
 # A pack of raw samples can be packed again only at its own shape; the
 # advice is the --raw to pass, not the loader's RF_PARAM_HEIGHT followed
 # by --skip-bad (which would leave every sample out).
-case_raw_shape_advice() {
+case_options_raw_shape_advice() {
     dir=$work/raw-shape
     mkdir "$dir"
     run 0 "$pack" "$work/ds" "$dir/raw.pack" --raw 32x32 --quiet
@@ -348,7 +363,7 @@ case_options_without_effect() {
 # --full-scale decodes the --raw pixels in full (PIL's): at 24x24 these
 # images would be decoded at a smaller DCT scale, so the pixels differ.
 # On a pack of raw samples, already decoded, it would change nothing.
-case_raw_full_scale() {
+case_options_raw_full_scale() {
     dir=$work/full-scale
     mkdir "$dir"
     run 0 "$pack" "$work/ds" "$dir/scaled.pack" --raw 24x24 --quiet
@@ -569,12 +584,6 @@ case_synth_workers_stop_with_parent() {
 
 # ---- the run ----------------------------------------------------------
 
-all_cases="concurrent_runs killed_leaves_nothing failure_leaves_nothing
-output_checked_first options_without_effect raw_full_scale skip_bad_decodes
-empty_class_refused counts_are_the_pack_s names_escaped raw_shape_advice
-bench_options_without_effect jobs_same_output jobs_bad_value jobs_killed_worker
-synth_needs_an_image_per_class synth_killed_writes_no_partial_jpeg
-synth_workers_stop_with_parent"
-# shellcheck disable=SC2086 # a list of names
-[ $# -gt 0 ] || set -- $all_cases
-run_cases "$@"
+# shellcheck source=tests/harness.sh
+. "$(dirname "$0")/harness.sh"
+test_main "$cases" "$@"
