@@ -14,7 +14,8 @@
  * and both numbers). An index cache whose listing is a hole is refused
  * without being copied. Listing 20,000 files is timed (printed, not
  * asserted). Setup makes the folder tree and the test pack once, in a
- * scratch folder; the cases that change them work on copies.
+ * scratch folder; a case that adds to the tree takes it out again, and
+ * the damaged packs are copies.
  */
 #include "config.h"
 
