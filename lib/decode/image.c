@@ -78,7 +78,11 @@ uint8_t *rf__image_buffer_reserve(struct rf__image_buffer *buffer, size_t bytes)
     if (bytes > SIZE_MAX - RF_IMAGE_SLACK)
         return NULL;
     const size_t want = bytes + RF_IMAGE_SLACK;
-    if (want > buffer->cap) {
+    /* a buffer far above what images need is given back: one huge image
+     * must not pin its memory in a producer for the rest of the run */
+    const bool oversized =
+        buffer->cap > RF_IMAGE_KEEP && want < buffer->cap / 4;
+    if (want > buffer->cap || oversized) {
         /* no realloc: the old pixels are never needed again */
         uint8_t *fresh = malloc(want);
         if (!fresh)

@@ -62,14 +62,17 @@ const char *rf__image_format_name(enum rf__image_format format);
 /* ---- shared by the decoders --------------------------------------------
  */
 
-/* The pixel buffer of a decoder: it only grows. */
+/* The pixel buffer of a decoder: it grows, and shrinks only from above
+ * RF_IMAGE_KEEP bytes to an image under a quarter of it. */
 struct rf__image_buffer {
     uint8_t *bytes;
     size_t cap;
 };
 
+#define RF_IMAGE_KEEP ((size_t)64 << 20)
+
 /* At least bytes + RF_IMAGE_SLACK bytes (the slack zeroed), or NULL when
- * out of memory (the old buffer is kept). */
+ * out of memory. */
 uint8_t *rf__image_buffer_reserve(struct rf__image_buffer *buffer,
                                   size_t bytes);
 

@@ -37,8 +37,7 @@
 
 struct rf__png_decoder {
     struct rf__image_buffer pixels;
-    png_bytep *rows; /* one pointer per row of the image, only grows */
-    size_t rows_cap;
+    png_bytep *rows;         /* one pointer per row of the current image */
     char reason[REASON_LEN]; /* libpng's last error */
 };
 
@@ -67,7 +66,6 @@ void rf__png_decoder_free(struct rf__png_decoder *dec)
     if (!dec)
         return;
     rf__image_buffer_free(&dec->pixels);
-    free(dec->rows);
     free(dec);
 }
 
@@ -229,23 +227,17 @@ static uint64_t memory_needed(const struct png_plan *plan)
            3 * (uint64_t)plan->raw_row_bytes + LIBPNG_FIXED_BYTES;
 }
 
-/* The image buffer and the row pointers into it; NULL when out of
- * memory. */
+/* The image buffer and the row pointers into it (made for each image:
+ * one small allocation beside libpng's own); NULL when out of memory. */
 static png_bytep *reserve_rows(struct rf__png_decoder *dec,
                                const struct png_plan *plan)
 {
     const size_t row_bytes = decoded_row_bytes(plan);
     uint8_t *pixels =
         rf__image_buffer_reserve(&dec->pixels, row_bytes * plan->height);
-    if (!pixels)
+    dec->rows = malloc(plan->height * sizeof(*dec->rows));
+    if (!pixels || !dec->rows)
         return NULL;
-    if (plan->height > dec->rows_cap) {
-        png_bytep *rows = realloc(dec->rows, plan->height * sizeof(*rows));
-        if (!rows)
-            return NULL;
-        dec->rows = rows;
-        dec->rows_cap = plan->height;
-    }
     for (uint32_t y = 0; y < plan->height; y++)
         dec->rows[y] = pixels + (size_t)y * row_bytes;
     return dec->rows;
@@ -346,6 +338,8 @@ int rf__png_decode(struct rf__png_decoder *dec, const uint8_t *data,
     const int rc = decode(dec, png, info, &in, limits, channels, out, err,
                           err_len, &libpng_failed);
     png_destroy_read_struct(&png, &info, NULL);
+    free(dec->rows);
+    dec->rows = NULL;
     if (rc < 0 && libpng_failed)
         rf__format(err, err_len, "PNG: %s", dec->reason);
     return rc;
