@@ -130,6 +130,7 @@ case_write_killed_leaves_nothing() {
     mkdir "$dir" "$dir/out"
     make_big
     for signal in KILL TERM; do
+        rm -f "$dir/err" # not the first run's "packing" (see jobs_killed_worker)
         # shellcheck disable=SC2086 # $slow is a list of options
         "$pack" "$work/big" "$dir/out/x.pack" $slow --jobs 2 2>"$dir/err" &
         background=$!
@@ -504,6 +505,9 @@ case_jobs_killed_worker() {
     mkdir -p "$dir/out"
     make_big
     for victim in worker tool; do
+        # The first run's "packing" must not be taken for the second's:
+        # its 2> truncates the file only once the background job starts.
+        rm -f "$dir/err"
         # shellcheck disable=SC2086 # $slow is a list of options
         "$pack" "$work/big" "$dir/out/x.pack" $slow --jobs 2 2>"$dir/err" &
         background=$!
