@@ -3,7 +3,7 @@
  * what to change, and what a start needs: a value out of range, a run
  * that leaves no batch or more batches than a handle counts, a missing
  * helper, a ring larger than memory, a missing or empty dataset, JPEGs
- * into 2 or 4 channels; the fd budget is exact (refused one below the
+ * into 4 channels; the fd budget is exact (refused one below the
  * limit it asks for, runs at it) and producers start near RLIMIT_NOFILE.
  *
  * Setup makes a small folder of JPEGs for the cases that need a dataset.
