@@ -14,13 +14,23 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/assert.h"
+
 size_t rf__ring_bytes(uint32_t entries)
 {
     return sizeof(struct rf__ring) + (size_t)entries * sizeof(uint64_t);
 }
 
+/* A power of two, so that `& (entries - 1)` is the index; at least 2, so
+ * that the ring holds a handle and a stop. */
+static inline bool entries_valid(uint32_t entries)
+{
+    return entries >= 2 && (entries & (entries - 1)) == 0;
+}
+
 void rf__ring_init(struct rf__ring *ring, uint32_t entries)
 {
+    RF_ASSERT(entries_valid(entries));
     ring->entries = entries;
     ring->mask = entries - 1;
     rf__store_relaxed32(&ring->head, 0);
@@ -29,6 +39,7 @@ void rf__ring_init(struct rf__ring *ring, uint32_t entries)
 
 int rf__ring_push(struct rf__ring *ring, uint32_t entries, uint64_t h)
 {
+    RF_ASSERT(entries_valid(entries)); /* the caller's own copy */
     const uint32_t tail = rf__load_relaxed32(&ring->tail);
     /* Pairs with the store_release of head in rf__ring_pop(): the reader
      * is done with the entry we are about to overwrite. */
@@ -44,6 +55,7 @@ int rf__ring_push(struct rf__ring *ring, uint32_t entries, uint64_t h)
 
 int rf__ring_pop(struct rf__ring *ring, uint32_t entries, uint64_t *h)
 {
+    RF_ASSERT(entries_valid(entries)); /* the caller's own copy */
     const uint32_t head = rf__load_relaxed32(&ring->head);
     /* Pairs with the store_release of tail in rf__ring_push(). */
     const uint32_t tail = rf__load_acquire32(&ring->tail);

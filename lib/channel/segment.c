@@ -345,6 +345,7 @@ struct rf__ring *rf__segment_empty_ring(const struct rf__segment *seg,
                                         uint32_t producer)
 {
     const struct rf__header *h = &seg->layout;
+    RF_ASSERT(producer < h->producers);
     return (struct rf__ring *)control_at(
         seg, h->rings_offset + h->ring_stride * (2 * (uint64_t)producer));
 }
@@ -353,6 +354,7 @@ struct rf__ring *rf__segment_full_ring(const struct rf__segment *seg,
                                        uint32_t producer)
 {
     const struct rf__header *h = &seg->layout;
+    RF_ASSERT(producer < h->producers);
     return (struct rf__ring *)control_at(
         seg, h->rings_offset + h->ring_stride * (2 * (uint64_t)producer + 1));
 }
@@ -360,6 +362,7 @@ struct rf__ring *rf__segment_full_ring(const struct rf__segment *seg,
 struct rf__producer_state *rf__segment_producer(const struct rf__segment *seg,
                                                 uint32_t producer)
 {
+    RF_ASSERT(producer < seg->layout.producers);
     return (struct rf__producer_state *)control_at(
                seg, seg->layout.producers_offset) +
            producer;
@@ -375,8 +378,12 @@ struct rf__broken_list *rf__segment_broken(const struct rf__segment *seg)
     return (struct rf__broken_list *)control_at(seg, seg->layout.broken_offset);
 }
 
+/* The other slot accessors reach the slot through this one. A slot that
+ * came from shared memory (a handle on a ring) is checked against the
+ * count before it gets here. */
 uint8_t *rf__slot_data(const struct rf__segment *seg, uint32_t slot)
 {
+    RF_ASSERT(slot < seg->layout.slots);
     return seg->arena + (uint64_t)slot * seg->layout.slot_bytes;
 }
 

@@ -17,6 +17,7 @@
 
 #include "channel/atomics.h"
 #include "channel/ring.h"
+#include "common/assert.h"
 #include "common/internal.h"
 #include "channel/broken-list.h"
 
@@ -49,9 +50,15 @@ enum rf__handle_kind {
 /* rf__layout_compute() never makes a larger arena. */
 #define RF__MAX_ARENA (UINT64_C(1) << 46)
 
+/* Every field must fit: a slot or sequence too large for its bits is the
+ * caller's bug. The masks stay so that even then, in a release build, it
+ * cannot spill into the kind. */
 static inline uint64_t rf__handle_make(unsigned kind, uint32_t slot,
                                        uint64_t seq)
 {
+    RF_ASSERT(kind != 0 && kind < 16);
+    RF_ASSERT(slot <= RF__SLOT_MASK);
+    RF_ASSERT(seq <= RF__SEQ_MASK);
     return ((uint64_t)kind << 60) |
            ((uint64_t)(slot & RF__SLOT_MASK) << RF__SEQ_BITS) |
            (seq & RF__SEQ_MASK);

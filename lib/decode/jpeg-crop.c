@@ -11,6 +11,7 @@
 
 #include <math.h>
 
+#include "common/assert.h"
 #include "decode/jpeg-decoder.h"
 #ifdef HAVE_JPEGINT_H
 /* after jpeglib.h: the entropy decoder's struct, which
@@ -23,6 +24,7 @@
 unsigned rf__jpeg_scale_for(double crop_w, double crop_h, uint32_t out_w,
                             uint32_t out_h)
 {
+    RF_ASSERT(out_w > 0 && out_h > 0); /* check_target() refused others */
     /* Only 1/8, 2/8, 4/8 and 8/8: libjpeg-turbo has SIMD inverse DCTs for
      * those alone, and its plain-C 3/8, 5/8, 6/8 and 7/8 ones are slower
      * than a SIMD 8/8 (measured: 10% more images/s on the train
@@ -207,6 +209,8 @@ void rf__jpeg_plan_axes(struct rf__jpeg_decoder *dec, struct rf__jpeg_job *job)
     const bool t = job->orient.transpose;
     const uint32_t cols = t ? job->target->out_height : job->target->out_width;
     const uint32_t rows = t ? job->target->out_width : job->target->out_height;
+    RF_ASSERT(cols > 0 && rows > 0);
+    RF_ASSERT(job->scale >= 1 && job->scale <= 8);
     const double k = job->scale / 8.0;
     if (rf__resample_axis_plan(&rs->horizontal, ci->output_width,
                                job->box[0] * k, job->box[2] * k, cols) < 0 ||

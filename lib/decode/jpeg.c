@@ -24,6 +24,7 @@
 #include <jerror.h>
 #include <jpeglib.h>
 
+#include "common/assert.h"
 #include "common/internal.h"
 #include "decode/jpeg-decoder.h"
 #include "decode/resize.h"
@@ -283,6 +284,7 @@ static void choose_color(struct rf__jpeg_decoder *dec, struct rf__jpeg_job *job)
 static void start(struct rf__jpeg_decoder *dec, struct rf__jpeg_job *job)
 {
     j_decompress_ptr ci = &dec->cinfo;
+    RF_ASSERT(job->scale >= 1 && job->scale <= 8); /* rf__jpeg_scale_for() */
     ci->scale_num = job->scale;
     ci->scale_denom = 8;
     /* what TurboJPEG and PIL use by default: the same pixels as theirs */

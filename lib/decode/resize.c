@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "decode/resize-simd.h"
 #include "decode/resize.h"
 
@@ -210,6 +211,8 @@ void rf__resample_axis_shift(struct rf__resample_axis *axis, uint32_t delta)
      * a row that never comes. first[] stays non-decreasing. */
     for (uint32_t o = 0; o < axis->out_size; o++) {
         const int32_t d = (int32_t)delta;
+        /* the new start is at or before every pixel that is read */
+        RF_ASSERT(axis->count[o] == 0 || axis->first[o] >= d);
         if (axis->count[o] > 0 || axis->first[o] >= d)
             axis->first[o] -= d;
         else
@@ -293,6 +296,8 @@ int rf__resizer_begin(struct rf__resizer *rs, uint32_t channels,
 {
     if (channels != 1 && channels != 3)
         return -EINVAL;
+    /* both axes planned: each writes at least one pixel */
+    RF_ASSERT(rs->horizontal.out_size > 0 && rs->vertical.out_size > 0);
     rs->simd = rf__resize_simd_available();
     if (rs->simd_limit != RF_RESIZE_SIMD_BEST && rs->simd > rs->simd_limit)
         rs->simd = rs->simd_limit;

@@ -24,6 +24,7 @@
 
 #include <string.h>
 
+#include "common/assert.h"
 #include "common/internal.h"
 #include "decode/transform.h"
 
@@ -252,6 +253,9 @@ static void train_crop(const struct rf__transform_spec *t, uint64_t seed,
         found = try_random_box(t, &crop, width, height, &b);
     if (!found)
         central_box(t, width, height, &b);
+    /* either way a non-empty box inside the image (see central_box()) */
+    RF_ASSERT(b.width >= 1 && b.left + b.width <= width);
+    RF_ASSERT(b.height >= 1 && b.top + b.height <= height);
     out->x = b.left;
     out->y = b.top;
     out->width = b.width;
@@ -275,6 +279,8 @@ static void centre_axis(uint32_t out, uint64_t resized, uint32_t source,
     }
     /* crop_top = int(round((image_height - crop_height) / 2.0)) */
     const double offset = round_half_even((double)(resized - out) / 2.0);
+    /* a non-empty crop inside the resized image */
+    RF_ASSERT(out >= 1 && offset + out <= (double)resized);
     const double to_source = (double)source / (double)resized;
     *start = offset * to_source;
     *extent = out * to_source;
