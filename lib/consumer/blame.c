@@ -9,6 +9,7 @@
 
 #include <string.h>
 
+#include "common/assert.h"
 #include "consumer/loader-internal.h"
 #include "source/dataset.h"
 
@@ -102,6 +103,7 @@ static int sample_breaks_run(rf_loader *l, const char *what, uint64_t sample)
 int rf__loader_charge_death(rf_loader *l, uint32_t p, uint64_t seq,
                             const char *what)
 {
+    RF_ASSERT(p < l->producers);
     if (seq == UINT64_MAX || !owes_batch(l, p, seq))
         return 0;
     const struct rf__producer_state *st = rf__segment_producer(&l->seg, p);

@@ -12,6 +12,7 @@
 
 #include <signal.h>
 
+#include "common/assert.h"
 #include "consumer/loader-internal.h"
 
 /* How far past its own timeout a wait may run before the excess is taken
@@ -28,6 +29,7 @@
  * its deadline runs from now, with no mark or stamp left from before. */
 void rf__loader_restart_deadline(rf_loader *l, uint32_t p)
 {
+    RF_ASSERT(p < l->producers);
     struct producer_info *prod = &l->producer_info[p];
     prod->progress_ns = rf__now_ns();
     prod->overdue_ns = 0;

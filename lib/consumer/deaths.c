@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <sys/wait.h>
 
+#include "common/assert.h"
 #include "consumer/loader-internal.h"
 
 /* Producers that crashed or timed out before they took up work (before
@@ -70,6 +71,7 @@ static void describe_death(const rf_loader *l, uint32_t p, int pid,
  * l->owed; returns how many. */
 static uint32_t reclaim_slots(rf_loader *l, uint32_t p)
 {
+    RF_ASSERT(p < l->producers);
     uint32_t n = 0;
     for (uint32_t s = 0; s < l->slots; s++) {
         struct slot_info *info = &l->slot_info[s];
@@ -84,6 +86,9 @@ static uint32_t reclaim_slots(rf_loader *l, uint32_t p)
         }
         l->owed[k] = s;
     }
+    /* The slots slot_info says p holds are exactly the orders it was
+     * counted. */
+    RF_ASSERT(n == l->producer_info[p].orders && n <= l->at_producers);
     l->at_producers -= n;
     l->producer_info[p].orders = 0;
     return n;
@@ -93,6 +98,7 @@ static uint32_t reclaim_slots(rf_loader *l, uint32_t p)
  * the old process is reaped, so nobody else touches them. */
 static void reset_channel(rf_loader *l, uint32_t p)
 {
+    RF_ASSERT(p < l->producers && l->producer_info[p].child.pid <= 0);
     /* The successor attaches to the header, parameters and path: give
      * it the consumer's own copies, whatever was written there since. */
     rf__segment_restore(&l->seg, l->params, l->path);
@@ -238,6 +244,7 @@ static int replace_producer(rf_loader *l, uint32_t p, const char *what)
 int rf__loader_handle_death(rf_loader *l, uint32_t p, int pid, const char *how,
                             bool timed_out)
 {
+    RF_ASSERT(p < l->producers);
     const struct rf__producer_state *st = rf__segment_producer(&l->seg, p);
     const struct producer_info *prod = &l->producer_info[p];
     l->pfds[1 + p].fd = -1;

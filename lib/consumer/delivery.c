@@ -10,6 +10,7 @@
 
 #include <string.h>
 
+#include "common/assert.h"
 #include "consumer/loader-internal.h"
 
 /*
@@ -64,8 +65,13 @@ static uint32_t least_busy_producer(rf_loader *l)
  * only a writer into the shared memory can have caused. */
 int rf__loader_give_order(rf_loader *l, uint32_t slot, uint64_t seq)
 {
+    RF_ASSERT(slot < l->slots);
     struct slot_info *s = &l->slot_info[slot];
+    /* Free (at open, or taken back from a dead producer) or just released
+     * by the caller: never one a producer or the caller still has. */
+    RF_ASSERT(s->where == SLOT_FREE || s->where == SLOT_WITH_USER);
     const uint32_t p = least_busy_producer(l);
+    RF_ASSERT(p < l->producers);
     s->where = SLOT_AT_PRODUCER;
     s->producer = p;
     s->seq = seq;
@@ -91,6 +97,9 @@ int rf__loader_give_order(rf_loader *l, uint32_t slot, uint64_t seq)
 int rf__loader_issue_order(rf_loader *l, uint32_t slot)
 {
     if (l->next_issue >= l->total_batches) {
+        RF_ASSERT(slot < l->slots);
+        RF_ASSERT(l->slot_info[slot].where == SLOT_FREE ||
+                  l->slot_info[slot].where == SLOT_WITH_USER);
         l->slot_info[slot].where = SLOT_FREE;
         return 0;
     }
@@ -99,8 +108,13 @@ int rf__loader_issue_order(rf_loader *l, uint32_t slot)
 
 static void mark_ready(rf_loader *l, uint32_t slot)
 {
+    RF_ASSERT(l->slot_info[slot].where == SLOT_AT_PRODUCER);
+    RF_ASSERT(l->ready_count < l->slots);
     l->slot_info[slot].where = SLOT_READY;
     if (l->ordered) {
+        /* The batches not yet handed out span fewer than `slots` numbers,
+         * so no two share a cell. */
+        RF_ASSERT(l->ready[l->slot_info[slot].seq % l->slots] < 0);
         l->ready[l->slot_info[slot].seq % l->slots] = (int32_t)slot;
     } else {
         l->ready[(l->ready_head + l->ready_count) % l->slots] = (int32_t)slot;
@@ -121,6 +135,8 @@ static int accept_handle(rf_loader *l, uint32_t p, uint64_t h)
                          "which matches no batch it was given; the shared "
                          "rings were overwritten",
                          p, prod->child.pid, (unsigned long long)h);
+    /* The counts agree with slot_info, which was just checked. */
+    RF_ASSERT(prod->orders > 0 && l->at_producers > 0);
     prod->orders--;
     l->at_producers--;
     prod->has_delivered = true;
@@ -132,6 +148,7 @@ static int accept_handle(rf_loader *l, uint32_t p, uint64_t h)
 
 int rf__loader_drain_full_ring(rf_loader *l, uint32_t p)
 {
+    RF_ASSERT(p < l->producers);
     struct rf__ring *ring = rf__segment_full_ring(&l->seg, p);
     uint64_t h;
     int rc;
@@ -169,11 +186,14 @@ bool rf__loader_take_ready(rf_loader *l, uint32_t *slot)
             return false;
         *slot = (uint32_t)*cell;
         *cell = -1;
+        RF_ASSERT(*slot < l->slots);
+        RF_ASSERT(l->slot_info[*slot].seq == l->next_deliver);
         l->next_deliver++;
     } else {
         *slot = (uint32_t)l->ready[l->ready_head];
         l->ready_head = (l->ready_head + 1) % l->slots;
     }
+    RF_ASSERT(*slot < l->slots && l->slot_info[*slot].where == SLOT_READY);
     l->ready_count--;
     return true;
 }
@@ -223,7 +243,9 @@ static int account_failures(rf_loader *l, uint32_t slot, uint64_t epoch,
 
 int rf__loader_fill_view(rf_loader *l, uint32_t slot, rf_batch *b)
 {
+    RF_ASSERT(slot < l->slots);
     struct slot_info *s = &l->slot_info[slot];
+    RF_ASSERT(s->where == SLOT_READY); /* only a ready batch is handed out */
     const struct rf__slot_meta *m = rf__slot_meta(&l->seg, slot);
     /* Each count is read once and checked: the slot is shared memory,
      * and a value read twice could differ the second time. */

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 
+#include "common/assert.h"
 #include "consumer/loader-internal.h"
 
 /* How long close() waits for producers to exit before it kills them. */
@@ -17,7 +18,10 @@
 /* Starts producer i (again, after a death) in its record. */
 int rf__loader_start_producer(rf_loader *l, uint32_t i)
 {
+    RF_ASSERT(i < l->producers);
     struct producer_info *prod = &l->producer_info[i];
+    /* Never over a live process: it would run on, unwatched. */
+    RF_ASSERT(prod->child.pid <= 0);
     const bool fork_mode = l->params[RF_PARAM_START_MODE] == RF_START_FORK;
     /* Checked for every start: a replacement may come after the caller
      * started threads or loaded CUDA. */
