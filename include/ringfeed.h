@@ -230,7 +230,8 @@ typedef enum rf_start_mode {
  * the range rf_config_set() accepts.
  *
  * Numbers come in bands of 16, one band per area, so that a new
- * parameter lands beside its kin: area a holds 64 + 16a .. 79 + 16a.
+ * parameter lands beside its kin: area a holds 64 + 16a .. 79 + 16a, and
+ * a new area takes the next band, from 176.
  *
  *     64  shape and batch            128  bad input
  *     80  order and sharding         144  faults
@@ -242,11 +243,11 @@ typedef enum rf_start_mode {
  * order they were added (each one's "was N" below); rf_config_set(),
  * rf_config_get() and rf_param_lookup() still accept those old numbers
  * and map each to the parameter it named, so that a program compiled
- * against 0.1's header keeps working unchanged. A program compiled
- * against this header passes the banded numbers, which a library from
- * before them (one without rf_param_at()) refuses with -EINVAL. Numbers
- * 0, 43..63 and those of a band that no parameter takes are not
- * parameters: -EINVAL.
+ * against 0.1's header keeps working unchanged; rf_param_at() lists each
+ * parameter once, by its banded number. A program compiled against this
+ * header passes the banded numbers, which a library from before them (one
+ * without rf_param_at()) refuses with -EINVAL. Any other number (0,
+ * 43..63, a band's free numbers) is not a parameter: -EINVAL.
  */
 typedef enum rf_param {
     /* ---- Shape and batch (64..79) ---- */
