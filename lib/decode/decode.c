@@ -1,24 +1,35 @@
 /*
  * decode.c - one sample from its stored bytes to its place in the slot.
- * JPEG goes through lib/jpeg.c with the crop that lib/transform.c picks
- * for (seed, epoch, index); a zstd frame is decompressed straight into
- * the slot after its size is checked against the sample shape. Owns a JPEG
- * decoder and a zstd context (and dictionary), reused for every sample.
+ * An image is told by its bytes' signature, never its file name: JPEG
+ * goes through jpeg.c with the crop that transform.c picks for (seed,
+ * epoch, index); PNG and WebP are decoded whole (png.c, webp.c) and the
+ * same crop resized from them (image-resize.c); GIF, BMP, TIFF and
+ * PPM/PGM are refused, naming the format. A zstd frame is decompressed
+ * straight into the slot after its size is checked against the sample
+ * shape. Owns the decoders, a resizer and a zstd context (and
+ * dictionary), reused for every sample.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
 
 #include "common/internal.h"
 #include "decode/decode.h"
+#include "decode/image-resize.h"
+#include "decode/image.h"
 #include "source/dataset.h"
 #include "source/pack.h"
 
 struct rf__decoder {
     struct rf__jpeg_decoder *jpeg;
+    struct rf__png_decoder *png;   /* NULL when built without libpng */
+    struct rf__webp_decoder *webp; /* NULL when built without libwebp */
+    struct rf__resizer resizer;    /* for the whole images */
+    struct rf__image_limits image_limits;
     ZSTD_DCtx *zstd;
     ZSTD_DDict *dict;
     struct rf__transform_spec transform;
@@ -51,6 +62,8 @@ static void read_params(struct rf__decoder *d, const int64_t *p)
     d->jpeg_options.warnings_are_errors = p[RF_PARAM_JPEG_WARNINGS] == 0;
     d->jpeg_options.exif_orientation = p[RF_PARAM_EXIF_ORIENTATION] != 0;
     d->jpeg_options.full_scale = p[RF_PARAM_DCT_SCALING] == 0;
+    d->image_limits.max_pixels = d->jpeg_options.max_pixels;
+    d->image_limits.max_decode_memory = d->jpeg_options.max_decode_memory;
     d->target.out_height = (uint32_t)p[RF_PARAM_HEIGHT];
     d->target.out_width = (uint32_t)p[RF_PARAM_WIDTH];
     d->target.channels = (uint32_t)p[RF_PARAM_CHANNELS];
@@ -107,8 +120,17 @@ int rf__decoder_new(struct rf__decoder **out, const int64_t *params,
     read_params(d, params);
     d->jpeg = rf__jpeg_decoder_new();
     d->zstd = ZSTD_createDCtx();
+    bool whole_decoders = true;
+#ifdef HAVE_PNG
+    d->png = rf__png_decoder_new();
+    whole_decoders = whole_decoders && d->png;
+#endif
+#ifdef HAVE_WEBP
+    d->webp = rf__webp_decoder_new();
+    whole_decoders = whole_decoders && d->webp;
+#endif
     int rc = 0;
-    if (!d->jpeg || !d->zstd) {
+    if (!d->jpeg || !d->zstd || !whole_decoders) {
         rf__format(why, why_len, "out of memory for the decoders");
         rc = -ENOMEM;
     }
@@ -129,27 +151,140 @@ void rf__decoder_free(struct rf__decoder *d)
     if (!d)
         return;
     rf__jpeg_decoder_free(d->jpeg);
+#ifdef HAVE_PNG
+    rf__png_decoder_free(d->png);
+#endif
+#ifdef HAVE_WEBP
+    rf__webp_decoder_free(d->webp);
+#endif
+    rf__resizer_free(&d->resizer);
     ZSTD_freeDCtx(d->zstd);
     ZSTD_freeDDict(d->dict);
     free(d);
+}
+
+/* A JPEG, a PNG or a WebP decodes to L or RGB only. */
+static int check_channels(const struct rf__decoder *d, const char *what,
+                          char *err, size_t err_len)
+{
+    if (d->target.channels == 1 || d->target.channels == 3)
+        return 0;
+    rf__format(err, err_len,
+               "%s decodes to 1 or 3 channels, not %u; set RF_PARAM_CHANNELS",
+               what, d->target.channels);
+    return -1;
 }
 
 static int decode_jpeg(struct rf__decoder *d, const rf_sample_info *info,
                        uint64_t epoch, uint64_t index, uint8_t *dst, char *err,
                        size_t err_len)
 {
-    if (d->target.channels != 1 && d->target.channels != 3) {
-        rf__format(err, err_len,
-                   "a JPEG decodes to 1 or 3 channels, not %u; set "
-                   "RF_PARAM_CHANNELS",
-                   d->target.channels);
+    if (check_channels(d, "a JPEG", err, err_len) < 0)
         return -1;
-    }
     struct crop_request request = {d, epoch, index};
     struct rf__jpeg_target target = d->target;
     target.dst = dst;
     return rf__jpeg_decode(d->jpeg, info->data, info->size, &d->jpeg_options,
                            choose_crop, &request, &target, err, err_len);
+}
+
+/* The formats this build decodes, for the messages. */
+static const char *decoded_formats(void)
+{
+#if defined(HAVE_PNG) && defined(HAVE_WEBP)
+    return "JPEG, PNG and WebP";
+#elif defined(HAVE_PNG)
+    return "JPEG and PNG";
+#elif defined(HAVE_WEBP)
+    return "JPEG and WebP";
+#else
+    return "JPEG";
+#endif
+}
+
+/* An image in a format this build does not decode: says which it is,
+ * and how to get it decoded. */
+static int refuse_format(enum rf__image_format format, char *err,
+                         size_t err_len)
+{
+    const char *name = rf__image_format_name(format);
+    if (format == RF_IMAGE_PNG || format == RF_IMAGE_WEBP)
+        rf__format(err, err_len,
+                   "a %s file: this ringfeed was built without %s; install "
+                   "%s, then configure and build ringfeed again",
+                   name, format == RF_IMAGE_PNG ? "libpng" : "libwebp",
+                   format == RF_IMAGE_PNG ? "libpng-dev" : "libwebp-dev");
+    else
+        rf__format(err, err_len,
+                   "a %s file: ringfeed decodes %s; convert it to one of "
+                   "those",
+                   name, decoded_formats());
+    return -1;
+}
+
+/* The whole PNG or WebP into the decoder's buffer, when this build has
+ * its library. */
+static int decode_whole_image(struct rf__decoder *d,
+                              enum rf__image_format format,
+                              const rf_sample_info *info, struct rf__image *im,
+                              char *err, size_t err_len)
+{
+    switch (format) {
+#ifdef HAVE_PNG
+    case RF_IMAGE_PNG:
+        return rf__png_decode(d->png, info->data, info->size, &d->image_limits,
+                              d->target.channels, im, err, err_len);
+#endif
+#ifdef HAVE_WEBP
+    case RF_IMAGE_WEBP:
+        return rf__webp_decode(d->webp, info->data, info->size,
+                               &d->image_limits, d->target.channels, im, err,
+                               err_len);
+#endif
+    default:
+        return refuse_format(format, err, err_len);
+    }
+}
+
+/* PNG and WebP: the whole image, then the transform's crop of it. */
+static int decode_whole(struct rf__decoder *d, enum rf__image_format format,
+                        const rf_sample_info *info, uint64_t epoch,
+                        uint64_t index, uint8_t *dst, char *err, size_t err_len)
+{
+    const char *what = format == RF_IMAGE_PNG ? "a PNG" : "a WebP";
+    struct rf__image im;
+    if (check_channels(d, what, err, err_len) < 0 ||
+        decode_whole_image(d, format, info, &im, err, err_len) < 0)
+        return -1;
+    struct rf__crop crop;
+    rf__transform_crop(&d->transform, d->seed, epoch, index, im.width,
+                       im.height, &crop);
+    struct rf__jpeg_target target = d->target;
+    target.dst = dst;
+    return rf__image_resize_into(&d->resizer, &im, &crop, &target, err,
+                                 err_len);
+}
+
+/* An encoded image, by its signature: what is not PNG, WebP or a format
+ * named here goes to the JPEG decoder, which names what it is not. */
+static int decode_image(struct rf__decoder *d, const rf_sample_info *info,
+                        uint64_t epoch, uint64_t index, uint8_t *dst, char *err,
+                        size_t err_len)
+{
+    const enum rf__image_format format =
+        rf__image_sniff(info->data, info->size);
+    switch (format) {
+    case RF_IMAGE_PNG:
+    case RF_IMAGE_WEBP:
+        return decode_whole(d, format, info, epoch, index, dst, err, err_len);
+    case RF_IMAGE_GIF:
+    case RF_IMAGE_BMP:
+    case RF_IMAGE_TIFF:
+    case RF_IMAGE_PNM:
+        return refuse_format(format, err, err_len);
+    default:
+        return decode_jpeg(d, info, epoch, index, dst, err, err_len);
+    }
 }
 
 /* The frame must declare (when it declares) and hold exactly one sample's
@@ -207,8 +342,8 @@ int rf__decode_sample(struct rf__decoder *d, const rf_sample_info *info,
                       size_t err_len)
 {
     switch (info->kind) {
-    case RF_SAMPLE_JPEG:
-        return decode_jpeg(d, info, epoch, index, dst, err, err_len);
+    case RF_SAMPLE_JPEG: /* an encoded image: JPEG, PNG, WebP */
+        return decode_image(d, info, epoch, index, dst, err, err_len);
     case RF_SAMPLE_ZSTD:
         return decode_zstd(d, info, dst, err, err_len);
     default:

@@ -1,8 +1,9 @@
 /*
  * decode.h - one sample from its stored bytes to its place in the slot:
- * JPEG through lib/jpeg.c with the transform's crop, zstd frames straight
- * into the slot. Owns a JPEG decoder and a zstd context, reused for every
- * sample; one per producer.
+ * an image, told by its signature, with the transform's crop (JPEG through
+ * jpeg.c; PNG and WebP decoded whole, then cropped and resized), zstd
+ * frames straight into the slot. Owns the decoders, a resizer and a zstd
+ * context, reused for every sample; one per producer.
  */
 #ifndef RF_DECODE_H
 #define RF_DECODE_H

@@ -93,7 +93,8 @@ static void read_input(png_structp png, png_bytep out, size_t count)
 {
     struct png_input *in = png_get_io_ptr(png);
     if (count > in->size - in->pos)
-        png_error(png, "the file ends early (truncated PNG)");
+        png_error(png, "the file ends early (a truncated PNG); copy it "
+                       "again or leave it out");
     memcpy(out, in->data + in->pos, count);
     in->pos += count;
 }

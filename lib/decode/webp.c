@@ -59,7 +59,8 @@ static const char *status_words(VP8StatusCode status)
     case VP8_STATUS_UNSUPPORTED_FEATURE:
         return "a feature libwebp does not decode";
     case VP8_STATUS_NOT_ENOUGH_DATA:
-        return "the file ends early (truncated WebP)";
+        return "the file ends early (a truncated WebP); copy it again or "
+               "leave it out";
     default:
         return "decoding failed";
     }
@@ -153,8 +154,7 @@ int rf__webp_decode(struct rf__webp_decoder *dec, const uint8_t *data,
     WebPBitstreamFeatures f;
     const VP8StatusCode status = WebPGetFeatures(data, size, &f);
     if (status != VP8_STATUS_OK) {
-        rf__format(err, err_len, "WebP: %s in its header",
-                   status_words(status));
+        rf__format(err, err_len, "WebP header: %s", status_words(status));
         return -1;
     }
     if (rf__image_check_limits(limits, "WebP", (uint32_t)f.width,
