@@ -2,11 +2,12 @@
  * internal.h - an umbrella, kept for now: it includes the headers of
  * lib/common/ (one per concern: text, clock, mix64, params, resources,
  * order, process-token), so that files written before they were split
- * out still build. New code includes the header it needs. Declarations
- * that belong to other layers (the producer's entry point, starting
- * producers) move to those layers' headers; once nothing includes this
- * file, it goes. Never installed; internal non-static names start with
- * rf__.
+ * out still build. It declares nothing of its own (the producer's and
+ * spawning's declarations are in producer/producer.h and
+ * consumer/spawn.h), and the system headers below stay for files that
+ * took them from here. New code includes the header it needs; once
+ * nothing includes this file, it goes. Never installed; internal
+ * non-static names start with rf__.
  */
 #ifndef RF_INTERNAL_H
 #define RF_INTERNAL_H
