@@ -1,7 +1,7 @@
 /*
  * cgroup.h - the limits that this process's cgroups put on it: the memory
  * it may still take and its CPU time quota, read from cgroup v1 and v2
- * alike, wherever their hierarchies are mounted (lib/cgroup.c).
+ * alike, wherever their hierarchies are mounted (cgroup.c).
  */
 #ifndef RF_CGROUP_H
 #define RF_CGROUP_H
