@@ -13,6 +13,7 @@
 #include <signal.h>
 
 #include "common/assert.h"
+#include "common/clock.h"
 #include "consumer/loader-internal.h"
 
 /* How far past its own timeout a wait may run before the excess is taken

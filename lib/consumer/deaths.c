@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 
 #include "common/assert.h"
+#include "common/clock.h"
 #include "consumer/loader-internal.h"
 
 /* Producers that crashed or timed out before they took up work (before

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "common/clock.h"
 #include "consumer/loader-internal.h"
 
 /*

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/internal.h"
+#include "common/mix64.h"
+#include "common/text.h"
 #include "consumer/failures.h"
 
 void rf__failures_init(struct rf__failures *f, const int64_t *params,

@@ -10,6 +10,8 @@
 #include <signal.h>
 
 #include "common/assert.h"
+#include "common/clock.h"
+#include "common/resources.h"
 #include "consumer/loader-internal.h"
 
 /* How long close() waits for producers to exit before it kills them. */

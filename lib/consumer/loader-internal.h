@@ -18,8 +18,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ringfeed.h"
+
 #include "channel/segment.h"
-#include "common/internal.h"
+#include "common/order.h"
+#include "common/params.h"
+#include "common/text.h"
 #include "consumer/breakers.h"
 #include "consumer/failures.h"
 #include "consumer/spawn.h"

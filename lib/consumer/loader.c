@@ -16,7 +16,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/fds.h"
+#include "common/process-token.h"
+#include "common/resources.h"
 #include "consumer/loader-internal.h"
 
 static int allocate_tables(rf_loader *l)

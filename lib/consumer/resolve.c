@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
+#include "common/resources.h"
 #include "consumer/loader-internal.h"
 #include "decode/decode.h"
 #include "source/dataset.h"

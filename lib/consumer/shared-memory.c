@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 
 #include "common/fds.h"
+#include "common/resources.h"
 #include "consumer/loader-internal.h"
 
 /* How often a reservation interrupted by a signal is tried again as it

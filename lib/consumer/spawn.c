@@ -25,6 +25,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +33,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "channel/ring.h"
+#include "common/clock.h"
 #include "common/fds.h"
-#include "common/internal.h"
+#include "common/text.h"
 #include "producer/producer.h"
+#include "ringfeed.h"
 
 extern char **environ;
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "consumer/loader-internal.h"
 
 /* While next() finds batches ready it does not sleep in poll(), so it

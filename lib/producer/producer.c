@@ -23,9 +23,12 @@
 
 #include "channel/broken-list.h"
 #include "channel/segment.h"
+#include "common/clock.h"
 #include "common/fds.h"
-#include "common/internal.h"
+#include "common/order.h"
+#include "common/text.h"
 #include "decode/decode.h"
+#include "ringfeed.h"
 #include "source/dataset.h"
 
 #ifndef MADV_POPULATE_WRITE
