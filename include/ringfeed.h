@@ -68,7 +68,7 @@ extern "C" {
 /* The version of this header. rf_version() returns the library's, which may
  * be newer than the header a program was compiled with. */
 #define RF_VERSION_MAJOR 0
-#define RF_VERSION_MINOR 1
+#define RF_VERSION_MINOR 2
 #define RF_VERSION_PATCH 0
 #define RF_VERSION_NUMBER                                                      \
     (RF_VERSION_MAJOR * 10000 + RF_VERSION_MINOR * 100 + RF_VERSION_PATCH)
@@ -723,7 +723,11 @@ RF_API uint64_t rf_loader_sample_errors(const rf_loader *loader,
 
 /* How a sample is stored. The numbers are part of the packed format. */
 typedef enum rf_sample_kind {
-    RF_SAMPLE_JPEG = 1, /* a JPEG file's bytes */
+    RF_SAMPLE_JPEG = 1, /* an encoded image's bytes: JPEG, or PNG and WebP
+                           where the library was built with libpng and
+                           libwebp; recognised from the bytes, not the
+                           name (the number and its name are the packed
+                           format's since 0.1) */
     RF_SAMPLE_ZSTD = 2  /* a zstd frame holding exactly height x width x
                            channels bytes in the packed file's layout */
 } rf_sample_kind;

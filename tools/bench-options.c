@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Help texts start in this column after "  --", so that they line up. */
 #define HELP_COLUMN 16
@@ -472,6 +473,36 @@ static void check_source_options(const struct bench_options *o)
                       option_name(id), o->path);
 }
 
+/* A pack whose samples are all raw pixels (zstd frames: --raw of
+ * ringfeed-pack) holds them decoded, resized and cropped when it was
+ * packed; the decoder only decompresses them, so --transform or
+ * --full-scale would change nothing, and the run would measure something
+ * other than what was asked. Only a regular file can be such a pack: a
+ * folder is not opened here (listing a million files twice would double
+ * the start); a path that does not open is left to rf_loader_open(),
+ * whose message says why. */
+static void check_raw_pack_options(const struct bench_options *o)
+{
+    struct stat st;
+    rf_dataset *ds = NULL;
+    rf_dataset_info info;
+    const bool transform = given(o, OPT_TRANSFORM);
+    if (o->source != RF_SOURCE_PATH ||
+        (!transform && !given(o, OPT_FULL_SCALE)) || stat(o->path, &st) != 0 ||
+        !S_ISREG(st.st_mode) || rf_dataset_open(&ds, o->path, NULL) < 0)
+        return;
+    const int rc = rf_dataset_get_info(ds, &info);
+    rf_dataset_close(ds);
+    if (rc < 0 || info.samples == 0 || info.zstd_samples != info.samples)
+        return;
+    cli_die_usage(PROGRAM,
+                  "--%s would change nothing: every sample of %s is raw "
+                  "pixels (%ux%ux%u), decoded, resized and cropped when it "
+                  "was packed; drop it, or pack the JPEG folder without --raw",
+                  transform ? "transform" : "full-scale", o->path, info.height,
+                  info.width, info.channels);
+}
+
 void bench_parse_options(int argc, char **argv, struct bench_options *o)
 {
     int code;
@@ -489,6 +520,7 @@ void bench_parse_options(int argc, char **argv, struct bench_options *o)
         cli_die_usage(PROGRAM, "unexpected argument '%s'", argv[optind]);
     check_gpu_options(o);
     check_source_options(o);
+    check_raw_pack_options(o);
 }
 
 /* ---- the configuration -------------------------------------------------- */

@@ -43,7 +43,7 @@ enum rf__handle_kind {
 #define RF__SLOT_MASK ((UINT64_C(1) << RF__SLOT_BITS) - 1)
 #define RF__MAX_SLOTS 65536u
 /* Bounds a control segment is checked against: RF_PARAM_BATCH_SIZE
- * allows no more (lib/config.c), and no machine has as many CPUs as
+ * allows no more (lib/common/params.c), and no machine has as many CPUs as
  * producers (one per CPU by default). */
 #define RF__MAX_PRODUCERS 65536u
 #define RF__MAX_BATCH 65536u
