@@ -698,6 +698,28 @@ typedef struct rf_stats {
  * counters only. */
 RF_API int rf_loader_stats(const rf_loader *loader, rf_stats *stats);
 
+/*
+ * The CPU budget the loader's producer count and pinning came from, as
+ * one line, e.g. "4 CPUs: affinity 0-15, quota 8.00 (the cgroup v2
+ * cpu.max of /sys/fs/cgroup/pod), local rank 1 of 4
+ * (LOCAL_RANK/LOCAL_WORLD_SIZE); pinned to 4-7". The budget is the
+ * affinity mask, capped by the CFS quota of the process's cgroups
+ * (rounded down, at least 1), divided among the ranks of the node (the
+ * local rank and size of RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE when set,
+ * else torchrun's LOCAL_RANK and LOCAL_WORLD_SIZE, Open MPI's
+ * OMPI_COMM_WORLD_LOCAL_RANK and _LOCAL_SIZE, or Slurm's SLURM_LOCALID
+ * and the tasks of this node); each rank's producers are pinned to a
+ * slice of the mask of their own (NUMA node and core order), or not at
+ * all when a rank's share is under one CPU or the mask is already the
+ * rank's own (a launcher that binds ranks). RF_PARAM_PRODUCERS, when
+ * set, wins over the count (with a message when it exceeds the budget).
+ * Copies the line into out (len bytes, always terminated, cut short if
+ * longer) and returns the budget's producer count (>= 1), or -EINVAL for
+ * a NULL argument or len 0. A read of the loader's own copy: same
+ * thread rules as rf_loader_stats().
+ */
+RF_API int rf_loader_cpu_budget(const rf_loader *loader, char *out, size_t len);
+
 /* One failed sample, as listed by rf_loader_sample_errors(). */
 typedef struct rf_sample_error {
     uint64_t index; /* dataset index */

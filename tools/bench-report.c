@@ -56,6 +56,7 @@ static void print_summary(const struct bench_options *o,
         secs);
     printf("  startup       %.3f s\n", run->startup_s);
     printf("  producers     %" PRIu32 "\n", s->producers);
+    printf("  cpu budget    %s\n", run->cpu_budget);
     printf("  slots         %" PRIu32 "\n", s->slots);
     printf("  throughput    %.0f samples/s, %.1f MB/s, %.1f batches/s\n",
            cli_per_second((double)s->samples, secs),
@@ -108,6 +109,23 @@ static void json_name(bool *first, const char *key, const char *value)
     printf("\"%s\"", value);
 }
 
+/* A string value with JSON's escapes for quotes, backslashes and
+ * control characters (a cgroup path may hold any byte). */
+static void json_text(bool *first, const char *key, const char *value)
+{
+    json_key(first, key);
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
 static void json_busy_shares(bool *first, const struct bench_run *run)
 {
     const uint32_t count = producers_counted(&run->stats);
@@ -144,6 +162,7 @@ static void print_json(const struct bench_options *o,
     json_f64(&first, "bytes_per_s", cli_per_second((double)s->bytes, secs));
     json_f64(&first, "batches_per_s", cli_per_second((double)s->batches, secs));
     json_u64(&first, "producers", s->producers);
+    json_text(&first, "cpu_budget", run->cpu_budget);
     json_u64(&first, "slots", s->slots);
     json_u64(&first, "batches", s->batches);
     json_u64(&first, "errors", errors);

@@ -137,6 +137,7 @@ static void run_to_end(rf_loader *loader, struct verifier *verifier,
     run->elapsed_s = cli_now_s() - run->opened_at;
     progress_erase(&progress);
     rf_loader_stats(loader, &run->stats);
+    rf_loader_cpu_budget(loader, run->cpu_budget, sizeof(run->cpu_budget));
     const size_t room = sizeof(run->failures) / sizeof(run->failures[0]);
     const uint64_t failed =
         rf_loader_sample_errors(loader, run->failures, room);

@@ -45,12 +45,14 @@ int rf__loader_start_producer(rf_loader *l, uint32_t i)
 
 int rf__loader_start_producers(rf_loader *l)
 {
-    int cpus[1024];
-    const int ncpu = rf__affinity_cpus(cpus, 1024);
-    const bool pin = l->params[RF_PARAM_PIN_PRODUCERS] != 0;
+    /* Producer i on the i-th CPU of this rank's slice of the mask (see
+     * cpu-budget.h), unless the budget says not to pin. */
+    const struct rf__budget *b = &l->budget;
+    const bool pin =
+        l->params[RF_PARAM_PIN_PRODUCERS] != 0 && b->pin && b->cpu_count > 0;
     for (uint32_t i = 0; i < l->producers; i++)
         l->producer_info[i].cpu =
-            pin ? cpus[i % (uint32_t)(ncpu < 1024 ? ncpu : 1024)] : -1;
+            pin ? b->cpus[i % (uint32_t)b->cpu_count] : -1;
     int rc = 0;
     if (l->params[RF_PARAM_START_MODE] != RF_START_FORK)
         rc = rf__producer_path(l->producer_path, sizeof(l->producer_path),

@@ -21,6 +21,7 @@
 #include "ringfeed.h"
 
 #include "channel/segment.h"
+#include "common/cpu-budget.h"
 #include "common/order.h"
 #include "common/params.h"
 #include "common/text.h"
@@ -65,6 +66,7 @@ struct rf_loader {
                               memory, which producers can write */
     uint64_t sample_bytes, spin_ns;
 
+    struct rf__budget budget;            /* the CPUs this rank may use */
     struct producer_info *producer_info; /* [producers] */
     char producer_path[RF__PATH_MAX];    /* spawn mode: the helper */
     int helper_fd;                       /* spawn mode: it, open, or -1 */

@@ -259,6 +259,14 @@ const char *rf_loader_error(const rf_loader *l)
     return l ? l->error : "";
 }
 
+int rf_loader_cpu_budget(const rf_loader *l, char *out, size_t len)
+{
+    if (!l || !out || len == 0)
+        return -EINVAL;
+    rf__format(out, len, "%s", l->budget.why);
+    return l->budget.producers;
+}
+
 int rf_loader_stats(const rf_loader *l, rf_stats *st)
 {
     if (!l || !st)

@@ -18,13 +18,27 @@
 #include "decode/decode.h"
 #include "source/dataset.h"
 
+/* The producer count: the CPU budget of this rank (cpu-budget.h) unless
+ * RF_PARAM_PRODUCERS sets it, which wins, with a word when it exceeds
+ * the budget (the ranks of a node then share CPUs). */
+static int64_t resolve_producers(rf_loader *l)
+{
+    rf__budget_of_process(&l->budget);
+    const int64_t asked = l->params[RF_PARAM_PRODUCERS];
+    if (asked == 0)
+        return l->budget.producers;
+    if (asked > l->budget.producers)
+        rf__loader_report(l,
+                          "%lld producers asked for (RF_PARAM_PRODUCERS), "
+                          "more than this rank's CPU budget of %s; they will "
+                          "share CPUs",
+                          (long long)asked, l->budget.why);
+    return asked;
+}
+
 static int resolve_counts(rf_loader *l)
 {
-    int cpus[1];
-    const int ncpu = rf__affinity_cpus(cpus, 0);
-    int64_t producers = l->params[RF_PARAM_PRODUCERS];
-    if (producers == 0)
-        producers = ncpu;
+    const int64_t producers = resolve_producers(l);
     int64_t slots = l->params[RF_PARAM_SLOTS];
     if (slots == 0)
         slots = producers * 3 < 4 ? 4 : producers * 3;

@@ -1,0 +1,259 @@
+/*
+ * test-ranks.c - several ranks of one job on this machine, as torchrun,
+ * mpirun or Slurm start them: processes with the launchers' variables,
+ * each opening its own loader at the same time.
+ *
+ *   - 2 and 4 ranks (torchrun's, Open MPI's and Slurm's variables): where
+ *     a rank's share is at least one CPU its producers run only inside
+ *     its own slice, the slices are disjoint and cover the mask; where it
+ *     is less, one producer each, not pinned;
+ *   - a CPU quota on a cgroup the test creates lowers the default
+ *     producer count (skipped, with the reason, where no cgroup can be
+ *     made).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/cgroup.h"
+#include "harness.h"
+#include "proc.h"
+#include "test.h"
+
+/* What one rank saw, sent to the parent through a pipe. */
+struct rank_report {
+    int producers;
+    int budget;     /* rf_loader_cpu_budget()'s count */
+    cpu_set_t used; /* the CPUs its producers may run on, together */
+    bool any_unpinned;
+};
+
+static int cpus_in_mask(cpu_set_t *mask)
+{
+    CHECK_EQ(sched_getaffinity(0, sizeof(*mask), mask), 0);
+    return CPU_COUNT(mask);
+}
+
+static void set_launcher(const char *launcher, int rank, int size)
+{
+    char r[16], s[16];
+    snprintf(r, sizeof(r), "%d", rank);
+    snprintf(s, sizeof(s), "%d", size);
+    if (strcmp(launcher, "torchrun") == 0) {
+        setenv("LOCAL_RANK", r, 1);
+        setenv("LOCAL_WORLD_SIZE", s, 1);
+        setenv("RANK", r, 1);
+        setenv("WORLD_SIZE", s, 1);
+    } else if (strcmp(launcher, "mpirun") == 0) {
+        setenv("OMPI_COMM_WORLD_LOCAL_RANK", r, 1);
+        setenv("OMPI_COMM_WORLD_LOCAL_SIZE", s, 1);
+        setenv("OMPI_COMM_WORLD_RANK", r, 1);
+        setenv("OMPI_COMM_WORLD_SIZE", s, 1);
+    } else {
+        setenv("SLURM_LOCALID", r, 1);
+        setenv("SLURM_NODEID", "0", 1);
+        setenv("SLURM_TASKS_PER_NODE", s, 1);
+    }
+}
+
+/* One rank: opens a loader with the defaults, runs its shard, and
+ * reports where its producers may run. */
+static void run_rank(const char *launcher, int rank, int size, int out)
+{
+    set_launcher(launcher, rank, size);
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 4000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 16));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 16));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    rf_batch b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) == 1)
+        CHECK_OK(rf_loader_release(l, &b));
+    CHECK_EQ(rc, 0);
+    struct rank_report rep = {0};
+    char why[512];
+    rep.budget = rf_loader_cpu_budget(l, why, sizeof(why));
+    int pids[64];
+    rep.producers = list_children(pids, 64);
+    cpu_set_t mask;
+    const int all = cpus_in_mask(&mask);
+    for (int i = 0; i < rep.producers; i++) {
+        cpu_set_t one;
+        CHECK_EQ(sched_getaffinity(pids[i], sizeof(one), &one), 0);
+        rep.any_unpinned |= CPU_COUNT(&one) == all && all > 1;
+        CPU_OR(&rep.used, &rep.used, &one);
+    }
+    printf("%s rank %d of %d: %d producers; %s\n", launcher, rank, size,
+           rep.producers, why);
+    CHECK_EQ(write(out, &rep, sizeof(rep)), (long long)sizeof(rep));
+    rf_loader_close(l);
+}
+
+/* Starts `size` ranks at once and checks their shares. */
+static void ranks_share_the_mask(const char *launcher, int size)
+{
+    cpu_set_t mask;
+    const int cpus = cpus_in_mask(&mask);
+    int fds[2];
+    CHECK_EQ(pipe(fds), 0);
+    pid_t kids[8];
+    for (int r = 0; r < size; r++) {
+        fflush(NULL);
+        kids[r] = fork();
+        CHECK(kids[r] >= 0);
+        if (kids[r] == 0) {
+            close(fds[0]);
+            run_rank(launcher, r, size, fds[1]);
+            _exit(0);
+        }
+    }
+    close(fds[1]);
+    cpu_set_t seen;
+    CPU_ZERO(&seen);
+    const int share = cpus / size;
+    for (int r = 0; r < size; r++) {
+        struct rank_report rep;
+        CHECK_EQ(read(fds[0], &rep, sizeof(rep)), (long long)sizeof(rep));
+        CHECK_EQ(rep.producers, share >= 1 ? share : 1);
+        CHECK_EQ(rep.budget, rep.producers);
+        if (share >= 1) {
+            /* its own CPUs only: none another rank's */
+            cpu_set_t overlap;
+            CPU_AND(&overlap, &seen, &rep.used);
+            CHECK_EQ(CPU_COUNT(&overlap), 0);
+            CHECK(!rep.any_unpinned);
+            CPU_OR(&seen, &seen, &rep.used);
+        } else {
+            CHECK(rep.any_unpinned || cpus == 1);
+        }
+    }
+    close(fds[0]);
+    for (int r = 0; r < size; r++) {
+        int status;
+        CHECK_EQ(waitpid(kids[r], &status, 0), kids[r]);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    if (share >= 1 && cpus % size == 0)
+        CHECK(CPU_EQUAL(&seen, &mask)); /* together, the whole mask */
+}
+
+static void two_ranks_torchrun(void)
+{
+    ranks_share_the_mask("torchrun", 2);
+}
+
+static void four_ranks_torchrun(void)
+{
+    ranks_share_the_mask("torchrun", 4);
+}
+
+static void two_ranks_mpirun(void)
+{
+    ranks_share_the_mask("mpirun", 2);
+}
+
+static void two_ranks_slurm(void)
+{
+    ranks_share_the_mask("slurm", 2);
+}
+
+/* Writes text into a cgroup file; false when it cannot. */
+static bool write_cgroup(const char *folder, const char *file, const char *text)
+{
+    char path[4400];
+    snprintf(path, sizeof(path), "%s/%s", folder, file);
+    const int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    const bool ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+    close(fd);
+    return ok;
+}
+
+/* A cgroup below this process's own in the cpu hierarchy, with a quota
+ * of one CPU; "" when none can be made (then the case skips). */
+static void make_quota_cgroup(char *made, size_t len, int *version)
+{
+    char own[4200];
+    made[0] = '\0';
+    *version = rf__cgroup_folder_at("/proc/self", "", "cpu", own, sizeof(own));
+    if (*version == 0)
+        return;
+    snprintf(made, len, "%s/ringfeed-ranks-%d", own, (int)getpid());
+    if (mkdir(made, 0755) != 0) {
+        made[0] = '\0';
+        return;
+    }
+    const bool ok = *version == 1
+                        ? write_cgroup(made, "cpu.cfs_period_us", "100000") &&
+                              write_cgroup(made, "cpu.cfs_quota_us", "100000")
+                        : write_cgroup(made, "cpu.max", "100000 100000");
+    if (!ok) {
+        rmdir(made);
+        made[0] = '\0';
+    }
+}
+
+static void quota_lowers_the_count(void)
+{
+    cpu_set_t mask;
+    if (cpus_in_mask(&mask) < 2)
+        TEST_SKIP_BECAUSE("one CPU: a quota of one changes nothing here");
+    char folder[4400];
+    int version;
+    make_quota_cgroup(folder, sizeof(folder), &version);
+    if (!folder[0])
+        TEST_SKIP_BECAUSE("no cgroup with a CPU quota can be made here "
+                          "(needs root and a writable cpu hierarchy)");
+    fflush(NULL);
+    const pid_t kid = fork();
+    CHECK(kid >= 0);
+    if (kid == 0) {
+        char pid[16];
+        snprintf(pid, sizeof(pid), "%d", (int)getpid());
+        CHECK(write_cgroup(folder, "cgroup.procs", pid));
+        rf_config *cfg = rf_config_create();
+        CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 100));
+        CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+        rf_loader *l = test_open_loader(cfg);
+        rf_config_free(cfg);
+        char why[512];
+        const int count = rf_loader_cpu_budget(l, why, sizeof(why));
+        printf("cgroup v%d quota of 1 CPU: %s\n", version, why);
+        CHECK_EQ(count, 1);
+        CHECK_CONTAINS(why, "quota 1.00");
+        rf_stats st;
+        CHECK_OK(rf_loader_stats(l, &st));
+        CHECK_EQ(st.producers, 1);
+        rf_loader_close(l);
+        _exit(0);
+    }
+    int status;
+    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    /* the child is gone: its cgroup is empty and can go */
+    CHECK_EQ(rmdir(folder), 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static const struct test_case cases[] = {
+    {"ranks", "2 ranks of torchrun share the mask", two_ranks_torchrun, 0},
+    {"ranks", "4 ranks of torchrun share the mask", four_ranks_torchrun, 0},
+    {"ranks", "2 ranks of mpirun share the mask", two_ranks_mpirun, 0},
+    {"ranks", "2 ranks of Slurm share the mask", two_ranks_slurm, 0},
+    {"quota", "a CPU quota lowers the default count", quota_lowers_the_count,
+     0},
+};
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN(argc, argv, cases);
+}
