@@ -415,8 +415,9 @@ static void on_parent_signal(int sig)
         _exit(0);
     /* A SIGCONT that is not the consumer's death resumed a stopped job
      * (fg, a scheduler): the consumer then does not count the time
-     * stopped against this producer's deadline (loader.c). Both calls
-     * are async-signal-safe (clock_gettime, a lock-free store). */
+     * stopped against this producer's deadline (consumer/deadlines.c).
+     * Both calls are async-signal-safe (clock_gettime, a lock-free
+     * store). */
     if (sig != SIGCONT)
         return;
     const uint64_t now = rf__now_ns();
