@@ -180,6 +180,21 @@ typedef enum rf_on_error {
     RF_ON_ERROR_SKIP = 1
 } rf_on_error;
 
+/* Which images that libjpeg decodes with a warning (damage it decoded
+ * around) count as decoded (RF_PARAM_JPEG_WARNINGS). */
+typedef enum rf_jpeg_verdict {
+    /* As PIL, torchvision's default loader (default): a file cut short
+     * (no end-of-image marker) fails, as PIL refuses it without
+     * LOAD_TRUNCATED_IMAGES; the warnings PIL ignores ("N extraneous
+     * bytes before marker", corrupt data decoded around) do not. */
+    RF_JPEG_AS_PIL = 0,
+    /* Every image that decodes at all, a truncated one's missing rows
+     * grey (PIL with LOAD_TRUNCATED_IMAGES = True). */
+    RF_JPEG_LENIENT = 1,
+    /* Any libjpeg warning fails the sample (ringfeed 0.1's default). */
+    RF_JPEG_STRICT = 2
+} rf_jpeg_verdict;
+
 /* What happens when a producer process dies: killed (the OOM killer, a
  * user), crashed, or stopped for RF_PARAM_BATCH_TIMEOUT_MS. */
 typedef enum rf_on_producer_death {
@@ -380,10 +395,12 @@ typedef enum rf_param {
                                          (1 GiB), above what any image
                                          under the default
                                          RF_PARAM_MAX_PIXELS needs */
-    RF_PARAM_JPEG_WARNINGS = 134,     /* was 33; 0 (default): libjpeg
-                                         warnings (corrupt data it decoded
-                                         around) fail the sample; 1:
-                                         accept the image */
+    RF_PARAM_JPEG_WARNINGS = 134,     /* was 33; rf_jpeg_verdict;
+                                         default RF_JPEG_AS_PIL. 0.1's 0
+                                         (any warning fails) is now
+                                         RF_JPEG_STRICT (2), and 0 means
+                                         PIL's verdicts; 1 still accepts
+                                         every image */
 
     /* ---- Faults (144..159): producers that die or hang ---- */
     RF_PARAM_ON_PRODUCER_DEATH = 144, /* was 36; rf_on_producer_death;

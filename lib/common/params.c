@@ -116,8 +116,9 @@ static const struct param_rule rules[] = {
            "refuse progressive JPEGs with more scans"),
     NUMBER(RF_PARAM_MAX_DECODE_MEMORY, 40, "max_decode_memory", POW2(30),
            POW2(20), POW2(40), "refuse JPEGs whose decode needs more bytes"),
-    FLAG(RF_PARAM_JPEG_WARNINGS, 33, "jpeg_warnings", 0,
-         "1: accept an image libjpeg warned about; 0: fail the sample"),
+    CHOICE(RF_PARAM_JPEG_WARNINGS, 33, "jpeg_warnings", RF_JPEG_AS_PIL,
+           RF_JPEG_AS_PIL, RF_JPEG_STRICT, "pil lenient strict",
+           "damaged JPEGs: PIL's verdicts, accept all, or any warning fails"),
     /* Faults */
     CHOICE(RF_PARAM_ON_PRODUCER_DEATH, 36, "on_producer_death",
            RF_ON_DEATH_RESPAWN, RF_ON_DEATH_RESPAWN, RF_ON_DEATH_FAIL,

@@ -59,7 +59,10 @@ static void read_params(struct rf__decoder *d, const int64_t *p)
     d->jpeg_options.max_pixels = (uint64_t)p[RF_PARAM_MAX_PIXELS];
     d->jpeg_options.max_scans = (uint32_t)p[RF_PARAM_MAX_SCANS];
     d->jpeg_options.max_decode_memory = (uint64_t)p[RF_PARAM_MAX_DECODE_MEMORY];
-    d->jpeg_options.warnings_are_errors = p[RF_PARAM_JPEG_WARNINGS] == 0;
+    d->jpeg_options.warnings_are_errors =
+        p[RF_PARAM_JPEG_WARNINGS] == RF_JPEG_STRICT;
+    d->jpeg_options.accept_truncated =
+        p[RF_PARAM_JPEG_WARNINGS] == RF_JPEG_LENIENT;
     d->jpeg_options.exif_orientation = p[RF_PARAM_EXIF_ORIENTATION] != 0;
     d->jpeg_options.full_scale = p[RF_PARAM_DCT_SCALING] == 0;
     d->image_limits.max_pixels = d->jpeg_options.max_pixels;

@@ -33,6 +33,7 @@ struct rf__jpeg_error_bridge {
     struct jpeg_error_mgr pub;
     jmp_buf jump;
     bool warnings_are_errors;
+    bool accept_truncated;
     unsigned warnings; /* warnings of the current image */
     char reason[RF__JPEG_REASON_LEN];
 };

@@ -71,26 +71,30 @@ static void on_error(j_common_ptr cinfo)
 }
 
 /* Warnings are libjpeg decoding around damage (a truncated file is
- * completed with grey); they fail the image unless the options accept
- * them. Trace messages (level >= 0) are ignored. */
+ * completed with grey). A file cut short fails unless the options accept
+ * it (PIL refuses it too); the others fail only when the options make
+ * every warning an error (PIL ignores them: "extraneous bytes before
+ * marker" is common in scraped data and harmless). Trace messages
+ * (level >= 0) are ignored. */
 static void on_message(j_common_ptr cinfo, int level)
 {
     struct rf__jpeg_decoder *dec = rf__jpeg_decoder_of(cinfo);
     if (level >= 0)
         return;
     dec->err.warnings++;
+    const bool truncated = cinfo->err->msg_code == JWRN_JPEG_EOF;
+    if (truncated && !dec->err.accept_truncated)
+        rf__jpeg_raise(dec, "premature end of data: the file is truncated; "
+                            "copy it again or leave it out (jpeg_warnings "
+                            "lenient accepts it, the missing rows grey, as "
+                            "PIL's LOAD_TRUNCATED_IMAGES)");
     if (!dec->err.warnings_are_errors)
         return;
-    if (cinfo->err->msg_code == JWRN_JPEG_EOF)
-        rf__jpeg_raise(dec, "premature end of data: the file is truncated; "
-                            "copy it again or leave it out "
-                            "(RF_PARAM_JPEG_WARNINGS=1 accepts it, the missing "
-                            "rows grey)");
     char text[JMSG_LENGTH_MAX];
     (*cinfo->err->format_message)(cinfo, text);
     rf__jpeg_raise(dec,
-                   "libjpeg warning: %s (RF_PARAM_JPEG_WARNINGS=1 accepts "
-                   "such images)",
+                   "libjpeg warning: %s (jpeg_warnings strict refuses such "
+                   "images; pil, the default, accepts them as PIL does)",
                    text);
 }
 
@@ -465,12 +469,11 @@ static void finish(struct rf__jpeg_decoder *dec)
     const bool whole = jpeg_has_multiple_scans(ci) ||
                        ci->unread_marker == JPEG_EOI ||
                        end_marker_follows(ci->src);
-    if (dec->err.warnings_are_errors && !whole)
+    if (!dec->err.accept_truncated && !whole)
         rf__jpeg_raise(dec, "premature end of data: the file is truncated "
                             "(no end-of-image marker after the rows decoded); "
-                            "copy it again or leave it out "
-                            "(RF_PARAM_JPEG_WARNINGS=1 accepts it, the missing "
-                            "rows grey)");
+                            "copy it again or leave it out (jpeg_warnings "
+                            "lenient accepts it, the missing rows grey)");
     jpeg_abort_decompress(ci);
 }
 
@@ -507,6 +510,7 @@ int rf__jpeg_decode(struct rf__jpeg_decoder *dec, const uint8_t *data,
                                .user = user,
                                .target = target};
     dec->err.warnings_are_errors = opt->warnings_are_errors;
+    dec->err.accept_truncated = opt->accept_truncated;
     dec->err.warnings = 0;
     dec->max_scans = opt->max_scans;
     dec->max_memory = opt->max_decode_memory;

@@ -31,6 +31,8 @@ struct rf__jpeg_options {
     uint32_t max_scans;         /* refuse progressive files with more scans */
     uint64_t max_decode_memory; /* refuse files whose decode needs more
                                    bytes (multi-scan ones); 0 = no limit */
+    bool accept_truncated;      /* a file cut short decodes, the missing
+                                   rows grey (else it fails, as in PIL) */
     bool warnings_are_errors;   /* libjpeg warnings (corrupt data it could
                                    decode around) fail the sample */
     bool exif_orientation;      /* apply the EXIF orientation tag */

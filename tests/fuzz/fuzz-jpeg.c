@@ -58,6 +58,7 @@ static void read_params(struct fuzz_bytes *in, int64_t *p,
         .max_scans = 100,
         .max_decode_memory = FUZZ_MAX_DECODE_MEMORY,
         .warnings_are_errors = !(bits & JPEG_WARNINGS_OK),
+        .accept_truncated = (bits & JPEG_WARNINGS_OK) != 0,
         .exif_orientation = (bits & JPEG_EXIF) != 0};
 }
 
