@@ -834,6 +834,23 @@ static void restore_helper(char *saved)
     free(saved);
 }
 
+/* A program of a build tree runs uninstalled with no setting: the
+ * library finds the tree's tools/ringfeed-producer from where it was
+ * loaded (here the test program itself, linked statically). */
+static void test_build_tree_finds_its_helper(void)
+{
+    char *saved = use_helper("x"); /* to save it */
+    unsetenv("RINGFEED_PRODUCER");
+    rf_config *cfg = small_config(2, 1000, 10, 8);
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    rf_loader_close(l);
+    restore_helper(saved);
+}
+
 static void test_helper_not_executable_is_refused(void)
 {
     char path[] = "/tmp/rf-not-executable-XXXXXX";
@@ -1660,6 +1677,8 @@ static const struct test_case cases[] = {
     {"start", "low fd limit is refused", test_low_fd_limit_is_refused, 0},
     {"start", "open finishes under a frequent timer signal",
      test_open_under_timer_signals, 60},
+    {"start", "a build tree finds its own helper unset",
+     test_build_tree_finds_its_helper, 0},
     {"start", "helper not executable is refused",
      test_helper_not_executable_is_refused, 0},
     {"start", "helper that cannot start is named",

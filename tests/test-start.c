@@ -114,8 +114,9 @@ static void test_missing_producer_binary(void)
     CHECK_CONTAINS(err, "(RINGFEED_PRODUCER)");
     CHECK_CONTAINS(err, "or unset it to use the installed helper");
     free(err);
-    /* Unset, the installed helper is used: where none is installed (a
-     * build tree that was never installed), the advice is to install. */
+    /* Unset, the build tree's own helper is used (test-faults checks
+     * that), else the installed one: where neither is there, the advice
+     * is to install. */
     unsetenv("RINGFEED_PRODUCER");
     err = NULL;
     const int rc = rf_loader_open(&l, cfg, &err);
@@ -124,7 +125,8 @@ static void test_missing_producer_binary(void)
         CHECK_CONTAINS(err, "reinstall ringfeed");
     } else {
         CHECK_OK(rc); /* an installed ringfeed-producer */
-        printf("an installed helper is there: its refusal not checked\n");
+        printf("the build tree's (or an installed) helper is there: the "
+               "refusal is not checked\n");
         rf_loader_close(l);
     }
     free(err);

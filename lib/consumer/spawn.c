@@ -50,10 +50,62 @@ enum {
     CHILD_DATA_FD = 7
 };
 
+/* Whether an executable ringfeed-producer sits at one of the places a
+ * build tree puts it relative to folder `dir` (the folder of the library
+ * or of the program): dir itself (tools/), its parent (tools/.libs/ ->
+ * tools/) or the parent's tools/ (.libs/ or tests/ -> tools/). */
+static bool helper_near(const char *dir, char *path, size_t len)
+{
+    static const char *const relative[] = {"", "/..", "/../tools"};
+    for (size_t i = 0; i < sizeof(relative) / sizeof(relative[0]); i++) {
+        rf__format(path, len, "%s%s/ringfeed-producer", dir, relative[i]);
+        if (access(path, X_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The folder of a file's path, in place ("." for a bare name). */
+static void cut_to_folder(char *file)
+{
+    char *slash = strrchr(file, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        rf__format(file, 2, ".");
+}
+
+/* A build tree's own helper, so that its programs run uninstalled with no
+ * setting: found from where this code was loaded (dladdr: the build's
+ * .libs/libringfeed.so, or the program itself when linked statically)
+ * and from the running program (/proc/self/exe). Preferred to the
+ * installed helper: a program of a build tree must not start another
+ * version's producers. */
+static bool build_tree_helper(char *path, size_t len)
+{
+    char dir[4096];
+    Dl_info info;
+    if (dladdr((void *)build_tree_helper, &info) && info.dli_fname &&
+        strchr(info.dli_fname, '/')) {
+        rf__format(dir, sizeof(dir), "%s", info.dli_fname);
+        cut_to_folder(dir);
+        if (helper_near(dir, path, len))
+            return true;
+    }
+    const ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+    if (n <= 0)
+        return false;
+    dir[n] = '\0';
+    cut_to_folder(dir);
+    return helper_near(dir, path, len);
+}
+
 int rf__producer_path(char *path, size_t len, char *why, size_t why_len)
 {
     const char *env = getenv("RINGFEED_PRODUCER");
     const bool from_env = env && *env;
+    if (!from_env && build_tree_helper(path, len))
+        return 0;
     rf__format(path, len, "%s",
                from_env ? env : RF_PKGLIBEXECDIR "/ringfeed-producer");
     if (access(path, X_OK) == 0)
