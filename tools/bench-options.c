@@ -121,6 +121,11 @@ static const struct option long_options[] = {
 #undef OTHER_LONG_
     {NULL, 0, NULL, 0},
 };
+
+const struct option *bench_long_options(void)
+{
+    return long_options;
+}
 /* clang-format on */
 
 struct number_option {

@@ -73,4 +73,7 @@ static inline uint64_t bench_ceil_div(uint64_t a, uint64_t b)
     return a / b + (a % b != 0);
 }
 
+/* The long options, for messages in the tool's terms (cli-terms.h). */
+const struct option *bench_long_options(void);
+
 #endif

@@ -23,12 +23,29 @@
 #include <stdlib.h>
 
 #include "bench-options.h"
+#include "cli-terms.h"
 #include "bench-report.h"
 #include "bench-verify.h"
 #include "cli.h"
 #ifdef RF_BENCH_GPU
 #include "bench-gpu.h"
 #endif
+
+/* The parameters whose flag is not their name with dashes. */
+static const struct cli_alias aliases[] = {
+    {"batch_size", "batch"},
+    {"height", "size"},
+    {"width", "size"},
+    {NULL, NULL},
+};
+
+/* A library error, with its advice in this tool's flags. */
+static void print_failure(int rc, const char *detail)
+{
+    char text[2048];
+    cli_user_terms(detail, bench_long_options(), aliases, text, sizeof(text));
+    cli_print_line(stderr, PROGRAM ": %s: %s", rf_strerror(rc), text);
+}
 
 static int start_loader(const rf_config *cfg, rf_loader **loader,
                         struct bench_run *run)
@@ -39,8 +56,7 @@ static int start_loader(const rf_config *cfg, rf_loader **loader,
     run->opened_at = cli_now_s();
     run->startup_s = run->opened_at - start;
     if (rc < 0)
-        cli_print_line(stderr, PROGRAM ": %s: %s", rf_strerror(rc),
-                       detail ? detail : "no detail");
+        print_failure(rc, detail ? detail : "no detail");
     free(detail);
     return rc < 0 ? EXIT_RUN_FAILED : EXIT_SUCCESS;
 }
@@ -101,8 +117,7 @@ static int next_batch(rf_loader *loader, rf_batch *batch)
 
 static int loader_failure(const rf_loader *loader, int rc)
 {
-    cli_print_line(stderr, PROGRAM ": %s: %s", rf_strerror(rc),
-                   rf_loader_error(loader));
+    print_failure(rc, rf_loader_error(loader));
     return rc;
 }
 

@@ -1,0 +1,135 @@
+/*
+ * tools/cli-terms.c - the library's messages in a tool's own terms; see
+ * cli-terms.h. The flags and value names come from the tool's option
+ * table and the library's parameter table (rf_param_at()), never a copy.
+ */
+#include "cli-terms.h"
+
+#include <ctype.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ringfeed.h"
+
+/* An output buffer that cuts what does not fit. */
+struct sink {
+    char *out;
+    size_t len, used;
+};
+
+static void put(struct sink *s, const char *text, size_t n)
+{
+    if (s->used + 1 >= s->len)
+        return;
+    const size_t room = s->len - 1 - s->used;
+    const size_t take = n < room ? n : room;
+    memcpy(s->out + s->used, text, take);
+    s->used += take;
+    s->out[s->used] = '\0';
+}
+
+static size_t identifier_length(const char *p)
+{
+    size_t n = 0;
+    while (isupper((unsigned char)p[n]) || isdigit((unsigned char)p[n]) ||
+           p[n] == '_')
+        n++;
+    return n;
+}
+
+/* The tool's flag for parameter `name` ("on_error"), or NULL. */
+static const char *flag_of(const char *name, const struct option *options,
+                           const struct cli_alias *aliases)
+{
+    for (size_t i = 0; aliases && aliases[i].param_name; i++)
+        if (strcmp(aliases[i].param_name, name) == 0)
+            return aliases[i].flag;
+    char dashed[64];
+    snprintf(dashed, sizeof(dashed), "%s", name);
+    for (char *c = dashed; *c; c++)
+        *c = *c == '_' ? '-' : *c;
+    for (size_t i = 0; options[i].name; i++)
+        if (strcmp(options[i].name, dashed) == 0)
+            return options[i].name;
+    return NULL;
+}
+
+/* The parameter called `name` in the library's table, or false. */
+static bool param_named(const char *name, rf_param_info *info)
+{
+    for (unsigned i = 0; rf_param_at(i, info) == 0; i++)
+        if (strcmp(info->name, name) == 0)
+            return true;
+    return false;
+}
+
+/* The choice of `info` that constant `id` (n bytes, "RF_ON_ERROR_SKIP")
+ * ends with, copied into value; false when none. */
+static bool choice_of(const rf_param_info *info, const char *id, size_t n,
+                      char *value, size_t len)
+{
+    if (info->kind != RF_PARAM_KIND_CHOICE || !info->choices)
+        return false;
+    for (const char *c = info->choices; *c;) {
+        size_t k = strcspn(c, " ");
+        char upper[64];
+        if (k + 1 < sizeof(upper) && k + 1 < n) {
+            for (size_t j = 0; j < k; j++)
+                upper[j] = (char)toupper((unsigned char)c[j]);
+            upper[k] = '\0';
+            if (id[n - k - 1] == '_' && strncmp(id + n - k, upper, k) == 0) {
+                snprintf(value, len, "%.*s", (int)k, c);
+                return true;
+            }
+        }
+        c += k + (c[k] == ' ');
+    }
+    return false;
+}
+
+/* "set --flag to value" as "use --flag value", in place. */
+static void shorten_advice(char *text)
+{
+    char *p;
+    while ((p = strstr(text, "set --")) != NULL) {
+        char *to = strstr(p + 6, " to ");
+        if (!to || memchr(p + 6, ' ', (size_t)(to - (p + 6))))
+            break; /* not "set --flag to ..." */
+        memcpy(p, "use", 3);
+        memmove(to + 1, to + 4, strlen(to + 4) + 1); /* " to " -> " " */
+    }
+}
+
+void cli_user_terms(const char *text, const struct option *options,
+                    const struct cli_alias *aliases, char *out, size_t len)
+{
+    struct sink s = {out, len, 0};
+    rf_param_info last = {0};
+    bool have_last = false;
+    if (len)
+        out[0] = '\0';
+    for (const char *p = text; *p;) {
+        const size_t n = strncmp(p, "RF_", 3) == 0 ? identifier_length(p) : 0;
+        char name[64], value[64];
+        const char *flag = NULL;
+        if (n > 9 && strncmp(p, "RF_PARAM_", 9) == 0 && n - 9 < sizeof(name)) {
+            for (size_t i = 0; i < n - 9; i++)
+                name[i] = (char)tolower((unsigned char)p[9 + i]);
+            name[n - 9] = '\0';
+            flag = flag_of(name, options, aliases);
+            have_last = flag && param_named(name, &last);
+        }
+        if (flag) {
+            put(&s, "--", 2);
+            put(&s, flag, strlen(flag));
+        } else if (n > 3 && have_last &&
+                   choice_of(&last, p, n, value, sizeof(value))) {
+            put(&s, value, strlen(value));
+        } else {
+            put(&s, p, n ? n : 1);
+        }
+        p += n ? n : 1;
+    }
+    shorten_advice(out);
+}

@@ -1,0 +1,29 @@
+/*
+ * tools/cli-terms.h - the library's messages in a tool's own terms: a
+ * parameter named as C knows it (RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP)
+ * becomes the tool's flag and value ("--on-error skip"), so that the
+ * advice in a message is what the user of the tool can type.
+ */
+#ifndef RF_CLI_TERMS_H
+#define RF_CLI_TERMS_H
+
+#include <getopt.h>
+#include <stddef.h>
+
+/* A parameter whose flag is not its name with dashes ("batch_size" is
+ * --batch); the list ends with a NULL param_name. */
+struct cli_alias {
+    const char *param_name;
+    const char *flag;
+};
+
+/* Copies text into out (len bytes, always terminated), with each
+ * RF_PARAM_NAME that the tool has a flag for (in options, or aliases,
+ * which may be NULL) written as "--flag", a value constant right after
+ * one written as the value's choice name, and "set --flag to value"
+ * written as "use --flag value". Names the tool has no flag for are left
+ * as they are. */
+void cli_user_terms(const char *text, const struct option *options,
+                    const struct cli_alias *aliases, char *out, size_t len);
+
+#endif
