@@ -15,65 +15,120 @@
 #include "source/little-endian.h"
 #include "source/pack-format.h"
 
-/* The magic is 8 bytes in the file, without the string's terminator. */
-static void put_magic(uint8_t *out, const char *magic)
+/* ---- the two headers, each described once by a table of its fields ----- */
+
+/* One field of a header: where it lies in the bytes and where in the
+ * decoded struct; its width, 4 or 8 bytes, is the struct member's. */
+struct header_field {
+    uint8_t at;
+    uint8_t width;
+    uint8_t member;
+};
+
+#define HEADER_FIELD(type, name, at)                                           \
+    {                                                                          \
+        (at), sizeof(((type *)0)->name), offsetof(type, name)                  \
+    }
+
+/* A header's layout: an 8-byte magic (no terminator in the file), the
+ * format version at byte 8, the fields, and a CRC-32C of the header
+ * computed with its own 4 bytes at crc_at as zero. */
+struct header_layout {
+    const char *magic;
+    const char *what; /* for "not a ...": the format's name */
+    uint32_t known_version;
+    size_t size, crc_at;
+    const struct header_field *fields;
+    size_t field_count;
+};
+
+#define PACK_FIELD(name, at) HEADER_FIELD(struct rf__pack_header, name, at)
+static const struct header_field pack_header_fields[] = {
+    PACK_FIELD(version, 8),       PACK_FIELD(header_size, 12),
+    PACK_FIELD(flags, 16),        PACK_FIELD(entry_size, 20),
+    PACK_FIELD(samples, 24),      PACK_FIELD(classes, 32),
+    PACK_FIELD(height, 36),       PACK_FIELD(width, 40),
+    PACK_FIELD(channels, 44),     PACK_FIELD(layout, 48),
+    PACK_FIELD(index_offset, 56), PACK_FIELD(names_offset, 64),
+    PACK_FIELD(names_size, 72),   PACK_FIELD(dict_offset, 80),
+    PACK_FIELD(dict_size, 88),    PACK_FIELD(file_size, 96),
+    PACK_FIELD(meta_crc, 104),    PACK_FIELD(header_crc, 108),
+};
+
+static const struct header_layout pack_header_layout = {
+    .magic = RF__PACK_MAGIC,
+    .what = "ringfeed packed file",
+    .known_version = RF__PACK_VERSION,
+    .size = RF__PACK_HEADER_SIZE,
+    .crc_at = 108,
+    .fields = pack_header_fields,
+    .field_count = sizeof(pack_header_fields) / sizeof(pack_header_fields[0]),
+};
+
+#define INDEX_FIELD(name, at) HEADER_FIELD(struct rf__index_header, name, at)
+static const struct header_field index_header_fields[] = {
+    INDEX_FIELD(version, 8),     INDEX_FIELD(header_size, 12),
+    INDEX_FIELD(entry_size, 16), INDEX_FIELD(classes, 20),
+    INDEX_FIELD(samples, 24),    INDEX_FIELD(names_offset, 32),
+    INDEX_FIELD(names_size, 40), INDEX_FIELD(total_size, 48),
+    INDEX_FIELD(body_crc, 56),   INDEX_FIELD(header_crc, 60),
+};
+
+static const struct header_layout index_header_layout = {
+    .magic = RF__INDEX_MAGIC,
+    .what = "ringfeed folder index",
+    .known_version = RF__INDEX_VERSION,
+    .size = RF__INDEX_HEADER_SIZE,
+    .crc_at = 60,
+    .fields = index_header_fields,
+    .field_count = sizeof(index_header_fields) / sizeof(index_header_fields[0]),
+};
+
+/* One field from the struct into the header's bytes, and back. */
+static void put_field(const struct header_field *f, const void *h, uint8_t *out)
 {
-    for (int i = 0; i < 8; i++)
-        out[i] = (uint8_t)magic[i];
+    const uint8_t *from = (const uint8_t *)h + f->member;
+    if (f->width == 8) {
+        uint64_t value = 0;
+        memcpy(&value, from, 8);
+        rf__put_le64(out + f->at, value);
+    } else {
+        uint32_t value = 0;
+        memcpy(&value, from, 4);
+        rf__put_le32(out + f->at, value);
+    }
 }
 
-/* ---- packed file header and entries ------------------------------------- */
-
-void rf__pack_header_encode(const struct rf__pack_header *h,
-                            uint8_t out[RF__PACK_HEADER_SIZE])
+static void get_field(const struct header_field *f, void *h, const uint8_t *in)
 {
-    memset(out, 0, RF__PACK_HEADER_SIZE);
-    put_magic(out, RF__PACK_MAGIC);
-    rf__put_le32(out + 8, h->version);
-    rf__put_le32(out + 12, h->header_size);
-    rf__put_le32(out + 16, h->flags);
-    rf__put_le32(out + 20, h->entry_size);
-    rf__put_le64(out + 24, h->samples);
-    rf__put_le32(out + 32, h->classes);
-    rf__put_le32(out + 36, h->height);
-    rf__put_le32(out + 40, h->width);
-    rf__put_le32(out + 44, h->channels);
-    rf__put_le32(out + 48, h->layout);
-    rf__put_le64(out + 56, h->index_offset);
-    rf__put_le64(out + 64, h->names_offset);
-    rf__put_le64(out + 72, h->names_size);
-    rf__put_le64(out + 80, h->dict_offset);
-    rf__put_le64(out + 88, h->dict_size);
-    rf__put_le64(out + 96, h->file_size);
-    rf__put_le32(out + 104, h->meta_crc);
-    rf__put_le32(out + 108, rf__crc32c_bitwise(out, RF__PACK_HEADER_SIZE));
+    uint8_t *to = (uint8_t *)h + f->member;
+    if (f->width == 8) {
+        const uint64_t value = rf__get_le64(in + f->at);
+        memcpy(to, &value, 8);
+    } else {
+        const uint32_t value = rf__get_le32(in + f->at);
+        memcpy(to, &value, 4);
+    }
 }
 
-static void pack_header_fields(struct rf__pack_header *h, const uint8_t *in)
+/* Writes the magic and the fields, the checksum's own aside, then the
+ * checksum of those bytes with its field still zero. */
+static void encode_header(const struct header_layout *l, const void *h,
+                          uint8_t *out)
 {
-    h->version = rf__get_le32(in + 8);
-    h->header_size = rf__get_le32(in + 12);
-    h->flags = rf__get_le32(in + 16);
-    h->entry_size = rf__get_le32(in + 20);
-    h->samples = rf__get_le64(in + 24);
-    h->classes = rf__get_le32(in + 32);
-    h->height = rf__get_le32(in + 36);
-    h->width = rf__get_le32(in + 40);
-    h->channels = rf__get_le32(in + 44);
-    h->layout = rf__get_le32(in + 48);
-    h->index_offset = rf__get_le64(in + 56);
-    h->names_offset = rf__get_le64(in + 64);
-    h->names_size = rf__get_le64(in + 72);
-    h->dict_offset = rf__get_le64(in + 80);
-    h->dict_size = rf__get_le64(in + 88);
-    h->file_size = rf__get_le64(in + 96);
-    h->meta_crc = rf__get_le32(in + 104);
-    h->header_crc = rf__get_le32(in + 108);
+    memset(out, 0, l->size);
+    memcpy(out, l->magic, 8);
+    for (size_t i = 0; i < l->field_count; i++)
+        if (l->fields[i].at != l->crc_at)
+            put_field(&l->fields[i], h, out);
+    rf__put_le32(out + l->crc_at, rf__crc32c_bitwise(out, l->size));
 }
 
 /* The CRC of a header whose checksum field at crc_at reads as zero. */
 static uint32_t header_crc(const uint8_t *in, size_t size, size_t crc_at)
 {
+    _Static_assert(RF__INDEX_HEADER_SIZE <= RF__PACK_HEADER_SIZE,
+                   "a copy of either header fits");
     uint8_t copy[RF__PACK_HEADER_SIZE];
     memcpy(copy, in, size);
     memset(copy + crc_at, 0, 4);
@@ -115,6 +170,32 @@ static int check_version(uint32_t version, uint32_t known, char *why,
     }
     return 0;
 }
+
+/* What both headers' decoders check first, in this order: the magic,
+ * then (the fields decoded) the version and the checksum. */
+static int decode_header(const struct header_layout *l, void *h,
+                         const uint8_t *in, char *why, size_t why_len)
+{
+    if (memcmp(in, l->magic, 8) != 0) {
+        char magic[96];
+        describe_magic(in, magic, sizeof(magic));
+        rf__format(why, why_len, "not a %s: it %s", l->what, magic);
+        return RF__FORMAT_FOREIGN;
+    }
+    for (size_t i = 0; i < l->field_count; i++)
+        get_field(&l->fields[i], h, in);
+    const int rc =
+        check_version(rf__get_le32(in + 8), l->known_version, why, why_len);
+    if (rc < 0)
+        return rc;
+    if (header_crc(in, l->size, l->crc_at) != rf__get_le32(in + l->crc_at)) {
+        rf__format(why, why_len, "the header's checksum does not match");
+        return RF__FORMAT_DAMAGED;
+    }
+    return 0;
+}
+
+/* ---- packed file header and entries ------------------------------------- */
 
 static bool within_param_range(rf_param param, uint32_t value)
 {
@@ -167,24 +248,19 @@ static int check_pack_shape(const struct rf__pack_header *h, char *why,
     return -1;
 }
 
+void rf__pack_header_encode(const struct rf__pack_header *h,
+                            uint8_t out[RF__PACK_HEADER_SIZE])
+{
+    encode_header(&pack_header_layout, h, out);
+}
+
 int rf__pack_header_decode(struct rf__pack_header *h,
                            const uint8_t in[RF__PACK_HEADER_SIZE], char *why,
                            size_t why_len)
 {
-    if (memcmp(in, RF__PACK_MAGIC, 8) != 0) {
-        char magic[96];
-        describe_magic(in, magic, sizeof(magic));
-        rf__format(why, why_len, "not a ringfeed packed file: it %s", magic);
-        return RF__FORMAT_FOREIGN;
-    }
-    pack_header_fields(h, in);
-    const int rc = check_version(h->version, RF__PACK_VERSION, why, why_len);
+    const int rc = decode_header(&pack_header_layout, h, in, why, why_len);
     if (rc < 0)
         return rc;
-    if (header_crc(in, RF__PACK_HEADER_SIZE, 108) != h->header_crc) {
-        rf__format(why, why_len, "the header's checksum does not match");
-        return RF__FORMAT_DAMAGED;
-    }
     if (h->header_size != RF__PACK_HEADER_SIZE ||
         h->entry_size != RF__PACK_ENTRY_SIZE ||
         (h->flags & ~RF__PACK_FLAGS_KNOWN)) {
@@ -198,6 +274,9 @@ int rf__pack_header_decode(struct rf__pack_header *h,
     return check_pack_shape(h, why, why_len) < 0 ? RF__FORMAT_DAMAGED : 0;
 }
 
+/* Entries are coded field by field rather than from a table like the
+ * headers: a reader decodes one for every sample it reads, and every one
+ * at open, where a table's loop would cost. */
 void rf__pack_entry_encode(const struct rf__pack_entry *e,
                            uint8_t out[RF__PACK_ENTRY_SIZE])
 {
@@ -443,47 +522,16 @@ bool rf__zstd_frame_fits_dict(const void *frame, size_t size, unsigned dict_id,
 void rf__index_header_encode(const struct rf__index_header *h,
                              uint8_t out[RF__INDEX_HEADER_SIZE])
 {
-    memset(out, 0, RF__INDEX_HEADER_SIZE);
-    put_magic(out, RF__INDEX_MAGIC);
-    rf__put_le32(out + 8, h->version);
-    rf__put_le32(out + 12, h->header_size);
-    rf__put_le32(out + 16, h->entry_size);
-    rf__put_le32(out + 20, h->classes);
-    rf__put_le64(out + 24, h->samples);
-    rf__put_le64(out + 32, h->names_offset);
-    rf__put_le64(out + 40, h->names_size);
-    rf__put_le64(out + 48, h->total_size);
-    rf__put_le32(out + 56, h->body_crc);
-    rf__put_le32(out + 60, rf__crc32c_bitwise(out, RF__INDEX_HEADER_SIZE));
+    encode_header(&index_header_layout, h, out);
 }
 
 int rf__index_header_decode(struct rf__index_header *h,
                             const uint8_t in[RF__INDEX_HEADER_SIZE], char *why,
                             size_t why_len)
 {
-    if (memcmp(in, RF__INDEX_MAGIC, 8) != 0) {
-        char magic[96];
-        describe_magic(in, magic, sizeof(magic));
-        rf__format(why, why_len, "not a ringfeed folder index: it %s", magic);
-        return RF__FORMAT_FOREIGN;
-    }
-    h->version = rf__get_le32(in + 8);
-    h->header_size = rf__get_le32(in + 12);
-    h->entry_size = rf__get_le32(in + 16);
-    h->classes = rf__get_le32(in + 20);
-    h->samples = rf__get_le64(in + 24);
-    h->names_offset = rf__get_le64(in + 32);
-    h->names_size = rf__get_le64(in + 40);
-    h->total_size = rf__get_le64(in + 48);
-    h->body_crc = rf__get_le32(in + 56);
-    h->header_crc = rf__get_le32(in + 60);
-    const int rc = check_version(h->version, RF__INDEX_VERSION, why, why_len);
+    const int rc = decode_header(&index_header_layout, h, in, why, why_len);
     if (rc < 0)
         return rc;
-    if (header_crc(in, RF__INDEX_HEADER_SIZE, 60) != h->header_crc) {
-        rf__format(why, why_len, "the header's checksum does not match");
-        return RF__FORMAT_DAMAGED;
-    }
     if (h->header_size != RF__INDEX_HEADER_SIZE ||
         h->entry_size != RF__INDEX_ENTRY_SIZE) {
         rf__format(why, why_len,
