@@ -18,7 +18,7 @@
 #include "channel/atomics.h"
 #include "channel/ring.h"
 #include "common/assert.h"
-#include "common/internal.h"
+#include "common/params.h" /* RF__PARAMS, RF__PATH_MAX */
 #include "channel/broken-list.h"
 
 #define RF__MAGIC UINT64_C(0x31444546474e4952) /* "RINGFED1" */

@@ -15,7 +15,6 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
-#include <signal.h>
 #include <stdint.h>
 
 #include "ringfeed.h"
