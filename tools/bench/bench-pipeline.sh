@@ -94,23 +94,14 @@ while [ $# -gt 0 ]; do
     esac
 done
 
+me="bench-pipeline"
 top=$(cd "$(dirname "$0")/../.." && pwd)
-build=$(cd "${build_arg:-$top/_build}" 2>/dev/null && pwd) || {
-    printf 'bench-pipeline: no build directory %s\n' \
-        "${build_arg:-$top/_build}" >&2
-    exit 2
-}
-bench=$build/tools/ringfeed-bench
-# In a build tree, tools/ringfeed-bench is libtool's wrapper: a bash script
-# that runs sed and ls before it starts the program, about 0.03 CPU-seconds
-# a run that an installed ringfeed-bench does not have. Run the program
-# itself, with the library it was built with, when the build has them.
-bench_env=
-if [ -x "$build/tools/.libs/ringfeed-bench" ] &&
-    [ -e "$build/.libs/libringfeed.so" ]; then
-    bench=$build/tools/.libs/ringfeed-bench
-    bench_env="LD_LIBRARY_PATH=$build/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+# shellcheck source=tools/dev/lib.sh
+. "$top/tools/dev/lib.sh"
+find_build "$build_arg"
+# The program itself rather than libtool's wrapper (see bench_program).
+bench_program
+bench_env=${bench_libs:+LD_LIBRARY_PATH=$bench_libs}
 producer=$build/tools/ringfeed-producer
 synth=$build/tools/ringfeed-synth
 decode=$build/tools/bench/bench-decode
@@ -119,31 +110,17 @@ python=${TORCH_PYTHON:-/usr/bin/python3}
 data=$build/bench-data/synth-$images-$classes
 cpus=$(nproc)
 
-for f in "$bench" "$producer" "$synth" "$decode" "$python"; do
-    [ -x "$f" ] && continue
-    printf 'bench-pipeline: %s is missing; run make in %s\n' "$f" "$build" >&2
-    exit 2
-done
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-pipeline.XXXXXX") || exit 2
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 130' INT TERM
+require_built "$bench" "$producer" "$synth" "$decode" "$python"
+scratch_folder
 failed=0
-
-say() { printf '%s\n' "$*"; }
 
 # ---- the dataset -------------------------------------------------------
 
-# Written beside its final name and renamed when complete, so an
-# interrupted run never leaves a partial dataset to be reused.
-make_data() {
-    [ -d "$data" ] && return 0
+# write_data DIR: the dataset, into DIR (see write_once).
+# shellcheck disable=SC2317 # write_once calls it
+write_data() {
     say "== writing the dataset (once): $data"
-    rm -rf "$data.partial"
-    mkdir -p "$(dirname "$data")" &&
-        "$synth" "$data.partial" --images "$images" --classes "$classes" \
-            --quiet &&
-        mv "$data.partial" "$data"
+    "$synth" "$1" --images "$images" --classes "$classes" --quiet
 }
 
 # Reads every file once so that all three find them in the page cache;
@@ -155,21 +132,6 @@ warm_up() {
 }
 
 # ---- measuring one command ---------------------------------------------
-
-# quote WORD...: the words as a shell command line, each single-quoted
-# unless it is plainly safe.
-quote() {
-    line=
-    for w in "$@"; do
-        case $w in
-        *[!A-Za-z0-9_./=:,+-]* | '')
-            w="'$(printf '%s' "$w" | sed "s/'/'\\\\''/g")'"
-            ;;
-        esac
-        line="${line:+$line }$w"
-    done
-    printf '%s\n' "$line"
-}
 
 # sample_peak ROOT OUT: the peak over the run of the sum of Pss over ROOT's
 # descendants (not ROOT itself, which is /usr/bin/time), in kB, and the
@@ -285,19 +247,6 @@ measure() {
     return "$rc"
 }
 
-# json_field FILE FIELD: the number FIELD of the JSON object on the last
-# line of FILE, or nothing.
-json_field() {
-    tail -n 1 "$1" | "$python" -c '
-import json, sys
-try:
-    v = json.loads(sys.stdin.read()).get(sys.argv[1])
-except ValueError:
-    v = None
-if isinstance(v, (int, float)) and not isinstance(v, bool):
-    print(v)' "$2"
-}
-
 # cpu_s NAME RUN: user+sys seconds from /usr/bin/time (its last line: a
 # failed command's status comes first).
 cpu_s() {
@@ -331,17 +280,37 @@ common_figures() {
     printf 'CPU %s s, peak PSS %s MB' "$cpu" "$mb"
 }
 
+# measured NAME RUN FIELD COMMAND...: measure, then sets `out` to the
+# run's stdout and `n` to the number FIELD in its JSON line; says the run
+# failed and returns 1 when COMMAND did.
+measured() {
+    name=$1
+    run=$2
+    field=$3
+    shift 3
+    if ! measure "$name" "$run" "$@"; then
+        fail "$name" "$run" "exit status $rc"
+        return 1
+    fi
+    out=$tmp/$name.$run.out
+    n=$(json_field "$out" "$field")
+}
+
+# all_images NAME RUN: whether the run yielded all the images, which it
+# fails when not.
+all_images() {
+    [ "${n:-0}" = "$images" ] && return 0
+    fail "$1" "$2" "$n of $images images"
+    return 1
+}
+
 # ---- the three contenders ----------------------------------------------
 
 run_ringfeed() {
-    if ! measure ringfeed "$1" env ${bench_env:+"$bench_env"} \
+    measured ringfeed "$1" samples env ${bench_env:+"$bench_env"} \
         RINGFEED_PRODUCER="$producer" "$bench" \
-        --source "$data" --transform train --size 224 --batch 64 --json; then
-        fail ringfeed "$1" "exit status $rc"
+        --source "$data" --transform train --size 224 --batch 64 --json ||
         return
-    fi
-    out=$tmp/ringfeed.$1.out
-    n=$(json_field "$out" samples)
     errors=$(json_field "$out" errors)
     if [ "${n:-0}" != "$images" ] || [ "${errors:-1}" != 0 ]; then
         fail ringfeed "$1" "$n of $images images, errors: $errors"
@@ -359,16 +328,8 @@ run_ringfeed() {
 }
 
 run_decode() {
-    if ! measure decode "$1" "$decode" "$data" --processes "$cpus" --json; then
-        fail decode "$1" "exit status $rc"
-        return
-    fi
-    out=$tmp/decode.$1.out
-    n=$(json_field "$out" images)
-    if [ "${n:-0}" != "$images" ]; then
-        fail decode "$1" "$n of $images images"
-        return
-    fi
+    measured decode "$1" images "$decode" "$data" --processes "$cpus" \
+        --json && all_images decode "$1" || return
     rate=$(json_field "$out" images_per_s)
     record decode rate "$rate"
     record decode rate_all "$rate"
@@ -377,17 +338,8 @@ run_decode() {
 }
 
 run_torch() {
-    if ! measure torch "$1" "$python" "$torch_py" "$data" --batch 64 \
-        --size 224 --workers "$cpus"; then
-        fail torch "$1" "exit status $rc"
-        return
-    fi
-    out=$tmp/torch.$1.out
-    n=$(json_field "$out" images)
-    if [ "${n:-0}" != "$images" ]; then
-        fail torch "$1" "$n of $images images"
-        return
-    fi
+    measured torch "$1" images "$python" "$torch_py" "$data" --batch 64 \
+        --size 224 --workers "$cpus" && all_images torch "$1" || return
     rate=$(json_field "$out" images_per_s)
     startup=$(json_field "$out" startup_s)
     first=$(json_field "$out" first_batch_s)
@@ -450,7 +402,7 @@ row() {
 
 # ---- the run -------------------------------------------------------------
 
-make_data || {
+write_once "$data" write_data || {
     say "bench-pipeline: could not write the dataset $data"
     exit 1
 }

@@ -32,32 +32,26 @@ while [ $# -gt 0 ]; do
     esac
 done
 
+me="bench-ranks"
 top=$(cd "$(dirname "$0")/../.." && pwd)
-build=$(cd "${build_arg:-$top/_build}" 2>/dev/null && pwd) || {
-    printf 'bench-ranks: no build directory %s\n' "${build_arg:-$top/_build}" >&2
-    exit 2
-}
+# shellcheck source=tools/dev/lib.sh
+. "$top/tools/dev/lib.sh"
+find_build "$build_arg"
 bench=$build/tools/ringfeed-bench
 synth=$build/tools/ringfeed-synth
 RINGFEED_PRODUCER=$build/tools/ringfeed-producer
 export RINGFEED_PRODUCER
 data=$build/bench-data/synth-$images-10
 cpus=$(nproc)
-for f in "$bench" "$synth" "$RINGFEED_PRODUCER"; do
-    [ -x "$f" ] || { printf 'bench-ranks: %s is missing; run make in %s\n' \
-        "$f" "$build" >&2; exit 2; }
-done
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-ranks.XXXXXX") || exit 2
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 130' INT TERM
+require_built "$bench" "$synth" "$RINGFEED_PRODUCER"
+scratch_folder
 
-if [ ! -d "$data" ]; then
-    echo "== writing the dataset (once): $data"
-    rm -rf "$data.partial"
-    mkdir -p "$(dirname "$data")" &&
-        "$synth" "$data.partial" --images "$images" --classes 10 --quiet &&
-        mv "$data.partial" "$data" || exit 2
-fi
+# write_data DIR: the dataset, into DIR (see write_once).
+write_data() {
+    say "== writing the dataset (once): $data"
+    "$synth" "$1" --images "$images" --classes 10 --quiet
+}
+write_once "$data" write_data || exit 2
 find "$data" -type f -exec cat {} + >/dev/null
 
 now() { date +%s.%N; }

@@ -16,11 +16,11 @@
 # options, e.g. "--repeat 3"). Exits 1 if any part failed.
 set -u
 
+me="bench-transport"
 top=$(cd "$(dirname "$0")/../.." && pwd)
-build=$(cd "${1:-$top/_build}" 2>/dev/null && pwd) || {
-    printf 'bench-transport: no build directory %s\n' "${1:-$top/_build}" >&2
-    exit 2
-}
+# shellcheck source=tools/dev/lib.sh
+. "$top/tools/dev/lib.sh"
+find_build "${1-}"
 repeat=${REPEAT:-5}
 channel_args=${CHANNEL_ARGS:-}
 channel=$build/tools/bench/bench-channel
@@ -29,31 +29,8 @@ bench=$build/tools/ringfeed-bench
 RINGFEED_PRODUCER=$build/tools/ringfeed-producer
 export RINGFEED_PRODUCER
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-transport.XXXXXX") || exit 2
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 130' INT TERM
+scratch_folder
 failed=0
-
-say() { printf '%s\n' "$*"; }
-
-# json_field FILE FIELD: the number FIELD of the JSON object on the last
-# line of FILE, or nothing. python3 parses it properly; without python3 a
-# sed match is enough for the flat objects our tools print.
-json_field() {
-    if command -v python3 >/dev/null 2>&1; then
-        tail -n 1 "$1" | python3 -c '
-import json, sys
-try:
-    v = json.loads(sys.stdin.read()).get(sys.argv[1])
-except ValueError:
-    v = None
-if isinstance(v, (int, float)) and not isinstance(v, bool):
-    print(v)' "$2"
-    else
-        tail -n 1 "$1" |
-            sed -n "s/.*\"$2\" *: *\([-+0-9.eE]*\).*/\1/p"
-    fi
-}
 
 # median: of the numbers on stdin, one a line (the lower middle one when
 # their count is even, as bench-channel does).

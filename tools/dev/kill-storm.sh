@@ -131,31 +131,23 @@ top=$(cd "$(dirname "$0")" && pwd)
 while [ ! -f "$top/configure.ac" ] && [ "$top" != / ]; do
     top=$(dirname "$top")
 done
-build=$(cd "${build_arg:-$top/_build}" 2>/dev/null && pwd) || {
-    printf 'kill-storm: no build directory %s\n' "${build_arg:-$top/_build}" >&2
-    exit 2
-}
+me="kill-storm"
+# shellcheck source=tools/dev/lib.sh
+. "$top/tools/dev/lib.sh"
+find_build "$build_arg"
 
-# In a build tree tools/ringfeed-bench is libtool's wrapper, a shell script
-# that runs sed and ls (children of the bench's pid, which must not be
-# killed) before it execs the program: run the program itself when the
-# build has it.
-bench=$build/tools/ringfeed-bench
-if [ -x "$build/tools/.libs/ringfeed-bench" ] &&
-    [ -e "$build/.libs/libringfeed.so" ]; then
-    bench=$build/tools/.libs/ringfeed-bench
-    LD_LIBRARY_PATH=$build/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The program itself rather than libtool's wrapper, whose sed and ls are
+# children of the bench's pid that must not be killed (see bench_program).
+bench_program
+if [ -n "$bench_libs" ]; then
+    LD_LIBRARY_PATH=$bench_libs
     export LD_LIBRARY_PATH
 fi
 RINGFEED_PRODUCER=$build/tools/ringfeed-producer
 export RINGFEED_PRODUCER
 synth=$build/tools/ringfeed-synth
 pack=$build/tools/ringfeed-pack
-for f in "$bench" "$RINGFEED_PRODUCER" "$synth" "$pack"; do
-    [ -x "$f" ] && continue
-    printf 'kill-storm: %s is missing; run make in %s\n' "$f" "$build" >&2
-    exit 2
-done
+require_built "$bench" "$RINGFEED_PRODUCER" "$synth" "$pack"
 
 # How the children of a process are listed: /proc/PID/task/TID/children
 # where the kernel has it (no process started per look), else pgrep -P.
@@ -173,7 +165,7 @@ if [ -z "$seed" ]; then
 fi
 rng=$seed
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/kill-storm.XXXXXX") || exit 2
+scratch_folder # its traps are replaced by cleanup's below
 bench_pid=
 
 # ---- processes -----------------------------------------------------------
@@ -460,24 +452,18 @@ quota=$(((kills_target + configs - 1) / configs))
 
 # ---- the data ------------------------------------------------------------
 
-say() { printf '%s\n' "$*"; }
-
 images=200
 classes=4
 raw_size=24
-# Written beside its final name and renamed when complete, so that an
-# interrupted run never leaves a partial set to be reused by --data.
-make_data() {
-    [ -d "$data" ] && return 0
-    rm -rf "$data.partial"
-    mkdir -p "$data.partial" &&
-        "$synth" "$data.partial/jpeg" --images "$images" \
-            --classes "$classes" --quiet >/dev/null &&
-        "$pack" "$data.partial/jpeg" "$data.partial/jpeg.pack" --quiet \
-            >/dev/null &&
-        "$pack" "$data.partial/jpeg" "$data.partial/raw.pack" \
-            --raw "${raw_size}x$raw_size" --dict-size 4096 --quiet >/dev/null &&
-        mv "$data.partial" "$data"
+# write_data DIR: the JPEGs and the two packs, into DIR (see write_once:
+# a set --data reuses is never a partial one).
+write_data() {
+    mkdir -p "$1" &&
+        "$synth" "$1/jpeg" --images "$images" --classes "$classes" \
+            --quiet >/dev/null &&
+        "$pack" "$1/jpeg" "$1/jpeg.pack" --quiet >/dev/null &&
+        "$pack" "$1/jpeg" "$1/raw.pack" --raw "${raw_size}x$raw_size" \
+            --dict-size 4096 --quiet >/dev/null
 }
 data=${data_arg:-$tmp/data}
 case $data in
@@ -488,7 +474,7 @@ case $data in
 *[[:space:]]*) die_usage "the data folder's path may hold no space: $data" ;;
 esac
 say "== data: $data"
-make_data || {
+write_once "$data" write_data || {
     say "kill-storm: could not write the data (ringfeed-synth, ringfeed-pack)"
     exit 1
 }
@@ -518,22 +504,9 @@ source_args() {
     args="$args --producers 3 --seed $random --verify --json"
 }
 
-# quote WORD...: the words as a shell command line.
-quote() {
-    line=
-    for w in "$@"; do
-        case $w in
-        *[!A-Za-z0-9_./=:,+-]* | '')
-            w="'$(printf '%s' "$w" | sed "s/'/'\\\\''/g")'"
-            ;;
-        esac
-        line="${line:+$line }$w"
-    done
-    printf '%s\n' "$line"
-}
-
-# json_field NAME: the number NAME in the bench's JSON line, or nothing.
-json_field() {
+# run_field NAME: the number NAME in the bench's JSON line, or nothing
+# (sed, no interpreter started: the machine is busy enough).
+run_field() {
     tail -n 1 "$tmp/run.out" | sed -n "s/.*\"$1\": \([0-9][0-9.e+-]*\).*/\1/p"
 }
 
@@ -609,9 +582,9 @@ judge_run() {
         hangs=$((hangs + 1))
         bad="hung ($run_kills kills; killed after ${timeout_s} s)"
     else
-        m=$(json_field missing)
-        d=$(json_field duplicated)
-        c=$(json_field corrupt)
+        m=$(run_field missing)
+        d=$(run_field duplicated)
+        c=$(run_field corrupt)
         if [ -n "$m" ] && [ -n "$d" ] && [ -n "$c" ]; then
             lost=$((lost + m))
             dup=$((dup + d))
