@@ -52,18 +52,18 @@ except ImportError:
 
 # ---- the C API: the numbers and types of include/ringfeed.h ------------
 
-# The parameters and values used here. The header fixes them forever (they
-# are part of the ABI).
-RF_PARAM_BATCH_SIZE = 1
-RF_PARAM_HEIGHT = 2
-RF_PARAM_WIDTH = 3
-RF_PARAM_LAYOUT = 5
-RF_PARAM_EPOCHS = 9
+# The parameters and values used here: their banded numbers since 0.2
+# (the header fixes them forever; 0.1's numbers 1..42 are still accepted).
+RF_PARAM_BATCH_SIZE = 64
+RF_PARAM_HEIGHT = 65
+RF_PARAM_WIDTH = 66
+RF_PARAM_LAYOUT = 68
+RF_PARAM_EPOCHS = 81
 RF_LAYOUT_NHWC = 0
 RF_LAYOUT_NCHW = 1
 
-# The header this file mirrors: RF_VERSION_NUMBER of ringfeed 0.1.0.
-RF_VERSION_NUMBER = 100
+# The header this file mirrors: RF_VERSION_NUMBER of ringfeed 0.2.0.
+RF_VERSION_NUMBER = 200
 
 
 class RfBatch(ctypes.Structure):
@@ -189,10 +189,10 @@ def load_library(path=None):
         function = getattr(lib, name)
         function.restype = restype
         function.argtypes = argtypes
-    # rf_batch is part of the ABI of one minor version (0.1 here).
+    # rf_batch is part of the ABI of one minor version (0.2 here).
     if lib.rf_version() // 100 != RF_VERSION_NUMBER // 100:
         raise OSError(f"{path} is ringfeed {version_text(lib)}; this file "
-                      f"mirrors the 0.1 header")
+                      f"mirrors the 0.2 header")
     return lib
 
 
