@@ -39,20 +39,6 @@ struct rf__decoder {
     size_t sample_bytes;
 };
 
-/* What the crop chooser needs to know about the sample being decoded. */
-struct crop_request {
-    const struct rf__decoder *d;
-    uint64_t epoch, index;
-};
-
-static void choose_crop(void *user, uint32_t width, uint32_t height,
-                        struct rf__crop *crop)
-{
-    const struct crop_request *r = user;
-    rf__transform_crop(&r->d->transform, r->d->seed, r->epoch, r->index, width,
-                       height, crop);
-}
-
 static void read_params(struct rf__decoder *d, const int64_t *p)
 {
     rf__transform_from_params(&d->transform, p);
@@ -184,11 +170,12 @@ static int decode_jpeg(struct rf__decoder *d, const rf_sample_info *info,
 {
     if (check_channels(d, "a JPEG", err, err_len) < 0)
         return -1;
-    struct crop_request request = {d, epoch, index};
+    struct rf__crop_key key = {&d->transform, d->seed, epoch, index};
     struct rf__jpeg_target target = d->target;
     target.dst = dst;
     return rf__jpeg_decode(d->jpeg, info->data, info->size, &d->jpeg_options,
-                           choose_crop, &request, &target, err, err_len);
+                           rf__transform_choose_crop, &key, &target, err,
+                           err_len);
 }
 
 /* The formats this build decodes, for the messages. */

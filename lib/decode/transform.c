@@ -334,6 +334,14 @@ void rf__transform_crop(const struct rf__transform_spec *t, uint64_t seed,
         whole_image(width, height, out);
 }
 
+void rf__transform_choose_crop(void *key, uint32_t width, uint32_t height,
+                               struct rf__crop *out)
+{
+    const struct rf__crop_key *k = key;
+    rf__transform_crop(k->spec, k->seed, k->epoch, k->index, width, height,
+                       out);
+}
+
 /* 8/7 of the output's short side, rounded: 256 for 224, the ratio of
  * torchvision's ImageNet recipes. 8s/7 is never a half, so rounding up
  * from .5 is the same as any other rounding. */

@@ -49,4 +49,17 @@ void rf__transform_crop(const struct rf__transform_spec *t, uint64_t seed,
                         uint64_t epoch, uint64_t index, uint32_t width,
                         uint32_t height, struct rf__crop *out);
 
+/* What rf__transform_crop() keys a sample's crop on, for a decoder's crop
+ * chooser (decode/jpeg.h's rf__crop_chooser). */
+struct rf__crop_key {
+    const struct rf__transform_spec *spec;
+    uint64_t seed, epoch, index;
+};
+
+/* rf__transform_crop() as an rf__crop_chooser: key is a struct
+ * rf__crop_key. The library's decoder and bench-decode both choose crops
+ * through it, so that the bench crops exactly as the producers do. */
+void rf__transform_choose_crop(void *key, uint32_t width, uint32_t height,
+                               struct rf__crop *out);
+
 #endif /* RF_TRANSFORM_H */

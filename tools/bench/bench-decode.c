@@ -399,20 +399,6 @@ static double thread_cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* What the crop chooser needs: ringfeed's train transform, keyed on the
- * round (as the epoch) and the file's index, as the producers key it. */
-struct crop_key {
-    const struct rf__transform_spec *spec;
-    uint64_t round, index;
-};
-
-static void choose_train_crop(void *user, uint32_t width, uint32_t height,
-                              struct rf__crop *crop)
-{
-    const struct crop_key *k = user;
-    rf__transform_crop(k->spec, 0, k->round, k->index, width, height, crop);
-}
-
 /* The training transform as the library builds it from its defaults,
  * at 224 x 224; false when out of memory. */
 static bool train_spec(struct rf__transform_spec *t)
@@ -489,13 +475,14 @@ static void entropy_error_exit(j_common_ptr ci)
 /* The rows a crop-region decode must entropy-decode at least: down to the
  * bottom edge of the crop box (the resampler's taps reach a few rows
  * further, so the true figure is a little higher). NULL: every row. */
-static JDIMENSION rows_to_decode(const struct crop_key *key, JDIMENSION width,
-                                 JDIMENSION height)
+static JDIMENSION rows_to_decode(const struct rf__crop_key *key,
+                                 JDIMENSION width, JDIMENSION height)
 {
     if (!key)
         return height;
     struct rf__crop crop;
-    choose_train_crop((void *)key, width, height, &crop);
+    rf__transform_crop(key->spec, key->seed, key->epoch, key->index, width,
+                       height, &crop);
     const double bottom = crop.y + crop.height;
     return bottom >= (double)height ? height : (JDIMENSION)bottom + 1;
 }
@@ -507,7 +494,7 @@ static JDIMENSION rows_to_decode(const struct crop_key *key, JDIMENSION width,
  * decoding anything). Returns 0, or -1 when libjpeg gave up on the file
  * or `row` could not grow. */
 static int entropy_only(j_decompress_ptr ci, const uint8_t *data, size_t size,
-                        struct buffer *row, const struct crop_key *key)
+                        struct buffer *row, const struct rf__crop_key *key)
 {
     struct entropy_error *err = (struct entropy_error *)ci->err;
     if (setjmp(err->jump)) {
@@ -552,10 +539,12 @@ static uint64_t time_rounds(struct side_by_side *r, long rounds,
     char why[256];
     for (long round = 0; round < rounds; round++) {
         for (size_t i = 0; i < g_list.count; i++) {
-            struct crop_key key = {&spec, (uint64_t)round, i};
+            /* ringfeed's train transform, keyed on the round (as the
+             * epoch) and the file's index, as the producers key it */
+            struct rf__crop_key key = {&spec, 0, (uint64_t)round, i};
             const double t0 = thread_cpu_s();
             if (rf__jpeg_decode(r->dec, r->files[i].data, r->sizes[i], &options,
-                                choose_train_crop, &key, &target, why,
+                                rf__transform_choose_crop, &key, &target, why,
                                 sizeof(why)) != 0) {
                 fprintf(stderr, PROGRAM ": %s: %s\n", g_list.path[i], why);
                 failed++;
