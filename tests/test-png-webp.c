@@ -155,6 +155,23 @@ enum format { PNG, WEBP };
 
 static const struct rf__image_limits default_limits = {89478485, 1ull << 30};
 
+/* The bytes of the image's rows, stride included. */
+static size_t image_bytes(const struct rf__image *im)
+{
+    return (size_t)im->height * im->stride;
+}
+
+/* A malloc'd copy of n bytes: a decoder's pixels live in its buffer, which
+ * the next decode or the decoder's free reuses, and a test keeps them
+ * longer. */
+static uint8_t *copy_of(const uint8_t *pixels, size_t n)
+{
+    uint8_t *copy = malloc(n);
+    CHECK(copy);
+    memcpy(copy, pixels, n);
+    return copy;
+}
+
 /* Decodes with either decoder; on failure the reason is in err. */
 static int decode(enum format f, const struct blob *b,
                   const struct rf__image_limits *limits, uint32_t channels,
@@ -170,14 +187,8 @@ static int decode(enum format f, const struct blob *b,
                             err_len);
         if (buffer_size)
             *buffer_size = rf__png_decoder_buffer_size(dec);
-        /* the pixels must outlive the decoder: copy them */
-        if (rc == 0) {
-            const size_t n = (size_t)out->height * out->stride;
-            uint8_t *copy = malloc(n);
-            CHECK(copy);
-            memcpy(copy, out->pixels, n);
-            out->pixels = copy;
-        }
+        if (rc == 0)
+            out->pixels = copy_of(out->pixels, image_bytes(out));
         rf__png_decoder_free(dec);
     }
 #endif
@@ -189,13 +200,8 @@ static int decode(enum format f, const struct blob *b,
                              err_len);
         if (buffer_size)
             *buffer_size = rf__webp_decoder_buffer_size(dec);
-        if (rc == 0) {
-            const size_t n = (size_t)out->height * out->stride;
-            uint8_t *copy = malloc(n);
-            CHECK(copy);
-            memcpy(copy, out->pixels, n);
-            out->pixels = copy;
-        }
+        if (rc == 0)
+            out->pixels = copy_of(out->pixels, image_bytes(out));
         rf__webp_decoder_free(dec);
     }
 #endif
@@ -306,6 +312,37 @@ static void check_refused(enum format f, const struct blob *b,
         CHECK(system(cmd) != 0); /* PIL refuses it too */
         unlink(path);
     }
+}
+
+/* The limits either decoder keeps, each refused before its buffer grew:
+ * `huge`, whose header claims too many pixels (its words say how many);
+ * `b`, an image of 1000 x 1000, over a limit of fewer pixels and over
+ * `little_memory` bytes, and taken with 1000000 pixels and `enough_memory`. */
+static void check_limits(enum format f, const struct blob *huge,
+                         const char *huge_words, const struct blob *b,
+                         uint64_t little_memory, uint64_t enough_memory)
+{
+    struct rf__image im;
+    char err[256];
+    size_t buffer = 1;
+    CHECK_EQ(
+        decode(f, huge, &default_limits, 3, &im, err, sizeof(err), &buffer),
+        -1);
+    CHECK_CONTAINS(err, huge_words);
+    CHECK_EQ(buffer, 0); /* refused before the pixels were allocated */
+
+    const struct rf__image_limits few_pixels = {999999, 1ull << 30};
+    CHECK_EQ(decode(f, b, &few_pixels, 3, &im, err, sizeof(err), &buffer), -1);
+    CHECK_CONTAINS(err, "RF_PARAM_MAX_PIXELS");
+    CHECK_EQ(buffer, 0);
+    const struct rf__image_limits little = {89478485, little_memory};
+    CHECK_EQ(decode(f, b, &little, 3, &im, err, sizeof(err), &buffer), -1);
+    CHECK_CONTAINS(err, "RF_PARAM_MAX_DECODE_MEMORY");
+    CHECK_EQ(buffer, 0);
+    printf("  refused: %s\n", err);
+    const struct rf__image_limits enough = {1000000, enough_memory};
+    CHECK_EQ(decode(f, b, &enough, 3, &im, err, sizeof(err), &buffer), 0);
+    free((void *)im.pixels);
 }
 
 /* ---- sniffing ---------------------------------------------------------- */
@@ -733,32 +770,11 @@ static struct blob huge_png_header(uint32_t width, uint32_t height)
 
 static void test_png_limits(void)
 {
-    struct rf__image im;
-    char err[256];
-    size_t buffer = 1;
     struct blob huge = huge_png_header(50000, 50000);
-    CHECK_EQ(
-        decode(PNG, &huge, &default_limits, 3, &im, err, sizeof(err), &buffer),
-        -1);
-    CHECK_CONTAINS(err, "50000 x 50000 pixels is above the limit");
-    CHECK_EQ(buffer, 0); /* refused before the pixels were allocated */
-    free(huge.data);
-
     struct blob b = rgb_png(1000, 1000);
-    const struct rf__image_limits few_pixels = {999999, 1ull << 30};
-    CHECK_EQ(decode(PNG, &b, &few_pixels, 3, &im, err, sizeof(err), &buffer),
-             -1);
-    CHECK_CONTAINS(err, "RF_PARAM_MAX_PIXELS");
-    CHECK_EQ(buffer, 0);
-    const struct rf__image_limits little_memory = {89478485, 1u << 20};
-    CHECK_EQ(decode(PNG, &b, &little_memory, 3, &im, err, sizeof(err), &buffer),
-             -1);
-    CHECK_CONTAINS(err, "RF_PARAM_MAX_DECODE_MEMORY");
-    CHECK_EQ(buffer, 0);
-    printf("  refused: %s\n", err);
-    const struct rf__image_limits enough = {1000000, 4u << 20};
-    CHECK_EQ(decode(PNG, &b, &enough, 3, &im, err, sizeof(err), &buffer), 0);
-    free((void *)im.pixels);
+    check_limits(PNG, &huge, "50000 x 50000 pixels is above the limit", &b,
+                 1u << 20, 4u << 20);
+    free(huge.data);
     free(b.data);
 }
 
@@ -793,13 +809,10 @@ static void test_png_reuse(void)
             CHECK_EQ(rf__png_decode(dec, b.data, b.size, &default_limits, 3,
                                     &im, err, sizeof(err)),
                      0);
-            const size_t n = im.stride * im.height;
+            const size_t n = image_bytes(&im);
             if (round == 0) {
                 first[i] = im;
-                uint8_t *copy = malloc(n);
-                CHECK(copy);
-                memcpy(copy, im.pixels, n);
-                first[i].pixels = copy;
+                first[i].pixels = copy_of(im.pixels, n);
             } else {
                 CHECK(memcmp(first[i].pixels, im.pixels, n) == 0);
                 free((void *)first[i].pixels);
@@ -983,35 +996,13 @@ static void test_webp_damaged(void)
 
 static void test_webp_limits(void)
 {
-    struct rf__image im;
-    char err[256];
-    size_t buffer = 1;
     /* an animation's canvas of 16384 x 16384: refused before libwebp
      * makes the canvas, and before our buffer */
     struct blob huge = make_animation(16384, 16384, 8, 8);
-    CHECK_EQ(
-        decode(WEBP, &huge, &default_limits, 3, &im, err, sizeof(err), &buffer),
-        -1);
-    CHECK_CONTAINS(err, "16384 x 16384 pixels is above the limit");
-    CHECK_EQ(buffer, 0);
-    free(huge.data);
-
     struct blob b = make_webp(LOSSLESS, 1000, 1000);
-    const struct rf__image_limits few_pixels = {999999, 1ull << 30};
-    CHECK_EQ(decode(WEBP, &b, &few_pixels, 3, &im, err, sizeof(err), &buffer),
-             -1);
-    CHECK_CONTAINS(err, "RF_PARAM_MAX_PIXELS");
-    CHECK_EQ(buffer, 0);
-    const struct rf__image_limits little_memory = {89478485, 4u << 20};
-    CHECK_EQ(
-        decode(WEBP, &b, &little_memory, 3, &im, err, sizeof(err), &buffer),
-        -1);
-    CHECK_CONTAINS(err, "RF_PARAM_MAX_DECODE_MEMORY");
-    CHECK_EQ(buffer, 0);
-    printf("  refused: %s\n", err);
-    const struct rf__image_limits enough = {1000000, 16u << 20};
-    CHECK_EQ(decode(WEBP, &b, &enough, 3, &im, err, sizeof(err), &buffer), 0);
-    free((void *)im.pixels);
+    check_limits(WEBP, &huge, "16384 x 16384 pixels is above the limit", &b,
+                 4u << 20, 16u << 20);
+    free(huge.data);
     free(b.data);
 }
 #endif /* HAVE_WEBP */
