@@ -183,12 +183,33 @@ static rf_dataset_info info_of(const char *path)
     return info;
 }
 
+/* What the dataset is and holds: its format, samples, classes and the
+ * samples of each kind. */
+static void check_counts(const rf_dataset_info *info, rf_dataset_format format,
+                         uint64_t samples, uint32_t classes,
+                         uint64_t jpeg_samples, uint64_t zstd_samples)
+{
+    CHECK_EQ(info->format, format);
+    CHECK_EQ(info->samples, samples);
+    CHECK_EQ(info->classes, classes);
+    CHECK_EQ(info->jpeg_samples, jpeg_samples);
+    CHECK_EQ(info->zstd_samples, zstd_samples);
+}
+
+/* The stored sample shape. */
+static void check_shape(const rf_dataset_info *info, uint32_t height,
+                        uint32_t width, uint32_t channels, rf_layout layout)
+{
+    CHECK_EQ(info->height, height);
+    CHECK_EQ(info->width, width);
+    CHECK_EQ(info->channels, channels);
+    CHECK_EQ(info->layout, layout);
+}
+
+/* A folder's, or a pack's that was written without a shape. */
 static void check_no_shape(const rf_dataset_info *info)
 {
-    CHECK_EQ(info->height, 0);
-    CHECK_EQ(info->width, 0);
-    CHECK_EQ(info->channels, 0);
-    CHECK_EQ(info->layout, RF_LAYOUT_NHWC);
+    check_shape(info, 0, 0, 0, RF_LAYOUT_NHWC);
 }
 
 /* ---- the cases ------------------------------------------------------------
@@ -198,11 +219,7 @@ static void test_folder(void)
 {
     make_folder(at("folder"), 3, 4);
     const rf_dataset_info info = info_of(at("folder"));
-    CHECK_EQ(info.format, RF_DATASET_FOLDER);
-    CHECK_EQ(info.samples, 12);
-    CHECK_EQ(info.classes, 3);
-    CHECK_EQ(info.jpeg_samples, 12);
-    CHECK_EQ(info.zstd_samples, 0);
+    check_counts(&info, RF_DATASET_FOLDER, 12, 3, 12, 0);
     check_no_shape(&info);
     CHECK_EQ(info.dict_size, 0);
 }
@@ -215,11 +232,7 @@ static void test_jpeg_pack(void)
         add_jpeg(w, (uint64_t)i, i % 2);
     finish_or_die(w);
     const rf_dataset_info info = info_of(at("jpeg.pack"));
-    CHECK_EQ(info.format, RF_DATASET_PACK);
-    CHECK_EQ(info.samples, 5);
-    CHECK_EQ(info.classes, 2);
-    CHECK_EQ(info.jpeg_samples, 5);
-    CHECK_EQ(info.zstd_samples, 0);
+    check_counts(&info, RF_DATASET_PACK, 5, 2, 5, 0);
     check_no_shape(&info);
     CHECK_EQ(info.dict_size, 0);
 }
@@ -263,15 +276,8 @@ static void test_zstd_pack_with_dictionary(void)
                  i % 3);
     finish_or_die(w);
     const rf_dataset_info info = info_of(at("zstd.pack"));
-    CHECK_EQ(info.format, RF_DATASET_PACK);
-    CHECK_EQ(info.samples, 6);
-    CHECK_EQ(info.classes, 3);
-    CHECK_EQ(info.jpeg_samples, 0);
-    CHECK_EQ(info.zstd_samples, 6);
-    CHECK_EQ(info.height, 12);
-    CHECK_EQ(info.width, 10);
-    CHECK_EQ(info.channels, 3);
-    CHECK_EQ(info.layout, RF_LAYOUT_NCHW);
+    check_counts(&info, RF_DATASET_PACK, 6, 3, 0, 6);
+    check_shape(&info, 12, 10, 3, RF_LAYOUT_NCHW);
     CHECK_EQ(info.dict_size, sizeof(dict));
     check_decodes_with_shape(at("zstd.pack"), &info);
 }
@@ -288,15 +294,8 @@ static void test_mixed_pack(void)
     }
     finish_or_die(w);
     const rf_dataset_info info = info_of(at("mixed.pack"));
-    CHECK_EQ(info.format, RF_DATASET_PACK);
-    CHECK_EQ(info.samples, 7);
-    CHECK_EQ(info.classes, 4);
-    CHECK_EQ(info.jpeg_samples, 4);
-    CHECK_EQ(info.zstd_samples, 3);
-    CHECK_EQ(info.height, 16);
-    CHECK_EQ(info.width, 16);
-    CHECK_EQ(info.channels, 3);
-    CHECK_EQ(info.layout, RF_LAYOUT_NHWC);
+    check_counts(&info, RF_DATASET_PACK, 7, 4, 4, 3);
+    check_shape(&info, 16, 16, 3, RF_LAYOUT_NHWC);
     CHECK_EQ(info.dict_size, 0);
     check_decodes_with_shape(at("mixed.pack"), &info);
 }
@@ -306,10 +305,7 @@ static void test_empty_pack(void)
     finish_or_die(
         create_or_die(at("empty.pack"), 0, 0, RF_LAYOUT_NHWC, NULL, 0));
     const rf_dataset_info info = info_of(at("empty.pack"));
-    CHECK_EQ(info.format, RF_DATASET_PACK);
-    CHECK_EQ(info.samples, 0);
-    CHECK_EQ(info.classes, 0);
-    CHECK_EQ(info.jpeg_samples, 0);
+    check_counts(&info, RF_DATASET_PACK, 0, 0, 0, 0);
     check_no_shape(&info);
 }
 
