@@ -525,15 +525,26 @@ static int stop_one_producer(void)
     return pids[0];
 }
 
-static void test_stopped_producer_is_replaced(void)
+/* A loader with the batch time-out and this death policy, past its first
+ * batch (both producers running), with one producer then stopped: its pid
+ * in *stopped. */
+static rf_loader *open_and_stop_one_producer(int64_t policy, int *stopped)
 {
-    rf_config *cfg = timeout_config(RF_ON_DEATH_RESPAWN);
+    rf_config *cfg = timeout_config(policy);
     rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
     rf_batch b;
     CHECK_EQ(rf_loader_next(l, &b), 1);
     CHECK_OK(rf_loader_release(l, &b));
-    const int stopped = stop_one_producer();
+    *stopped = stop_one_producer();
+    return l;
+}
+
+static void test_stopped_producer_is_replaced(void)
+{
+    int stopped = 0;
+    rf_loader *l = open_and_stop_one_producer(RF_ON_DEATH_RESPAWN, &stopped);
+    rf_batch b;
     uint8_t seen[400] = {0};
     uint64_t batches = 1;
     int rc;
@@ -556,13 +567,9 @@ static void test_stopped_producer_is_replaced(void)
 
 static void test_stopped_producer_fails_with_its_batch(void)
 {
-    rf_config *cfg = timeout_config(RF_ON_DEATH_FAIL);
-    rf_loader *l = test_open_loader(cfg);
-    rf_config_free(cfg);
+    int stopped = 0;
+    rf_loader *l = open_and_stop_one_producer(RF_ON_DEATH_FAIL, &stopped);
     rf_batch b;
-    CHECK_EQ(rf_loader_next(l, &b), 1);
-    CHECK_OK(rf_loader_release(l, &b));
-    const int stopped = stop_one_producer();
     int rc;
     while ((rc = rf_loader_next(l, &b)) == 1)
         CHECK_OK(rf_loader_release(l, &b));
