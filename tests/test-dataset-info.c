@@ -26,14 +26,8 @@
  * parent; teardown() removes it, whatever the cases left). */
 static char scratch[512];
 
-static const char *at(const char *name)
-{
-    static char path[4][1024];
-    static unsigned next;
-    char *out = path[next++ % 4];
-    snprintf(out, sizeof(path[0]), "%s/%s", scratch, name);
-    return out;
-}
+/* scratch/name, in test.h's rotating buffers. */
+#define at(name) test_path(scratch, "%s", name)
 
 static void setup(void)
 {

@@ -24,7 +24,6 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -46,18 +45,8 @@ static char base[256]; /* the scratch folder of this run (setup) */
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static const char *at(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-/* base/<formatted> (see test_vpath()). */
-static const char *at(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    const char *path = test_vpath(base, fmt, ap);
-    va_end(ap);
-    return path;
-}
+/* base/<formatted>, in test.h's rotating buffers. */
+#define at(...) test_path(base, __VA_ARGS__)
 
 static void make_dir(const char *path)
 {

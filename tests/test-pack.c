@@ -23,7 +23,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -44,18 +43,8 @@
  * running case, which starts empty: own_folder(). */
 static char scratch[256], base[300];
 
-static const char *at(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-/* base/<formatted> (see test_vpath()). */
-static const char *at(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    const char *path = test_vpath(base, fmt, ap);
-    va_end(ap);
-    return path;
-}
+/* base/<formatted>, in test.h's rotating buffers. */
+#define at(...) test_path(base, __VA_ARGS__)
 
 /* Every case starts in an empty folder of its own, so that what a failed
  * case left behind cannot fail the next one's counts. */

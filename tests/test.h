@@ -29,6 +29,20 @@ static inline const char *test_vpath(const char *folder, const char *fmt,
     return out;
 }
 
+static inline const char *test_path(const char *folder, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* test_vpath() with the arguments in line: a program's at(...) is
+ * test_path(its scratch folder, ...). */
+static inline const char *test_path(const char *folder, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const char *path = test_vpath(folder, fmt, ap);
+    va_end(ap);
+    return path;
+}
+
 #define CHECK(cond)                                                            \
     do {                                                                       \
         if (!(cond)) {                                                         \
