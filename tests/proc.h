@@ -1,6 +1,7 @@
 /*
  * proc.h - what /proc says about this test's processes: children, open
- * fds, /dev/shm entries. For the tests that kill and count processes.
+ * fds, /dev/shm entries; and how a child of fork() exited. For the tests
+ * that fork, kill and count processes.
  */
 #ifndef RF_TEST_PROC_H
 #define RF_TEST_PROC_H
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -50,6 +52,16 @@ static inline char process_state(int pid, int *ppid)
     if (ppid)
         *ppid = (int)strtol(close_paren + 4, NULL, 10);
     return close_paren[2];
+}
+
+/* Waits for a child of fork() and returns its exit status; one a signal
+ * ended fails the check. */
+static inline int exit_status_of(pid_t child)
+{
+    int status = 0;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    CHECK(WIFEXITED(status));
+    return WEXITSTATUS(status);
 }
 
 /* Gone, or a zombie nobody has reaped yet: it no longer runs. */

@@ -782,10 +782,7 @@ static void test_low_fd_limit_is_refused(void)
         rf_config_free(cfg);
         _exit(0);
     }
-    int status;
-    CHECK_EQ(waitpid(child, &status, 0), child);
-    CHECK(WIFEXITED(status));
-    CHECK_EQ(WEXITSTATUS(status), 0);
+    CHECK_EQ(exit_status_of(child), 0);
 }
 
 static volatile sig_atomic_t timer_ticks;
@@ -1201,10 +1198,7 @@ static void test_whole_job_stopped_spares_producers(const struct stop_case *c)
     const long stop_us = (long)c->timeout_ms * 2000 + 500000;
     sleep_us(stop_us);
     CHECK_EQ(kill(-child, SIGCONT), 0);
-    int status = 0;
-    CHECK_EQ(waitpid(child, &status, 0), child);
-    CHECK(WIFEXITED(status));
-    CHECK_EQ(WEXITSTATUS(status), 0);
+    CHECK_EQ(exit_status_of(child), 0);
     printf("the whole job stopped for %.1f s against a %.1f s deadline, %s: "
            "every sample once, no producer replaced\n",
            stop_us / 1e6, c->timeout_ms / 1e3, c->where);

@@ -333,10 +333,7 @@ static void test_fork_child_leaves_the_parents_run_alone(int mode)
         const int fds_left = count_entries("/proc/self/fd");
         _exit(!refused ? 1 : fds_left != fds_before ? 2 : 0);
     }
-    int status = 0;
-    CHECK_EQ(waitpid(child, &status, 0), child);
-    CHECK(WIFEXITED(status));
-    CHECK_EQ(WEXITSTATUS(status), 0);
+    CHECK_EQ(exit_status_of(child), 0);
     CHECK_OK(rf_loader_release(l, &held));
     finish_whole(l, held.samples, 2000);
     rf_loader_close(l);
@@ -393,10 +390,7 @@ static void test_child_of_raw_clone_has_its_own_loaders(void)
         free(why);
         _exit(failed);
     }
-    int status = 0;
-    CHECK_EQ(waitpid((pid_t)child, &status, 0), (pid_t)child);
-    CHECK(WIFEXITED(status));
-    CHECK_EQ(WEXITSTATUS(status), 0);
+    CHECK_EQ(exit_status_of((pid_t)child), 0);
     finish_whole(l, 4, 400);
     rf_loader_close(l);
     rf_config_free(cfg);

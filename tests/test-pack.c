@@ -36,6 +36,7 @@
 #include "source/dataset.h"
 #include "source/pack.h"
 #include "harness.h"
+#include "proc.h"
 #include "scratch.h"
 #include "test.h"
 
@@ -536,13 +537,11 @@ static void test_dictionary_without_memory(void)
     CHECK(child >= 0);
     if (child == 0)
         dictionary_without_memory();
-    int status = 0;
-    CHECK_EQ(waitpid(child, &status, 0), child);
-    CHECK(WIFEXITED(status));
-    if (WEXITSTATUS(status) == CHILD_SKIPPED)
+    const int status = exit_status_of(child);
+    if (status == CHILD_SKIPPED)
         TEST_SKIP_BECAUSE("the hard address-space limit leaves no room for "
                           "the test");
-    CHECK_EQ(WEXITSTATUS(status), 0);
+    CHECK_EQ(status, 0);
     printf("dictionary: no memory for its copy gives -ENOMEM and keeps the "
            "old one\n");
 #endif

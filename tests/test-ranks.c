@@ -18,7 +18,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/cgroup.h"
@@ -137,11 +136,8 @@ static void ranks_share_the_mask(const char *launcher, int size)
         }
     }
     close(fds[0]);
-    for (int r = 0; r < size; r++) {
-        int status;
-        CHECK_EQ(waitpid(kids[r], &status, 0), kids[r]);
-        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    }
+    for (int r = 0; r < size; r++)
+        CHECK_EQ(exit_status_of(kids[r]), 0);
     if (share >= 1 && cpus % size == 0)
         CHECK(CPU_EQUAL(&seen, &mask)); /* together, the whole mask */
 }
@@ -237,11 +233,10 @@ static void quota_lowers_the_count(void)
         rf_loader_close(l);
         _exit(0);
     }
-    int status;
-    CHECK_EQ(waitpid(kid, &status, 0), kid);
+    const int status = exit_status_of(kid);
     /* the child is gone: its cgroup is empty and can go */
     CHECK_EQ(rmdir(folder), 0);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_EQ(status, 0);
 }
 
 static const struct test_case cases[] = {

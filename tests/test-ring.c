@@ -15,11 +15,11 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "channel/ring.h"
 #include "harness.h"
+#include "proc.h"
 #include "test.h"
 
 #define HANDLES 10000000ull
@@ -156,9 +156,7 @@ static void test_stream_between_processes(void)
         _exit(0);
     }
     const uint64_t bad = read_stream(ch, HANDLES);
-    int status = 0;
-    CHECK_EQ(waitpid(pid, &status, 0), pid);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_EQ(exit_status_of(pid), 0);
     CHECK_EQ(bad, 0);
     CHECK(rf__ring_empty(&ch->ring));
     printf("processes: %llu handles, 0 lost or duplicated\n", HANDLES);

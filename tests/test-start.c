@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/internal.h"
@@ -218,9 +217,7 @@ static void test_spawn_near_fd_limit(void)
         rf_config_free(cfg);
         _exit(0);
     }
-    int status;
-    CHECK_EQ(waitpid(child, &status, 0), child);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_EQ(exit_status_of(child), 0);
 }
 
 /* In a child: opens a folder loader under an fd limit `spare` above
@@ -249,11 +246,9 @@ static int open_with_fd_room(int64_t producers, rf_start_mode mode, int spare)
         rf_config_free(cfg);
         _exit(rc == 0 ? 0 : 3);
     }
-    int status;
-    CHECK_EQ(waitpid(child, &status, 0), child);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3);
-    return WEXITSTATUS(status) == 0 ? 0 : -EMFILE;
+    const int status = exit_status_of(child);
+    CHECK(status == 0 || status == 3);
+    return status == 0 ? 0 : -EMFILE;
 }
 
 /* The budget counts the dataset's fds once (it counted them twice: a
