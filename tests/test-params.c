@@ -326,9 +326,12 @@ static unsigned number_forms(int64_t v, char forms[4][32])
     if (v == INT64_MAX)
         snprintf(forms[n++], 32, "2^63-1");
     int64_t p = 1000000;
-    for (int k = 6; k <= 18; k++, p *= 10)
+    for (int k = 6; k <= 18; k++) {
         if (v == p)
             snprintf(forms[n++], 32, "10^%d", k);
+        if (k < 18) /* 10^19 is past INT64_MAX */
+            p *= 10;
+    }
     return n;
 }
 
