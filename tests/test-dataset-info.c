@@ -68,16 +68,9 @@ static rf_pack_writer *create_or_die(const char *path, uint32_t height,
                                      uint32_t width, rf_layout layout,
                                      const void *dict, size_t dict_size)
 {
-    rf_pack_writer *w = NULL;
-    char *why = NULL;
-    const uint32_t channels = height ? 3 : 0;
-    const int rc = rf_pack_writer_create(&w, path, height, width, channels,
-                                         layout, dict, dict_size, &why);
-    if (rc < 0)
-        fprintf(stderr, "create %s: %s\n", path, why ? why : "");
-    free(why);
-    CHECK_OK(rc);
-    return w;
+    const uint32_t channels = height ? 3 : 0; /* a shape, or none */
+    return test_create_pack(path, height, width, channels, layout, dict,
+                            dict_size);
 }
 
 static void add_or_die(rf_pack_writer *w, rf_sample_kind kind, const void *data,
@@ -86,16 +79,6 @@ static void add_or_die(rf_pack_writer *w, rf_sample_kind kind, const void *data,
     const int rc = rf_pack_writer_add(w, kind, data, size, label, NULL);
     if (rc < 0)
         fprintf(stderr, "add: %s\n", rf_pack_writer_error(w));
-    CHECK_OK(rc);
-}
-
-static void finish_or_die(rf_pack_writer *w)
-{
-    char *why = NULL;
-    const int rc = rf_pack_writer_finish(w, &why);
-    if (rc < 0)
-        fprintf(stderr, "finish: %s\n", why ? why : "");
-    free(why);
     CHECK_OK(rc);
 }
 
@@ -224,7 +207,7 @@ static void test_jpeg_pack(void)
         create_or_die(at("jpeg.pack"), 0, 0, RF_LAYOUT_NHWC, NULL, 0);
     for (int i = 0; i < 5; i++)
         add_jpeg(w, (uint64_t)i, i % 2);
-    finish_or_die(w);
+    test_finish_pack(w);
     const rf_dataset_info info = info_of(at("jpeg.pack"));
     check_counts(&info, RF_DATASET_PACK, 5, 2, 5, 0);
     check_no_shape(&info);
@@ -268,7 +251,7 @@ static void test_zstd_pack_with_dictionary(void)
     for (int i = 0; i < 6; i++)
         add_zstd(w, 12, 10, RF_LAYOUT_NCHW, dict, sizeof(dict), (uint64_t)i,
                  i % 3);
-    finish_or_die(w);
+    test_finish_pack(w);
     const rf_dataset_info info = info_of(at("zstd.pack"));
     check_counts(&info, RF_DATASET_PACK, 6, 3, 0, 6);
     check_shape(&info, 12, 10, 3, RF_LAYOUT_NCHW);
@@ -286,7 +269,7 @@ static void test_mixed_pack(void)
         else
             add_jpeg(w, (uint64_t)i, i % 4);
     }
-    finish_or_die(w);
+    test_finish_pack(w);
     const rf_dataset_info info = info_of(at("mixed.pack"));
     check_counts(&info, RF_DATASET_PACK, 7, 4, 4, 3);
     check_shape(&info, 16, 16, 3, RF_LAYOUT_NHWC);
@@ -296,7 +279,7 @@ static void test_mixed_pack(void)
 
 static void test_empty_pack(void)
 {
-    finish_or_die(
+    test_finish_pack(
         create_or_die(at("empty.pack"), 0, 0, RF_LAYOUT_NHWC, NULL, 0));
     const rf_dataset_info info = info_of(at("empty.pack"));
     check_counts(&info, RF_DATASET_PACK, 0, 0, 0, 0);
@@ -314,7 +297,7 @@ static void test_null_and_size(void)
     rf_pack_writer *w =
         create_or_die(at("one.pack"), 0, 0, RF_LAYOUT_NHWC, NULL, 0);
     add_jpeg(w, 0, 0);
-    finish_or_die(w);
+    test_finish_pack(w);
     rf_dataset *ds = open_or_die(at("one.pack"));
     CHECK_EQ(rf_dataset_get_info(ds, NULL), -EINVAL);
     rf_dataset_close(ds);

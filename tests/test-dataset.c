@@ -857,21 +857,16 @@ static void add_refusals(rf_pack_writer *w)
  * checked half-way (each must leave the writer as it was). */
 static void write_test_pack(const char *path, bool refusals)
 {
-    rf_pack_writer *w = NULL;
-    char *why = NULL;
-    CHECK_OK(rf_pack_writer_create(&w, path, RAW_H, RAW_W, RAW_C,
-                                   RF_LAYOUT_NCHW, pack_dict, sizeof(pack_dict),
-                                   &why));
+    rf_pack_writer *w =
+        test_create_pack(path, RAW_H, RAW_W, RAW_C, RF_LAYOUT_NCHW, pack_dict,
+                         sizeof(pack_dict));
     for (size_t i = 0; i < PACK_SAMPLES; i++) {
         add_or_die(w, &pack_samples[i]);
         if (i == 1 && refusals)
             add_refusals(w);
     }
     CHECK(access(path, F_OK) != 0); /* not there until finished */
-    const int rc = rf_pack_writer_finish(w, &why);
-    if (rc < 0)
-        fprintf(stderr, "finish: %s\n", why);
-    CHECK_OK(rc);
+    test_finish_pack(w);
     char tmp[1100];
     rf__format(tmp, sizeof(tmp), "%s.tmp", path);
     CHECK_EQ(access(tmp, F_OK), -1);

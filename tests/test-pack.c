@@ -111,14 +111,8 @@ static void check_folder_holds(int expected)
 static rf_pack_writer *create_or_die(const char *path, uint32_t height,
                                      uint32_t width, uint32_t channels)
 {
-    rf_pack_writer *w = NULL;
-    char *why = NULL;
-    const int rc = rf_pack_writer_create(&w, path, height, width, channels,
-                                         RF_LAYOUT_NHWC, NULL, 0, &why);
-    if (rc < 0)
-        fprintf(stderr, "create %s: %s\n", path, why);
-    CHECK_OK(rc);
-    return w;
+    return test_create_pack(path, height, width, channels, RF_LAYOUT_NHWC, NULL,
+                            0);
 }
 
 static void add_text(rf_pack_writer *w, const char *text, int64_t label)
@@ -127,15 +121,6 @@ static void add_text(rf_pack_writer *w, const char *text, int64_t label)
         rf_pack_writer_add(w, RF_SAMPLE_JPEG, text, strlen(text), label, text);
     if (rc < 0)
         fprintf(stderr, "add: %s\n", rf_pack_writer_error(w));
-    CHECK_OK(rc);
-}
-
-static void finish_or_die(rf_pack_writer *w)
-{
-    char *why = NULL;
-    const int rc = rf_pack_writer_finish(w, &why);
-    if (rc < 0)
-        fprintf(stderr, "finish: %s\n", why);
     CHECK_OK(rc);
 }
 
@@ -177,11 +162,11 @@ static void test_racing_writers(void)
     rf_pack_writer *b = create_or_die(path, 0, 0, 0);
     add_text(b, "b0", 0);
     add_text(a, "a1", 1);
-    finish_or_die(b);
+    test_finish_pack(b);
     const char *b_texts[] = {"b0"};
     check_pack_holds(path, b_texts, 1);
     add_text(a, "a2", 1);
-    finish_or_die(a);
+    test_finish_pack(a);
     const char *a_texts[] = {"a0", "a1", "a2"};
     check_pack_holds(path, a_texts, 3);
     check_folder_holds(1);
@@ -199,7 +184,7 @@ static void test_planted_link_not_followed(void)
     CHECK_EQ(symlink(at("victim"), at("out.pack.tmp")), 0);
     rf_pack_writer *w = create_or_die(at("out.pack"), 0, 0, 0);
     add_text(w, "sample", 0);
-    finish_or_die(w);
+    test_finish_pack(w);
     char text[64];
     read_text(at("victim"), text, sizeof(text));
     CHECK(strcmp(text, "victim's bytes") == 0);
@@ -231,7 +216,7 @@ static void test_abort_leaves_nothing(void)
     own_folder();
     rf_pack_writer *old = create_or_die(at("kept.pack"), 0, 0, 0);
     add_text(old, "old", 0);
-    finish_or_die(old);
+    test_finish_pack(old);
     rf_pack_writer *w = create_or_die(at("kept.pack"), 0, 0, 0);
     add_text(w, "new", 0);
     if (folder_has_o_tmpfile())
@@ -451,14 +436,14 @@ static void test_set_dictionary(void)
     CHECK_OK(rf_pack_writer_add(w, RF_SAMPLE_ZSTD, frame, n, 0, "z"));
     CHECK_EQ(rf_pack_writer_set_dictionary(w, NULL, 0), -EINVAL);
     CHECK_CONTAINS(rf_pack_writer_error(w), "before the first sample");
-    finish_or_die(w);
+    test_finish_pack(w);
     /* Larger than readers accept: refused (the size is checked first,
      * so the bytes behind `dict` are never read). */
     w = create_or_die(at("big.pack"), 4, 4, 3);
     CHECK_EQ(rf_pack_writer_set_dictionary(w, dict, RF__PACK_DICT_MAX + 1),
              -EINVAL);
     CHECK_CONTAINS(rf_pack_writer_error(w), "larger than the 67108864 bytes");
-    finish_or_die(w);
+    test_finish_pack(w);
     check_stored_dictionary(at("dict.pack"), dict, sizeof(dict));
     clear_folder();
     printf("dictionary: set after create, refused after the first sample\n");
@@ -516,7 +501,7 @@ static void dictionary_without_memory(void)
     CHECK_EQ(rc, -ENOMEM);
     CHECK_CONTAINS(rf_pack_writer_error(w), "no memory for a 67108864-byte");
     CHECK_CONTAINS(rf_pack_writer_error(w), "a smaller dictionary");
-    finish_or_die(w);
+    test_finish_pack(w);
     check_stored_dictionary(at("nomem.pack"), "first", 5);
     CHECK_EQ(unlink(at("nomem.pack")), 0);
     _exit(0);
@@ -575,7 +560,7 @@ static const char *make_sparse_pack(void)
     rf_pack_writer *w = create_or_die(at("small.pack"), 0, 0, 0);
     add_text(w, "a0", 0);
     add_text(w, "b1", 1);
-    finish_or_die(w);
+    test_finish_pack(w);
     size_t size = 0;
     uint8_t *bytes = read_whole(at("small.pack"), &size);
     CHECK_EQ(unlink(at("small.pack")), 0);
@@ -741,7 +726,7 @@ static void test_sizes_beyond_the_file(void)
     own_folder();
     rf_pack_writer *w = create_or_die(at("grown.pack"), 0, 0, 0);
     add_text(w, "a0", 0);
-    finish_or_die(w);
+    test_finish_pack(w);
     struct stat st;
     CHECK_EQ(stat(at("grown.pack"), &st), 0);
     CHECK_EQ(truncate(at("grown.pack"), (off_t)(UINT64_C(5) << 30)), 0);
@@ -793,7 +778,7 @@ static void test_metadata_copy_skips_zeros(void)
     rf_pack_writer *w = create_or_die(at("zeros.pack"), 4, 4, 3);
     CHECK_OK(rf_pack_writer_set_dictionary(w, zeros, sizeof(zeros)));
     add_text(w, "a0", 0);
-    finish_or_die(w);
+    test_finish_pack(w);
     rf_dataset *ds = NULL;
     CHECK_OK(rf_dataset_open(&ds, at("zeros.pack"), NULL));
     int fd = -1;

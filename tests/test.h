@@ -104,4 +104,32 @@ static inline rf_loader *test_open_loader(const rf_config *cfg)
     return l;
 }
 
+/* Creates a pack writer or fails the test, printing create's detail. */
+static inline rf_pack_writer *
+test_create_pack(const char *path, uint32_t height, uint32_t width,
+                 uint32_t channels, rf_layout layout, const void *dict,
+                 size_t dict_size)
+{
+    rf_pack_writer *w = NULL;
+    char *why = NULL;
+    const int rc = rf_pack_writer_create(&w, path, height, width, channels,
+                                         layout, dict, dict_size, &why);
+    if (rc < 0)
+        fprintf(stderr, "create %s: %s\n", path, why ? why : "");
+    free(why);
+    CHECK_OK(rc);
+    return w;
+}
+
+/* Finishes a pack or fails the test, printing finish's detail. */
+static inline void test_finish_pack(rf_pack_writer *w)
+{
+    char *why = NULL;
+    const int rc = rf_pack_writer_finish(w, &why);
+    if (rc < 0)
+        fprintf(stderr, "finish: %s\n", why ? why : "");
+    free(why);
+    CHECK_OK(rc);
+}
+
 #endif /* RF_TEST_H */
