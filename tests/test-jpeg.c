@@ -577,27 +577,12 @@ static bool find_python(void)
     return false;
 }
 
-/* tests/pil_reference.py: under $srcdir when make runs the test, else
- * next to this file as the compiler saw it (run by hand from _build). */
-static void find_script(void)
-{
-    const char *srcdir = getenv("srcdir");
-    if (srcdir) {
-        snprintf(script, sizeof(script), "%s/tests/pil_reference.py", srcdir);
-        return;
-    }
-    snprintf(script, sizeof(script), "%s", __FILE__);
-    char *slash = strrchr(script, '/');
-    const size_t dir = slash ? (size_t)(slash - script) + 1 : 0;
-    snprintf(script + dir, sizeof(script) - dir, "pil_reference.py");
-}
-
 /* Finds PIL and the script, or skips the running case. */
 static void require_pil(void)
 {
     if (!find_python())
         TEST_SKIP_BECAUSE("no python3 with PIL (python3-pil)");
-    find_script();
+    test_source_file(script, sizeof(script), "pil_reference.py");
     printf("  PIL through %s\n", python);
 }
 

@@ -1050,26 +1050,11 @@ static void put_file(const char *name, const struct blob *b)
     CHECK_EQ(fclose(f), 0);
 }
 
-/* tests/pil_reference.py: under $srcdir when make runs the test, else
- * next to this file as the compiler saw it. */
-static void reference_script(char *script, size_t len)
-{
-    const char *srcdir = getenv("srcdir");
-    if (srcdir) {
-        snprintf(script, len, "%s/tests/pil_reference.py", srcdir);
-        return;
-    }
-    snprintf(script, len, "%s", __FILE__);
-    char *slash = strrchr(script, '/');
-    const size_t dir = slash ? (size_t)(slash - script) + 1 : 0;
-    snprintf(script + dir, len - dir, "pil_reference.py");
-}
-
 /* PIL's crop, resize and flip of the file (OUT_W x OUT_H RGB). */
 static uint8_t *pil_resized(const char *path, const struct rf__crop *c)
 {
     char script[1024], cmd[4096];
-    reference_script(script, sizeof(script));
+    test_source_file(script, sizeof(script), "pil_reference.py");
     /* %.17g: Python reads back the very doubles the decoder used */
     snprintf(cmd, sizeof(cmd),
              "%s -W ignore '%s' '%s' %.17g %.17g %.17g %.17g %u %u %d", python,

@@ -380,21 +380,6 @@ static bool parse_line(const char *line, struct crop_stats *s)
     return true;
 }
 
-/* tests/rrc_reference.py in the source tree: $srcdir (set by make check)
- * or the folder this file was compiled from. */
-static void reference_script(char *path, size_t len)
-{
-    const char *srcdir = getenv("srcdir");
-    if (srcdir) {
-        snprintf(path, len, "%s/tests/rrc_reference.py", srcdir);
-        return;
-    }
-    snprintf(path, len, "%s", __FILE__);
-    char *slash = strrchr(path, '/');
-    const size_t dir = slash ? (size_t)(slash - path + 1) : 0;
-    snprintf(path + dir, len - dir, "rrc_reference.py");
-}
-
 /* Runs the Python model. Returns 0, or TEST_SKIP when python3 or the
  * script is missing. */
 static int python_stats(const char *script, uint32_t w, uint32_t h,
@@ -488,7 +473,7 @@ static int compare_stats(uint32_t w, uint32_t h, const struct crop_stats *c,
 static void check_against_python(uint32_t w, uint32_t h)
 {
     char script[4096];
-    reference_script(script, sizeof script);
+    test_source_file(script, sizeof script, "rrc_reference.py");
     if (access(script, R_OK) != 0)
         TEST_SKIP_BECAUSE("no %s", script);
     struct crop_stats c, py;

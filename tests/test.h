@@ -91,6 +91,22 @@ static inline const char *test_path(const char *folder, const char *fmt, ...)
         }                                                                      \
     } while (0)
 
+/* tests/<name>, a file beside the test sources: under $srcdir when make
+ * runs the test, else beside this header as the compiler saw it (a
+ * program run by hand from the build folder). */
+static inline void test_source_file(char *path, size_t len, const char *name)
+{
+    const char *srcdir = getenv("srcdir");
+    if (srcdir) {
+        snprintf(path, len, "%s/tests/%s", srcdir, name);
+        return;
+    }
+    snprintf(path, len, "%s", __FILE__);
+    const char *slash = strrchr(path, '/');
+    const size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
+    snprintf(path + dir, len - dir, "%s", name);
+}
+
 /* Opens a loader or fails the test, printing open's detail. */
 static inline rf_loader *test_open_loader(const rf_config *cfg)
 {
