@@ -614,14 +614,7 @@ static uint8_t *pil_resize(const char *path, const double box[4],
     snprintf(cmd, sizeof(cmd),
              "%s '%s' '%s' %.17g %.17g %.17g %.17g %u %u %d %d", python, script,
              path, box[0], box[1], box[2], box[3], width, height, flip, exif);
-    FILE *p = popen(cmd, "r");
-    CHECK(p);
-    const size_t n = (size_t)width * height * 3;
-    uint8_t *px = malloc(n);
-    CHECK(px);
-    CHECK_EQ(fread(px, 1, n, p), n);
-    CHECK_EQ(pclose(p), 0);
-    return px;
+    return test_command_output(cmd, (size_t)width * height * 3);
 }
 
 struct diff {

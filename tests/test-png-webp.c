@@ -1060,14 +1060,7 @@ static uint8_t *pil_resized(const char *path, const struct rf__crop *c)
              "%s -W ignore '%s' '%s' %.17g %.17g %.17g %.17g %u %u %d", python,
              script, path, c->x, c->y, c->x + c->width, c->y + c->height, OUT_W,
              OUT_H, c->flip);
-    FILE *p = popen(cmd, "r");
-    CHECK(p);
-    const size_t n = (size_t)OUT_W * OUT_H * 3;
-    uint8_t *px = malloc(n);
-    CHECK(px);
-    CHECK_EQ(fread(px, 1, n, p), n);
-    CHECK_EQ(pclose(p), 0);
-    return px;
+    return test_command_output(cmd, (size_t)OUT_W * OUT_H * 3);
 }
 
 static rf_config *config_for(rf_transform transform, rf_layout layout)

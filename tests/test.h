@@ -107,6 +107,19 @@ static inline void test_source_file(char *path, size_t len, const char *name)
     snprintf(path + dir, len - dir, "%s", name);
 }
 
+/* Exactly n bytes of what the shell command writes on its stdout, in
+ * malloc'd memory; the command must exit 0. */
+static inline uint8_t *test_command_output(const char *cmd, size_t n)
+{
+    FILE *p = popen(cmd, "r");
+    CHECK(p);
+    uint8_t *out = malloc(n);
+    CHECK(out);
+    CHECK_EQ(fread(out, 1, n, p), n);
+    CHECK_EQ(pclose(p), 0);
+    return out;
+}
+
 /* Opens a loader or fails the test, printing open's detail. */
 static inline rf_loader *test_open_loader(const rf_config *cfg)
 {
