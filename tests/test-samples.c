@@ -63,6 +63,16 @@ static rf_config *folder_config(int64_t producers, rf_transform transform)
     return jpeg_folder_config(root, producers, transform);
 }
 
+/* A config over the folder with bad files (use_bad_folder()), with the
+ * pixel limit of 10,000 that makes its huge.jpg a bad file too. */
+static rf_config *bad_folder_config(int64_t producers, rf_transform transform)
+{
+    use_bad_folder();
+    rf_config *cfg = folder_config(producers, transform);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
+    return cfg;
+}
+
 /* Takes every batch until next() stops; returns what it stopped with and
  * adds the samples delivered and skipped (either may be NULL). */
 static int drain(rf_loader *l, uint64_t *samples, uint64_t *skipped)
@@ -161,7 +171,7 @@ static int add_bad_files(const char *folder)
     rf__format(path, sizeof(path), "%s/class_2/truncated.jpg", folder);
     write_file(path, jpeg, size / 2);
     free(jpeg);
-    /* Over the limit the test sets (10,000 pixels). */
+    /* Over the limit bad_folder_config() sets (10,000 pixels). */
     CHECK_OK(rf_synthetic_jpeg(1, 2, 200, 100, &jpeg, &size));
     rf__format(path, sizeof(path), "%s/class_0/huge.jpg", folder);
     write_file(path, jpeg, size);
@@ -171,9 +181,7 @@ static int add_bad_files(const char *folder)
 
 static void test_bad_file_fails_with_its_name(void)
 {
-    use_bad_folder();
-    rf_config *cfg = folder_config(2, RF_TRANSFORM_EVAL);
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
+    rf_config *cfg = bad_folder_config(2, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
     rf_loader *l = test_open_loader(cfg);
     CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
@@ -194,9 +202,7 @@ static void test_bad_file_fails_with_its_name(void)
 static void test_bad_files_skipped_and_listed(void)
 {
     const int bad = BAD_FILES;
-    use_bad_folder();
-    rf_config *cfg = folder_config(2, RF_TRANSFORM_TRAIN);
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
+    rf_config *cfg = bad_folder_config(2, RF_TRANSFORM_TRAIN);
     set_skip(cfg, 0, 500000);
     rf_loader *l = test_open_loader(cfg);
     uint64_t samples = 0, skipped = 0;
@@ -226,9 +232,7 @@ static void test_bad_files_skipped_and_listed(void)
 static void test_many_failures_in_one_batch(void)
 {
     const int bad = BAD_FILES;
-    use_bad_folder();
-    rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
+    rf_config *cfg = bad_folder_config(1, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 64));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 1));
@@ -261,9 +265,7 @@ static void test_many_failures_in_one_batch(void)
 
 static void test_error_limit_ends_the_run(void)
 {
-    use_bad_folder();
-    rf_config *cfg = folder_config(2, RF_TRANSFORM_EVAL);
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
+    rf_config *cfg = bad_folder_config(2, RF_TRANSFORM_EVAL);
     set_skip(cfg, 2, 1000000);
     rf_loader *l = test_open_loader(cfg);
     CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
@@ -278,9 +280,7 @@ static void test_error_limit_ends_the_run(void)
 static void test_error_limit_counts_each_sample_once(void)
 {
     const int bad = BAD_FILES;
-    use_bad_folder();
-    rf_config *cfg = folder_config(2, RF_TRANSFORM_EVAL);
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
+    rf_config *cfg = bad_folder_config(2, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 4));
     set_skip(cfg, bad, 1000000);
     rf_loader *l = test_open_loader(cfg);
