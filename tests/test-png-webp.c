@@ -409,6 +409,8 @@ struct png_spec {
     unsigned trns;         /* palette: alpha entries; else 1 = a tRNS colour */
     bool colour_chunks;    /* gAMA, cHRM, sRGB: ignored by PIL */
     bool index_beyond;     /* palette indices past PLTE's entries too */
+    bool unknown_chunks;   /* a tEXt, and an unknown critical chunk "ABCD"
+                              after PLTE, before IDAT */
 };
 
 static void write_blob(png_structp png, png_bytep data, size_t n)
@@ -503,6 +505,13 @@ static void png_set_extras(png_structp png, png_infop info,
     }
     if (s->colour_chunks)
         png_set_sRGB_gAMA_and_cHRM(png, info, PNG_sRGB_INTENT_PERCEPTUAL);
+    if (s->unknown_chunks) {
+        png_text text = {0};
+        text.compression = PNG_TEXT_COMPRESSION_NONE;
+        text.key = (png_charp) "Comment";
+        text.text = (png_charp) "made by test-png-webp";
+        png_set_text(png, info, &text, 1);
+    }
 }
 
 static struct blob make_png(const struct png_spec *s)
@@ -522,6 +531,9 @@ static struct blob make_png(const struct png_spec *s)
     if (s->index_beyond)
         png_set_check_for_invalid_index(png, 0);
     png_write_info(png, info);
+    if (s->unknown_chunks)
+        png_write_chunk(png, (png_const_bytep) "ABCD", (png_const_bytep) "xy",
+                        2);
     const size_t row_bytes = png_get_rowbytes(png, info);
     uint8_t *pixels = malloc(row_bytes * s->height);
     png_bytep *rows = malloc(s->height * sizeof(*rows));
@@ -691,34 +703,12 @@ static void break_crc(struct blob *b, const char *type)
 /* PNG with a tEXt and an unknown critical chunk "ABCD" before IDAT. */
 static struct blob png_with_chunks(void)
 {
-    struct blob b = {0};
-    png_structp png =
-        png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-    png_infop info = png_create_info_struct(png);
-    CHECK(png && info);
-    if (setjmp(png_jmpbuf(png)))
-        CHECK(!"libpng could not write the fixture");
-    png_set_write_fn(png, &b, write_blob, flush_blob);
-    png_set_IHDR(png, info, 16, 8, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
-                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    png_text text = {0};
-    text.compression = PNG_TEXT_COMPRESSION_NONE;
-    text.key = (png_charp) "Comment";
-    text.text = (png_charp) "made by test-png-webp";
-    png_set_text(png, info, &text, 1);
-    png_write_info(png, info);
-    png_write_chunk(png, (png_const_bytep) "ABCD", (png_const_bytep) "xy", 2);
-    uint8_t pixels[8][16 * 3];
-    png_bytep rows[8];
-    for (uint32_t y = 0; y < 8; y++) {
-        for (uint32_t i = 0; i < 16 * 3; i++)
-            pixels[y][i] = picture(i / 3, y, i % 3, 16, 8);
-        rows[y] = pixels[y];
-    }
-    png_write_image(png, rows);
-    png_write_end(png, info);
-    png_destroy_write_struct(&png, &info);
-    return b;
+    const struct png_spec s = {.width = 16,
+                               .height = 8,
+                               .color_type = PNG_COLOR_TYPE_RGB,
+                               .bit_depth = 8,
+                               .unknown_chunks = true};
+    return make_png(&s);
 }
 
 /* Where PIL and libpng judge a file differently, PIL's verdict. */
