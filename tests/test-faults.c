@@ -351,9 +351,7 @@ static void test_fork_mode_takes_no_handlers(void)
     rf_config_free(cfg);
     CHECK_EQ(sigaction(SIGTERM, &old_term, NULL), 0);
     CHECK_EQ(sigaction(SIGHUP, &old_hup, NULL), 0);
-    rf_batch b;
-    CHECK_EQ(rf_loader_next(l, &b), 1);
-    CHECK_OK(rf_loader_release(l, &b));
+    test_pass_one_batch(l);
     int pids[2];
     CHECK_EQ(list_children(pids, 2), 2);
     CHECK_EQ(kill(pids[0], SIGTERM), 0);
@@ -533,9 +531,7 @@ static rf_loader *open_and_stop_one_producer(int64_t policy, int *stopped)
     rf_config *cfg = timeout_config(policy);
     rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
-    rf_batch b;
-    CHECK_EQ(rf_loader_next(l, &b), 1);
-    CHECK_OK(rf_loader_release(l, &b));
+    test_pass_one_batch(l);
     *stopped = stop_one_producer();
     return l;
 }
@@ -812,9 +808,7 @@ static void test_open_under_timer_signals(void)
     CHECK_EQ(setitimer(ITIMER_REAL, &off, NULL), 0);
     printf("open under a 50 us timer: %llu ms, %d signals\n",
            (unsigned long long)took_ms, (int)timer_ticks);
-    rf_batch b;
-    CHECK_EQ(rf_loader_next(l, &b), 1);
-    CHECK_OK(rf_loader_release(l, &b));
+    test_pass_one_batch(l);
     rf_loader_close(l);
     rf_config_free(cfg);
 }
@@ -848,9 +842,7 @@ static void test_build_tree_finds_its_helper(void)
     rf_config *cfg = small_config(2, 1000, 10, 8);
     rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
-    rf_batch b;
-    CHECK_EQ(rf_loader_next(l, &b), 1);
-    CHECK_OK(rf_loader_release(l, &b));
+    test_pass_one_batch(l);
     rf_loader_close(l);
     restore_helper(saved);
 }
@@ -1302,9 +1294,7 @@ static void test_helper_replaced_during_run(void)
     CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
     rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
-    rf_batch b;
-    CHECK_EQ(rf_loader_next(l, &b), 1);
-    CHECK_OK(rf_loader_release(l, &b));
+    test_pass_one_batch(l);
     CHECK_EQ(rename(broken, helper), 0);
     int pid = 0;
     CHECK_EQ(list_children(&pid, 1), 1);

@@ -99,14 +99,13 @@ static void test_killed_producer_is_reported(void)
     CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_PRODUCER_DEATH, RF_ON_DEATH_FAIL));
     rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
-    rf_batch b;
-    CHECK_EQ(rf_loader_next(l, &b), 1);
-    CHECK_OK(rf_loader_release(l, &b));
+    test_pass_one_batch(l);
     int pids[16];
     const int n = list_children(pids, 16);
     CHECK_EQ(n, 2);
     for (int i = 0; i < n; i++)
         CHECK_EQ(kill(pids[i], SIGKILL), 0);
+    rf_batch b;
     int rc;
     int delivered = 0;
     while ((rc = rf_loader_next(l, &b)) == 1) {
@@ -209,9 +208,7 @@ static double seconds_since(const struct timespec *t0)
 static void test_close_under_periodic_signals(void)
 {
     rf_loader *l = open_small(1, 2);
-    rf_batch b;
-    CHECK_EQ(rf_loader_next(l, &b), 1);
-    CHECK_OK(rf_loader_release(l, &b));
+    test_pass_one_batch(l);
     int pids[4];
     CHECK_EQ(list_children(pids, 4), 1);
     CHECK_EQ(kill(pids[0], SIGSTOP), 0);
@@ -362,13 +359,12 @@ static void test_child_of_raw_clone_has_its_own_loaders(void)
     rf_config *cfg = small_config(2, 4);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 400));
     rf_loader *l = test_open_loader(cfg);
-    rf_batch b;
-    CHECK_EQ(rf_loader_next(l, &b), 1);
-    CHECK_OK(rf_loader_release(l, &b));
+    test_pass_one_batch(l);
     fflush(stdout);
     const long child = syscall(SYS_clone, (long)SIGCHLD, 0L, 0L, 0L, 0L);
     CHECK(child >= 0);
     if (child == 0) {
+        rf_batch b;
         int failed = rf_loader_next(l, &b) == RF_E_FORK_UNSAFE ? 0 : 1;
         rf_loader *own = NULL;
         char *why = NULL;

@@ -133,6 +133,15 @@ static inline rf_loader *test_open_loader(const rf_config *cfg)
     return l;
 }
 
+/* Takes one batch and gives it back: the loader has started and its
+ * producers are delivering. */
+static inline void test_pass_one_batch(rf_loader *l)
+{
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+}
+
 /* Creates a pack writer or fails the test, printing create's detail. */
 static inline rf_pack_writer *
 test_create_pack(const char *path, uint32_t height, uint32_t width,
