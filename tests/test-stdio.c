@@ -228,8 +228,8 @@ static void kill_one_and_go_on(rf_loader *l)
 static void default_handler_spares_callers_file(bool open_at_start)
 {
     keep_reporting();
-    int pipe_fds[2] = {-1, -1};
     if (open_at_start) {
+        int pipe_fds[2];
         CHECK_EQ(pipe(pipe_fds), 0);
         CHECK_EQ(dup2(pipe_fds[1], STDERR_FILENO), STDERR_FILENO);
     } else {

@@ -95,8 +95,10 @@ static void shorten_advice(char *text)
     while ((p = strstr(text, "set --")) != NULL) {
         char *to = strstr(p + 6, " to ");
         if (!to || memchr(p + 6, ' ', (size_t)(to - (p + 6))))
-            break; /* not "set --flag to ..." */
-        memcpy(p, "use", 3);
+            break;  /* not "set --flag to ..." */
+        p[0] = 'u'; /* "set" -> "use", in place */
+        p[1] = 's';
+        p[2] = 'e';
         memmove(to + 1, to + 4, strlen(to + 4) + 1); /* " to " -> " " */
     }
 }

@@ -234,11 +234,12 @@ static int read_int(const char *path)
     FILE *f = fopen(path, "re");
     if (!f)
         return -1;
-    int v = -1;
-    if (fscanf(f, "%d", &v) != 1)
-        v = -1;
+    char text[32] = "";
+    const char *got = fgets(text, sizeof(text), f);
     fclose(f);
-    return v;
+    char *end = NULL;
+    const long v = got ? strtol(text, &end, 10) : -1;
+    return got && end != text && v >= 0 && v <= INT_MAX ? (int)v : -1;
 }
 
 /* CPUs in a list file ("0-3,8"); 0 when it cannot be read. */
@@ -280,7 +281,7 @@ static int node_of_cpu(const char *root, int cpu)
     while (node < 0 && (e = readdir(d)))
         if (strncmp(e->d_name, "node", 4) == 0 && e->d_name[4] >= '0' &&
             e->d_name[4] <= '9')
-            node = atoi(e->d_name + 4);
+            node = (int)strtol(e->d_name + 4, NULL, 10);
     closedir(d);
     return node;
 }
