@@ -18,7 +18,8 @@ cases="write/concurrent_runs write/killed_leaves_nothing
 write/failure_leaves_nothing write/output_checked_first
 bad/skip_bad_decodes bad/empty_class_refused bad/counts_are_the_pack_s
 bad/names_escaped options/without_effect options/raw_full_scale
-options/raw_shape_advice bench/options_without_effect jobs/same_output
+options/raw_shape_advice bench/options_without_effect bench/advice_in_its_flags
+jobs/same_output
 jobs/bad_value jobs/killed_worker synth/needs_an_image_per_class
 synth/killed_writes_no_partial_jpeg synth/workers_stop_with_parent"
 
@@ -407,6 +408,17 @@ case_bench_options_without_effect() {
 # make_mixed_folder DIR: $work/ds linked into DIR, with a JPEG cut short
 # in one class and a PNG named .jpg in another, so that the bad samples
 # fall to different workers.
+# The library's advice comes in the tool's own flags, not C constants.
+case_bench_advice_in_its_flags() {
+    make_mixed_folder "$work/advice"
+    run 1 "$bench" --source "$work/advice" --batch 4 --quiet
+    has "$work/err" "use --on-error skip to leave failing samples out"
+    run 1 "$bench" --source "$work/advice" --batch 4 --on-error skip \
+        --max-error-ppm 1 --quiet
+    has "$work/err" "more than --max-error-ppm allows"
+    ! grep -q RF_PARAM_ "$work/err" || fail "a C constant in: $(cat "$work/err")"
+}
+
 make_mixed_folder() {
     cp -rl "$work/ds" "$1"
     dd if="$(first_image class_000)" of="$1/class_001/img_cut.jpg" bs=1000 \
