@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 
 #include "common/cgroup.h"
+#include "common/text.h"
 
 /* Reads "Key: N kB" from /proc/meminfo; returns bytes or UINT64_MAX. */
 static uint64_t meminfo_bytes(const char *key)
@@ -38,19 +39,13 @@ static uint64_t meminfo_bytes(const char *key)
     return bytes;
 }
 
-uint64_t rf__memory_room(const char **limited_by)
+uint64_t rf__memory_room(char *limited_by, size_t len)
 {
-    /* The text outlives the call, for the caller's message; one per
-     * thread, so that loaders opened at once do not share it. */
-    static _Thread_local char cgroup_file[RF__CGROUP_WHERE_MAX];
     const uint64_t available = meminfo_bytes("MemAvailable");
-    const uint64_t cgroup =
-        rf__cgroup_memory_room(cgroup_file, sizeof(cgroup_file));
-    if (cgroup < available) {
-        *limited_by = cgroup_file;
+    const uint64_t cgroup = rf__cgroup_memory_room(limited_by, len);
+    if (cgroup < available)
         return cgroup;
-    }
-    *limited_by = "MemAvailable in /proc/meminfo";
+    rf__format(limited_by, len, "MemAvailable in /proc/meminfo");
     return available;
 }
 

@@ -7,6 +7,7 @@
 #ifndef RF_COMMON_RESOURCES_H
 #define RF_COMMON_RESOURCES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* CPUs in this process's affinity mask, in increasing order. Returns the
@@ -16,11 +17,10 @@ int rf__affinity_cpus(int *cpus, int max);
 /* Bytes of memory this process can still take: the smaller of the
  * kernel's MemAvailable and the room (limit minus usage) under the memory
  * limits of its cgroup and the cgroups above it, v1 or v2 (cgroup.h;
- * UINT64_MAX when none can be read). *limited_by names the limit, for a
- * cgroup its file and folder ("the cgroup v1 memory.limit_in_bytes of
- * /sys/fs/cgroup/memory/job"); the text stays valid until this thread
- * calls again. */
-uint64_t rf__memory_room(const char **limited_by);
+ * UINT64_MAX when none can be read). limited_by (len bytes) gets the
+ * limit's name, for a cgroup its file and folder ("the cgroup v1
+ * memory.limit_in_bytes of /sys/fs/cgroup/memory/job"). */
+uint64_t rf__memory_room(char *limited_by, size_t len);
 
 /* File descriptors this process can still open under RLIMIT_NOFILE
  * (INT32_MAX when unlimited or unknown); *limit gets the limit. */

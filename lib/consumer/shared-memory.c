@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "common/cgroup.h" /* RF__CGROUP_WHERE_MAX */
 #include "common/fds.h"
 #include "common/resources.h"
 #include "consumer/loader-internal.h"
@@ -80,8 +81,8 @@ static int map_segment(rf_loader *l, int fd, uint64_t size, void **out)
  * reserving it can wake the OOM killer. */
 static int check_memory(rf_loader *l, const struct rf__layout *lay)
 {
-    const char *limit = NULL;
-    const uint64_t room = rf__memory_room(&limit);
+    char limit[RF__CGROUP_WHERE_MAX];
+    const uint64_t room = rf__memory_room(limit, sizeof(limit));
     if (lay->arena_size + lay->control_size <= room)
         return 0;
     return set_error(
