@@ -1,0 +1,448 @@
+"""ringfeed_build - the PEP 517 build backend of the ringfeed package.
+
+`pip install .` and `pip wheel .` call it (pyproject.toml names it, with
+backend-path). It builds the C library and the producer helper with the
+project's own autotools build, the one build system of record: autoreconf
+when ./configure is missing, then configure and make of those two targets
+alone in a temporary folder (the source tree is only read), and writes
+the wheel with zipfile: the package python/ringfeed/ plus
+ringfeed/_native/libringfeed.so.0 and ringfeed/_native/ringfeed-producer,
+where the library finds its helper (beside itself). The tag is
+py3-none-<platform>: ctypes loads the library, so one wheel serves every
+CPython from 3.9 on. Standard library only: it builds offline.
+
+Settings, from the environment or pip's --config-settings (-C):
+  CC, CFLAGS, LDFLAGS, PKG_CONFIG_PATH  passed to configure as usual;
+  configure-args / RINGFEED_CONFIGURE_ARGS  more configure options.
+"""
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parent.parent.parent
+PACKAGE = "ringfeed"
+# What the library finds its helper beside (lib/consumer/spawn.c).
+NATIVE = "_native"
+HELPER = "ringfeed-producer"
+# The Debian packages a build needs (tools/quickstart installs them).
+BUILD_PACKAGES = ("build-essential autoconf automake libtool pkg-config "
+                  "libjpeg62-turbo-dev libturbojpeg0-dev libzstd-dev")
+OPTIONAL_PACKAGES = "libpng-dev libwebp-dev"
+
+
+def say(text):
+    print(f"ringfeed_build: {text}", flush=True)
+
+
+def stop(text):
+    """Ends the hook with a message and no traceback."""
+    print(file=sys.stderr)
+    raise SystemExit(f"ringfeed_build: error: {text}")
+
+
+# ---- pyproject.toml and metadata ------------------------------------------
+
+# The TOML this project's pyproject.toml uses: [tables], and keys whose
+# values are strings or lists of strings (Python 3.9 and 3.10 have no
+# tomllib, and the backend has no dependencies).
+_TOKEN = re.compile(r'(?P<nl>\n)|(?P<ws>[ \t\r]+)|(?P<comment>#[^\n]*)'
+                    r'|(?P<str>"(?:[^"\\\n]|\\.)*")|(?P<punct>[\[\],=])'
+                    r'|(?P<key>[A-Za-z0-9_.-]+)')
+
+
+def _tokens(text):
+    pos, line = 0, 1
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m:
+            raise ValueError(f"pyproject.toml:{line}: the build backend reads "
+                             "only [tables] and keys set to strings or lists "
+                             "of strings")
+        kind = m.lastgroup
+        if kind == "nl":
+            line += 1
+        if kind not in ("ws", "comment"):
+            yield kind, m.group(), line
+        pos = m.end()
+    yield "nl", "\n", line
+
+
+def read_toml(text):
+    """The tables of a pyproject.toml in the subset described above, as
+    tomllib.loads() gives them."""
+    toks = list(_tokens(text))
+    result, table, i = {}, None, 0
+
+    def expect(kind, value=None):
+        nonlocal i
+        k, v, line = toks[i]
+        if k != kind or (value is not None and v != value):
+            raise ValueError(f"pyproject.toml:{line}: unexpected {v!r} "
+                             "(the build backend reads only [tables] and "
+                             "keys set to strings or lists of strings)")
+        i += 1
+        return v
+
+    def skip_newlines():
+        nonlocal i
+        while i < len(toks) and toks[i][0] == "nl":
+            i += 1
+
+    def value():
+        if toks[i][0] == "str":
+            return _string(expect("str"))
+        expect("punct", "[")
+        items = []
+        skip_newlines()
+        while toks[i][1] != "]":
+            items.append(_string(expect("str")))
+            skip_newlines()
+            if toks[i][1] == ",":
+                expect("punct", ",")
+                skip_newlines()
+        expect("punct", "]")
+        return items
+
+    skip_newlines()
+    while i < len(toks):
+        if toks[i][1] == "[":
+            expect("punct", "[")
+            table = result
+            for part in expect("key").split("."):
+                table = table.setdefault(part, {})
+            expect("punct", "]")
+        else:
+            if table is None:
+                table = result
+            key = expect("key")
+            expect("punct", "=")
+            table[key] = value()
+        expect("nl")
+        skip_newlines()
+    return result
+
+
+def _string(token):
+    # TOML's basic strings escape as JSON's do (\uXXXX, \", \\, \n...).
+    import json
+    return json.loads(token)
+
+
+def version():
+    """The package's version: configure.ac's AC_INIT."""
+    text = (TOP / "configure.ac").read_text()
+    m = re.search(r"AC_INIT\(\[([^\]]+)\],\s*\[([^\]]+)\]", text)
+    if not m:
+        stop("configure.ac has no AC_INIT([name], [version])")
+    return m.group(2)
+
+
+def project():
+    """pyproject.toml's [project] table, with its version filled in."""
+    table = read_toml((TOP / "pyproject.toml").read_text())["project"]
+    table = dict(table, version=version())
+    return table
+
+
+def metadata_text():
+    """The core metadata (METADATA in the wheel, PKG-INFO in the sdist)."""
+    p = project()
+    lines = [
+        "Metadata-Version: 2.1",
+        f"Name: {p['name']}",
+        f"Version: {p['version']}",
+    ]
+    if "description" in p:
+        lines.append(f"Summary: {p['description']}")
+    if p.get("keywords"):
+        lines.append(f"Keywords: {','.join(p['keywords'])}")
+    lines += [f"Classifier: {c}" for c in p.get("classifiers", [])]
+    if "requires-python" in p:
+        lines.append(f"Requires-Python: {p['requires-python']}")
+    lines += [f"Requires-Dist: {d}" for d in p.get("dependencies", [])]
+    for extra, deps in p.get("optional-dependencies", {}).items():
+        lines.append(f"Provides-Extra: {extra}")
+        lines += [f'Requires-Dist: {d}; extra == "{extra}"' for d in deps]
+    body = ""
+    if "readme" in p:
+        lines.append("Description-Content-Type: text/markdown")
+        body = "\n" + (TOP / p["readme"]).read_text()
+    return "\n".join(lines) + "\n" + body
+
+
+def dist_info():
+    return f"{PACKAGE}-{version()}.dist-info"
+
+
+def wheel_tag():
+    """py3-none-PLATFORM: any CPython 3, this machine's platform (the
+    wheel holds native code but no Python extension)."""
+    platform = re.sub(r"[-.]", "_", sysconfig.get_platform())
+    return f"py3-none-{platform}"
+
+
+def wheel_text():
+    return ("Wheel-Version: 1.0\n"
+            f"Generator: ringfeed_build {version()}\n"
+            "Root-Is-Purelib: false\n"
+            f"Tag: {wheel_tag()}\n")
+
+
+# ---- running the autotools build ---------------------------------------
+
+# What a failed step's output says is missing, and the Debian packages
+# that bring it.
+_MISSING = (
+    (r"no acceptable C compiler|C compiler cannot create executables",
+     "build-essential"),
+    (r"pkg-config script could not be found|PKG_PROG_PKG_CONFIG|"
+     r"PKG_CHECK_MODULES|PKG_INSTALLDIR", "pkg-config"),
+    (r"LT_INIT|libtoolize: not found|AM_PROG_AR", "libtool"),
+    (r"aclocal: not found|automake: not found|AM_INIT_AUTOMAKE", "automake"),
+)
+
+
+def _advice(output):
+    """A sentence naming the Debian packages that the failed step's output
+    says are missing, else the whole list."""
+    wanted = re.findall(r"apt-get install ([a-z0-9][a-z0-9.+ -]*[a-z0-9+])",
+                        output)
+    for pattern, package in _MISSING:
+        if re.search(pattern, output):
+            wanted.append(package)
+    if wanted:
+        names = " ".join(dict.fromkeys(" ".join(wanted).split()))
+        return f"install the missing packages: apt-get install {names}"
+    return (f"the build needs the Debian packages {BUILD_PACKAGES} "
+            f"(and, for PNG and WebP samples, {OPTIONAL_PACKAGES})")
+
+
+def run(cmd, cwd, what):
+    """Runs cmd in cwd, printing the command and its output; on failure
+    ends the build with a message saying what to install or look at."""
+    say(f"{what}: {shlex.join(str(c) for c in cmd)}  (in {cwd})")
+    try:
+        proc = subprocess.Popen([str(c) for c in cmd], cwd=cwd,
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True,
+                                errors="replace")
+    except FileNotFoundError:
+        package = {"autoreconf": "autoconf automake libtool pkg-config",
+                   "make": "build-essential"}.get(Path(cmd[0]).name)
+        stop(f"{what}: {cmd[0]} not found"
+             + (f"; install it: apt-get install {package}" if package else ""))
+    output = []
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        output.append(line)
+    sys.stdout.flush()
+    if proc.wait() != 0:
+        text = "".join(output)
+        errors = [ln.strip() for ln in output
+                  if re.search(r"error|not found", ln, re.I)]
+        reason = f" ({errors[-1]})" if errors else ""
+        if what == "make":
+            stop(f"the C build failed{reason}; the compiler's message is "
+                 "above. " + _advice(text).capitalize())
+        stop(f"{what} failed{reason}; {_advice(text)}")
+    return "".join(output)
+
+
+def configure_args(config_settings):
+    args = ["--disable-static", "--disable-dependency-tracking",
+            "--without-cuda", "--enable-silent-rules"]
+    args += shlex.split(os.environ.get("RINGFEED_CONFIGURE_ARGS", ""))
+    setting = (config_settings or {}).get("configure-args", "")
+    if isinstance(setting, list):
+        setting = " ".join(setting)
+    return args + shlex.split(setting)
+
+
+def configure(build, config_settings):
+    """autoreconf if the tree has no configure yet (a git checkout), then
+    configure in the folder `build`."""
+    if not (TOP / "configure").exists():
+        if not os.access(TOP, os.W_OK):
+            stop(f"{TOP} has no configure script and cannot be written to "
+                 "run autoreconf: build from a release tarball, or run "
+                 "autoreconf -fi in the source tree first")
+        run(["autoreconf", "-fi"], TOP, "autoreconf")
+    run([TOP / "configure", *configure_args(config_settings)], build,
+        "configure")
+
+
+def _jobs():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _libtool_var(la_file, name):
+    m = re.search(rf"^{name}='([^']*)'", la_file.read_text(), re.M)
+    return m.group(1) if m else ""
+
+
+def _is_elf(path):
+    with open(path, "rb") as f:
+        return f.read(4) == b"\x7fELF"
+
+
+def _check_no_build_paths(path, build):
+    """No RPATH/RUNPATH of a shipped file points into the temporary build
+    folder (libtool's uninstalled objects may)."""
+    readelf = shutil.which("readelf")
+    if not readelf:
+        say("readelf not found: run paths not checked")
+        return
+    out = subprocess.run([readelf, "-d", path], capture_output=True,
+                         text=True, check=True).stdout
+    for line in out.splitlines():
+        if ("RPATH" in line or "RUNPATH" in line) and str(build) in line:
+            stop(f"{path.name} would look for libraries in the temporary "
+                 f"build folder: {line.strip()}")
+
+
+def build_native(build, config_settings):
+    """Configures and builds the library and the helper in `build`;
+    returns {name in _native/: file} for the wheel."""
+    configure(build, config_settings)
+    run(["make", f"-j{_jobs()}", "libringfeed.la", f"tools/{HELPER}"],
+        build, "make")
+    la = build / "libringfeed.la"
+    soname = _libtool_var(la, "dlname")  # libringfeed.so.0
+    real = _libtool_var(la, "library_names").split()[0]  # .so.0.0.0
+    library = build / ".libs" / real
+    # A libtool build may leave a wrapper script where the program goes,
+    # the real executable in .libs/ (this helper links the internal
+    # library statically, so there is none: checked all the same).
+    helper = build / "tools" / HELPER
+    if not _is_elf(helper):
+        helper = build / "tools" / ".libs" / HELPER
+    for path in (library, helper):
+        if not path.is_file() or not _is_elf(path):
+            stop(f"the build left no {path.name} at {path}")
+        _check_no_build_paths(path, build)
+    return {soname: library, HELPER: helper}
+
+
+# ---- writing the wheel and the sdist -----------------------------------
+
+def _epoch():
+    """SOURCE_DATE_EPOCH when set (reproducible builds), else now; never
+    before 1980 (zip)."""
+    return max(int(os.environ.get("SOURCE_DATE_EPOCH", time.time())),
+               315532800)
+
+
+def _record_hash(data):
+    digest = hashlib.sha256(data).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def package_files():
+    """(name in the wheel, file) for the package's own files: every file
+    under python/ringfeed/ but byte code and a stray _native/."""
+    root = TOP / "python" / PACKAGE
+    if not (root / "__init__.py").is_file():
+        stop(f"no package at {root} (python/{PACKAGE}/__init__.py)")
+    found = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if (path.is_dir() or "__pycache__" in rel.parts
+                or rel.parts[0] == NATIVE or path.suffix in (".pyc", ".pyo")):
+            continue
+        found.append((f"{PACKAGE}/{rel.as_posix()}", path))
+    return found
+
+
+def write_wheel(wheel_directory, native):
+    name = f"{PACKAGE}-{version()}-{wheel_tag()}.whl"
+    info = dist_info()
+    entries = [(arc, path.read_bytes(), 0o644)
+               for arc, path in package_files()]
+    entries += [(f"{PACKAGE}/{NATIVE}/{n}", path.read_bytes(), 0o755)
+                for n, path in sorted(native.items())]
+    entries += [(f"{info}/METADATA", metadata_text().encode(), 0o644),
+                (f"{info}/WHEEL", wheel_text().encode(), 0o644)]
+    record = io.StringIO()
+    writer = csv.writer(record, lineterminator="\n")
+    for arc, data, _ in entries:
+        writer.writerow([arc, _record_hash(data), len(data)])
+    writer.writerow([f"{info}/RECORD", "", ""])
+    entries.append((f"{info}/RECORD", record.getvalue().encode(), 0o644))
+    target = Path(wheel_directory) / name
+    stamp = time.gmtime(_epoch())[:6]
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as whl:
+        for arc, data, mode in entries:
+            entry = zipfile.ZipInfo(arc, date_time=stamp)
+            entry.external_attr = (0o100000 | mode) << 16  # regular file
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            whl.writestr(entry, data)
+    say(f"wrote {target}")
+    return name
+
+
+# ---- PEP 517 hooks ----------------------------------------------------------
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def get_requires_for_build_sdist(config_settings=None):
+    return []
+
+
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    info = Path(metadata_directory) / dist_info()
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(metadata_text())
+    (info / "WHEEL").write_text(wheel_text())
+    return info.name
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    os.makedirs(wheel_directory, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ringfeed-build-") as tmp:
+        native = build_native(Path(tmp), config_settings)
+        return write_wheel(wheel_directory, native)
+
+
+def build_sdist(sdist_directory, config_settings=None):
+    """The release tarball's files (make distdir: the Makefile's list,
+    with configure), plus PKG-INFO, as NAME-VERSION.tar.gz."""
+    os.makedirs(sdist_directory, exist_ok=True)
+    base = f"{PACKAGE}-{version()}"
+    with tempfile.TemporaryDirectory(prefix="ringfeed-sdist-") as tmp:
+        build = Path(tmp)
+        configure(build, config_settings)
+        run(["make", f"distdir={base}", "distdir"], build, "make")
+        (build / base / "PKG-INFO").write_text(metadata_text())
+        target = Path(sdist_directory) / f"{base}.tar.gz"
+        epoch = _epoch()
+
+        def normalise(entry):
+            entry.uid = entry.gid = 0
+            entry.uname = entry.gname = ""
+            entry.mtime = epoch
+            entry.mode = 0o755 if entry.mode & 0o111 else 0o644
+            return entry
+
+        with tarfile.open(target, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+            tar.add(build / base, arcname=base, filter=normalise)
+    say(f"wrote {target}")
+    return target.name
