@@ -684,6 +684,21 @@ RF_API void rf_loader_close(rf_loader *loader);
  */
 RF_API int rf_loader_arena(const rf_loader *loader, void **base, size_t *bytes);
 
+/*
+ * Hands the arena's mapping (rf_loader_arena()'s base and bytes) to the
+ * caller for after close: rf_loader_close() then stops the producers and
+ * frees everything else but leaves the arena mapped, and the caller
+ * unmaps it with munmap(base, bytes) once nothing reads it any more. This
+ * is for a binding whose views of batches may outlive the loader (a
+ * tensor kept by a garbage-collected language): such a view then reads
+ * the last bytes written there instead of faulting. The memory is freed
+ * at that munmap (the loader closes its file descriptor at close).
+ * Returns 0, -EINVAL for a NULL loader, or RF_E_FORK_UNSAFE in a child of
+ * fork() (the child's copy of the mapping goes with rf_loader_close()).
+ * Same thread rules as rf_loader_release().
+ */
+RF_API int rf_loader_keep_arena(rf_loader *loader);
+
 /* The detail of the last error on loader, or "" when none. The string
  * belongs to loader and stays valid until the next call on it. */
 RF_API const char *rf_loader_error(const rf_loader *loader);
@@ -708,7 +723,14 @@ typedef struct rf_stats {
     uint32_t slots_with_user;    /* handed out, not yet released */
     uint32_t slots_free;         /* idle: every batch has been issued */
     uint64_t respawns;           /* producers replaced after dying */
-    uint64_t reserved_[4];
+    /* The run's shape, fixed at open (since 0.2; a library before it
+     * leaves them 0): what a binding needs for len() and a checkpoint. */
+    uint64_t batches_per_epoch; /* this rank's batches in each epoch */
+    uint64_t dataset_samples;   /* samples in the dataset (or the
+                                   synthetic source), before sharding */
+    uint32_t rank, world_size;  /* as resolved (from the environment when
+                                   RF_PARAM_RANK/WORLD_SIZE were unset) */
+    uint64_t reserved_[1];
 } rf_stats;
 
 /* Fills *stats. Returns 0 or -EINVAL (NULL argument). Cheap: reads

@@ -7,6 +7,11 @@
  *       and sizeof, then "sizeof SIZE": what python-loop.py's RfBatch must
  *       match (the library has no call that tells them at run time).
  *
+ *   python-reference structs
+ *       the same, "STRUCT.FIELD OFFSET SIZE" and "STRUCT sizeof SIZE", for
+ *       every structure the Python package (python/ringfeed/_capi.py)
+ *       declares: tests/python/test_capi.py compares them.
+ *
  *   python-reference totals DATASET BATCH SIZE EPOCHS nhwc|nchw
  *       the lines python-loop.py prints for those options ("epoch E: B
  *       batches, S samples" for each epoch, then "checksums: ..."),
@@ -55,6 +60,65 @@ static void print_layout(void)
     FIELD(reserved32_);
     FIELD(reserved_);
     printf("sizeof %zu\n", sizeof(rf_batch));
+}
+
+#define MEMBER(type, name)                                                     \
+    printf("%s.%s %zu %zu\n", #type, #name, offsetof(type, name),             \
+           sizeof(((type *)NULL)->name))
+#define SIZE(type) printf("%s sizeof %zu\n", #type, sizeof(type))
+
+static void print_stats_layout(void)
+{
+    MEMBER(rf_stats, batches);
+    MEMBER(rf_stats, samples);
+    MEMBER(rf_stats, bytes);
+    MEMBER(rf_stats, wait_ns);
+    MEMBER(rf_stats, elapsed_ns);
+    MEMBER(rf_stats, producers);
+    MEMBER(rf_stats, slots);
+    MEMBER(rf_stats, producer_busy_ns);
+    MEMBER(rf_stats, failed_samples);
+    MEMBER(rf_stats, slots_at_producers);
+    MEMBER(rf_stats, slots_ready);
+    MEMBER(rf_stats, slots_with_user);
+    MEMBER(rf_stats, slots_free);
+    MEMBER(rf_stats, respawns);
+    MEMBER(rf_stats, batches_per_epoch);
+    MEMBER(rf_stats, dataset_samples);
+    MEMBER(rf_stats, rank);
+    MEMBER(rf_stats, world_size);
+    MEMBER(rf_stats, reserved_);
+    SIZE(rf_stats);
+}
+
+static void print_other_layouts(void)
+{
+    MEMBER(rf_param_info, param);
+    MEMBER(rf_param_info, kind);
+    MEMBER(rf_param_info, name);
+    MEMBER(rf_param_info, doc);
+    MEMBER(rf_param_info, choices);
+    MEMBER(rf_param_info, default_value);
+    MEMBER(rf_param_info, min);
+    MEMBER(rf_param_info, max);
+    MEMBER(rf_param_info, reserved_);
+    SIZE(rf_param_info);
+    MEMBER(rf_sample_error, index);
+    MEMBER(rf_sample_error, epoch);
+    MEMBER(rf_sample_error, message);
+    SIZE(rf_sample_error);
+    MEMBER(rf_dataset_info, format);
+    MEMBER(rf_dataset_info, classes);
+    MEMBER(rf_dataset_info, samples);
+    MEMBER(rf_dataset_info, jpeg_samples);
+    MEMBER(rf_dataset_info, zstd_samples);
+    MEMBER(rf_dataset_info, height);
+    MEMBER(rf_dataset_info, width);
+    MEMBER(rf_dataset_info, channels);
+    MEMBER(rf_dataset_info, layout);
+    MEMBER(rf_dataset_info, dict_size);
+    MEMBER(rf_dataset_info, reserved);
+    SIZE(rf_dataset_info);
 }
 
 /* CRC-32 (IEEE 802.3, reflected), as Python's zlib.crc32(). */
@@ -145,6 +209,7 @@ static int print_totals(rf_dataset *ds, const rf_config *cfg, int64_t batch,
 static int usage(void)
 {
     fprintf(stderr, "usage: python-reference layout\n"
+                    "       python-reference structs\n"
                     "       python-reference totals DATASET BATCH SIZE EPOCHS "
                     "nhwc|nchw\n");
     return 2;
@@ -152,6 +217,12 @@ static int usage(void)
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "structs") == 0) {
+        print_layout();
+        print_stats_layout();
+        print_other_layouts();
+        return 0;
+    }
     if (argc == 2 && strcmp(argv[1], "layout") == 0) {
         print_layout();
         return 0;

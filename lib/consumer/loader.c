@@ -221,6 +221,8 @@ void rf_loader_close(rf_loader *l)
         for (uint32_t i = 0; i < l->producers; i++)
             if (l->producer_info[i].child.pidfd >= 0)
                 close(l->producer_info[i].child.pidfd);
+    if (l->arena_kept)
+        l->seg.arena = NULL; /* the caller's now: see rf_loader_keep_arena() */
     rf__segment_detach(&l->seg);
     if (l->fds.control >= 0)
         close(l->fds.control);
@@ -254,6 +256,16 @@ int rf_loader_arena(const rf_loader *l, void **base, size_t *bytes)
     return 0;
 }
 
+int rf_loader_keep_arena(rf_loader *l)
+{
+    if (!l)
+        return -EINVAL;
+    if (!owned_here(l)) /* the child's copy is unmapped with the rest */
+        return RF_E_FORK_UNSAFE;
+    l->arena_kept = true;
+    return 0;
+}
+
 const char *rf_loader_error(const rf_loader *l)
 {
     return l ? l->error : "";
@@ -281,6 +293,10 @@ int rf_loader_stats(const rf_loader *l, rf_stats *st)
     st->respawns = l->respawns;
     st->producers = l->producers;
     st->slots = l->slots;
+    st->batches_per_epoch = l->order.batches_per_epoch;
+    st->dataset_samples = l->order.samples;
+    st->rank = l->order.rank;
+    st->world_size = l->order.world;
     for (uint32_t s = 0; s < l->slots; s++) {
         switch (l->slot_info[s].where) {
         case SLOT_AT_PRODUCER:

@@ -1,0 +1,170 @@
+"""device="cuda": batches go from the shared ring to the GPU in one DMA.
+
+One CUDA runtime only: torch's. The ring (rf_loader_arena()) is registered
+as pinned memory with torch's own cudaHostRegister, the copy is torch's
+non-blocking copy_ on a side stream (from registered memory that is one
+cudaMemcpyAsync, a DMA with no staging copy), and the conversion to the
+dtype asked for and the normalisation run on that stream too. ringfeed's
+C CUDA consumer (cuda/) links the CUDA runtime the library was built
+with, which may not be torch's; mixing two runtimes in one process gives
+two contexts' worth of state and streams that cannot wait on each other,
+so the package never loads it.
+
+Ordering:
+- the side stream first waits for the caller's current stream, so the
+  copy does not overtake work the caller queued before asking;
+- the caller's current stream waits for the batch's `ready` event before
+  it can read the tensor (Stream.wait_event: no host stall);
+- the tensor is recorded on the caller's stream (record_stream), so torch's
+  allocator reuses its memory only after that stream has passed the step
+  that used it; it belongs to torch from then on;
+- a ring slot goes back to the producers only once its copy has finished
+  (`copied` event), never while the DMA may still read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from .errors import ConfigError, RingfeedError
+
+
+def check_device(device: Any) -> "Any":
+    """The torch.device for `device`, or ConfigError when torch, CUDA or
+    that GPU is missing: raised at construction, not at the first batch."""
+    try:
+        import torch
+    except ImportError:
+        raise ConfigError(f"device={device!r} needs PyTorch with CUDA; "
+                          "torch is not installed (use device=None for CPU "
+                          "tensors)") from None
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        raise ConfigError(f"device={device!r}: only None (CPU) and "
+                          "'cuda' or 'cuda:N' are supported")
+    if not torch.cuda.is_available():
+        raise ConfigError(f"device={device!r} but torch sees no usable CUDA "
+                          "GPU (torch.cuda.is_available() is False: no GPU, "
+                          "no driver, or a CPU-only torch build); use "
+                          "device=None")
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    if index >= torch.cuda.device_count():
+        raise ConfigError(f"device={device!r} but torch sees "
+                          f"{torch.cuda.device_count()} GPU(s)")
+    return torch.device("cuda", index)
+
+
+@dataclass
+class Pending:
+    """A batch on its way to the GPU."""
+
+    out: Any  # the tensor the caller gets
+    copied: Any  # torch.cuda.Event: the DMA from the slot is done
+    ready: Any  # torch.cuda.Event: converted, the caller may read it
+
+
+class Uploader:
+    """Registers the ring with CUDA and moves batches to one device."""
+
+    def __init__(self, device: Any, base: int, size: int, convert) -> None:
+        import torch
+        self._torch = torch
+        self.device = device
+        self._convert = convert
+        self._base, self._size = base, size
+        self._registered = False
+        with torch.cuda.device(device):
+            self.stream = torch.cuda.Stream(device)
+            cudart = torch.cuda.cudart()
+            rc = cudart.cudaHostRegister(base, size, 0)
+            if int(rc) != 0:
+                raise RingfeedError(
+                    f"cudaHostRegister of the ring ({size} bytes) failed: "
+                    f"{cudart.cudaGetErrorString(rc)}; lower slots= or "
+                    "batch_size= (the ring is slots x batch bytes), or raise "
+                    "the locked-memory limit (ulimit -l)")
+            self._registered = True
+
+    def launch(self, host_view: Any) -> Pending:
+        """Queues the copy of one batch (a CPU tensor viewing its slot) and
+        its conversion on the side stream; returns at once."""
+        torch = self._torch
+        caller = torch.cuda.current_stream(self.device)
+        self.stream.wait_stream(caller)
+        with torch.cuda.stream(self.stream):
+            raw = torch.empty(host_view.shape, dtype=torch.uint8,
+                              device=self.device)
+            raw.copy_(host_view, non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record(self.stream)
+            out = self._convert(raw)
+            ready = torch.cuda.Event()
+            ready.record(self.stream)
+        return Pending(out, copied, ready)
+
+    def hand_over(self, pending: Pending) -> Any:
+        """The batch's tensor, ordered on the caller's current stream."""
+        caller = self._torch.cuda.current_stream(self.device)
+        caller.wait_event(pending.ready)
+        pending.out.record_stream(caller)
+        return pending.out
+
+    def close(self) -> None:
+        """Waits for every copy and unregisters the ring (before the
+        loader unmaps it)."""
+        if not self._registered:
+            return
+        self._registered = False
+        self.stream.synchronize()
+        self._torch.cuda.cudart().cudaHostUnregister(self._base)
+
+
+def make_converter(dtype: Any, mean: Optional[Sequence[float]],
+                   std: Optional[Sequence[float]], channel_dim: int):
+    """A function from a uint8 tensor to `dtype`: uint8 as it is; a float
+    dtype scaled to [0, 1] (torchvision's ToTensor) and, with mean and
+    std, normalised per channel ((x - mean) / std, in those units). Works
+    on CPU and GPU tensors alike."""
+    import torch
+    if dtype is None or dtype == torch.uint8:
+        if mean is not None or std is not None:
+            raise ConfigError("mean= and std= need a float dtype= "
+                              "(torch.float32, float16 or bfloat16)")
+        return lambda x: x
+    if not dtype.is_floating_point:
+        raise ConfigError(f"dtype={dtype} is not supported: use torch.uint8, "
+                          "float32, float16 or bfloat16")
+    if (mean is None) != (std is None):
+        raise ConfigError("give mean= and std= together")
+    if mean is None:
+        return lambda x: x.to(dtype).div_(255.0)
+    mean_t = torch.tensor(mean, dtype=torch.float32)
+    std_t = torch.tensor(std, dtype=torch.float32)
+    if mean_t.dim() != 1 or mean_t.shape != std_t.shape:
+        raise ConfigError("mean= and std= must be sequences of one float per "
+                          "channel")
+    if bool((std_t == 0).any()):
+        raise ConfigError("std= must not hold 0")
+    # x/255 - mean) / std == x * scale + shift, one fused pass per batch
+    scale = 1.0 / (255.0 * std_t)
+    shift = -mean_t / std_t
+    shape = [1, 1, 1, 1]
+    shape[channel_dim] = -1
+    cache: dict = {}
+
+    def convert(x):
+        key = x.device
+        if key not in cache:
+            cache[key] = (scale.view(shape).to(x.device),
+                          shift.view(shape).to(x.device))
+        s, b = cache[key]
+        if s.shape[channel_dim] != x.shape[channel_dim]:
+            raise ConfigError(f"mean= and std= have {s.shape[channel_dim]} "
+                              f"values but the images {x.shape[channel_dim]} "
+                              "channels")
+        # in float32, then to dtype: float16/bfloat16 keep the rounding of
+        # one conversion, as torchvision's Normalize on a float32 tensor
+        return torch.addcmul(b, x.to(torch.float32), s).to(dtype)
+
+    return convert

@@ -1,0 +1,134 @@
+"""ringfeed's exceptions: one class per kind of failure, each carrying the
+library's detail (which names the sample, its file and the reason, and
+says what to change)."""
+
+from __future__ import annotations
+
+import errno
+import re
+from typing import Optional
+
+from . import _capi
+from .params import user_terms
+
+__all__ = [
+    "RingfeedError", "ConfigError", "DatasetNotFound", "CorruptSample",
+    "ProducerDied", "ProducerFailed", "ProducerNotFound", "ForkError",
+    "RingCorrupted", "BatchReleased", "LoaderClosed",
+]
+
+
+class RingfeedError(Exception):
+    """Base of every ringfeed error.
+
+    code:   the library's return code (a negative errno or RF_E_*), or 0
+            for an error raised by the package itself
+    detail: the library's full message
+    """
+
+    def __init__(self, detail: str, code: int = 0) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+class ConfigError(RingfeedError, ValueError):
+    """A Loader argument or a combination of them that cannot work; the
+    message names the keyword to change."""
+
+
+class DatasetNotFound(RingfeedError, FileNotFoundError):
+    """The source path does not exist or is not a dataset."""
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+class CorruptSample(RingfeedError):
+    """A sample could not be read or decoded (on_error="fail"), or too many
+    did (on_error="skip" past max_errors / max_error_ppm).
+
+    index:  the sample's index in the dataset (None when not known)
+    path:   the file: the image's path in a folder, or the packed file
+    name:   for a packed file, the sample's name inside it, else None
+    reason: what was wrong with it
+    """
+
+    _FORM = re.compile(
+        r"sample (?P<index>\d+) \((?P<inner>[^)]*)\)(?: of (?P<pack>.+?))?"
+        r": (?P<reason>.*)", re.S)
+
+    def __init__(self, detail: str, code: int = _capi.E_CORRUPT_SAMPLE
+                 ) -> None:
+        super().__init__(detail, code)
+        self.index: Optional[int] = None
+        self.path: Optional[str] = None
+        self.name: Optional[str] = None
+        self.reason: str = detail
+        match = self._FORM.search(detail)
+        if match:
+            self.index = int(match.group("index"))
+            self.reason = match.group("reason")
+            if match.group("pack"):
+                self.path = match.group("pack")
+                self.name = match.group("inner").split(", packed offset")[0]
+            else:
+                self.path = match.group("inner")
+
+
+class ProducerDied(RingfeedError):
+    """A producer process died or stopped answering and was not replaced
+    (on_producer_death="fail", or the respawn limit was reached); the
+    detail names the pid, the signal, the batch and the sample."""
+
+
+class ProducerFailed(RingfeedError):
+    """A producer process stopped with an error it reported."""
+
+
+class ProducerNotFound(RingfeedError):
+    """The ringfeed-producer helper that runs the producers is missing."""
+
+
+class ForkError(RingfeedError, RuntimeError):
+    """A loader was used in a child of fork(): its producers and ring are
+    the parent's. Open a new Loader in the child."""
+
+
+class RingCorrupted(RingfeedError):
+    """The shared ring was overwritten (the wrong build of the producer
+    helper, or memory damage)."""
+
+
+class BatchReleased(RingfeedError):
+    """A Batch was read after its slot went back to the producers (the
+    loop took further batches, or the loader closed). Copy what you keep
+    (``batch.images.clone()``) while the batch is current."""
+
+
+class LoaderClosed(RingfeedError):
+    """The Loader was used after close()."""
+
+
+_BY_CODE = {
+    _capi.E_CORRUPT_SAMPLE: CorruptSample,
+    _capi.E_PRODUCER_DIED: ProducerDied,
+    _capi.E_PRODUCER_FAILED: ProducerFailed,
+    _capi.E_NO_PRODUCER_BINARY: ProducerNotFound,
+    _capi.E_FORK_UNSAFE: ForkError,
+    _capi.E_BAD_HANDLE: RingCorrupted,
+    _capi.E_ABI: RingCorrupted,
+    -errno.EINVAL: ConfigError,
+    -errno.ENOENT: DatasetNotFound,
+    -errno.ENOTDIR: DatasetNotFound,
+}
+
+
+def from_code(code: int, detail: str) -> RingfeedError:
+    """The exception for a library return code and its detail, the detail
+    put in Python's terms (keywords for C parameters)."""
+    detail = user_terms(detail) if detail else _capi.strerror(code)
+    if code == -errno.ENOMEM:
+        return RingfeedError(detail, code)
+    cls = _BY_CODE.get(code, RingfeedError)
+    return cls(detail, code)

@@ -1,0 +1,756 @@
+"""ringfeed.Loader: batches of decoded images for a PyTorch training loop.
+
+The producers are processes started by the C library (they ignore Ctrl-C,
+die with this process and are replaced if they crash); they decode each
+batch into a slot of a ring of shared memory, and the Loader hands it to
+the loop as a tensor that views the slot (zero copy). A slot goes back to
+the producers when the loop takes the next batch (or keep_batches later),
+so a CPU tensor is valid until then: ``.clone()`` what you keep longer.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import ctypes
+import errno
+import logging
+import os
+import threading
+import weakref
+from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional,
+                    Sequence, Tuple, Union)
+
+from . import _capi
+from ._distributed import rank_and_world
+from .errors import (BatchReleased, ConfigError, ForkError, LoaderClosed,
+                     RingfeedError, from_code)
+from .params import by_keyword, param, user_terms
+
+try:
+    import torch
+except ImportError:  # numpy arrays instead
+    torch = None
+import numpy as np
+
+__all__ = ["Loader", "Batch", "Synthetic"]
+
+log = logging.getLogger("ringfeed")
+PathLike = Union[str, "os.PathLike[str]"]
+STATE_VERSION = 1
+
+
+class Synthetic:
+    """A dataset made up on the fly, for tests and benchmarks: `samples`
+    images of `classes` labels; jpeg=True makes each one a JPEG that the
+    producers decode (the cost of a real dataset), False fills the pixels
+    directly."""
+
+    def __init__(self, samples: int, classes: int = 1000, *,
+                 jpeg: bool = True) -> None:
+        if samples < 1 or classes < 1:
+            raise ConfigError("Synthetic needs samples >= 1 and classes >= 1")
+        self.samples, self.classes, self.jpeg = samples, classes, jpeg
+
+    def __repr__(self) -> str:
+        return (f"Synthetic(samples={self.samples}, classes={self.classes}, "
+                f"jpeg={self.jpeg})")
+
+
+class Batch:
+    """One batch with its details, as ``Loader.batches()`` yields it.
+
+    Every attribute raises BatchReleased once the batch's slot went back to
+    the producers (the loop took the next batch, or the loader closed):
+    the package never hands out what producers have since overwritten.
+    A tensor taken from it earlier (``images = batch.images``) is a view of
+    the slot and is not checked: use it before the next batch, or clone it.
+    """
+
+    __slots__ = ("_images", "_labels", "_indices", "_epoch", "_number",
+                 "_sequence", "_skipped", "_released", "__weakref__")
+
+    def __init__(self, images: Any, labels: Any, indices: Any, epoch: int,
+                 number: int, sequence: int, skipped: int) -> None:
+        self._images, self._labels, self._indices = images, labels, indices
+        self._epoch, self._number = epoch, number
+        self._sequence, self._skipped = sequence, skipped
+        self._released = False
+
+    def _check(self) -> None:
+        if self._released:
+            raise BatchReleased(
+                f"batch {self._number} of epoch {self._epoch} was released "
+                "(the loop took a later batch, left the loop, or the loader "
+                "closed); its slot holds other images now. Copy what you keep while the batch is current "
+                "(batch.images.clone()), or pass keep_batches= to Loader to "
+                "keep more batches valid")
+
+    @property
+    def images(self) -> Any:
+        """The images: uint8 (or dtype=) tensor, NCHW or NHWC."""
+        self._check()
+        return self._images
+
+    @property
+    def labels(self) -> Any:
+        """int64 labels, one per image (a copy: safe to keep)."""
+        self._check()
+        return self._labels
+
+    @property
+    def indices(self) -> Any:
+        """int64 dataset index of each image (a copy)."""
+        self._check()
+        return self._indices
+
+    @property
+    def epoch(self) -> int:
+        """The epoch (0-based)."""
+        self._check()
+        return self._epoch
+
+    @property
+    def number(self) -> int:
+        """The batch's number within its epoch (0-based)."""
+        self._check()
+        return self._number
+
+    @property
+    def sequence(self) -> int:
+        """The batch's number across epochs."""
+        self._check()
+        return self._sequence
+
+    @property
+    def skipped(self) -> int:
+        """Samples left out of this batch because they failed to decode
+        (on_error="skip"); the batch is that much shorter."""
+        self._check()
+        return self._skipped
+
+    @property
+    def released(self) -> bool:
+        """Whether the batch's slot went back to the producers."""
+        return self._released
+
+    def __iter__(self) -> Iterator[Any]:
+        """(images, labels), so ``images, labels = batch`` works."""
+        return iter((self.images, self.labels))
+
+    def __repr__(self) -> str:
+        if self._released:
+            return f"<ringfeed.Batch {self._number} of epoch {self._epoch}, released>"
+        return (f"<ringfeed.Batch {self._number} of epoch {self._epoch}: "
+                f"{len(self._labels)} images>")
+
+
+class _Held:
+    """A batch the loop holds: the C batch to release, and what was built
+    on it."""
+
+    __slots__ = ("c_batch", "batch", "pending")
+
+    def __init__(self, c_batch: _capi.Batch, batch: Batch,
+                 pending: Any = None) -> None:
+        self.c_batch, self.batch, self.pending = c_batch, batch, pending
+
+
+class _Run:
+    """One rf_loader: the producers, the ring, and the batches held.
+
+    Owns the C loader; closing it stops the producers. The ring's memory is
+    handed to a finalizer (rf_loader_keep_arena) so that a tensor that
+    outlives the run reads stale pixels instead of faulting.
+    """
+
+    def __init__(self, cfg: "_Config", start_epoch: int, start_batch: int,
+                 on_message: Callable[[str], None]) -> None:
+        self.pid = os.getpid()
+        self.handle = ctypes.c_void_p()
+        self._message_fn = _capi.MESSAGE_FN(
+            lambda _user, text: on_message(user_terms(
+                text.decode(errors="replace"))))
+        c = cfg.build(start_epoch, start_batch, self._message_fn)
+        try:
+            err = ctypes.c_void_p()
+            rc = _capi.lib().rf_loader_open(ctypes.byref(self.handle), c,
+                                            ctypes.byref(err))
+            detail = _capi.take_message(err)
+        finally:
+            _capi.lib().rf_config_free(c)
+        if rc < 0:
+            raise from_code(rc, detail)
+        self.stats = _capi.Stats()
+        _capi.lib().rf_loader_stats(self.handle, ctypes.byref(self.stats))
+        # the sequence number of the batch next() hands out next
+        self.next_seq = (start_epoch * self.stats.batches_per_epoch
+                         + start_batch)
+        self.arena = self._map_arena()
+        self.held: Deque[_Held] = collections.deque()
+
+    def _map_arena(self) -> Any:
+        """One array over the whole ring, made once; each batch is a slice
+        of it. The memory stays mapped until the last view is gone."""
+        base, size = ctypes.c_void_p(), ctypes.c_size_t()
+        lib = _capi.lib()
+        rc = lib.rf_loader_arena(self.handle, ctypes.byref(base),
+                                 ctypes.byref(size))
+        if rc == 0:
+            rc = lib.rf_loader_keep_arena(self.handle)
+        if rc < 0:
+            raise from_code(rc, lib.rf_loader_error(self.handle).decode())
+        self.base, self.size = base.value, size.value
+        array = np.frombuffer((ctypes.c_uint8 * self.size).from_address(
+            self.base), dtype=np.uint8)
+        weakref.finalize(array, _capi.munmap, self.base, self.size)
+        return torch.from_numpy(array) if torch is not None else array
+
+    def next(self) -> Optional[_capi.Batch]:
+        """The next C batch, or None at the end; raises on failure. A
+        signal (Ctrl-C) returns control to Python between waits, so that
+        KeyboardInterrupt is raised here at once."""
+        c_batch = _capi.Batch()
+        lib = _capi.lib()
+        while True:
+            rc = lib.rf_loader_next(self.handle, ctypes.byref(c_batch))
+            if rc == 1:
+                self.next_seq = max(self.next_seq, c_batch.sequence + 1)
+                return c_batch
+            if rc == 0:
+                return None
+            if rc != -errno.EINTR:
+                raise from_code(rc, lib.rf_loader_error(self.handle).decode(
+                    errors="replace"))
+
+    def release(self, held: _Held) -> None:
+        held.batch._released = True
+        if held.pending is not None:
+            held.pending.copied.synchronize()  # the DMA read the slot
+        _capi.lib().rf_loader_release(self.handle, ctypes.byref(held.c_batch))
+
+    def close(self) -> None:
+        if not self.handle:
+            return
+        for held in self.held:
+            held.batch._released = True
+            if held.pending is not None:
+                held.pending.copied.synchronize()
+        self.held.clear()
+        _capi.lib().rf_loader_close(self.handle)
+        self.handle = ctypes.c_void_p()
+
+
+class _Config:
+    """The Loader's arguments as the library's parameters."""
+
+    def __init__(self, source: Any, values: Dict[str, int]) -> None:
+        self.source = source
+        self.values = values  # parameter name -> int64
+
+    def build(self, start_epoch: int, start_batch: int,
+              message_fn: Any) -> int:
+        lib = _capi.lib()
+        c = lib.rf_config_create()
+        if not c:
+            raise MemoryError("rf_config_create")
+        try:
+            values = dict(self.values, start_epoch=start_epoch,
+                          start_batch=start_batch)
+            if isinstance(self.source, Synthetic):
+                values["source"] = param("source").convert(
+                    "synthetic-jpeg" if self.source.jpeg else "synthetic",
+                    "source")
+                values["samples"] = self.source.samples
+                values["classes"] = self.source.classes
+            else:
+                if lib.rf_config_set_path(c, os.fsencode(self.source)) < 0:
+                    raise ConfigError(f"source={self.source!r}: "
+                                      + lib.rf_config_error(c).decode())
+            for name, value in values.items():
+                if lib.rf_config_set(c, param(name).number, value) < 0:
+                    raise ConfigError(user_terms(
+                        lib.rf_config_error(c).decode()))
+            lib.rf_config_set_message_handler(c, message_fn, None)
+        except BaseException:
+            lib.rf_config_free(c)
+            raise
+        return c
+
+
+_live: "weakref.WeakSet[Loader]" = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+def _close_all() -> None:
+    """At interpreter exit: every loader still open is closed, so no
+    producer outlives the program's own cleanup."""
+    for loader in list(_live):
+        loader.close()
+
+
+atexit.register(_close_all)
+
+
+def _forked() -> None:
+    """In a child of fork(): every loader is its parent's."""
+    for loader in list(_live):
+        loader._forked = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
+class Loader:
+    """Batches of images from a folder of class folders (torchvision's
+    ImageFolder) or a packed file, decoded and augmented by producer
+    processes into shared memory.
+
+    ``for images, labels in loader`` runs one epoch (PyTorch's way; the
+    next ``for`` runs the next epoch, or the one set_epoch() names) and
+    yields ``images``, a uint8 tensor (N, C, H, W) for layout="nchw" or
+    (N, H, W, C) for "nhwc", and ``labels``, int64 (N,). Without torch
+    installed both are numpy arrays.
+
+    On the CPU (device=None, dtype uint8) ``images`` is a view of the slot
+    the producers wrote: no copy. It is valid until the loop takes the
+    next batch (or keep_batches batches later); then the producers reuse
+    the slot. Keep one longer with ``images.clone()``. ``labels`` is a
+    copy. With device="cuda" the batch is copied to the GPU in one DMA
+    from the pinned ring, overlapped with your step, then converted to
+    dtype there; that tensor is torch's, yours to keep.
+
+    Arguments (everything after batch_size is keyword-only):
+      source       folder or packed file (str or os.PathLike), or
+                   ringfeed.Synthetic(samples, classes)
+      batch_size   images per batch
+      transform    "train" (RandomResizedCrop + flip, as torchvision's
+                   ImageNet recipe), "eval" (resize to resize= then center
+                   crop), "none" (resize to size)
+      size         output side, or (height, width)
+      shuffle, seed, drop_last   as torch's DataLoader/DistributedSampler
+      num_workers  producer processes; None: this rank's CPU budget (its
+                   affinity, container quota and share of the node's ranks)
+      layout       "nchw" or "nhwc"
+      on_error     "fail": a sample that does not decode raises
+                   CorruptSample; "skip": it is left out (the batch is
+                   shorter) until max_errors= / max_error_ppm= are passed
+      epochs       None: each ``for`` is one epoch. N: one ``for`` runs N
+                   epochs back to back (len() is then N epochs' batches)
+      rank, world_size   this process's shard; None: from an initialised
+                   torch.distributed, else torchrun/mpirun/Slurm's
+                   environment, else 0 of 1
+      device       None (CPU tensors) or "cuda" / "cuda:N"
+      dtype        torch.uint8 (default), float32, float16 or bfloat16; a
+                   float is scaled to [0, 1] like torchvision's ToTensor
+      mean, std    with a float dtype: per-channel normalisation in those
+                   [0, 1] units, e.g. (0.485, 0.456, 0.406) /
+                   (0.229, 0.224, 0.225)
+      keep_batches how many of the latest batches stay valid (default 1,
+                   the current one); raise it for prefetching or
+                   gradient accumulation that holds views
+      on_message   called with each event the library reports (a producer
+                   replaced after a crash); default: logging's "ringfeed"
+                   logger at WARNING
+      **params     any other parameter of the library by its name
+                   (ringfeed.params() lists them with defaults and ranges:
+                   min_scale_ppm=, resize=, max_pixels=, jpeg_warnings=,
+                   slots=, on_producer_death=, batch_timeout_ms=, ...)
+
+    Producers start at construction, so errors in the arguments, the
+    source or the device are raised here, and the ring fills while the
+    model is built. close() (or ``with``) stops them; so do garbage
+    collection and interpreter exit. A Loader cannot be used in a child of
+    fork(): open one there.
+    """
+
+    def __init__(self, source: Union[PathLike, Synthetic], batch_size: int,
+                 *, transform: str = "train",
+                 size: Union[int, Tuple[int, int]] = 224,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False,
+                 num_workers: Optional[int] = None, layout: str = "nchw",
+                 on_error: str = "fail", epochs: Optional[int] = None,
+                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 device: Optional[Union[str, Any]] = None, dtype: Any = None,
+                 mean: Optional[Sequence[float]] = None,
+                 std: Optional[Sequence[float]] = None,
+                 keep_batches: int = 1,
+                 on_message: Optional[Callable[[str], None]] = None,
+                 **params: Any) -> None:
+        self._run: Optional[_Run] = None
+        self._uploader: Any = None
+        self._closed = False
+        self._forked = False
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        if not isinstance(source, Synthetic):
+            source = os.fspath(source)
+        height, width = (size, size) if isinstance(size, int) else size
+        if epochs is not None and epochs < 1:
+            raise ConfigError(f"epochs={epochs}: give None (one epoch per "
+                              "for loop) or a count >= 1")
+        if not isinstance(keep_batches, int) or keep_batches < 1:
+            raise ConfigError(f"keep_batches={keep_batches!r} must be >= 1")
+        self._rank, self._world, self._rank_from = rank_and_world(
+            rank, world_size)
+        wanted: Dict[str, Any] = dict(
+            batch_size=batch_size, transform=transform, shuffle=shuffle,
+            seed=seed, drop_last=drop_last, layout=layout, on_error=on_error,
+            rank=self._rank, world_size=self._world, **params)
+        if num_workers is not None:
+            wanted["num_workers"] = num_workers
+        values = self._convert(wanted)
+        values["height"] = param("height").convert(height, "size")
+        values["width"] = param("width").convert(width, "size")
+        values["epochs"] = epochs or 0  # the run goes on; the Loader counts
+        if "seed" in values and values["seed"] < 0:
+            values["seed"] &= (1 << 64) - 1
+        self._config = _Config(source, values)
+        self._source = source
+        self._epochs = epochs
+        self._keep = keep_batches
+        self._layout = layout
+        self._on_message = on_message or (lambda text: log.warning("%s", text))
+        self._dtype, self._mean, self._std = dtype, mean, std
+        self._device = None
+        self._convert_fn = None
+        if device is not None:
+            from ._cuda import check_device
+            self._device = check_device(device)
+        if dtype is not None or mean is not None or device is not None:
+            if torch is None:
+                raise ConfigError("dtype=, mean=, std= and device= need "
+                                  "PyTorch; it is not installed")
+            from ._cuda import make_converter
+            self._convert_fn = make_converter(
+                dtype, mean, std, 1 if layout == "nchw" else 3)
+        self._epoch = 0  # the epoch the next batch comes from
+        self._batch = 0  # and its number in it
+        self._open_run()
+        with _live_lock:
+            _live.add(self)
+
+    # ---- arguments ------------------------------------------------------
+
+    @staticmethod
+    def _convert(wanted: Dict[str, Any]) -> Dict[str, int]:
+        """Python values to the library's numbers, each checked against the
+        library's table; errors name the keyword."""
+        table = by_keyword()
+        values = {}
+        for keyword, value in wanted.items():
+            p = table.get(keyword)
+            if p is None:
+                close = [k for k in table if k.startswith(keyword[:4])]
+                raise TypeError(
+                    f"Loader() got an unexpected keyword argument "
+                    f"{keyword!r}" + (f"; did you mean {', '.join(close)}?"
+                                      if close else
+                                      "; ringfeed.params() lists them"))
+            values[p.name] = p.convert(value, keyword)
+        return values
+
+    # ---- the run --------------------------------------------------------
+
+    def _open_run(self) -> None:
+        """(Re)starts the producers at (self._epoch, self._batch)."""
+        self._close_run()
+        self._run = _Run(self._config, self._epoch, self._batch,
+                         self._on_message)
+        stats = self._run.stats
+        self._per_epoch = stats.batches_per_epoch
+        self._samples = stats.dataset_samples
+        held_at_most = self._keep + (1 if self._device is not None else 0)
+        if stats.slots <= held_at_most:
+            self._close_run()
+            raise ConfigError(
+                f"keep_batches={self._keep}"
+                + (" and device= prefetching" if self._device else "")
+                + f" hold {held_at_most} batches but the ring has only "
+                f"{stats.slots} slots; pass slots={held_at_most + 2} or more")
+        if self._device is not None:
+            from ._cuda import Uploader
+            self._uploader = Uploader(self._device, self._run.base,
+                                      self._run.size, self._convert_fn)
+
+    def _close_run(self) -> None:
+        if self._uploader is not None:
+            self._uploader.close()
+            self._uploader = None
+        if self._run is not None:
+            self._run.close()
+            self._run = None
+
+    def _usable(self) -> _Run:
+        if self._forked or self._pid != os.getpid():
+            raise ForkError(
+                f"this Loader was opened in process {self._pid}; its "
+                "producers and ring belong to that process. Open a new "
+                "Loader in the child of fork() (or use the Loader in the "
+                "parent only)", _capi.E_FORK_UNSAFE)
+        if self._closed:
+            raise LoaderClosed("the Loader was closed; open a new one")
+        if self._run is None:
+            self._open_run()
+        return self._run
+
+    # ---- iteration ------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Batches one ``for`` loop yields: this rank's batches per epoch
+        (times epochs= when given)."""
+        self._usable()
+        return self._per_epoch * (self._epochs or 1)
+
+    def __iter__(self) -> Iterator[Tuple[Any, Any]]:
+        """One epoch (or epochs=N) of (images, labels)."""
+        for batch in self.batches():
+            yield batch._images, batch._labels
+
+    def batches(self) -> Iterator[Batch]:
+        """Like iterating, but yields Batch objects with the details:
+        indices, epoch, number, skipped (see Batch)."""
+        self._restart_if_elsewhere()
+        run = self._usable()
+        if self._epochs is None:
+            end = (self._epoch + 1) * self._per_epoch
+        else:
+            end = self._epochs * self._per_epoch
+        if self._epoch * self._per_epoch + self._batch >= end:
+            return
+        try:
+            yield from self._stream(run, end)
+        except BaseException:
+            # KeyboardInterrupt, a producer's death, GeneratorExit when the
+            # loop is left early: nothing of this epoch stays held. A
+            # failure also closes the loader (the library's run can only be
+            # closed after one); Ctrl-C too, as documented.
+            self._release_all()
+            raise
+        finally:
+            self._release_all()
+
+    def _stream(self, run: _Run, end: int) -> Iterator[Batch]:
+        prefetched: Deque[_Held] = collections.deque()
+        position = self._epoch * self._per_epoch + self._batch
+        try:
+            while position < end:
+                held = self._take(run, prefetched, position, end)
+                if held is None:
+                    return
+                run.held.append(held)
+                while len(run.held) > self._keep:
+                    run.release(run.held.popleft())
+                position += 1
+                self._epoch, self._batch = divmod(position, self._per_epoch)
+                yield held.batch
+        except (RingfeedError, KeyboardInterrupt):
+            self.close()
+            raise
+        finally:
+            for held in prefetched:  # taken but never shown: give back
+                run.release(held)
+
+    def _take(self, run: _Run, prefetched: Deque[_Held], position: int,
+              end: int) -> Optional[_Held]:
+        """The batch at `position`, and with a device the next one's copy
+        queued before it is handed over (overlap with the caller's step)."""
+        if self._uploader is None:
+            c_batch = run.next()
+            return None if c_batch is None else self._wrap(run, c_batch)
+        if not prefetched:
+            c_batch = run.next()
+            if c_batch is None:
+                return None
+            prefetched.append(self._wrap(run, c_batch))
+        held = prefetched.popleft()
+        if position + 1 < end:
+            c_batch = run.next()
+            if c_batch is not None:
+                prefetched.append(self._wrap(run, c_batch))
+        held.batch._images = self._uploader.hand_over(held.pending)
+        return held
+
+    def _wrap(self, run: _Run, c: _capi.Batch) -> _Held:
+        offset = c.data - run.base
+        if self._layout == "nchw":
+            shape = (c.samples, c.channels, c.height, c.width)
+        else:
+            shape = (c.samples, c.height, c.width, c.channels)
+        images = run.arena[offset:offset + c.bytes].view(*shape) \
+            if torch is not None else \
+            run.arena[offset:offset + c.bytes].reshape(shape)
+        labels = _copy_array(c.labels, c.samples, np.int64)
+        indices = _copy_array(c.indices, c.samples, np.uint64).astype(
+            np.int64)
+        if torch is not None:
+            labels, indices = torch.from_numpy(labels), torch.from_numpy(
+                indices)
+        pending = None
+        if self._uploader is not None:
+            pending = self._uploader.launch(images)
+            images = None  # set when handed over
+        elif self._convert_fn is not None:
+            images = self._convert_fn(images)
+        batch = Batch(images, labels, indices, c.epoch, c.number, c.sequence,
+                      c.skipped)
+        return _Held(c, batch, pending)
+
+    def _release_all(self) -> None:
+        run = self._run
+        if run is None or not run.handle:
+            return
+        if self._forked or self._pid != os.getpid():
+            return
+        while run.held:
+            run.release(run.held.popleft())
+
+    # ---- epochs and checkpoints -----------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next ``for`` loop run epoch `epoch` (its own order,
+        crops and flips), as DistributedSampler.set_epoch does. Without it
+        each loop runs the epoch after the last one. Setting the epoch the
+        loader is already in keeps its position, so a resumed checkpoint
+        (load_state_dict) is not undone by the usual
+        ``for epoch in range(start, n): loader.set_epoch(epoch)``."""
+        if not isinstance(epoch, int) or epoch < 0:
+            raise ConfigError(f"set_epoch({epoch!r}): an epoch is an int >= 0")
+        if epoch != self._epoch:
+            self._epoch, self._batch = epoch, 0
+
+    def _restart_if_elsewhere(self) -> None:
+        """Restarts the producers when they are not making the batch the
+        loader is to yield next (set_epoch to another epoch, a loaded
+        checkpoint); otherwise what they prefetched is used."""
+        run = self._usable()
+        if run.next_seq != self._epoch * self._per_epoch + self._batch:
+            self._open_run()
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Where the loader is: enough for load_state_dict() in a new
+        Loader with the same arguments to yield exactly the batches this
+        one would yield next (torchdata's Stateful protocol). Take it
+        between steps; the batch the loop holds counts as consumed."""
+        self._usable()
+        if not self._config.values.get("ordered", 1):
+            raise ConfigError("state_dict() needs batches in order: drop "
+                              "ordered=False")
+        return {"version": STATE_VERSION, "epoch": self._epoch,
+                "batch": self._batch, "batches_per_epoch": self._per_epoch,
+                "samples": self._samples, "seed": self._config.values["seed"],
+                "batch_size": self._config.values["batch_size"],
+                "shuffle": self._config.values["shuffle"],
+                "rank": self._rank, "world_size": self._world}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Resumes at the position `state` (from state_dict()) records: the
+        next ``for`` loop yields the rest of that epoch, batch for batch
+        what the run that saved it would have yielded. Raises ConfigError
+        when the checkpoint was made with another dataset, seed, batch
+        size, shuffle or world size (naming it)."""
+        if state.get("version") != STATE_VERSION:
+            raise ConfigError(f"state version {state.get('version')!r} is not "
+                              f"{STATE_VERSION}: not a ringfeed Loader's "
+                              "state_dict()")
+        self._usable()
+        mine = self.state_dict()
+        for key, keyword in (("samples", "source"), ("seed", "seed"),
+                             ("batch_size", "batch_size"),
+                             ("shuffle", "shuffle"),
+                             ("world_size", "world_size"), ("rank", "rank"),
+                             ("batches_per_epoch", "drop_last")):
+            if state.get(key) != mine[key]:
+                raise ConfigError(
+                    f"the checkpoint has {key} {state.get(key)!r} but this "
+                    f"Loader {mine[key]!r}: resuming needs the run's own "
+                    f"{keyword}=")
+        self._epoch, self._batch = int(state["epoch"]), int(state["batch"])
+
+    # ---- reports and lifetime -------------------------------------------
+
+    def stats(self) -> Dict[str, Any]:
+        """Counters since the producers started: batches, samples, bytes,
+        wait_s (time the loop waited for batches), elapsed_s, producers,
+        slots, where the slots are, failed_samples, respawns, and
+        batches_per_epoch, samples, rank, world_size, cpu_budget."""
+        run = self._usable()
+        s = _capi.Stats()
+        _capi.lib().rf_loader_stats(run.handle, ctypes.byref(s))
+        return {"batches": s.batches, "samples": s.samples, "bytes": s.bytes,
+                "wait_s": s.wait_ns / 1e9, "elapsed_s": s.elapsed_ns / 1e9,
+                "producers": s.producers, "slots": s.slots,
+                "slots_at_producers": s.slots_at_producers,
+                "slots_ready": s.slots_ready,
+                "slots_with_user": s.slots_with_user,
+                "slots_free": s.slots_free,
+                "failed_samples": s.failed_samples, "respawns": s.respawns,
+                "batches_per_epoch": s.batches_per_epoch,
+                "samples_in_dataset": s.dataset_samples, "rank": s.rank,
+                "world_size": s.world_size, "cpu_budget": self.cpu_budget}
+
+    @property
+    def cpu_budget(self) -> str:
+        """Where the number of producers and their CPUs came from: "4 CPUs:
+        affinity 0-15, quota 4.00 (...), local rank 1 of 4 (...)"."""
+        run = self._usable()
+        out = ctypes.create_string_buffer(512)
+        _capi.lib().rf_loader_cpu_budget(run.handle, out, len(out))
+        return user_terms(out.value.decode(errors="replace"))
+
+    def sample_errors(self) -> List[Tuple[int, int, str]]:
+        """(index, epoch, message) of each sample that failed so far under
+        on_error="skip" (the first 1,024 samples), oldest first."""
+        run = self._usable()
+        errors = (_capi.SampleError * 1024)()
+        n = _capi.lib().rf_loader_sample_errors(run.handle, errors, 1024)
+        return [(e.index, e.epoch, user_terms(e.message.decode(
+            errors="replace"))) for e in errors[:min(n, 1024)]]
+
+    @property
+    def closed(self) -> bool:
+        """Whether close() ran."""
+        return self._closed
+
+    def close(self) -> None:
+        """Stops the producers and frees the ring. Batches still held are
+        released (their Batch objects raise from then on). Safe to call
+        more than once, and from a child of fork() (where it frees only the
+        child's copy)."""
+        if self._closed:
+            return
+        self._closed = True
+        with _live_lock:
+            _live.discard(self)
+        if self._forked or self._pid != os.getpid():
+            if self._run is not None and self._run.handle:
+                _capi.lib().rf_loader_close(self._run.handle)
+                self._run.handle = ctypes.c_void_p()
+            return
+        self._close_run()
+
+    def __enter__(self) -> "Loader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: modules may be gone
+            pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else (
+            f"epoch {self._epoch}, batch {self._batch}")
+        return f"<ringfeed.Loader {self._source!r}: {state}>"
+
+
+def _copy_array(address: int, count: int, dtype: Any) -> Any:
+    """A numpy copy of `count` items at `address` (labels, indices)."""
+    if count == 0 or not address:
+        return np.zeros(0, dtype=dtype)
+    nbytes = count * np.dtype(dtype).itemsize
+    return np.frombuffer(ctypes.string_at(address, nbytes), dtype=dtype).copy()

@@ -1,0 +1,167 @@
+"""The library's parameters as Python sees them.
+
+Every parameter comes from the library's own table (rf_param_at()): its
+name, kind, default, range, choices and one line of documentation. None
+is copied here; `Loader` takes each one as a keyword argument of the
+same name (a few under PyTorch's word for it, see KEYWORDS), so a
+parameter added to the library is reachable from Python at once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple, Union
+
+from . import _capi
+
+__all__ = ["Param", "params", "param", "KEYWORDS"]
+
+# Loader keywords that take a parameter under PyTorch's name for it, and
+# the parameters the Loader sets itself from its own arguments.
+KEYWORDS: Dict[str, str] = {"num_workers": "producers"}
+_OWN = {"height", "width", "source", "samples", "classes", "start_epoch",
+        "start_batch", "epochs"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of the library's table.
+
+    name:    its name, a Python identifier (``on_error``)
+    keyword: the `Loader` keyword that sets it (``num_workers`` for
+             ``producers``), or None where the Loader sets it itself from
+             another argument (``height`` from ``size``)
+    kind:    "integer", "boolean" or "choice"
+    default, minimum, maximum: what the library takes when it is not set,
+             and the range it accepts (for a choice: the values' numbers)
+    choices: a choice's names in number order (("fail", "skip")), else ()
+    doc:     the table's one line
+    number:  the C enumerator's value (RF_PARAM_...)
+    """
+
+    name: str
+    keyword: Optional[str]
+    kind: str
+    default: Union[int, bool, str]
+    minimum: int
+    maximum: int
+    choices: Tuple[str, ...]
+    doc: str
+    number: int
+
+    def convert(self, value: object, keyword: str) -> int:
+        """The int64 the library takes for a Python value; ValueError or
+        TypeError naming `keyword` when the value is not one it accepts."""
+        if self.kind == "choice":
+            if isinstance(value, str):
+                if value not in self.choices:
+                    raise ValueError(
+                        f"{keyword}={value!r} is not one of "
+                        f"{', '.join(repr(c) for c in self.choices)}")
+                return self.minimum + self.choices.index(value)
+            raise TypeError(f"{keyword} takes one of "
+                            f"{', '.join(repr(c) for c in self.choices)}, "
+                            f"not {type(value).__name__}")
+        if self.kind == "boolean":
+            if isinstance(value, bool) or value in (0, 1):
+                return int(bool(value))
+            raise TypeError(f"{keyword} takes True or False, not {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int):
+            try:
+                import numpy as np  # an np.int64 is fine too
+                if isinstance(value, np.integer):
+                    value = int(value)
+            except ImportError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{keyword} takes an int, not "
+                            f"{type(value).__name__}")
+        if not self.minimum <= value <= self.maximum:
+            raise ValueError(f"{keyword}={value} is out of range: "
+                             f"{self.minimum}..{self.maximum} ({self.doc})")
+        return value
+
+
+_KINDS = {_capi.PARAM_KIND_INTEGER: "integer",
+          _capi.PARAM_KIND_BOOLEAN: "boolean",
+          _capi.PARAM_KIND_CHOICE: "choice"}
+_table: Optional[List[Param]] = None
+
+
+def _keyword_of(name: str) -> Optional[str]:
+    for keyword, target in KEYWORDS.items():
+        if target == name:
+            return keyword
+    return None if name in _OWN else name
+
+
+def _from_info(info: _capi.ParamInfo) -> Param:
+    kind = _KINDS.get(info.kind, "integer")
+    choices = tuple(info.choices.decode().split()) if info.choices else ()
+    default: Union[int, bool, str] = info.default_value
+    if kind == "boolean":
+        default = bool(info.default_value)
+    elif kind == "choice":
+        default = choices[info.default_value - info.min]
+    name = info.name.decode()
+    return Param(name=name, keyword=_keyword_of(name), kind=kind,
+                 default=default, minimum=info.min, maximum=info.max,
+                 choices=choices, doc=info.doc.decode(), number=info.param)
+
+
+def params() -> List[Param]:
+    """Every parameter of the library, in the table's order."""
+    global _table
+    if _table is None:
+        table, info, i = [], _capi.ParamInfo(), 0
+        while _capi.lib().rf_param_at(i, ctypes.byref(info)) == 0:
+            table.append(_from_info(info))
+            i += 1
+        _table = table
+    return list(_table)
+
+
+def param(name: str) -> Param:
+    """The parameter called `name` (KeyError when there is none)."""
+    for p in params():
+        if p.name == name:
+            return p
+    raise KeyError(name)
+
+
+def by_keyword() -> Dict[str, Param]:
+    """The parameters a Loader keyword sets, by keyword."""
+    return {p.keyword: p for p in params() if p.keyword}
+
+
+_C_TERM = re.compile(r"\bRF_[A-Z0-9_]+")
+
+
+def user_terms(text: str) -> str:
+    """A library message in Python's terms: RF_PARAM_ON_ERROR becomes the
+    keyword ``on_error=``, and a choice's constant after it (RF_ON_ERROR_SKIP)
+    its name ('skip'); RF_PARAM_HEIGHT and _WIDTH become ``size=``."""
+    last: List[Optional[Param]] = [None]
+
+    def rewrite(match: "re.Match[str]") -> str:
+        term = match.group(0)
+        if term.startswith("RF_PARAM_"):
+            name = term[len("RF_PARAM_"):].lower()
+            if name in ("height", "width"):
+                return "size="
+            try:
+                p = param(name)
+            except KeyError:
+                return term
+            last[0] = p
+            return f"{p.keyword or p.name}="
+        p = last[0]
+        if p is not None and p.kind == "choice":
+            for choice in p.choices:
+                if term.endswith("_" + choice.upper().replace("-", "_")):
+                    return repr(choice)
+        return term
+
+    return _C_TERM.sub(rewrite, text)
