@@ -1,0 +1,131 @@
+"""Lifetimes: what the package hands out raises once its batch went back
+to the producers, keep_batches= keeps more batches valid, and a tensor
+kept past close() stays readable (the ring stays mapped until the last
+view is gone, then is unmapped)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+import ringfeed
+from helpers import as_numpy, dataset, run_python
+
+ATTRIBUTES = ("images", "labels", "indices", "epoch", "number", "sequence",
+              "skipped")
+
+
+def assert_released(batch):
+    assert batch.released
+    for name in ATTRIBUTES:
+        with pytest.raises(ringfeed.BatchReleased):
+            getattr(batch, name)
+    with pytest.raises(ringfeed.BatchReleased):
+        images, labels = batch
+
+
+def test_batch_raises_after_the_next_one(tmp_path_factory):
+    root = dataset(tmp_path_factory)
+    with ringfeed.Loader(root, 16, size=32, num_workers=2) as loader:
+        previous = None
+        for batch in loader.batches():
+            assert not batch.released
+            for name in ATTRIBUTES:
+                getattr(batch, name)  # current: fine
+            if previous is not None:
+                assert_released(previous)
+            previous = batch
+        # leaving the loop at the end released the last one too
+        assert_released(previous)
+
+
+def test_break_and_close_release(tmp_path_factory):
+    root = dataset(tmp_path_factory)
+    loader = ringfeed.Loader(root, 16, size=32, num_workers=1)
+    for batch in loader.batches():
+        kept = batch
+        break
+    assert_released(kept)
+    it = loader.batches()
+    batch = next(it)
+    assert batch.images.shape[0] == 16
+    loader.close()
+    assert_released(batch)
+    with pytest.raises(ringfeed.LoaderClosed):
+        next(iter(loader))
+
+
+def test_keep_batches_keeps_the_previous_batch(tmp_path_factory):
+    root = dataset(tmp_path_factory)
+    with ringfeed.Loader(root, 8, size=32, keep_batches=2, num_workers=2,
+                         slots=4) as loader:
+        history = []  # (batch, copy of its pixels when it came)
+        for batch in loader.batches():
+            history.append((batch, as_numpy(batch.images)))
+            if len(history) >= 2:
+                older, pixels = history[-2]
+                assert not older.released
+                assert np.array_equal(as_numpy(older.images), pixels), \
+                    f"batch {older.number} changed while kept"
+                older.labels, older.indices, older.epoch
+            if len(history) >= 3:
+                assert_released(history[-3][0])
+        assert len(history) > 4  # more batches than slots went round
+
+
+def test_keep_batches_one_lets_the_slot_be_rewritten(tmp_path_factory):
+    """The counterpart: with the default keep_batches=1 and few slots, an
+    old view (taken out of its Batch, not checked) does get other pixels,
+    which is why Batch raises. Shows the check above can fail."""
+    root = dataset(tmp_path_factory)
+    with ringfeed.Loader(root, 8, size=32, num_workers=1, slots=2,
+                         shuffle=False) as loader:
+        views, copies = [], []
+        for images, _ in loader:
+            views.append(images)
+            copies.append(as_numpy(images))
+        changed = sum(not np.array_equal(as_numpy(v), c)
+                      for v, c in zip(views, copies))
+    assert changed > 0
+
+
+KEPT_PAST_CLOSE = textwrap.dedent("""
+    import gc, sys
+    import ringfeed
+    def arena():
+        with open("/proc/self/maps") as f:
+            return [l for l in f if "ringfeed-arena" in l]
+    loader = ringfeed.Loader(sys.argv[1], 8, size=32, num_workers=1)
+    kept = []
+    for i, (images, labels) in enumerate(loader):
+        kept.append(images)
+        if i == 2:
+            break
+    base = loader._run.base
+    loader.close()
+    del loader
+    gc.collect()
+    assert arena(), "the ring was unmapped while views of it live"
+    total = sum(int(v.sum()) for v in kept)  # reads every kept byte
+    first = kept[0][0, 0, 0, :4].tolist()
+    print("read", total, first, flush=True)
+    assert all(v.data_ptr() >= base for v in kept)
+    del kept, images
+    gc.collect()
+    left = arena()
+    print("mapped after del:", left, flush=True)
+    sys.exit(3 if left else 0)
+""")
+
+
+def test_tensor_kept_past_close_stays_readable(tmp_path_factory):
+    root = dataset(tmp_path_factory)
+    done = run_python(KEPT_PAST_CLOSE, root)
+    assert done.returncode != -11, "reading a kept tensor segfaulted"
+    assert done.returncode != 3, (
+        "the ring is still mapped after every view was deleted:\n"
+        + done.stdout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "read " in done.stdout

@@ -1,0 +1,72 @@
+"""Every image a Loader yields is, byte for byte, what the library's
+rf_dataset_decode() makes of that sample for that epoch, in both layouts
+and under each transform; every label is the sample's class folder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ringfeed
+from helpers import Reference, as_numpy, class_of, dataset
+
+SIZE = 40
+
+
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.parametrize("transform", ["train", "eval", "none"])
+def test_pixels_equal_the_librarys_decode(tmp_path_factory, layout,
+                                          transform):
+    root = dataset(tmp_path_factory)
+    args = dict(transform=transform, layout=layout, seed=7, shuffle=True,
+                batch_size=24)
+    seen = set()
+    epochs = 2
+    with ringfeed.Loader(root, size=SIZE, epochs=epochs, num_workers=2,
+                         **args) as loader, \
+            Reference(root, dict(args, height=SIZE, width=SIZE)) as ref:
+        for batch in loader.batches():
+            images = as_numpy(batch.images)
+            labels = as_numpy(batch.labels)
+            indices = as_numpy(batch.indices)
+            n = len(indices)
+            if layout == "nchw":
+                assert images.shape == (n, 3, SIZE, SIZE)
+            else:
+                assert images.shape == (n, SIZE, SIZE, 3)
+            assert images.dtype == np.uint8
+            assert labels.shape == (n,) and str(labels.dtype) == "int64"
+            for i, index in enumerate(indices.tolist()):
+                want = ref.decode(batch.epoch, index)
+                assert np.array_equal(images[i].reshape(-1), want), (
+                    f"sample {index} of epoch {batch.epoch} (batch "
+                    f"{batch.number}, position {i}) differs from "
+                    "rf_dataset_decode()")
+                assert labels[i] == class_of(root, ref.name(index)), \
+                    f"label of sample {index} ({ref.name(index)})"
+                seen.add((batch.epoch, index))
+        size = ref.size
+    assert seen == {(e, i) for e in range(epochs) for i in range(size)}
+
+
+def test_train_crops_change_with_the_epoch(tmp_path_factory):
+    """The reference is sensitive to the epoch (else the test above would
+    not tell one epoch's crops from another's)."""
+    root = dataset(tmp_path_factory)
+    with Reference(root, dict(transform="train", height=SIZE, width=SIZE,
+                              seed=7)) as ref:
+        differ = sum(not np.array_equal(ref.decode(0, i), ref.decode(1, i))
+                     for i in range(20))
+    assert differ >= 15
+
+
+def test_layouts_hold_the_same_pixels(tmp_path_factory):
+    """NCHW is NHWC's planes: the same sample in both layouts."""
+    root = dataset(tmp_path_factory)
+    common = dict(transform="eval", size=SIZE, shuffle=False, batch_size=32)
+    with ringfeed.Loader(root, layout="nhwc", **common) as a, \
+            ringfeed.Loader(root, layout="nchw", **common) as b:
+        for (ia, la), (ib, lb) in zip(a, b):
+            assert np.array_equal(as_numpy(la), as_numpy(lb))
+            assert np.array_equal(as_numpy(ia).transpose(0, 3, 1, 2),
+                                  as_numpy(ib))

@@ -1,0 +1,157 @@
+"""state_dict() mid-epoch, then load_state_dict() in a new Loader with the
+same arguments: the new loader yields exactly the batches the
+uninterrupted run yields from there on (pixels, labels, indices), with
+shuffle and the train transform's random crops and flips, across epoch
+boundaries, and under the usual set_epoch() loop."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+import ringfeed
+from helpers import assert_same_batches, collect, dataset
+
+torch = pytest.importorskip("torch")
+
+ARGS = dict(size=32, shuffle=True, transform="train", seed=1234,
+            num_workers=2)
+BATCH = 12  # 160 samples: 14 batches, the last of 4
+
+
+def make(root, **changes):
+    return ringfeed.Loader(root, changes.pop("batch_size", BATCH),
+                           **dict(ARGS, **changes))
+
+
+def uninterrupted(root, epochs):
+    """The batches of `epochs` epochs, one for loop each."""
+    with make(root) as loader:
+        return [b for _ in range(epochs) for b in collect(loader)]
+
+
+def partial_state(root, k, **changes):
+    """The state after the first k batches of a run (one ``for`` per
+    epoch), taken inside the loop as a training step would."""
+    with make(root, **changes) as loader:
+        taken = 0
+        while True:
+            for _ in loader.batches():
+                taken += 1
+                if taken == k:
+                    return loader.state_dict()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    root = dataset(tmp_path_factory)
+    return root, uninterrupted(root, 3)
+
+
+@pytest.mark.parametrize("k", [1, 5, 13, 14, 20])
+def test_resume_gives_the_remaining_batches(reference, k):
+    """k = 14 is the end of epoch 0, k = 20 is in epoch 1."""
+    root, want = reference
+    per_epoch = 14
+    state = partial_state(root, k)
+    assert (state["epoch"], state["batch"]) == divmod(k, per_epoch)
+    with make(root) as loader:
+        loader.load_state_dict(state)
+        got = []
+        while len(got) < len(want) - k:
+            got += collect(loader)
+    assert_same_batches(got, want[k:])
+
+
+def test_resume_across_the_epoch_boundary_with_epochs(reference):
+    """epochs=3: one for loop runs all three; resumed mid epoch 0, the
+    loop goes on through epochs 1 and 2 as the whole run would."""
+    root, want = reference
+    with make(root, epochs=3) as loader:
+        whole = collect(loader)
+    assert_same_batches(whole, want)
+    with make(root, epochs=3) as loader:
+        for i, _ in enumerate(loader.batches()):
+            if i == 8:
+                state = loader.state_dict()
+                break
+    with make(root, epochs=3) as loader:
+        loader.load_state_dict(state)
+        assert_same_batches(collect(loader), want[9:])
+
+
+def test_set_epoch_loop_does_not_restart_the_epoch(reference):
+    """``for epoch in range(start, n): loader.set_epoch(epoch)`` after a
+    mid-epoch resume goes on where the checkpoint was."""
+    root, want = reference
+    state = partial_state(root, 17)  # epoch 1, batch 3
+    with make(root) as loader:
+        loader.load_state_dict(state)
+        got = []
+        for epoch in range(state["epoch"], 3):
+            loader.set_epoch(epoch)
+            got += collect(loader)
+    assert_same_batches(got, want[17:])
+
+
+def test_set_epoch_to_another_epoch_starts_it(reference):
+    root, want = reference
+    with make(root) as loader:
+        loader.set_epoch(2)
+        assert_same_batches(collect(loader), want[28:42])
+        loader.set_epoch(1)
+        assert_same_batches(collect(loader), want[14:28])
+
+
+def test_state_round_trips_through_torch_save(reference):
+    root, want = reference
+    state = partial_state(root, 6)
+    buffer = io.BytesIO()
+    torch.save({"loader": state}, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer)["loader"]
+    assert loaded == state
+    with make(root) as loader:
+        loader.load_state_dict(loaded)
+        assert_same_batches(collect(loader), want[6:14])
+
+
+def test_resume_keeps_the_crops(reference):
+    """The train transform is random: another seed gives other pixels, so
+    byte equality above means the crops were resumed, not re-drawn."""
+    import numpy as np
+    root, want = reference
+    with make(root, seed=99) as loader:
+        other = collect(loader, 3)
+    assert not all(np.array_equal(o[2], w[2]) for o, w in zip(other, want))
+
+
+@pytest.mark.parametrize("keyword, value", [("seed", 5),
+                                            ("batch_size", 10),
+                                            ("shuffle", False),
+                                            ("drop_last", True)])
+def test_mismatched_checkpoint_names_the_keyword(reference, keyword, value):
+    root, _ = reference
+    state = partial_state(root, 3)
+    with make(root, **{keyword: value}) as loader:
+        with pytest.raises(ringfeed.ConfigError) as caught:
+            loader.load_state_dict(state)
+    assert f"{keyword}=" in str(caught.value)
+    assert "RF_PARAM_" not in str(caught.value)
+
+
+def test_checkpoint_of_another_world_size(reference):
+    root, _ = reference
+    state = partial_state(root, 2)
+    with make(root, rank=0, world_size=2) as loader:
+        with pytest.raises(ringfeed.ConfigError) as caught:
+            loader.load_state_dict(state)
+    assert "world_size=" in str(caught.value)
+
+
+def test_not_a_state(reference):
+    root, _ = reference
+    with make(root) as loader:
+        with pytest.raises(ringfeed.ConfigError):
+            loader.load_state_dict({"epoch": 1})

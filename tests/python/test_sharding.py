@@ -1,0 +1,167 @@
+"""Sharding across ranks: rank and world size from the launchers'
+environment (torchrun's RANK/WORLD_SIZE, Open MPI's OMPI_COMM_WORLD_*)
+and from an initialised torch.distributed (gloo, two processes). The
+ranks' shards are disjoint without padding and cover the dataset with it;
+every rank gets as many batches, and len(loader) says how many."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from helpers import child_env, dataset, free_port
+
+BATCH = 5
+EPOCHS = 2
+
+# Prints one JSON line per shard_pad setting: what the loader yielded.
+CHILD = textwrap.dedent("""
+    import json, sys
+    mode, root = sys.argv[1], sys.argv[2]
+    if mode == "numpy":  # no torch: quicker to start, numpy batches
+        sys.modules["torch"] = None
+    if mode == "gloo":
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method=sys.argv[3],
+                                rank=int(sys.argv[4]),
+                                world_size=int(sys.argv[5]))
+    import ringfeed
+    for pad in (False, True):
+        with ringfeed.Loader(root, %(batch)d, size=16, shard_pad=pad,
+                             seed=5, num_workers=1) as loader:
+            epochs, sizes = [], []
+            for epoch in range(%(epochs)d):
+                loader.set_epoch(epoch)
+                indices = []
+                for batch in loader.batches():
+                    indices += [int(i) for i in batch.indices]
+                    sizes.append(len(batch.labels))
+                epochs.append(indices)
+            stats = loader.stats()
+            print(json.dumps({"pad": pad, "len": len(loader),
+                              "epochs": epochs, "sizes": sizes,
+                              "rank": stats["rank"],
+                              "world_size": stats["world_size"]}),
+                  flush=True)
+    if mode == "gloo":
+        dist.barrier()
+        dist.destroy_process_group()
+""") % {"batch": BATCH, "epochs": EPOCHS}
+
+
+def launch(mode, root, envs, extra_args=()):
+    """Starts one child per rank at once, waits, returns
+    {pad: [report of rank 0, rank 1, ...]}."""
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, mode, root,
+                               *[a.format(rank=r) for a in extra_args]],
+                              env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+             for r, env in enumerate(envs)]
+    reports = {False: [], True: []}
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        for line in out.splitlines():
+            report = json.loads(line)
+            reports[report["pad"]].append(report)
+    return reports
+
+
+def check_shards(reports, world, samples):
+    for pad in (False, True):
+        ranks = reports[pad]
+        assert [r["rank"] for r in ranks] == list(range(world))
+        assert all(r["world_size"] == world for r in ranks)
+        per_rank = -(-samples // world) if pad else samples // world
+        batches = -(-per_rank // BATCH)
+        for r in ranks:
+            assert r["len"] == batches, "len(loader)"
+            assert len(r["sizes"]) == batches * EPOCHS, "batches yielded"
+        for epoch in range(EPOCHS):
+            shards = [r["epochs"][epoch] for r in ranks]
+            assert all(len(s) == per_rank for s in shards)
+            assert all(len(set(s)) == len(s) for s in shards), \
+                "a sample twice within one rank's shard"
+            union = set().union(*map(set, shards))
+            if pad:
+                assert union == set(range(samples)), \
+                    "the padded shards do not cover the dataset"
+            else:
+                assert sum(map(len, shards)) == len(union), \
+                    "the shards overlap"
+                assert len(union) == per_rank * world
+        # a new order each epoch, still a partition
+        assert ranks[0]["epochs"][0] != ranks[0]["epochs"][1]
+
+
+def test_from_torchrun_environment(tmp_path_factory):
+    root = dataset(tmp_path_factory, "odd")
+    world = 3
+    envs = [child_env(RANK=str(r), WORLD_SIZE=str(world))
+            for r in range(world)]
+    check_shards(launch("env", root, envs), world, 33)
+
+
+def test_from_open_mpi_environment(tmp_path_factory):
+    """Open MPI's variables (in processes without torch, which read the
+    environment alone)."""
+    root = dataset(tmp_path_factory, "odd")
+    world = 2
+    envs = [child_env(OMPI_COMM_WORLD_RANK=str(r),
+                      OMPI_COMM_WORLD_SIZE=str(world))
+            for r in range(world)]
+    check_shards(launch("numpy", root, envs), world, 33)
+
+
+def test_from_torch_distributed(tmp_path_factory):
+    """torch.distributed's rank and world size win over the environment
+    (which here says rank 0 of 1 in both processes)."""
+    pytest.importorskip("torch.distributed")
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    root = dataset(tmp_path_factory, "odd")
+    world = 2
+    envs = [child_env(RANK="0", WORLD_SIZE="1") for _ in range(world)]
+    address = f"tcp://127.0.0.1:{free_port()}"
+    reports = launch("gloo", root, envs,
+                     (address, "{rank}", str(world)))
+    check_shards(reports, world, 33)
+
+
+def test_single_process_sees_everything(tmp_path_factory, monkeypatch):
+    """No launcher: rank 0 of 1, every sample each epoch."""
+    import ringfeed
+    for name in ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                 "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                 "SLURM_PROCID", "SLURM_NTASKS"):
+        monkeypatch.delenv(name, raising=False)
+    root = dataset(tmp_path_factory, "odd")
+    for pad in (False, True):
+        with ringfeed.Loader(root, BATCH, size=16, shard_pad=pad,
+                             num_workers=1) as loader:
+            indices = [int(i) for b in loader.batches() for i in b.indices]
+            stats = loader.stats()
+        assert (stats["rank"], stats["world_size"]) == (0, 1)
+        assert sorted(indices) == list(range(33))
+
+
+def test_rank_arguments_win(tmp_path_factory, monkeypatch):
+    """rank= and world_size= given: the environment is not read."""
+    import ringfeed
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    root = dataset(tmp_path_factory, "odd")
+    shards = []
+    for rank in range(3):
+        with ringfeed.Loader(root, BATCH, size=16, rank=rank, world_size=3,
+                             shard_pad=False, num_workers=1) as loader:
+            assert len(loader) == 3  # 11 samples each
+            shards.append({int(i) for b in loader.batches()
+                           for i in b.indices})
+    assert all(len(s) == 11 for s in shards)
+    assert len(set().union(*shards)) == 33
