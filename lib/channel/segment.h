@@ -105,7 +105,12 @@ struct rf__header {
     uint64_t ring_stride;          /* bytes of one ring, cache-line rounded */
     uint64_t path_offset;          /* char[RF__PATH_MAX]: the dataset path */
     uint64_t broken_offset;        /* struct rf__broken_list */
-    uint64_t reserved[14];
+    /* Set by the consumer as it closes: a producer stops filling the
+     * batch in hand at the next sample instead of finishing it (a batch
+     * of 256 photographs takes a second), then finds its stop order. */
+    _Atomic uint32_t closing;
+    uint32_t reserved32b_;
+    uint64_t reserved[13];
 };
 
 /* Written by producer i, read by the consumer. */

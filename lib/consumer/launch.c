@@ -68,6 +68,7 @@ void rf__loader_stop_producers(rf_loader *l)
 {
     if (!l->seg.header)
         return;
+    rf__store_release32(&l->seg.header->closing, 1);
     for (uint32_t i = 0; i < l->producers; i++) {
         if (l->producer_info[i].child.pid <= 0)
             continue;

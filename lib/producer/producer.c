@@ -261,6 +261,8 @@ static void fill_batch(struct producer *pr, uint32_t slot, uint64_t seq)
     meta->failed_samples = 0;
     uint32_t filled = 0;
     for (uint32_t i = 0; i < count; i++) {
+        if (rf__load_acquire32(&pr->seg.header->closing))
+            break; /* nobody will read this batch */
         const uint64_t index = rf__order_sample(o, epoch, first + i);
         rf__store_relaxed64(&pr->state->current_sample, index);
         char err[RF__ERROR_TEXT];

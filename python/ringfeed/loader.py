@@ -448,7 +448,10 @@ class Loader:
                     f"{keyword!r}" + (f"; did you mean {', '.join(close)}?"
                                       if close else
                                       "; ringfeed.params() lists them"))
-            values[p.name] = p.convert(value, keyword)
+            try:
+                values[p.name] = p.convert(value, keyword)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
         return values
 
     # ---- the run --------------------------------------------------------

@@ -164,4 +164,11 @@ def user_terms(text: str) -> str:
                     return repr(choice)
         return term
 
-    return _C_TERM.sub(rewrite, text)
+    text = _C_TERM.sub(rewrite, text)
+    # "jpeg_warnings lenient", as the library names a choice in prose
+    for p in params():
+        if p.kind == "choice" and p.keyword and p.keyword + " " in text:
+            for choice in p.choices:
+                text = re.sub(rf"\b{p.name} {re.escape(choice)}\b",
+                              f"{p.keyword}={choice!r}", text)
+    return text
