@@ -11,8 +11,9 @@ two contexts' worth of state and streams that cannot wait on each other,
 so the package never loads it.
 
 Ordering:
-- the side stream first waits for the caller's current stream, so the
-  copy does not overtake work the caller queued before asking;
+- the copy and conversion do not wait for the caller's stream: they
+  overlap with the step it runs (the buffers they write are new
+  allocations of the side stream, which torch's allocator keeps apart);
 - the caller's current stream waits for the batch's `ready` event before
   it can read the tensor (Stream.wait_event: no host stall);
 - the tensor is recorded on the caller's stream (record_stream), so torch's
@@ -90,8 +91,6 @@ class Uploader:
         """Queues the copy of one batch (a CPU tensor viewing its slot) and
         its conversion on the side stream; returns at once."""
         torch = self._torch
-        caller = torch.cuda.current_stream(self.device)
-        self.stream.wait_stream(caller)
         with torch.cuda.stream(self.stream):
             raw = torch.empty(host_view.shape, dtype=torch.uint8,
                               device=self.device)

@@ -181,6 +181,13 @@ class _Run:
             _capi.lib().rf_config_free(c)
         if rc < 0:
             raise from_code(rc, detail)
+        try:
+            self._attach(start_epoch, start_batch)
+        except BaseException:
+            _capi.lib().rf_loader_close(self.handle)
+            raise
+
+    def _attach(self, start_epoch: int, start_batch: int) -> None:
         self.stats = _capi.Stats()
         _capi.lib().rf_loader_stats(self.handle, ctypes.byref(self.stats))
         # the sequence number of the batch next() hands out next
@@ -225,6 +232,8 @@ class _Run:
 
     def release(self, held: _Held) -> None:
         held.batch._released = True
+        if not self.handle:  # closed: every slot went with it
+            return
         if held.pending is not None:
             held.pending.copied.synchronize()  # the DMA read the slot
         _capi.lib().rf_loader_release(self.handle, ctypes.byref(held.c_batch))
