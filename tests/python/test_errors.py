@@ -1,0 +1,199 @@
+"""Each failure as its own exception, carrying the library's detail in
+Python's terms (keywords, never a C constant)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+import ringfeed
+from helpers import Reference, dataset, producers_of, write_folder
+
+SAMPLES = 61
+
+
+@pytest.fixture(scope="module")
+def bad_folder(tmp_path_factory):
+    """2 classes of 30 images, one of them truncated, plus a file of
+    garbage after a JPEG marker: 61 samples; returns (root, {index: full
+    path of a bad one})."""
+    root = str(tmp_path_factory.mktemp("bad"))
+    write_folder(root, 2, 30, seed=21)
+    truncated = os.path.join(root, "class_00", "img_0007.jpg")
+    with open(truncated, "rb") as f:
+        data = f.read()
+    with open(truncated, "wb") as f:
+        f.write(data[:len(data) // 3])
+    garbage = os.path.join(root, "class_01", "img_0030.jpg")
+    with open(garbage, "wb") as f:
+        f.write(b"\xff\xd8\xff\xe0" + bytes(range(256)) * 8)
+    bad = {}
+    with Reference(root, {"height": 32, "width": 32}) as ref:
+        for index in range(ref.size):
+            path = os.path.join(root, ref.name(index))
+            if path in (truncated, garbage):
+                bad[index] = path
+        assert ref.size == SAMPLES
+    assert len(bad) == 2
+    return root, bad
+
+
+def assert_user_terms(text):
+    assert "RF_" not in text, f"a C constant in {text!r}"
+
+
+def test_missing_path_is_dataset_not_found(tmp_path):
+    missing = tmp_path / "no-such-folder"
+    with pytest.raises(ringfeed.DatasetNotFound) as caught:
+        ringfeed.Loader(missing, 8, size=32)
+    assert isinstance(caught.value, FileNotFoundError)
+    assert isinstance(caught.value, ringfeed.RingfeedError)
+    assert str(missing) in str(caught.value)
+
+
+def test_corrupt_sample_fails_with_its_details(bad_folder):
+    root, bad = bad_folder
+    loader = ringfeed.Loader(root, 8, size=32, on_error="fail",
+                             num_workers=2)
+    delivered = 0
+    with pytest.raises(ringfeed.CorruptSample) as caught:
+        for images, _ in loader:
+            delivered += len(images)
+    e = caught.value
+    assert isinstance(e, ringfeed.RingfeedError)
+    assert e.index in bad, f"index {e.index} is not a bad sample's"
+    assert e.path == bad[e.index]
+    assert e.reason and e.reason in str(e)
+    assert bad[e.index] in str(e)
+    assert "on_error=" in str(e)  # what to change, as a keyword
+    assert_user_terms(str(e))
+    assert delivered < SAMPLES
+    assert loader.closed  # a failed run closes the loader
+
+
+def test_skip_counts_and_lists_the_bad_samples(bad_folder):
+    root, bad = bad_folder
+    with ringfeed.Loader(root, 8, size=32, on_error="skip",
+                         max_error_ppm=1_000_000, num_workers=2) as loader:
+        for epoch in range(2):
+            seen, skipped = [], 0
+            for batch in loader.batches():
+                seen += batch.indices.tolist()
+                skipped += batch.skipped
+                assert len(batch.labels) + batch.skipped <= 8
+            assert skipped == len(bad)
+            assert sorted(seen) == sorted(set(range(SAMPLES)) - set(bad))
+        errors = loader.sample_errors()
+        assert loader.stats()["failed_samples"] == 2 * len(bad)
+    # each failed sample once, with its first failure (epoch 0)
+    assert sorted((i, e) for i, e, _ in errors) == [(i, 0) for i in sorted(bad)]
+    for index, _, message in errors:
+        assert bad[index] in message
+        assert_user_terms(message)
+
+
+def test_skip_past_the_limit_fails(bad_folder):
+    """on_error="skip" with the default max_error_ppm (1%): 2 of 61 is
+    too many, and the message names the keyword to raise."""
+    root, bad = bad_folder
+    with pytest.raises(ringfeed.CorruptSample) as caught:
+        with ringfeed.Loader(root, 8, size=32, on_error="skip") as loader:
+            for _ in loader:
+                pass
+    assert "max_error_ppm=" in str(caught.value)
+    assert_user_terms(str(caught.value))
+    assert caught.value.index in bad
+
+
+def test_unknown_keyword_is_a_type_error(tmp_path_factory):
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(TypeError) as caught:
+        ringfeed.Loader(root, 8, batch_sise=3)
+    assert "batch_sise" in str(caught.value)
+    with pytest.raises(TypeError):
+        ringfeed.Loader(root, 8, on_error=1)  # a choice takes its name
+    with pytest.raises(TypeError):
+        ringfeed.Loader(root, 8, slots="many")
+
+
+@pytest.mark.parametrize("kwargs, keyword", [
+    (dict(batch_size=0), "batch_size="),
+    (dict(batch_size=70000), "batch_size="),
+    (dict(size=0), "size="),
+    (dict(num_workers=-1), "num_workers="),
+    (dict(slots=1 << 20), "slots="),
+    (dict(max_error_ppm=2_000_000), "max_error_ppm="),
+    (dict(on_error="ignore"), "on_error="),
+    (dict(transform="random"), "transform="),
+    (dict(layout="hwc"), "layout="),
+])
+def test_out_of_range_names_the_keyword(tmp_path_factory, kwargs, keyword):
+    root = dataset(tmp_path_factory, "tiny")
+    args = dict(batch_size=8, size=32)
+    args.update(kwargs)
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, args.pop("batch_size"), **args)
+    assert isinstance(caught.value, ValueError)
+    assert keyword in str(caught.value)
+    assert_user_terms(str(caught.value))
+
+
+def test_keep_batches_needs_more_slots(tmp_path_factory):
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, 8, size=32, slots=4, keep_batches=4)
+    assert "slots=" in str(caught.value)
+    assert "keep_batches=" in str(caught.value)
+    # one fewer fits
+    with ringfeed.Loader(root, 8, size=32, slots=4, keep_batches=3) as ok:
+        assert sum(len(labels) for _, labels in ok) == 30
+
+
+def test_killed_producer_is_producer_died(tmp_path_factory):
+    root = dataset(tmp_path_factory)
+    loader = ringfeed.Loader(root, 8, size=32, on_producer_death="fail",
+                             num_workers=2, epochs=3)
+    batches = loader.batches()
+    next(batches)
+    producers = producers_of(os.getpid())
+    assert len(producers) == 2
+    os.kill(producers[0], signal.SIGKILL)
+    with pytest.raises(ringfeed.ProducerDied) as caught:
+        for _ in batches:
+            pass
+    text = str(caught.value)
+    assert str(producers[0]) in text and "signal 9" in text
+    assert "on_producer_death=" in text
+    assert_user_terms(text)
+    assert loader.closed
+
+
+def test_killed_producer_is_replaced_under_respawn(tmp_path_factory):
+    """The default, on_producer_death="respawn": the epoch completes, and
+    on_message hears of the replacement."""
+    root = dataset(tmp_path_factory)
+    messages = []
+    with ringfeed.Loader(root, 8, size=32, num_workers=2,
+                         on_message=messages.append) as loader:
+        batches = loader.batches()
+        seen = next(batches).indices.tolist()
+        os.kill(producers_of(os.getpid())[0], signal.SIGKILL)
+        for batch in batches:
+            seen += batch.indices.tolist()
+        assert sorted(seen) == list(range(160))
+        assert loader.stats()["respawns"] == 1
+    assert messages and all("RF_" not in m for m in messages)
+
+
+def test_cuda_without_a_gpu_fails_at_construction(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, 8, size=32, device="cuda")
+    assert "device=" in str(caught.value)
+    with pytest.raises(ringfeed.ConfigError):
+        ringfeed.Loader(root, 8, size=32, device="cpu")

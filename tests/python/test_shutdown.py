@@ -1,0 +1,222 @@
+"""Shutdown leaves nothing behind: no producer process, file descriptor or
+shared-memory mapping after close(), after leaving a loop early, after
+garbage collection, at interpreter exit, or after Ctrl-C; and a Loader
+used in a child of fork() raises ForkError without harming the parent's."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import ringfeed
+from helpers import (alive, arena_maps, child_env, children, dataset,
+                     open_fds, producers_of, run_python, wait_gone)
+
+
+def ringfeed_maps():
+    with open("/proc/self/maps") as f:
+        return [line for line in f if "ringfeed-" in line]
+
+
+def snapshot():
+    gc.collect()
+    return {"fds": sorted(open_fds()), "children": children(os.getpid()),
+            "maps": ringfeed_maps()}
+
+
+def one_cycle(root, **kwargs):
+    loader = ringfeed.Loader(root, 8, size=16, num_workers=1, **kwargs)
+    for images, labels in loader:
+        assert len(labels) == 8
+        break
+    del images, labels
+    loader.close()
+
+
+def test_no_leak_after_200_cycles(tmp_path_factory):
+    root = dataset(tmp_path_factory, "tiny")
+    one_cycle(root)  # whatever is opened once per process (the library)
+    before = snapshot()
+    assert not before["maps"], "a ring is mapped before the cycles"
+    for i in range(200):
+        one_cycle(root, seed=i, start_mode="fork" if i % 2 else "spawn")
+    after = snapshot()
+    assert after["fds"] == before["fds"], "file descriptors leaked"
+    assert after["maps"] == before["maps"], "shared memory left mapped"
+    left = [p for p in after["children"] if p not in before["children"]
+            and alive(p)]
+    assert not left, f"processes left: {left}"
+
+
+def test_leaving_a_loop_early_releases(tmp_path_factory):
+    root = dataset(tmp_path_factory)
+    with ringfeed.Loader(root, 8, size=16, num_workers=2) as loader:
+        for i, (images, labels) in enumerate(loader):
+            if i == 3:
+                break
+        del images, labels
+        gc.collect()
+        stats = loader.stats()
+        assert stats["slots_with_user"] == 0, "a slot stayed with the loop"
+        # and the next loop goes on with the epoch's next batch
+        rest = sum(len(labels) for _, labels in loader)
+        assert rest == 160 - 4 * 8
+
+
+def test_garbage_collection_stops_the_producers(tmp_path_factory):
+    root = dataset(tmp_path_factory)
+    before = set(producers_of(os.getpid()))
+    loader = ringfeed.Loader(root, 8, size=16, num_workers=2)
+    for images, labels in loader:
+        break
+    mine = [p for p in producers_of(os.getpid()) if p not in before]
+    assert len(mine) == 2
+    del loader, images, labels
+    gc.collect()
+    assert not wait_gone(mine), "producers outlived their loader"
+    assert not arena_maps()
+
+
+EXIT_OPEN = textwrap.dedent("""
+    import os, sys
+    import ringfeed
+    loader = ringfeed.Loader(sys.argv[1], 8, size=16, num_workers=2)
+    for images, labels in loader:
+        break
+    pids = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            pids += f.read().split()
+    print(" ".join(pids), flush=True)
+    if sys.argv[2] == "raise":
+        raise SystemExit("leaving with an error")
+    # normal exit, loader open, a view of the ring still referenced
+""")
+
+
+@pytest.mark.parametrize("how", ["normal", "raise"])
+def test_interpreter_exit_leaves_no_producer(tmp_path_factory, how):
+    root = dataset(tmp_path_factory)
+    done = run_python(EXIT_OPEN, root, how)
+    assert done.returncode == (0 if how == "normal" else 1), done.stderr
+    assert "Exception ignored" not in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    pids = [int(p) for p in done.stdout.split()]
+    assert len(pids) >= 2, f"no producers recorded: {done.stdout!r}"
+    assert not wait_gone(pids), f"producers {pids} outlived the program"
+
+
+CTRL_C = textwrap.dedent("""
+    import os, signal, sys, time
+    import ringfeed
+    raised = []
+    def on_sigint(signum, frame):  # Python's own handler, timed
+        raised.append(time.monotonic())
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, on_sigint)
+    # a slow loader: real JPEG decodes at 224, one producer, big batches
+    loader = ringfeed.Loader(ringfeed.Synthetic(100000, 10), 64, size=224,
+                             num_workers=1)
+    pids = []
+    try:
+        for i, (images, labels) in enumerate(loader):
+            if i == 0:
+                for task in os.listdir("/proc/self/task"):
+                    with open(f"/proc/self/task/{task}/children") as f:
+                        pids += f.read().split()
+                print("pids", " ".join(pids), flush=True)
+        print("finished?!", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", raised[0], time.monotonic(), loader.closed,
+              flush=True)
+""")
+
+
+def test_ctrl_c_raises_keyboard_interrupt_promptly():
+    proc = subprocess.Popen([sys.executable, "-c", CTRL_C], env=child_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        first = proc.stdout.readline().split()
+        assert first and first[0] == "pids", proc.stderr.read()
+        pids = [int(p) for p in first[1:]]
+        assert pids
+        time.sleep(0.3)  # the loop waits for a batch now
+        assert proc.poll() is None
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    words = out.split()
+    assert words[:1] == ["interrupted"], out + err
+    delay = float(words[1]) - sent
+    assert delay < 1.0, f"KeyboardInterrupt came {delay:.2f} s after SIGINT"
+    closed = float(words[2]) - sent
+    assert closed < 2.0, f"the loader took {closed:.2f} s to close"
+    assert words[3] == "True", "the loader did not close on Ctrl-C"
+    assert proc.returncode == 0, err
+    assert not wait_gone(pids), f"producers {pids} outlived Ctrl-C"
+
+
+FORK = textwrap.dedent("""
+    import os, sys
+    import ringfeed
+    loader = ringfeed.Loader(sys.argv[1], 8, size=16, num_workers=2,
+                             shuffle=False)
+    it = loader.batches()
+    first = next(it).indices.tolist()
+    producers = sorted(int(p) for t in os.listdir("/proc/self/task")
+                       for p in open(f"/proc/self/task/{t}/children")
+                       .read().split())
+    pid = os.fork()
+    if pid == 0:
+        # the child: every use raises ForkError; a normal exit follows
+        # (atexit and __del__ run and must leave the parent's run alone)
+        code = 0
+        for use in (lambda: next(iter(loader)), lambda: len(loader),
+                    loader.state_dict, loader.stats):
+            try:
+                use()
+                code = 10
+            except ringfeed.ForkError as e:
+                if "fork" not in str(e):
+                    code = 11
+            except BaseException:
+                code = 12
+        try:
+            next(it)  # the parent's generator, in the child
+            code = 13
+        except ringfeed.ForkError:
+            pass
+        except BaseException:
+            code = 14
+        sys.exit(code)
+    _, status = os.waitpid(pid, 0)
+    child = os.waitstatus_to_exitcode(status)
+    # the parent goes on where it was, with the same producers
+    rest = [i for b in it for i in b.indices.tolist()]
+    alive = all(os.path.exists(f"/proc/{p}") for p in producers)
+    print(child, sorted(first + rest) == list(range(len(first + rest))),
+          len(first + rest), alive)
+    loader.close()
+""")
+
+
+def test_loader_in_a_fork_child_raises(tmp_path_factory):
+    root = dataset(tmp_path_factory)
+    done = run_python(FORK, root)
+    assert done.returncode == 0, done.stderr
+    child, complete, count, alive_after = done.stdout.split()
+    assert child == "0", f"the child's check failed with code {child}"
+    assert complete == "True" and count == "160", done.stdout
+    assert alive_after == "True", "the child's exit stopped the parent's producers"
