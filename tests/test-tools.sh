@@ -18,7 +18,9 @@ cases="write/concurrent_runs write/killed_leaves_nothing
 write/failure_leaves_nothing write/output_checked_first
 bad/skip_bad_decodes bad/empty_class_refused bad/counts_are_the_pack_s
 bad/names_escaped options/without_effect options/raw_full_scale
-options/raw_shape_advice bench/options_without_effect bench/advice_in_its_flags
+options/raw_shape_advice options/decode_limits pack/advice_in_its_flags
+pack/names_kept_as_they_are pack/scan_and_memory_limits
+bench/options_without_effect bench/advice_in_its_flags
 jobs/same_output
 jobs/bad_value jobs/killed_worker synth/needs_an_image_per_class
 synth/killed_writes_no_partial_jpeg synth/workers_stop_with_parent"
@@ -377,6 +379,157 @@ case_options_raw_full_scale() {
         --full-scale --quiet
     has "$work/err" "--full-scale would change nothing: $dir/full.pack holds"
     holds "$dir" full.pack scaled.pack
+}
+
+# The decode limits take the library's ranges and choices (exit 2
+# otherwise), and are refused where nothing is decoded: JPEG bytes packed
+# as they are.
+case_options_decode_limits() {
+    dir=$work/decode-limits
+    mkdir "$dir"
+    # shellcheck disable=SC2086 # $option is an option and its value
+    for option in "--max-pixels 1000000" "--max-scans 5" \
+        "--max-decode-memory 2000000" "--jpeg-warnings strict"; do
+        run 2 "$pack" "$work/ds" "$dir/x.pack" $option --quiet
+        has "$work/err" "${option% *} applies where samples are decoded"
+        has "$work/err" "drop ${option% *}, or add --skip-bad"
+        run 0 "$pack" --verify "$work/ds" $option --quiet
+    done
+    run 2 "$pack" --verify "$work/ds" --max-pixels 0
+    has "$work/err" "--max-pixels wants an integer in 1..1099511627776"
+    run 2 "$pack" --verify "$work/ds" --max-decode-memory 1000
+    has "$work/err" "--max-decode-memory wants an integer in 1048576.."
+    run 2 "$pack" --verify "$work/ds" --jpeg-warnings loose
+    has "$work/err" "--jpeg-warnings wants pil, lenient or strict, not 'loose'"
+    run 0 "$pack" --help
+    for flag in "--max-pixels N" "--max-scans N" "--max-decode-memory N" \
+        "--jpeg-warnings W"; do
+        has "$work/out" "$flag"
+    done
+    has "$work/out" "pil, lenient or strict; default pil"
+    lacks "$work/out" "RF_PARAM_"
+    holds "$dir"
+}
+
+# make_verdicts_folder DIR: class a holds a good JPEG; class b a good one,
+# one cut short (PIL refuses it, lenient accepts it) and one with bytes
+# after its start-of-image marker (libjpeg warns, PIL decodes it; strict
+# refuses it).
+make_verdicts_folder() {
+    mkdir -p "$1/a" "$1/b"
+    cp "$(first_image class_000)" "$1/a/good.jpg"
+    _image=$(first_image class_001)
+    cp "$_image" "$1/b/good.jpg"
+    dd if="$_image" of="$1/b/cut.jpg" bs=1000 count=3 2>/dev/null
+    { head -c 2 "$_image" && printf 'xx' && tail -c +3 "$_image"; } \
+        >"$1/b/extra.jpg"
+}
+
+# no_c_terms FILE: FILE names no C constant nor a parameter's keyword.
+no_c_terms() {
+    for _term in RF_PARAM_ RF_JPEG_ jpeg_warnings max_pixels; do
+        ! grep -q "$_term" "$1" || fail "'$_term' in: $(cat "$1")"
+    done
+}
+
+# The library's reasons come in ringfeed-pack's own flags (they named
+# jpeg_warnings and RF_PARAM_MAX_PIXELS, which it had no flag for), and
+# those flags take effect: the verdicts change with --jpeg-warnings, and
+# an image is refused one pixel below its size, packed at it.
+case_pack_advice_in_its_flags() {
+    dir=$work/pack-advice
+    make_verdicts_folder "$dir/source"
+    run 1 "$pack" --verify "$dir/source"
+    has "$work/out" "b/cut.jpg): premature end of data"
+    has "$work/out" "(--jpeg-warnings lenient accepts it"
+    no_c_terms "$work/out"
+    [ "$(count "$work/out" "bad: ")" -eq 1 ] || fail "1 bad sample expected"
+    run 0 "$pack" --verify "$dir/source" --jpeg-warnings lenient
+    has "$work/out" "4 samples in 2 classes checked"
+    run 1 "$pack" --verify "$dir/source" --jpeg-warnings strict
+    has "$work/out" "b/extra.jpg): libjpeg warning: Corrupt JPEG data"
+    has "$work/out" "(--jpeg-warnings strict refuses such images"
+    no_c_terms "$work/out"
+    [ "$(count "$work/out" "bad: ")" -eq 2 ] || fail "2 bad samples expected"
+    for verdicts in "lenient 0" "pil 1" "strict 2"; do
+        run 0 "$pack" "$dir/source" "$dir/x.pack" --skip-bad --quiet \
+            --jpeg-warnings "${verdicts% *}"
+        [ "$(count "$work/err" "skipped: ")" -eq "${verdicts#* }" ] ||
+            fail "--jpeg-warnings ${verdicts% *}: ${verdicts#* } skipped expected"
+    done
+    # --max-pixels: the first image's size, from the refusal
+    run 1 "$pack" --verify "$dir/source" --max-pixels 1
+    has "$work/out" "a/good.jpg): "
+    has "$work/out" "pixels is above the limit of 1; raise --max-pixels"
+    no_c_terms "$work/out"
+    pixels=$(sed -n 's|.*a/good\.jpg): \([0-9]*\) x \([0-9]*\) pixels.*|\1 \2|p' \
+        "$work/out" | { read -r w h && echo $((w * h)); })
+    [ "${pixels:-0}" -gt 1 ] || fail "no image size in: $(cat "$work/out")"
+    mkdir -p "$dir/one/a"
+    cp "$dir/source/a/good.jpg" "$dir/one/a/"
+    run 1 "$pack" "$dir/one" "$dir/one.pack" --raw 16x16 --quiet \
+        --max-pixels $((pixels - 1))
+    has "$work/err" "is above the limit of $((pixels - 1)); raise --max-pixels"
+    no_c_terms "$work/err"
+    run 0 "$pack" "$dir/one" "$dir/one.pack" --raw 16x16 --quiet \
+        --max-pixels $pixels
+    has "$work/out" "packed 1 samples"
+}
+
+# Only the library's words are put in the tool's terms: a file whose name
+# holds a parameter's keyword keeps its name in the message.
+case_pack_names_kept_as_they_are() {
+    dir=$work/pack-names
+    mkdir -p "$dir/source/a"
+    cp "$(first_image class_000)" "$dir/source/a/good.jpg"
+    echo x >"$dir/source/a/x max_pixels (jpeg_warnings) y.jpg"
+    run 1 "$pack" --verify "$dir/source"
+    has "$work/out" "a/x max_pixels (jpeg_warnings) y.jpg): not a JPEG"
+    run 0 "$pack" "$dir/source" "$dir/x.pack" --skip-bad --quiet
+    has "$work/err" "a/x max_pixels (jpeg_warnings) y.jpg): not a JPEG"
+    run 1 "$pack" "$dir/source" "$dir/x.pack" --raw 8x8 --quiet
+    has "$work/err" "a/x max_pixels (jpeg_warnings) y.jpg): not a JPEG"
+}
+
+# pil_python: a python3 with PIL, to write a progressive JPEG; PYTHON
+# first when it is set.
+pil_python() {
+    for _python in ${PYTHON:-} python3 /usr/bin/python3; do
+        if "$_python" -c 'import PIL' 2>/dev/null; then
+            echo "$_python"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# --max-scans and --max-decode-memory reach the decoder: a progressive
+# JPEG of 1024 x 1024 pixels (4:4:4, 6 MiB of coefficients, 10 scans) is
+# refused under them with advice in the tool's flags, and decodes above.
+case_pack_scan_and_memory_limits() {
+    python=$(pil_python) || skip "no python3 with PIL to write a progressive JPEG"
+    dir=$work/pack-scans
+    mkdir -p "$dir/source/a"
+    "$python" -c 'import sys
+from PIL import Image
+image = Image.open(sys.argv[1]).convert("RGB").resize((1024, 1024))
+image.save(sys.argv[2], "JPEG", progressive=True, subsampling=0)' \
+        "$(first_image class_000)" "$dir/source/a/progressive.jpg" ||
+        fail "python3 could not write a progressive JPEG"
+    run 0 "$pack" --verify "$dir/source"
+    run 1 "$pack" --verify "$dir/source" --max-scans 2
+    has "$work/out" "JPEG with more than 2 scans"
+    has "$work/out" "raise --max-scans"
+    no_c_terms "$work/out"
+    run 1 "$pack" --verify "$dir/source" --max-decode-memory 1048576
+    has "$work/out" "above the limit of 1 MiB; raise --max-decode-memory"
+    no_c_terms "$work/out"
+    run 0 "$pack" --verify "$dir/source" --max-decode-memory 16777216 \
+        --max-scans 100
+    run 1 "$pack" "$dir/source" "$dir/x.pack" --raw 32x32 --quiet \
+        --max-scans 2
+    has "$work/err" "raise --max-scans"
+    run 0 "$pack" "$dir/source" "$dir/x.pack" --raw 32x32 --quiet
 }
 
 # ringfeed-bench refuses options that would change nothing for its

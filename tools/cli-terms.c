@@ -103,6 +103,49 @@ static void shorten_advice(char *text)
     }
 }
 
+/* The length of the parameter keyword that starts at p in text
+ * ("jpeg_warnings" in "(jpeg_warnings lenient accepts it"), or 0: a
+ * lower-case word with an underscore, standing alone (see cli-terms.h). */
+static size_t keyword_length(const char *text, const char *p)
+{
+    if (p > text && p[-1] != ' ' && p[-1] != '(')
+        return 0;
+    if (!islower((unsigned char)*p))
+        return 0;
+    size_t n = 0;
+    bool underscore = false;
+    while (islower((unsigned char)p[n]) || isdigit((unsigned char)p[n]) ||
+           p[n] == '_')
+        underscore |= p[n++] == '_';
+    const char after = p[n];
+    const bool ends = after == '\0' || strchr(" ,;:)", after) ||
+                      (after == '.' && (p[n + 1] == '\0' || p[n + 1] == ' '));
+    return underscore && ends ? n : 0;
+}
+
+/* The tool's flag for the parameter named at p (n bytes: "RF_PARAM_"
+ * and its upper case, or its keyword), or NULL when the tool has none;
+ * *known says whether the name is in the library's table, and *info is
+ * then its row. A keyword counts only when it is in the table (a word
+ * such as "dict_size" may be a flag of the tool's own). */
+static const char *flag_at(const char *p, size_t n, bool keyword,
+                           const struct option *options,
+                           const struct cli_alias *aliases, rf_param_info *info,
+                           bool *known)
+{
+    char name[64];
+    const size_t skip = keyword ? 0 : 9;
+    *known = false;
+    if (n <= skip || n - skip >= sizeof(name))
+        return NULL;
+    for (size_t i = 0; i < n - skip; i++)
+        name[i] = (char)tolower((unsigned char)p[skip + i]);
+    name[n - skip] = '\0';
+    const char *flag = flag_of(name, options, aliases);
+    *known = flag && param_named(name, info);
+    return keyword && !*known ? NULL : flag;
+}
+
 void cli_user_terms(const char *text, const struct option *options,
                     const struct cli_alias *aliases, char *out, size_t len)
 {
@@ -112,21 +155,20 @@ void cli_user_terms(const char *text, const struct option *options,
     if (len)
         out[0] = '\0';
     for (const char *p = text; *p;) {
-        const size_t n = strncmp(p, "RF_", 3) == 0 ? identifier_length(p) : 0;
-        char name[64], value[64];
+        const size_t id = strncmp(p, "RF_", 3) == 0 ? identifier_length(p) : 0;
+        const size_t keyword = id ? 0 : keyword_length(text, p);
+        const size_t n = id ? id : keyword;
+        char value[64];
         const char *flag = NULL;
-        if (n > 9 && strncmp(p, "RF_PARAM_", 9) == 0 && n - 9 < sizeof(name)) {
-            for (size_t i = 0; i < n - 9; i++)
-                name[i] = (char)tolower((unsigned char)p[9 + i]);
-            name[n - 9] = '\0';
-            flag = flag_of(name, options, aliases);
-            have_last = flag && param_named(name, &last);
+        if (keyword || (id > 9 && strncmp(p, "RF_PARAM_", 9) == 0)) {
+            flag = flag_at(p, n, keyword != 0, options, aliases, &last,
+                           &have_last);
         }
         if (flag) {
             put(&s, "--", 2);
             put(&s, flag, strlen(flag));
-        } else if (n > 3 && have_last &&
-                   choice_of(&last, p, n, value, sizeof(value))) {
+        } else if (id > 3 && have_last &&
+                   choice_of(&last, p, id, value, sizeof(value))) {
             put(&s, value, strlen(value));
         } else {
             put(&s, p, n ? n : 1);

@@ -1,8 +1,9 @@
 /*
  * tools/cli-terms.h - the library's messages in a tool's own terms: a
- * parameter named as C knows it (RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP)
- * becomes the tool's flag and value ("--on-error skip"), so that the
- * advice in a message is what the user of the tool can type.
+ * parameter named as C knows it (RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP), or
+ * by its keyword (jpeg_warnings), becomes the tool's flag and value
+ * ("--on-error skip", "--jpeg-warnings"), so that the advice in a message
+ * is what the user of the tool can type.
  */
 #ifndef RF_CLI_TERMS_H
 #define RF_CLI_TERMS_H
@@ -21,8 +22,12 @@ struct cli_alias {
  * RF_PARAM_NAME that the tool has a flag for (in options, or aliases,
  * which may be NULL) written as "--flag", a value constant right after
  * one written as the value's choice name, and "set --flag to value"
- * written as "use --flag value". Names the tool has no flag for are left
- * as they are. */
+ * written as "use --flag value". A parameter's keyword ("jpeg_warnings",
+ * the library's name for it) is written as "--flag" too where it stands
+ * as a word of its own (after a space or '(', before a space, a
+ * punctuation mark or the end: not inside a path) and has an underscore
+ * (a one-word name such as "seed" is an ordinary word as well). Names the
+ * tool has no flag for are left as they are. */
 void cli_user_terms(const char *text, const struct option *options,
                     const struct cli_alias *aliases, char *out, size_t len);
 

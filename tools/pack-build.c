@@ -83,7 +83,7 @@ static void add_sample(struct packer *pk, rf_sample_kind kind,
     if (rf_pack_writer_add(pk->w, kind, r->data, r->size, r->label, r->name) <
         0) {
         progress_clear(&pk->progress);
-        cli_die(PROGRAM, "%s", rf_pack_writer_error(pk->w));
+        pack_die(rf_pack_writer_error(pk->w), NULL);
     }
     pk->packed++;
     pk->bytes += r->size;
@@ -92,10 +92,12 @@ static void add_sample(struct packer *pk, rf_sample_kind kind,
 }
 
 /* A sample that cannot be packed: left out with --skip-bad, else the
- * end of the run. */
-static void sample_failed(struct packer *pk, const char *reason)
+ * end of the run. The reason is the library's, in the tool's flags. */
+static void sample_failed(struct packer *pk, const struct pool_result *r)
 {
-    report_bad(&pk->bad, &pk->progress, reason);
+    char reason[2048];
+    report_bad(&pk->bad, &pk->progress,
+               pack_user_terms(r->reason, r->name, reason, sizeof(reason)));
     if (pk->o->skip_bad)
         return;
     cli_die(PROGRAM, "stopped at that sample; fix or remove the file, or "
@@ -169,7 +171,7 @@ static void take_sample(void *ctx, uint64_t i, const struct pool_result *r)
 {
     struct packer *pk = ctx;
     if (r->status < 0) {
-        sample_failed(pk, r->reason);
+        sample_failed(pk, r);
     } else if (pk->o->height) {
         add_sample(pk, RF_SAMPLE_ZSTD, r);
     } else {
@@ -362,7 +364,7 @@ static void start_writer(struct packer *pk)
     char *why = NULL;
     if (rf_pack_writer_create(&pk->w, o->output, o->height, o->width, channels,
                               o->layout, NULL, 0, &why) < 0)
-        cli_die(PROGRAM, "%s", why ? why : "cannot create the packed file");
+        pack_die(why, "cannot create the packed file");
     unfinished_pack = pk->w;
     atexit(abandon_unfinished_pack);
 }
@@ -371,7 +373,7 @@ static void store_dictionary(struct packer *pk)
 {
     if (pk->dict_size > 0 &&
         rf_pack_writer_set_dictionary(pk->w, pk->dict, pk->dict_size) < 0)
-        cli_die(PROGRAM, "%s", rf_pack_writer_error(pk->w));
+        pack_die(rf_pack_writer_error(pk->w), NULL);
 }
 
 static void finish_writer(struct packer *pk)
@@ -379,7 +381,7 @@ static void finish_writer(struct packer *pk)
     char *why = NULL;
     unfinished_pack = NULL; /* finish frees it, whatever happens */
     if (rf_pack_writer_finish(pk->w, &why) < 0)
-        cli_die(PROGRAM, "%s", why ? why : "cannot finish the packed file");
+        pack_die(why, "cannot finish the packed file");
     pk->w = NULL;
 }
 

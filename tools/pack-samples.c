@@ -15,11 +15,20 @@
 
 /* ---- decoding ------------------------------------------------------------ */
 
-/* A configuration for rf_dataset_decode(): the shape, the transform and
- * whether JPEGs may be decoded at a smaller DCT scale. */
-static rf_config *decode_config(uint32_t height, uint32_t width,
-                                uint32_t channels, rf_layout layout,
-                                rf_transform transform, bool dct_scaling)
+/* Sets param to value in cfg, or ends the program saying why. */
+static void set_param(rf_config *cfg, rf_param param, int64_t value)
+{
+    if (rf_config_set(cfg, param, value) < 0)
+        pack_die(rf_config_error(cfg), NULL);
+}
+
+/* A configuration for rf_dataset_decode(): the shape, the transform,
+ * whether JPEGs may be decoded at a smaller DCT scale, and the decode
+ * limits of o (--max-pixels, --jpeg-warnings, ...). */
+static rf_config *decode_config(const struct pack_options *o, uint32_t height,
+                                uint32_t width, uint32_t channels,
+                                rf_layout layout, rf_transform transform,
+                                bool dct_scaling)
 {
     rf_config *cfg = rf_config_create();
     if (!cfg)
@@ -30,8 +39,9 @@ static rf_config *decode_config(uint32_t height, uint32_t width,
         {RF_PARAM_TRANSFORM, transform}, {RF_PARAM_DCT_SCALING, dct_scaling},
     };
     for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
-        if (rf_config_set(cfg, (rf_param)settings[i][0], settings[i][1]) < 0)
-            cli_die(PROGRAM, "%s", rf_config_error(cfg));
+        set_param(cfg, (rf_param)settings[i][0], settings[i][1]);
+    for (size_t i = 0; i < PACK_DECODE_PARAMS; i++)
+        set_param(cfg, pack_decode_params[i], o->decode[i]);
     return cfg;
 }
 
@@ -50,13 +60,14 @@ struct pack_shape pack_shape_of(const rf_dataset *ds)
  * epochs). At the source's shape when it has one (the decoder must be
  * configured for it), else at VERIFY_SIZE x VERIFY_SIZE. */
 static void whole_decoder_init(struct whole_decoder *d,
+                               const struct pack_options *o,
                                const struct pack_shape *s)
 {
     const bool raw = s->height != 0;
     const uint32_t h = raw ? s->height : VERIFY_SIZE;
     const uint32_t w = raw ? s->width : VERIFY_SIZE;
     const uint32_t c = raw ? s->channels : 3;
-    d->cfg = decode_config(h, w, c, s->layout, RF_TRANSFORM_NONE, true);
+    d->cfg = decode_config(o, h, w, c, s->layout, RF_TRANSFORM_NONE, true);
     d->pixels = malloc((size_t)h * w * c);
     if (!d->pixels)
         cli_die(PROGRAM, "out of memory");
@@ -91,10 +102,10 @@ static void worker_start(void *ctx, bool forked)
     if (forked && sw->forked)
         sw->forked();
     if (sw->task == TASK_READ_DECODABLE || sw->task == TASK_VERIFY)
-        whole_decoder_init(&sw->whole, &sw->shape);
+        whole_decoder_init(&sw->whole, o, &sw->shape);
     if (sw->task != TASK_RAW && sw->task != TASK_TRAIN)
         return;
-    sw->cfg = decode_config(o->height, o->width, 3, o->layout,
+    sw->cfg = decode_config(o, o->height, o->width, 3, o->layout,
                             RF_TRANSFORM_EVAL, !o->full_scale);
     sw->pixel_bytes = (size_t)o->height * o->width * 3;
     sw->pixels = allocate(sw->pixel_bytes);
@@ -132,7 +143,7 @@ static void describe_item(void *ctx, uint64_t item, char *out, size_t len)
         snprintf(out, len, "sample %" PRIu64 " (%s) of %s", i, info.name,
                  sw->source);
     else
-        snprintf(out, len, "%s", rf_dataset_error(sw->ds));
+        pack_user_terms(rf_dataset_error(sw->ds), NULL, out, len);
 }
 
 /* A frame of the pixels, with the dictionary when there is one. */
@@ -197,6 +208,25 @@ static int decode_pixels(struct sample_worker *sw, uint64_t i,
     return rc;
 }
 
+/* A failed sample's reason, and its name, so that the parent can leave
+ * the name as it is when it puts the reason in its own terms
+ * (pack_user_terms()). A decode that failed before the name was read
+ * (--verify) reads it now, after the reason is copied: a read clears
+ * it. */
+static void name_failure(struct sample_worker *sw, uint64_t i,
+                         struct pool_result *r)
+{
+    snprintf(sw->reason, sizeof(sw->reason), "%s", rf_dataset_error(sw->ds));
+    r->reason = sw->reason;
+    r->data = NULL;
+    r->size = 0;
+    rf_sample_info info;
+    if (!*r->name && rf_dataset_read(sw->ds, i, &info) == 0) {
+        snprintf(sw->name, sizeof(sw->name), "%s", info.name);
+        r->name = sw->name;
+    }
+}
+
 static void work_on_sample(void *ctx, uint64_t item, struct pool_result *r)
 {
     struct sample_worker *sw = ctx;
@@ -224,11 +254,8 @@ static void work_on_sample(void *ctx, uint64_t item, struct pool_result *r)
         break;
     }
     r->status = rc;
-    if (rc < 0) {
-        r->reason = rf_dataset_error(sw->ds);
-        r->data = NULL;
-        r->size = 0;
-    }
+    if (rc < 0)
+        name_failure(sw, i, r);
 }
 
 /* Runs sw's task on its items, in o->jobs workers, and gives each result
@@ -261,7 +288,7 @@ rf_dataset *open_dataset(const char *path)
     char *why = NULL;
     const int rc = rf_dataset_open(&ds, path, &why);
     if (rc < 0)
-        cli_die(PROGRAM, "%s", why ? why : rf_strerror(rc));
+        pack_die(why, rf_strerror(rc));
     return ds;
 }
 

@@ -69,6 +69,7 @@ struct sample_worker {
     ZSTD_CCtx *cctx;
     struct whole_decoder whole; /* TASK_READ_DECODABLE, TASK_VERIFY */
     char name[4200];            /* the sample's name, kept across calls on ds */
+    char reason[2048];          /* a failed sample's, likewise */
     /* Run in each worker right after fork(), before any work (NULL:
      * nothing): what the parent alone must do at exit is forgotten. */
     void (*forked)(void);

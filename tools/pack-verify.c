@@ -1,7 +1,9 @@
 /*
  * tools/pack-verify.c - ringfeed-pack --verify: every sample of a pack
- * (or folder) decoded whole by the workers, the bad ones listed on
- * stdout, and a last line that says what was found.
+ * (or folder) decoded whole by the workers, within the decode limits
+ * given (--max-pixels, --jpeg-warnings, ...), the bad ones listed on
+ * stdout with the library's reason in the tool's flags, and a last line
+ * that says what was found.
  */
 #include <ringfeed.h>
 
@@ -29,8 +31,11 @@ struct verifier {
 static void take_verdict(void *ctx, uint64_t i, const struct pool_result *r)
 {
     struct verifier *v = ctx;
-    if (r->status < 0)
-        report_bad(&v->bad, &v->progress, r->reason);
+    if (r->status < 0) {
+        char reason[2048];
+        report_bad(&v->bad, &v->progress,
+                   pack_user_terms(r->reason, r->name, reason, sizeof(reason)));
+    }
     progress_show(&v->progress, i + 1);
 }
 

@@ -6,6 +6,7 @@
  *     ringfeed-pack train/ train-160.pack --raw 160x160 --dict-size 112640
  *     ringfeed-pack train/ train-64.pack --raw 64x64 --full-scale
  *     ringfeed-pack --verify train.pack --jobs 8
+ *     ringfeed-pack --verify train/ --jpeg-warnings strict
  *
  * With --raw, each image is decoded, resized (short side to 8/7 of the
  * size) and centre-cropped, as a loader's eval transform does, and the
@@ -17,9 +18,12 @@
  * The work on each sample (reading, decoding, compressing) is done by
  * --jobs worker processes (work-pool.h); this process takes their results
  * in sample order and alone writes the pack and the messages, so that
- * both are the same whatever --jobs is. Uses the public API, libzstd and
- * libc only. Exit status: 0 success, 1 failure (or bad samples found by
- * --verify), 2 bad usage.
+ * both are the same whatever --jobs is. Wherever samples are decoded
+ * (--raw, --skip-bad, --verify) a loader's limits apply, set by the
+ * flags named after them (--max-pixels, --jpeg-warnings, ...), and the
+ * library's reasons are printed in those flags (pack_user_terms()).
+ * Uses the public API, libzstd and libc only. Exit status: 0 success, 1
+ * failure (or bad samples found by --verify), 2 bad usage.
  *
  * This file reads the command line; the rest is in ringfeed-pack.h's
  * files: pack-build.c (writing), pack-verify.c (--verify),
@@ -35,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli-terms.h"
 #include "cli.h"
 #include "ringfeed-pack.h"
 
@@ -42,7 +47,147 @@
 #define MAX_DICT (UINT64_C(1) << 24)
 #define MAX_JOBS 1024
 
+/* Help texts start in this column, so that they line up. */
+#define HELP_COLUMN 20
+#define HELP_WIDTH 80
+
+/* The decode limits: X(ID, flag, param). The flag is the parameter's name
+ * with dashes, as cli-terms.h finds it; the range, the default and the
+ * choices are the library's (rf_param_lookup()). */
+#define DECODE_OPTIONS(X)                                                      \
+    X(MAX_PIXELS, "max-pixels", RF_PARAM_MAX_PIXELS)                           \
+    X(MAX_SCANS, "max-scans", RF_PARAM_MAX_SCANS)                              \
+    X(MAX_DECODE_MEMORY, "max-decode-memory", RF_PARAM_MAX_DECODE_MEMORY)      \
+    X(JPEG_WARNINGS, "jpeg-warnings", RF_PARAM_JPEG_WARNINGS)
+
+/* Their option codes are OPT_DECODE + their position; above every char,
+ * so that none clashes with the other options' codes. */
+enum decode_option_id {
+#define DECODE_ID_(id, flag, param) DECODE_##id,
+    DECODE_OPTIONS(DECODE_ID_)
+#undef DECODE_ID_
+};
+enum { OPT_DECODE = 256 };
+
+const rf_param pack_decode_params[PACK_DECODE_PARAMS] = {
+#define DECODE_PARAM_(id, flag, param) param,
+    DECODE_OPTIONS(DECODE_PARAM_)
+#undef DECODE_PARAM_
+};
+
+static const char *const decode_flags[] = {
+#define DECODE_FLAG_(id, flag, param) flag,
+    DECODE_OPTIONS(DECODE_FLAG_)
+#undef DECODE_FLAG_
+};
+_Static_assert(sizeof(decode_flags) / sizeof(decode_flags[0]) ==
+                   PACK_DECODE_PARAMS,
+               "PACK_DECODE_PARAMS counts DECODE_OPTIONS");
+
+/* The same with their dashes, for messages. */
+static const char *const decode_dashed[PACK_DECODE_PARAMS] = {
+#define DECODE_DASHED_(id, flag, param) "--" flag,
+    DECODE_OPTIONS(DECODE_DASHED_)
+#undef DECODE_DASHED_
+};
+
+/* ---- the library's parameter table ------------------------------------- */
+
+/* param's row of the library's table; the tool cannot go on without it. */
+static rf_param_info param_info(rf_param param)
+{
+    rf_param_info info;
+    if (rf_param_lookup(param, &info) < 0)
+        cli_die(PROGRAM,
+                "the ringfeed library loaded has no parameter %d: it is "
+                "older than this tool",
+                (int)param);
+    return info;
+}
+
+/* The length of word `position` of a list of words separated by single
+ * spaces, which *word is set to; 0 when the list has no such word. */
+static size_t word_at(const char *words, int64_t position, const char **word)
+{
+    for (int64_t i = 0; words && *words; i++) {
+        const size_t n = strcspn(words, " ");
+        if (i == position) {
+            *word = words;
+            return n;
+        }
+        words += n + (words[n] == ' ');
+    }
+    return 0;
+}
+
 /* ---- usage ------------------------------------------------------------- */
+
+/* Prints head ("  --max-scans N"), then text from HELP_COLUMN on, its
+ * words wrapped before HELP_WIDTH. */
+static void print_wrapped(const char *head, const char *text)
+{
+    int column = printf("%s", head);
+    if (column >= HELP_COLUMN) {
+        putchar('\n');
+        column = 0;
+    }
+    column += printf("%*s", HELP_COLUMN - column, "");
+    for (const char *p = text; *p;) {
+        const int n = (int)strcspn(p, " ");
+        if (column > HELP_COLUMN && column + 1 + n >= HELP_WIDTH)
+            column = printf("\n%*s", HELP_COLUMN, "") - 1;
+        else if (column > HELP_COLUMN)
+            column += printf(" ");
+        column += printf("%.*s", n, p);
+        p += n + (p[n] == ' ');
+    }
+    putchar('\n');
+}
+
+/* "pil, lenient or strict", from a choice parameter's names. */
+static void list_choices(const rf_param_info *info, char *out, size_t len)
+{
+    const char *word = NULL;
+    int64_t count = 0;
+    size_t used = 0;
+    while (word_at(info->choices, count, &word) > 0)
+        count++;
+    out[0] = '\0';
+    for (int64_t i = 0; i < count && used < len; i++) {
+        const size_t n = word_at(info->choices, i, &word);
+        const char *separator = i == 0 ? "" : i + 1 == count ? " or " : ", ";
+        used += (size_t)snprintf(out + used, len - used, "%s%.*s", separator,
+                                 (int)n, word);
+    }
+}
+
+/* The decode limits' help, from the library's table. */
+static void print_decode_help(void)
+{
+    puts("  Where samples are decoded (--raw, --skip-bad, --verify), as a "
+         "loader\n  decodes them:");
+    for (unsigned i = 0; i < PACK_DECODE_PARAMS; i++) {
+        const rf_param_info info = param_info(pack_decode_params[i]);
+        const bool choice = info.kind == RF_PARAM_KIND_CHOICE;
+        char head[64], text[512];
+        snprintf(head, sizeof(head), "  --%s %s", decode_flags[i],
+                 choice ? "W" : "N");
+        if (choice) {
+            char choices[128];
+            const char *word = NULL;
+            const size_t n =
+                word_at(info.choices, info.default_value - info.min, &word);
+            list_choices(&info, choices, sizeof(choices));
+            snprintf(text, sizeof(text), "%s (%s; default %.*s)", info.doc,
+                     choices, (int)n, word ? word : "?");
+        } else {
+            snprintf(text, sizeof(text),
+                     "%s; %" PRId64 "..%" PRId64 " (default %" PRId64 ")",
+                     info.doc, info.min, info.max, info.default_value);
+        }
+        print_wrapped(head, text);
+    }
+}
 
 static void print_usage(void)
 {
@@ -65,10 +210,9 @@ static void print_usage(void)
           "                    sample of the images (default 0: none)\n"
           "  --full-scale      with --raw: decode every JPEG in full, never "
           "at a smaller\n"
-          "                    DCT scale (RF_PARAM_DCT_SCALING 0): PIL's "
-          "pixels, slower.\n"
-          "                    A loader's setting cannot change a raw "
-          "pack's pixels\n"
+          "                    DCT scale: PIL's pixels, slower. A loader's "
+          "setting cannot\n"
+          "                    change a raw pack's pixels\n"
           "  --skip-bad        leave out samples that cannot be read or "
           "decoded (JPEGs\n"
           "                    are decoded whole first, as --verify does), "
@@ -86,8 +230,10 @@ static void print_usage(void)
           "                    row of it (a training crop reads only "
           "some), and list\n"
           "                    the bad ones; takes none of the options "
-          "above\n"
-          "  --jobs N          read, decode and compress in N worker "
+          "above\n",
+          stdout);
+    print_decode_help();
+    fputs("  --jobs N          read, decode and compress in N worker "
           "processes, 1..1024\n"
           "                    (default: one per CPU this process may run "
           "on; 1: in this\n"
@@ -117,6 +263,8 @@ static void parse_shape(const char *text, struct pack_options *o)
     o->width = (uint32_t)cli_parse_uint(PROGRAM, "raw", x + 1, 1, MAX_SIDE);
 }
 
+/* clang-format cannot see that the macros expand to whole rows. */
+/* clang-format off */
 static const struct option long_options[] = {
     {"raw", required_argument, NULL, 'r'},
     {"layout", required_argument, NULL, 'l'},
@@ -125,12 +273,17 @@ static const struct option long_options[] = {
     {"full-scale", no_argument, NULL, 'F'},
     {"skip-bad", no_argument, NULL, 's'},
     {"verify", required_argument, NULL, 'v'},
+#define DECODE_LONG_(id, flag, param)                                          \
+    {flag, required_argument, NULL, OPT_DECODE + DECODE_##id},
+    DECODE_OPTIONS(DECODE_LONG_)
+#undef DECODE_LONG_
     {"jobs", required_argument, NULL, 'j'},
     {"progress", no_argument, NULL, 'p'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+/* clang-format on */
 
 /* Remembers which options were given, by name (see pack_options). */
 static void note_option(struct pack_options *o, int code)
@@ -146,6 +299,33 @@ static void note_option(struct pack_options *o, int code)
         o->packing_option = name;
     if (name && code != 'r' && code != 's' && !o->raw_option)
         o->raw_option = name;
+}
+
+/* --max-pixels N and the like: within the parameter's range, or one of
+ * its choices, as the library's table gives them. */
+static void parse_decode_option(struct pack_options *o, unsigned i,
+                                const char *arg)
+{
+    const rf_param_info info = param_info(pack_decode_params[i]);
+    if (!o->decode_option)
+        o->decode_option = decode_dashed[i];
+    if (info.kind != RF_PARAM_KIND_CHOICE) {
+        o->decode[i] =
+            cli_parse_int(PROGRAM, decode_flags[i], arg, info.min, info.max);
+        return;
+    }
+    const char *word = NULL;
+    for (int64_t v = info.min; v <= info.max; v++) {
+        const size_t n = word_at(info.choices, v - info.min, &word);
+        if (n > 0 && strlen(arg) == n && strncmp(word, arg, n) == 0) {
+            o->decode[i] = v;
+            return;
+        }
+    }
+    char choices[128];
+    list_choices(&info, choices, sizeof(choices));
+    cli_die_usage(PROGRAM, "%s wants %s, not '%s'", decode_dashed[i], choices,
+                  arg);
 }
 
 static void apply_option(struct pack_options *o, int code, const char *arg)
@@ -183,9 +363,12 @@ static void apply_option(struct pack_options *o, int code, const char *arg)
     case 'q':
         o->progress = code == 'p' ? 1 : -1;
         break;
-    default:
+    case 'h':
         print_usage();
         exit(EXIT_SUCCESS);
+    default:
+        parse_decode_option(o, (unsigned)(code - OPT_DECODE), arg);
+        break;
     }
 }
 
@@ -208,6 +391,12 @@ static void check_combination(const struct pack_options *o, int positional)
                       "%s applies to --raw samples only, and has no effect "
                       "on JPEG bytes: drop %s, or add --raw HxW",
                       o->raw_option, o->raw_option);
+    if (!o->verify && o->height == 0 && !o->skip_bad && o->decode_option)
+        cli_die_usage(PROGRAM,
+                      "%s applies where samples are decoded (--raw, "
+                      "--skip-bad or --verify), and without them JPEG bytes "
+                      "go in as they are: drop %s, or add --skip-bad",
+                      o->decode_option, o->decode_option);
     if (o->dict_size && o->dict_size < 256)
         cli_die_usage(PROGRAM,
                       "--dict-size of %" PRIu64 " bytes is too small to train; "
@@ -220,6 +409,8 @@ static void parse_options(int argc, char **argv, struct pack_options *o)
     int code;
     *o = (struct pack_options){
         .layout = RF_LAYOUT_NHWC, .level = 3, .jobs = cli_cpus_available()};
+    for (unsigned i = 0; i < PACK_DECODE_PARAMS; i++)
+        o->decode[i] = param_info(pack_decode_params[i]).default_value;
     while ((code = cli_next_option(PROGRAM, argc, argv, long_options)) != -1)
         apply_option(o, code, optarg);
     check_combination(o, argc - optind);
@@ -227,6 +418,41 @@ static void parse_options(int argc, char **argv, struct pack_options *o)
         o->source = argv[optind];
         o->output = argv[optind + 1];
     }
+}
+
+/* ---- messages in the tool's terms ------------------------------------- */
+
+/* Where name ends in text, as the sample's description shows it ("sample
+ * 3 (train/a/x.jpg): ..."); 0 when it is not there (none given, or
+ * elided in a long description). */
+static size_t end_of_name(const char *text, const char *name)
+{
+    if (!name || !*name)
+        return 0;
+    const char *at = strstr(text, name);
+    return at ? (size_t)(at - text) + strlen(name) : 0;
+}
+
+const char *pack_user_terms(const char *text, const char *name, char *out,
+                            size_t len)
+{
+    const size_t kept = end_of_name(text, name);
+    if (len == 0)
+        return out;
+    snprintf(out, len, "%.*s", (int)kept, text);
+    const size_t used = strlen(out);
+    cli_user_terms(text + kept, long_options, NULL, out + used, len - used);
+    return out;
+}
+
+void pack_die(const char *message, const char *fallback)
+{
+    char text[2048];
+    cli_die(PROGRAM, "%s",
+            pack_user_terms(message    ? message
+                            : fallback ? fallback
+                                       : "no detail",
+                            NULL, text, sizeof(text)));
 }
 
 int main(int argc, char **argv)
