@@ -63,7 +63,7 @@ static void print_layout(void)
 }
 
 #define MEMBER(type, name)                                                     \
-    printf("%s.%s %zu %zu\n", #type, #name, offsetof(type, name),             \
+    printf("%s.%s %zu %zu\n", #type, #name, offsetof(type, name),              \
            sizeof(((type *)NULL)->name))
 #define SIZE(type) printf("%s sizeof %zu\n", #type, sizeof(type))
 

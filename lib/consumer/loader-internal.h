@@ -118,7 +118,7 @@ struct rf_loader {
 
     struct rf__failures failures; /* samples that failed */
     bool skip_errors;             /* RF_ON_ERROR_SKIP */
-    int fatal; /* sticky error; the loader can only be closed */
+    int fatal;       /* sticky error; the loader can only be closed */
     bool arena_kept; /* rf_loader_keep_arena(): close leaves it mapped */
     uint64_t open_ns, wait_ns, samples_out, bytes_out;
     pid_t owner;          /* the process that opened the loader */
