@@ -86,13 +86,14 @@ print(re.sub(r"[-.]", "_", sysconfig.get_platform()))') || return 1
 
 # built: the wheel, built by the first case that asks (pip wheel of the
 # source tree, its temporary folders under $work/tmp), with pip's verbose
-# log in $work/build.log and its status in $work/build.status.
+# log in $work/build.log and its status in $work/build.status. The build
+# runs at a low priority: make check runs tests with deadlines beside it.
 built() {
     if [ ! -f "$work/build.status" ]; then
         {
             "$python" -m venv --system-site-packages "$venv" &&
-                TMPDIR=$work/tmp "$venv/bin/pip" wheel -v --no-deps \
-                    -w "$work/dist" "$top"
+                TMPDIR=$work/tmp nice -n 15 "$venv/bin/pip" wheel -v \
+                    --no-deps -w "$work/dist" "$top"
         } >"$work/build.log" 2>&1
         echo $? >"$work/build.status"
     fi

@@ -213,12 +213,17 @@ _MISSING = (
      r"PKG_CHECK_MODULES|PKG_INSTALLDIR", "pkg-config"),
     (r"LT_INIT|libtoolize: not found|AM_PROG_AR", "libtool"),
     (r"aclocal: not found|automake: not found|AM_INIT_AUTOMAKE", "automake"),
+    (r"fatal error: jpeglib\.h", "libjpeg62-turbo-dev"),
+    (r"fatal error: turbojpeg\.h", "libturbojpeg0-dev"),
+    (r"fatal error: zstd\.h", "libzstd-dev"),
+    (r"fatal error: png\.h", "libpng-dev"),
+    (r"fatal error: webp/", "libwebp-dev"),
 )
 
 
-def _advice(output):
+def _advice(output, fallback=True):
     """A sentence naming the Debian packages that the failed step's output
-    says are missing, else the whole list."""
+    says are missing, else the whole list (or "" without fallback)."""
     wanted = re.findall(r"apt-get install ([a-z0-9][a-z0-9.+ -]*[a-z0-9+])",
                         output)
     for pattern, package in _MISSING:
@@ -227,6 +232,8 @@ def _advice(output):
     if wanted:
         names = " ".join(dict.fromkeys(" ".join(wanted).split()))
         return f"install the missing packages: apt-get install {names}"
+    if not fallback:
+        return ""
     return (f"the build needs the Debian packages {BUILD_PACKAGES} "
             f"(and, for PNG and WebP samples, {OPTIONAL_PACKAGES})")
 
@@ -252,12 +259,16 @@ def run(cmd, cwd, what):
     sys.stdout.flush()
     if proc.wait() != 0:
         text = "".join(output)
+        if what == "make":
+            # The first error is the compiler's; make's own come after.
+            errors = [ln.strip() for ln in output if "error:" in ln]
+            reason = f" ({errors[0]})" if errors else ""
+            advice = _advice(text, fallback=False)
+            stop(f"the C build failed{reason}; the whole output is above"
+                 + (f"; {advice}" if advice else ""))
         errors = [ln.strip() for ln in output
                   if re.search(r"error|not found", ln, re.I)]
         reason = f" ({errors[-1]})" if errors else ""
-        if what == "make":
-            stop(f"the C build failed{reason}; the compiler's message is "
-                 "above. " + _advice(text).capitalize())
         stop(f"{what} failed{reason}; {_advice(text)}")
     return "".join(output)
 
