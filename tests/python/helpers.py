@@ -47,7 +47,7 @@ def write_folder(root: str, classes: int, per_class: int, *,
     png_every=k every k-th image is a PNG instead. The pictures are smooth
     gradients with noise, so that crops and flips change the pixels.
     Returns the files written, in no particular order."""
-    from PIL import Image
+    Image = pytest.importorskip("PIL.Image")
     rng = np.random.default_rng(seed)
     written = []
     n = 0

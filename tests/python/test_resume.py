@@ -69,6 +69,7 @@ def test_resume_across_the_epoch_boundary_with_epochs(reference):
     loop goes on through epochs 1 and 2 as the whole run would."""
     root, want = reference
     with make(root, epochs=3) as loader:
+        assert len(loader) == 42
         whole = collect(loader)
     assert_same_batches(whole, want)
     with make(root, epochs=3) as loader:

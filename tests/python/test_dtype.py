@@ -1,0 +1,98 @@
+"""dtype=, mean= and std= on the CPU: each batch equals the uint8 batch
+converted in float64 (x / 255, then (x - mean) / std) and cast to the
+dtype, within that dtype's rounding."""
+
+from __future__ import annotations
+
+import pytest
+
+import ringfeed
+from helpers import dataset
+
+torch = pytest.importorskip("torch")
+
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+# rtol: one rounding of the dtype (float32's with room for its own
+# arithmetic); atol for values near 0 after normalisation.
+TOLERANCE = {torch.float32: (2e-6, 2e-6), torch.float16: (1e-3, 1e-3),
+             torch.bfloat16: (8e-3, 8e-3)}
+
+
+def reference(uint8, layout, mean, std, dtype):
+    x = uint8.to(torch.float64) / 255.0
+    if mean is not None:
+        shape = [1, -1, 1, 1] if layout == "nchw" else [1, 1, 1, -1]
+        m = torch.tensor(mean, dtype=torch.float64).view(shape)
+        s = torch.tensor(std, dtype=torch.float64).view(shape)
+        x = (x - m) / s
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16,
+                                   torch.bfloat16],
+                         ids=["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("normalise", [False, True], ids=["scaled",
+                                                          "normalised"])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_float_batches_match_the_reference(tmp_path_factory, dtype,
+                                           normalise, layout):
+    root = dataset(tmp_path_factory)
+    args = dict(size=24, seed=9, layout=layout, num_workers=1)
+    mean, std = (MEAN, STD) if normalise else (None, None)
+    rtol, atol = TOLERANCE[dtype]
+    with ringfeed.Loader(root, 32, **args) as plain, \
+            ringfeed.Loader(root, 32, dtype=dtype, mean=mean, std=std,
+                            **args) as converted:
+        batches = 0
+        for (u8, labels), (images, labels2) in zip(plain, converted):
+            assert images.dtype == dtype and u8.dtype == torch.uint8
+            assert images.shape == u8.shape
+            assert torch.equal(labels, labels2)
+            want = reference(u8, layout, mean, std, dtype)
+            torch.testing.assert_close(images, want, rtol=rtol, atol=atol)
+            batches += 1
+        assert batches == 5
+
+
+def test_uint8_dtype_is_the_zero_copy_view(tmp_path_factory):
+    root = dataset(tmp_path_factory)
+    with ringfeed.Loader(root, 16, size=24, dtype=torch.uint8) as loader:
+        base, size = loader._run.base, loader._run.size
+        images, _ = next(iter(loader))
+        assert images.dtype == torch.uint8
+        assert base <= images.data_ptr() < base + size
+
+
+def test_float_batches_are_the_callers(tmp_path_factory):
+    """A converted batch is a new tensor, not in the ring: safe to keep."""
+    root = dataset(tmp_path_factory)
+    with ringfeed.Loader(root, 16, size=24, dtype=torch.float32) as loader:
+        base, size = loader._run.base, loader._run.size
+        kept = []
+        for images, _ in loader:
+            assert not base <= images.data_ptr() < base + size
+            kept.append((images, images.clone()))
+        assert all(torch.equal(a, b) for a, b in kept)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(mean=MEAN, std=STD),                             # uint8
+    dict(dtype=torch.float32, mean=MEAN),                 # no std
+    dict(dtype=torch.float32, std=STD),                   # no mean
+    dict(dtype=torch.int32),
+    dict(dtype=torch.float32, mean=MEAN, std=(0.2, 0.0, 0.2)),
+], ids=["uint8-mean", "no-std", "no-mean", "int32", "std-zero"])
+def test_bad_conversions_fail_at_construction(tmp_path_factory, kwargs):
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, 4, size=16, **kwargs)
+    assert "RF_" not in str(caught.value)
+
+
+def test_mean_of_the_wrong_length(tmp_path_factory):
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(ringfeed.ConfigError):
+        with ringfeed.Loader(root, 4, size=16, dtype=torch.float32,
+                             mean=(0.5, 0.5), std=(0.2, 0.2)) as loader:
+            next(iter(loader))
