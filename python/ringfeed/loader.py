@@ -179,6 +179,8 @@ class _Run:
             detail = _capi.take_message(err)
         finally:
             _capi.lib().rf_config_free(c)
+        if rc == _capi.E_FORK_UNSAFE:  # start_mode="fork" in this process
+            raise ConfigError(user_terms(detail), rc)
         if rc < 0:
             raise from_code(rc, detail)
         try:
@@ -409,12 +411,11 @@ class Loader:
             rank=self._rank, world_size=self._world, **params)
         if num_workers is not None:
             wanted["num_workers"] = num_workers
-        values = self._convert(wanted)
-        values["height"] = param("height").convert(height, "size")
-        values["width"] = param("width").convert(width, "size")
+        if isinstance(seed, int) and 1 << 63 <= seed < 1 << 64:
+            wanted["seed"] = seed - (1 << 64)  # the same 64-bit pattern
+        values = self._convert(dict(wanted, size_height=height,
+                                    size_width=width))
         values["epochs"] = epochs or 0  # the run goes on; the Loader counts
-        if "seed" in values and values["seed"] < 0:
-            values["seed"] &= (1 << 64) - 1
         self._config = _Config(source, values)
         self._source = source
         self._epochs = epochs
@@ -436,6 +437,10 @@ class Loader:
                 dtype, mean, std, 1 if layout == "nchw" else 3)
         self._epoch = 0  # the epoch the next batch comes from
         self._batch = 0  # and its number in it
+        # A loop left early: the next loop starts the next epoch (torch's
+        # DataLoader starts a new pass there), while state_dict() still
+        # records the position, for a checkpoint taken after the break.
+        self._left_early = False
         self._open_run()
         with _live_lock:
             _live.add(self)
@@ -446,10 +451,13 @@ class Loader:
     def _convert(wanted: Dict[str, Any]) -> Dict[str, int]:
         """Python values to the library's numbers, each checked against the
         library's table; errors name the keyword."""
-        table = by_keyword()
+        table = dict(by_keyword(), size_height=param("height"),
+                     size_width=param("width"))
         values = {}
         for keyword, value in wanted.items():
             p = table.get(keyword)
+            if keyword.startswith("size_"):
+                keyword = "size"  # (height, width) come from size=
             if p is None:
                 close = [k for k in table if k.startswith(keyword[:4])]
                 raise TypeError(
@@ -523,6 +531,10 @@ class Loader:
     def batches(self) -> Iterator[Batch]:
         """Like iterating, but yields Batch objects with the details:
         indices, epoch, number, skipped (see Batch)."""
+        self._usable()
+        if self._left_early and self._batch:
+            self._epoch, self._batch = self._epoch + 1, 0
+        self._left_early = False
         self._restart_if_elsewhere()
         run = self._usable()
         if self._epochs is None:
@@ -533,6 +545,9 @@ class Loader:
             return
         try:
             yield from self._stream(run, end)
+        except GeneratorExit:
+            self._left_early = True
+            raise
         except BaseException:
             # KeyboardInterrupt, a producer's death, GeneratorExit when the
             # loop is left early: nothing of this epoch stays held. A
@@ -629,6 +644,7 @@ class Loader:
         ``for epoch in range(start, n): loader.set_epoch(epoch)``."""
         if not isinstance(epoch, int) or epoch < 0:
             raise ConfigError(f"set_epoch({epoch!r}): an epoch is an int >= 0")
+        self._left_early = False
         if epoch != self._epoch:
             self._epoch, self._batch = epoch, 0
 
@@ -679,6 +695,7 @@ class Loader:
                     f"Loader {mine[key]!r}: resuming needs the run's own "
                     f"{keyword}=")
         self._epoch, self._batch = int(state["epoch"]), int(state["batch"])
+        self._left_early = False
 
     # ---- reports and lifetime -------------------------------------------
 
@@ -712,8 +729,10 @@ class Loader:
         return user_terms(out.value.decode(errors="replace"))
 
     def sample_errors(self) -> List[Tuple[int, int, str]]:
-        """(index, epoch, message) of each sample that failed so far under
-        on_error="skip" (the first 1,024 samples), oldest first."""
+        """(index, epoch, message) for each sample that has failed so far
+        under on_error="skip", once per sample with its first failure
+        (however many epochs it failed in), oldest first; the first 1,024
+        samples are kept."""
         run = self._usable()
         errors = (_capi.SampleError * 1024)()
         n = _capi.lib().rf_loader_sample_errors(run.handle, errors, 1024)

@@ -138,6 +138,12 @@ def by_keyword() -> Dict[str, Param]:
 
 _C_TERM = re.compile(r"\bRF_[A-Z0-9_]+")
 
+# The C enums whose constants do not start with RF_ + the parameter's name
+# (ringfeed.h: rf_start_mode's RF_START_SPAWN, rf_on_producer_death's
+# RF_ON_DEATH_FAIL, rf_jpeg_verdict's RF_JPEG_AS_PIL).
+_ENUM_PREFIXES = {"start_mode": "RF_START_", "on_producer_death": "RF_ON_DEATH_",
+                  "jpeg_warnings": "RF_JPEG_"}
+
 
 def user_terms(text: str) -> str:
     """A library message in Python's terms: RF_PARAM_ON_ERROR becomes the
@@ -162,9 +168,18 @@ def user_terms(text: str) -> str:
             for choice in p.choices:
                 if term.endswith("_" + choice.upper().replace("-", "_")):
                     return repr(choice)
+        # a value's constant on its own (RF_START_SPAWN): its parameter is
+        # the one whose constants share the prefix (see _ENUM_PREFIXES)
+        for p in params():
+            prefix = _ENUM_PREFIXES.get(p.name, "RF_" + p.name.upper() + "_")
+            if p.kind == "choice" and term.startswith(prefix):
+                for choice in p.choices:
+                    if term.endswith("_" + choice.upper().replace("-", "_")):
+                        return f"{p.keyword or p.name}={choice!r}"
         return term
 
     text = _C_TERM.sub(rewrite, text)
+    text = re.sub(r"\b(\w+)= to ('[^']*')", r"\1=\2", text)  # set x= to 'v'
     # "jpeg_warnings lenient", as the library names a choice in prose
     for p in params():
         if p.kind == "choice" and p.keyword and p.keyword + " " in text:

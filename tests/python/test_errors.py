@@ -122,10 +122,7 @@ def test_unknown_keyword_is_a_type_error(tmp_path_factory):
 @pytest.mark.parametrize("kwargs, keyword", [
     (dict(batch_size=0), "batch_size="),
     (dict(batch_size=70000), "batch_size="),
-    pytest.param(dict(size=0), "size=", marks=pytest.mark.xfail(
-        strict=True, reason="bug: Loader.__init__ converts size= with "
-        "Param.convert directly, which raises a plain ValueError, not "
-        "ConfigError")),
+    (dict(size=0), "size="),
     (dict(num_workers=-1), "num_workers="),
     (dict(slots=1 << 20), "slots="),
     (dict(max_error_ppm=2_000_000), "max_error_ppm="),
@@ -191,9 +188,6 @@ def test_killed_producer_is_replaced_under_respawn(tmp_path_factory):
     assert messages and all("RF_" not in m for m in messages)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: the library's refusal ends "
-                   "'use RF_START_SPAWN', which user_terms() leaves as it "
-                   "is (no RF_PARAM_ before it): not start_mode='spawn'")
 def test_fork_mode_refused_in_user_terms(tmp_path_factory):
     """start_mode="fork" in a process with a second thread is refused (a
     child of fork() could inherit a held lock); the message says what to

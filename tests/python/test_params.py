@@ -214,10 +214,6 @@ def test_keywords_reach_the_library(tmp_path_factory):
         assert len(loader) == 7
 
 
-@pytest.mark.xfail(strict=True, reason="bug: seed= is checked against the "
-                   "table's signed range before its pattern is taken, so "
-                   "seed=2**64-1 (a torch.initial_seed() value) raises "
-                   "ConfigError while seed=-1, the same pattern, works")
 def test_seed_takes_any_64_bit_pattern(tmp_path_factory):
     """seed= keys the order by its 64-bit pattern (the table's doc), as
     torch's seeds are: torch.initial_seed() may be anything in 0..2^64-1.

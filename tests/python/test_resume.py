@@ -156,3 +156,21 @@ def test_not_a_state(reference):
     with make(root) as loader:
         with pytest.raises(ringfeed.ConfigError):
             loader.load_state_dict({"epoch": 1})
+
+
+def test_loop_left_early(reference):
+    """As torch's (Stateful)DataLoader: after a ``break`` the state still
+    records the position (a checkpoint taken after the loop resumes the
+    rest of the epoch), while the next ``for`` starts the next epoch."""
+    root, want = reference
+    per_epoch = 14
+    with make(root) as loader:
+        for k, _ in enumerate(loader.batches(), 1):
+            if k == 5:
+                break
+        state = loader.state_dict()
+        assert (state["epoch"], state["batch"]) == (0, 5)
+        assert_same_batches(collect(loader), want[per_epoch:2 * per_epoch])
+    with make(root) as loader:
+        loader.load_state_dict(state)
+        assert_same_batches(collect(loader), want[5:per_epoch])
