@@ -746,7 +746,8 @@ RF_API int rf_loader_stats(const rf_loader *loader, rf_stats *stats);
  * (rounded down, at least 1), divided among the ranks of the node (the
  * local rank and size of RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE when set,
  * else torchrun's LOCAL_RANK and LOCAL_WORLD_SIZE, Open MPI's
- * OMPI_COMM_WORLD_LOCAL_RANK and _LOCAL_SIZE, or Slurm's SLURM_LOCALID
+ * OMPI_COMM_WORLD_LOCAL_RANK and _LOCAL_SIZE, MPICH's and Intel MPI's
+ * MPI_LOCALRANKID and MPI_LOCALNRANKS, or Slurm's SLURM_LOCALID
  * and the tasks of this node); each rank's producers are pinned to a
  * slice of the mask of their own (NUMA node and core order), or not at
  * all when a rank's share is under one CPU or the mask is already the

@@ -166,6 +166,8 @@ static void clear_launchers(void)
                                         "LOCAL_WORLD_SIZE",
                                         "OMPI_COMM_WORLD_LOCAL_RANK",
                                         "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                        "MPI_LOCALRANKID",
+                                        "MPI_LOCALNRANKS",
                                         "SLURM_LOCALID",
                                         "SLURM_TASKS_PER_NODE",
                                         "SLURM_NODEID",
@@ -199,6 +201,10 @@ static void local_ranks_from_each_launcher(void)
     setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);
     setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "8", 1);
     expect_ranks(3, 8, "OMPI");
+    clear_launchers();
+    setenv("MPI_LOCALRANKID", "1", 1); /* MPICH, Intel MPI (Hydra) */
+    setenv("MPI_LOCALNRANKS", "2", 1);
+    expect_ranks(1, 2, "MPI_LOCALRANKID");
     clear_launchers();
     setenv("SLURM_LOCALID", "2", 1);
     setenv("SLURM_NODEID", "3", 1);

@@ -207,6 +207,9 @@ void rf__budget_local_ranks(int *rank, int *size, const char **from)
         {"LOCAL_RANK", "LOCAL_WORLD_SIZE", "LOCAL_RANK/LOCAL_WORLD_SIZE"},
         {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
          "OMPI_COMM_WORLD_LOCAL_RANK/_LOCAL_SIZE"},
+        /* MPICH's and Intel MPI's Hydra launcher */
+        {"MPI_LOCALRANKID", "MPI_LOCALNRANKS",
+         "MPI_LOCALRANKID/MPI_LOCALNRANKS"},
     };
     long r = 0, s = 0;
     *rank = -1;

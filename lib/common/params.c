@@ -134,7 +134,8 @@ static const struct param_rule rules[] = {
          "1: only count replaced producers; 0: report each"),
     /* Processes */
     NUMBER(RF_PARAM_PRODUCERS, 6, "producers", 0, 0, 1024,
-           "producer processes; 0 = one per CPU of the affinity mask"),
+           "producer processes; 0 = this rank's CPU budget (affinity, "
+           "container quota, share of the node's ranks)"),
     NUMBER(RF_PARAM_SLOTS, 7, "slots", 0, 0, 65536,
            "batches in the ring; 0 = 3 per producer, at least 4"),
     CHOICE(RF_PARAM_START_MODE, 16, "start_mode", RF_START_SPAWN,

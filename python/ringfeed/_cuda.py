@@ -120,7 +120,8 @@ class Uploader:
 
 
 def make_converter(dtype: Any, mean: Optional[Sequence[float]],
-                   std: Optional[Sequence[float]], channel_dim: int):
+                   std: Optional[Sequence[float]], channel_dim: int,
+                   channels: int):
     """A function from a uint8 tensor to `dtype`: uint8 as it is; a float
     dtype scaled to [0, 1] (torchvision's ToTensor) and, with mean and
     std, normalised per channel ((x - mean) / std, in those units). Works
@@ -143,6 +144,9 @@ def make_converter(dtype: Any, mean: Optional[Sequence[float]],
     if mean_t.dim() != 1 or mean_t.shape != std_t.shape:
         raise ConfigError("mean= and std= must be sequences of one float per "
                           "channel")
+    if mean_t.shape[0] != channels:
+        raise ConfigError(f"mean= and std= have {mean_t.shape[0]} values but "
+                          f"the images {channels} channels (channels=)")
     if bool((std_t == 0).any()):
         raise ConfigError("std= must not hold 0")
     # x/255 - mean) / std == x * scale + shift, one fused pass per batch

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from typing import Optional, Tuple
 
+from .errors import ConfigError
+
 # The launchers' variables, in the order the library itself reads them
 # (rf_loader_open: RANK/WORLD_SIZE from torchrun, then Open MPI's). Slurm's
 # are read here too, for srun without torchrun.
@@ -31,13 +33,13 @@ def _from_environment() -> Optional[Tuple[int, int, str]]:
         if rank is None and size is None:
             continue
         if rank is None or size is None:
-            raise ValueError(f"${rank_name if rank is None else size_name} "
+            raise ConfigError(f"${rank_name if rank is None else size_name} "
                              f"is not set but ${size_name if rank is None else rank_name} is; "
                              "set both, or pass rank= and world_size=")
         try:
             r, w = int(rank), int(size)
         except ValueError:
-            raise ValueError(f"${rank_name}={rank!r} and ${size_name}={size!r} "
+            raise ConfigError(f"${rank_name}={rank!r} and ${size_name}={size!r} "
                              "must be whole numbers; or pass rank= and "
                              "world_size=") from None
         return r, w, f"${rank_name}/${size_name}"

@@ -410,6 +410,11 @@ class Loader:
             seed=seed, drop_last=drop_last, layout=layout, on_error=on_error,
             rank=self._rank, world_size=self._world, **params)
         if num_workers is not None:
+            if num_workers == 0:
+                raise ConfigError(
+                    "num_workers=0: ringfeed always decodes in producer "
+                    "processes, never in the training process; pass None "
+                    "(this rank's CPU budget) or a count >= 1")
             wanted["num_workers"] = num_workers
         if isinstance(seed, int) and 1 << 63 <= seed < 1 << 64:
             wanted["seed"] = seed - (1 << 64)  # the same 64-bit pattern
@@ -434,7 +439,8 @@ class Loader:
                                   "PyTorch; it is not installed")
             from ._cuda import make_converter
             self._convert_fn = make_converter(
-                dtype, mean, std, 1 if layout == "nchw" else 3)
+                dtype, mean, std, 1 if layout == "nchw" else 3,
+                values.get("channels", param("channels").default))
         self._epoch = 0  # the epoch the next batch comes from
         self._batch = 0  # and its number in it
         # A loop left early: the next loop starts the next epoch (torch's
@@ -656,45 +662,97 @@ class Loader:
         if run.next_seq != self._epoch * self._per_epoch + self._batch:
             self._open_run()
 
+    # What a checkpoint must share with the Loader that loads it, and the
+    # keyword to change when it does not.
+    _MUST_MATCH = (("samples", "source"), ("seed", "seed"),
+                   ("batch_size", "batch_size"), ("shuffle", "shuffle"),
+                   ("drop_last", "drop_last"), ("shard_pad", "shard_pad"),
+                   ("transform", "transform"), ("height", "size"),
+                   ("width", "size"))
+
     def state_dict(self) -> Dict[str, Any]:
         """Where the loader is: enough for load_state_dict() in a new
         Loader with the same arguments to yield exactly the batches this
         one would yield next (torchdata's Stateful protocol). Take it
-        between steps; the batch the loop holds counts as consumed."""
-        self._usable()
+        between steps; the batch the loop holds counts as consumed. Works
+        after close() too (after Ctrl-C, say): it records the position.
+
+        The position is the same on every rank of a job (each has the
+        same number of batches per epoch), so one rank's state_dict()
+        resumes all of them, as when only rank 0 saves the checkpoint."""
+        if self._forked or self._pid != os.getpid():
+            self._usable()  # raises ForkError
         if not self._config.values.get("ordered", 1):
             raise ConfigError("state_dict() needs batches in order: drop "
                               "ordered=False")
-        return {"version": STATE_VERSION, "epoch": self._epoch,
-                "batch": self._batch, "batches_per_epoch": self._per_epoch,
-                "samples": self._samples, "seed": self._config.values["seed"],
-                "batch_size": self._config.values["batch_size"],
-                "shuffle": self._config.values["shuffle"],
-                "rank": self._rank, "world_size": self._world}
+        values = self._config.values
+        state = {"version": STATE_VERSION, "epoch": self._epoch,
+                 "batch": self._batch, "batches_per_epoch": self._per_epoch,
+                 "samples": self._samples, "rank": self._rank,
+                 "world_size": self._world}
+        for key, _ in self._MUST_MATCH:
+            if key != "samples":
+                state[key] = values.get(key, param(key).default)
+        return state
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: Dict[str, Any],
+                        strict: bool = True) -> None:
         """Resumes at the position `state` (from state_dict()) records: the
         next ``for`` loop yields the rest of that epoch, batch for batch
-        what the run that saved it would have yielded. Raises ConfigError
-        when the checkpoint was made with another dataset, seed, batch
-        size, shuffle or world size (naming it)."""
-        if state.get("version") != STATE_VERSION:
-            raise ConfigError(f"state version {state.get('version')!r} is not "
-                              f"{STATE_VERSION}: not a ringfeed Loader's "
-                              "state_dict()")
+        what the run that saved it would have yielded, on every rank.
+
+        Raises ConfigError, naming the keyword, when the checkpoint was
+        made with another dataset (its sample count), seed, batch size,
+        shuffle, drop_last, shard_pad, transform, size or world size. With
+        strict=False a checkpoint from another world size (a job restarted
+        on more or fewer GPUs) is taken too: the loader starts at the same
+        epoch, at the batch where as many samples of it had been consumed
+        across all ranks; samples of that epoch near the cut may be seen
+        twice or not at all (a warning says so), as each rank's share of
+        the order changes with the world size."""
+        if not isinstance(state, dict) or \
+                state.get("version") != STATE_VERSION:
+            raise ConfigError(f"state version {state.get('version')!r} is "
+                              f"not {STATE_VERSION}: not a ringfeed "
+                              "Loader's state_dict()"
+                              if isinstance(state, dict) else
+                              "load_state_dict() takes the dict "
+                              "state_dict() returned")
         self._usable()
         mine = self.state_dict()
-        for key, keyword in (("samples", "source"), ("seed", "seed"),
-                             ("batch_size", "batch_size"),
-                             ("shuffle", "shuffle"),
-                             ("world_size", "world_size"), ("rank", "rank"),
-                             ("batches_per_epoch", "drop_last")):
-            if state.get(key) != mine[key]:
+        for key, keyword in self._MUST_MATCH:
+            if key in state and state[key] != mine[key]:
                 raise ConfigError(
-                    f"the checkpoint has {key} {state.get(key)!r} but this "
+                    f"the checkpoint has {key} {state[key]!r} but this "
                     f"Loader {mine[key]!r}: resuming needs the run's own "
                     f"{keyword}=")
-        self._epoch, self._batch = int(state["epoch"]), int(state["batch"])
+        epoch, batch = int(state["epoch"]), int(state["batch"])
+        if state.get("world_size") != self._world:
+            if strict:
+                raise ConfigError(
+                    f"the checkpoint was made with world_size="
+                    f"{state.get('world_size')} and this Loader has "
+                    f"world_size={self._world}: resume on "
+                    f"{state.get('world_size')} ranks, or pass strict=False "
+                    "to load_state_dict() to resume near the same place "
+                    "(not exactly)")
+            consumed = batch * mine["batch_size"] * int(state["world_size"])
+            batch = consumed // (mine["batch_size"] * self._world)
+            if batch >= self._per_epoch:
+                epoch, batch = epoch + 1, 0
+            import warnings
+            warnings.warn(
+                f"resuming a {state['world_size']}-rank checkpoint on "
+                f"{self._world} ranks: epoch {epoch} from batch {batch}; "
+                "samples of this epoch near the cut may repeat or be "
+                "missed", RuntimeWarning, stacklevel=2)
+        elif state.get("batches_per_epoch") != self._per_epoch:
+            raise ConfigError(
+                f"the checkpoint's epochs have {state.get('batches_per_epoch')}"
+                f" batches and this Loader's {self._per_epoch}: resuming "
+                "needs the run's own source, batch_size, drop_last and "
+                "world_size")
+        self._epoch, self._batch = epoch, batch
         self._left_early = False
 
     # ---- reports and lifetime -------------------------------------------

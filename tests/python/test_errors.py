@@ -124,6 +124,9 @@ def test_unknown_keyword_is_a_type_error(tmp_path_factory):
     (dict(batch_size=70000), "batch_size="),
     (dict(size=0), "size="),
     (dict(num_workers=-1), "num_workers="),
+    (dict(num_workers=0), "num_workers="),
+    (dict(dtype="float32x", mean=(0.5,), std=(0.5,)), "dtype="),
+    (dict(dtype="float32", mean=(0.5, 0.5), std=(0.5, 0.5)), "channels"),
     (dict(slots=1 << 20), "slots="),
     (dict(max_error_ppm=2_000_000), "max_error_ppm="),
     (dict(on_error="ignore"), "on_error="),
@@ -134,6 +137,12 @@ def test_out_of_range_names_the_keyword(tmp_path_factory, kwargs, keyword):
     root = dataset(tmp_path_factory, "tiny")
     args = dict(batch_size=8, size=32)
     args.update(kwargs)
+    if isinstance(args.get("dtype"), str):  # a torch dtype, by name
+        torch = pytest.importorskip("torch")
+        if not hasattr(torch, args["dtype"]):
+            args["dtype"] = torch.int32  # not a float dtype
+        else:
+            args["dtype"] = getattr(torch, args["dtype"])
     with pytest.raises(ringfeed.ConfigError) as caught:
         ringfeed.Loader(root, args.pop("batch_size"), **args)
     assert isinstance(caught.value, ValueError)
@@ -219,3 +228,19 @@ def test_cuda_without_a_gpu_fails_at_construction(tmp_path_factory):
     assert "device=" in str(caught.value)
     with pytest.raises(ringfeed.ConfigError):
         ringfeed.Loader(root, 8, size=32, device="cpu")
+
+
+def test_half_a_launcher_pair_is_a_config_error(tmp_path_factory,
+                                                monkeypatch):
+    """RANK without WORLD_SIZE: a ConfigError (so a RingfeedError) that
+    names both variables and the keywords that settle it."""
+    root = dataset(tmp_path_factory, "tiny")
+    for name in ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                 "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                 "SLURM_PROCID", "SLURM_NTASKS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, 4, size=16)
+    text = str(caught.value)
+    assert "WORLD_SIZE" in text and "world_size=" in text

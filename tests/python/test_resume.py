@@ -174,3 +174,44 @@ def test_loop_left_early(reference):
     with make(root) as loader:
         loader.load_state_dict(state)
         assert_same_batches(collect(loader), want[5:per_epoch])
+
+
+def test_rank_zeros_checkpoint_resumes_every_rank(reference):
+    """The usual DDP checkpoint is written by rank 0 only: its state must
+    resume rank 1 at the same position, in rank 1's own shard."""
+    root, _ = reference
+    with make(root, rank=1, world_size=2) as loader:
+        want = collect(loader)  # rank 1's epoch 0
+    state = partial_state(root, 3, rank=0, world_size=2)
+    with make(root, rank=1, world_size=2) as loader:
+        loader.load_state_dict(state)
+        assert_same_batches(collect(loader), want[3:])
+
+
+def test_other_world_size_when_not_strict(reference):
+    """strict=False takes a checkpoint of another world size, starting at
+    the batch where as many samples of the epoch were consumed (5 batches
+    on 1 rank = 2 batches on 2 ranks, rounded down), with a warning."""
+    root, _ = reference
+    state = partial_state(root, 5)
+    with make(root, rank=0, world_size=2) as loader:
+        with pytest.warns(RuntimeWarning, match="may repeat"):
+            loader.load_state_dict(state, strict=False)
+        got = collect(loader)
+        assert (got[0][0], got[0][1]) == (0, 2)
+
+
+def test_state_dict_after_close(reference):
+    """A closed loader (Ctrl-C in its wait closes it) still says where it
+    was, so the checkpoint can be written on the way out."""
+    root, want = reference
+    loader = make(root)
+    for k, _ in enumerate(loader.batches(), 1):
+        if k == 4:
+            break
+    loader.close()
+    state = loader.state_dict()
+    assert (state["epoch"], state["batch"]) == (0, 4)
+    with make(root) as loader:
+        loader.load_state_dict(state)
+        assert_same_batches(collect(loader), want[4:14])
