@@ -391,6 +391,7 @@ class Loader:
                  **params: Any) -> None:
         self._run: Optional[_Run] = None
         self._uploader: Any = None
+        self._classes: Optional[List[str]] = None
         self._closed = False
         self._forked = False
         self._pid = os.getpid()
@@ -798,6 +799,17 @@ class Loader:
             errors="replace"))) for e in errors[:min(n, 1024)]]
 
     @property
+    def classes(self) -> List[str]:
+        """The class names, by label: torchvision ImageFolder's
+        ``dataset.classes`` (the class folders' names, sorted), for a
+        packed file the names it was written with; for a Synthetic source
+        "0", "1", .... Read from the dataset on first use (for a folder
+        that lists it once more), then kept."""
+        if self._classes is None:
+            self._classes = _class_names(self._source)
+        return list(self._classes)
+
+    @property
     def closed(self) -> bool:
         """Whether close() ran."""
         return self._closed
@@ -843,3 +855,26 @@ def _copy_array(address: int, count: int, dtype: Any) -> Any:
         return np.zeros(0, dtype=dtype)
     nbytes = count * np.dtype(dtype).itemsize
     return np.frombuffer(ctypes.string_at(address, nbytes), dtype=dtype).copy()
+
+
+def _class_names(source: Any) -> List[str]:
+    """The names of a source's classes, by label."""
+    if isinstance(source, Synthetic):
+        return [str(i) for i in range(source.classes)]
+    lib = _capi.lib()
+    ds, err = ctypes.c_void_p(), ctypes.c_void_p()
+    rc = lib.rf_dataset_open(ctypes.byref(ds), os.fsencode(source),
+                             ctypes.byref(err))
+    detail = _capi.take_message(err)
+    if rc < 0:
+        raise from_code(rc, detail)
+    try:
+        info = _capi.DatasetInfo()
+        lib.rf_dataset_get_info(ds, ctypes.byref(info))
+        names, out = [], ctypes.create_string_buffer(4096)
+        for label in range(info.classes):
+            rc = lib.rf_dataset_class_name(ds, label, out, len(out))
+            names.append(os.fsdecode(out.value) if rc == 0 else str(label))
+        return names
+    finally:
+        lib.rf_dataset_close(ds)

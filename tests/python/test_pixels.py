@@ -4,6 +4,7 @@ and under each transform; every label is the sample's class folder."""
 
 from __future__ import annotations
 
+import pathlib
 import numpy as np
 import pytest
 
@@ -70,3 +71,14 @@ def test_layouts_hold_the_same_pixels(tmp_path_factory):
             assert np.array_equal(as_numpy(la), as_numpy(lb))
             assert np.array_equal(as_numpy(ia).transpose(0, 3, 1, 2),
                                   as_numpy(ib))
+
+
+def test_classes_are_image_folders(tmp_path_factory):
+    """loader.classes is torchvision ImageFolder's classes: the class
+    folders' names, sorted, by label."""
+    root = dataset(tmp_path_factory, "tiny")
+    want = sorted(p.name for p in pathlib.Path(root).iterdir() if p.is_dir())
+    with ringfeed.Loader(root, 4, size=16) as loader:
+        assert loader.classes == want
+    assert ringfeed.Loader(ringfeed.Synthetic(8, 3), 2, size=8,
+                           num_workers=1).classes == ["0", "1", "2"]
