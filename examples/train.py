@@ -13,8 +13,8 @@ batch.
         [--log-every N] [--print-batches] [--cpu]
 
 DATA is a folder of class folders (torchvision's ImageFolder: the sorted
-folder names are labels 0, 1, ...) or a packed file made by ringfeed-pack
-(then give --classes). --stop-after N takes N steps, saves the checkpoint
+folder names are labels 0, 1, ...) or a packed file made by ringfeed-pack;
+the classes are the loader's (loader.classes) unless --classes says. --stop-after N takes N steps, saves the checkpoint
 and exits, as a job killed there would have left it; --resume then goes
 on from that checkpoint, at the batch after the last one trained on, and
 says which. A checkpoint is also saved at the end of each epoch and, with
@@ -78,7 +78,7 @@ def parse_args(argv):
         description="Train ResNet-18 on an ImageFolder fed by ringfeed, "
                     "with mid-epoch checkpoints and exact resume.")
     p.add_argument("data", help="folder of class folders, or a packed file "
-                                "made by ringfeed-pack (give --classes)")
+                                "made by ringfeed-pack")
     p.add_argument("--epochs", type=int, metavar="N", default=90,
                    help="default 90")
     p.add_argument("--batch-size", type=int, metavar="N", default=64,
@@ -95,7 +95,8 @@ def parse_args(argv):
                         "eval: resize and centre crop, the same pixels "
                         "every epoch")
     p.add_argument("--classes", type=int, metavar="N",
-                   help="number of classes; default: DATA's class folders")
+                   help="number of classes; default: the loader's "
+                        "(loader.classes)")
     p.add_argument("--checkpoint", metavar="PATH",
                    help="where to save checkpoints (and --resume from)")
     p.add_argument("--resume", action="store_true",
@@ -131,25 +132,6 @@ def parse_args(argv):
     if args.lr is None:
         args.lr = 0.1 * args.batch_size / 256
     return args
-
-
-def count_classes(args):
-    """--classes, else the class folders of DATA (ImageFolder's rule: every
-    sub-folder is a class)."""
-    if args.classes is not None:
-        return args.classes
-    if not os.path.exists(args.data):
-        sys.exit(f"train: {args.data} does not exist: give a folder of class "
-                 "folders or a packed file")
-    if not os.path.isdir(args.data):
-        sys.exit(f"train: {args.data} is not a folder (a packed file?): "
-                 "give its number of classes with --classes")
-    with os.scandir(args.data) as entries:
-        classes = sum(1 for e in entries if e.is_dir())
-    if classes < 1:
-        sys.exit(f"train: {args.data} has no class folders: an ImageFolder "
-                 "holds one folder of images per class")
-    return classes
 
 
 # ---- checkpoints ----------------------------------------------------------
@@ -403,8 +385,11 @@ class Trainer:
         return False
 
 
-def train(args, device, classes):
+def train(args, device):
     with open_loader(args, device) as loader:
+        if args.classes is None:  # ImageFolder's classes, or the pack's
+            args.classes = len(loader.classes)
+        classes = args.classes
         trainer = Trainer(args, device, classes, loader)
         if args.resume:
             trainer.resume()
@@ -432,9 +417,8 @@ def main(argv):
         torch.set_num_threads(args.threads)
     use_gpu = torch.cuda.is_available() and not args.cpu
     device = torch.device("cuda" if use_gpu else "cpu")
-    args.classes = count_classes(args)
     try:
-        return train(args, device, args.classes)
+        return train(args, device)
     except ringfeed.RingfeedError as e:
         print(f"train: {e}", file=sys.stderr)
         return 1
