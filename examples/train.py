@@ -14,8 +14,9 @@ batch.
 
 DATA is a folder of class folders (torchvision's ImageFolder: the sorted
 folder names are labels 0, 1, ...) or a packed file made by ringfeed-pack;
-the classes are the loader's (loader.classes) unless --classes says. --stop-after N takes N steps, saves the checkpoint
-and exits, as a job killed there would have left it; --resume then goes
+the classes are the loader's (loader.classes) unless --classes says.
+--stop-after N takes N steps, saves the checkpoint and exits, as a job
+killed there would have left it; --resume then goes
 on from that checkpoint, at the batch after the last one trained on, and
 says which. A checkpoint is also saved at the end of each epoch and, with
 --save-every N, every N steps. In a build tree, where the package is not
