@@ -197,16 +197,19 @@ EOF
 # The wheel installed in a new virtual environment (numpy from the
 # system's packages), then used from another folder with the venv's
 # python alone on PATH (no compiler), no RINGFEED_ setting and no source
-# tree on the path: the package is the venv's, a loader delivers every
-# sample of one epoch in batches of the asked shape, its producers are
-# the wheel's helper, and none is left once it closes.
+# tree on the path: the package is the venv's, of configure.ac's version
+# (its __version__ and its metadata), a loader delivers every sample of
+# one epoch in batches of the asked shape, its producers are the wheel's
+# helper, and none is left once it closes.
 case_wheel_fresh_venv_runs() {
     installed
     cd "$work/elsewhere" || fail "no $work/elsewhere"
     run 0 env -u PYTHONPATH -u LD_LIBRARY_PATH -u PYTHONHOME \
-        PATH="$venv/bin" python - "$work/ds" <<'EOF'
-import os, sys
+        PATH="$venv/bin" python - "$work/ds" "$version" <<'EOF'
+import importlib.metadata, os, sys
 import ringfeed
+versions = ringfeed.__version__, importlib.metadata.version("ringfeed")
+assert versions == (sys.argv[2],) * 2, versions
 
 def children():
     me, found = str(os.getpid()), []
