@@ -148,8 +148,9 @@ info = f"ringfeed-{version}.dist-info"
 z = zipfile.ZipFile(wheel)
 names = set(z.namelist())
 expected = {f"ringfeed/{os.path.relpath(os.path.join(d, f), source)}"
-            for d, _, files in os.walk(source) if "__pycache__" not in d
-            for f in files if not f.endswith(".pyc")}
+            for d, _, files in os.walk(source)
+            if "__pycache__" not in d and "/." not in d
+            for f in files if not f.endswith(".pyc") and f[0] != "."}
 expected |= {"ringfeed/_native/libringfeed.so.0",
              "ringfeed/_native/ringfeed-producer",
              f"{info}/METADATA", f"{info}/WHEEL", f"{info}/RECORD"}

@@ -367,7 +367,8 @@ def _record_hash(data):
 
 def package_files():
     """(name in the wheel, file) for the package's own files: every file
-    under python/ringfeed/ but byte code and a stray _native/."""
+    under python/ringfeed/ but byte code, hidden files (an editor's) and
+    a stray _native/."""
     root = TOP / "python" / PACKAGE
     if not (root / "__init__.py").is_file():
         stop(f"no package at {root} (python/{PACKAGE}/__init__.py)")
@@ -375,6 +376,7 @@ def package_files():
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
         if (path.is_dir() or "__pycache__" in rel.parts
+                or any(part.startswith(".") for part in rel.parts)
                 or rel.parts[0] == NATIVE or path.suffix in (".pyc", ".pyo")):
             continue
         found.append((f"{PACKAGE}/{rel.as_posix()}", path))
