@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -285,11 +286,15 @@ int rf__segment_attach(struct rf__segment *seg, int control_fd, int arena_fd,
         return rc;
     seg->header = base;
     /* Validated, then compared with the copy taken before: what the
-     * accessors use is exactly what was checked. */
+     * accessors use is exactly what was checked. The words the consumer
+     * writes while producers run (`closing`, from there on) are not
+     * layout and stay out of the comparison. */
     if (base)
         memcpy(&seg->layout, base, sizeof(seg->layout));
     rc = rf__segment_validate(base, seg->control_size, why, why_len);
-    if (rc == 0 && memcmp(&seg->layout, base, sizeof(seg->layout)) != 0)
+    if (rc == 0 && memcmp((const unsigned char *)&seg->layout,
+                          (const unsigned char *)base,
+                          offsetof(struct rf__header, closing)) != 0)
         rc = reject(why, why_len, "the header changed while it was checked");
     if (rc < 0)
         goto fail;

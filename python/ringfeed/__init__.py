@@ -24,7 +24,25 @@ from .errors import (BatchReleased, ConfigError, CorruptSample,
 from .loader import Batch, Loader, Synthetic
 from .params import Param, param, params
 
-__version__ = "0.2.0"
+
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml takes it from
+    configure.ac); from a source tree, the loaded library's."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            return version("ringfeed")
+        except PackageNotFoundError:
+            pass
+        from . import _capi
+        v = _capi.lib().rf_version()
+        return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+    except Exception:  # no library either: say so, do not fail the import
+        return "unknown"
+
+
+__version__ = _version()
 
 __all__ = [
     "Loader", "Batch", "Synthetic", "Param", "params", "param",
