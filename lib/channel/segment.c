@@ -292,9 +292,9 @@ int rf__segment_attach(struct rf__segment *seg, int control_fd, int arena_fd,
     if (base)
         memcpy(&seg->layout, base, sizeof(seg->layout));
     rc = rf__segment_validate(base, seg->control_size, why, why_len);
-    if (rc == 0 && memcmp((const unsigned char *)&seg->layout,
-                          (const unsigned char *)base,
-                          offsetof(struct rf__header, closing)) != 0)
+    if (rc == 0 &&
+        memcmp((const unsigned char *)&seg->layout, (const unsigned char *)base,
+               offsetof(struct rf__header, closing)) != 0)
         rc = reject(why, why_len, "the header changed while it was checked");
     if (rc < 0)
         goto fail;
