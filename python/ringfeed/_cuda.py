@@ -145,8 +145,9 @@ def make_converter(dtype: Any, mean: Optional[Sequence[float]],
         raise ConfigError("mean= and std= must be sequences of one float per "
                           "channel")
     if mean_t.shape[0] != channels:
-        raise ConfigError(f"mean= and std= have {mean_t.shape[0]} values but "
-                          f"the images {channels} channels (channels=)")
+        raise ConfigError(f"mean= and std= give {mean_t.shape[0]} value(s) "
+                          f"but the images have {channels} channel(s) "
+                          "(channels=): give one value per channel")
     if bool((std_t == 0).any()):
         raise ConfigError("std= must not hold 0")
     # x/255 - mean) / std == x * scale + shift, one fused pass per batch

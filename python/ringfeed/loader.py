@@ -668,8 +668,7 @@ class Loader:
     _MUST_MATCH = (("samples", "source"), ("seed", "seed"),
                    ("batch_size", "batch_size"), ("shuffle", "shuffle"),
                    ("drop_last", "drop_last"), ("shard_pad", "shard_pad"),
-                   ("transform", "transform"), ("height", "size"),
-                   ("width", "size"))
+                   ("transform", "transform"), ("size", "size"))
 
     def state_dict(self) -> Dict[str, Any]:
         """Where the loader is: enough for load_state_dict() in a new
@@ -686,15 +685,28 @@ class Loader:
         if not self._config.values.get("ordered", 1):
             raise ConfigError("state_dict() needs batches in order: drop "
                               "ordered=False")
-        values = self._config.values
         state = {"version": STATE_VERSION, "epoch": self._epoch,
                  "batch": self._batch, "batches_per_epoch": self._per_epoch,
                  "samples": self._samples, "rank": self._rank,
-                 "world_size": self._world}
+                 "world_size": self._world,
+                 "size": [self._value("height"), self._value("width")]}
         for key, _ in self._MUST_MATCH:
-            if key != "samples":
-                state[key] = values.get(key, param(key).default)
+            if key not in state:
+                state[key] = self._value(key)
         return state
+
+    def _value(self, name: str) -> Any:
+        """A parameter's value as the Loader's keyword takes it: a choice
+        by name, a flag as a bool."""
+        p = param(name)
+        value = self._config.values.get(name)
+        if value is None:
+            return p.default
+        if p.kind == "choice":
+            return p.choices[value - p.minimum]
+        if p.kind == "boolean":
+            return bool(value)
+        return value
 
     def load_state_dict(self, state: Dict[str, Any],
                         strict: bool = True) -> None:
@@ -733,8 +745,8 @@ class Loader:
                 raise ConfigError(
                     f"the checkpoint was made with world_size="
                     f"{state.get('world_size')} and this Loader has "
-                    f"world_size={self._world}: resume on "
-                    f"{state.get('world_size')} ranks, or pass strict=False "
+                    f"world_size={self._world}: resume with world_size="
+                    f"{state.get('world_size')}, or pass strict=False "
                     "to load_state_dict() to resume near the same place "
                     "(not exactly)")
             consumed = batch * mine["batch_size"] * int(state["world_size"])
