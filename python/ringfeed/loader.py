@@ -373,7 +373,8 @@ class Loader:
     source or the device are raised here, and the ring fills while the
     model is built. close() (or ``with``) stops them; so do garbage
     collection and interpreter exit. A Loader cannot be used in a child of
-    fork(): open one there.
+    fork(): open one there. One thread at a time: any thread may iterate
+    a Loader, but not two at once.
     """
 
     def __init__(self, source: Union[PathLike, Synthetic], batch_size: int,
@@ -395,7 +396,6 @@ class Loader:
         self._closed = False
         self._forked = False
         self._pid = os.getpid()
-        self._lock = threading.Lock()
         if not isinstance(source, Synthetic):
             source = os.fspath(source)
         height, width = (size, size) if isinstance(size, int) else size
@@ -555,14 +555,11 @@ class Loader:
         except GeneratorExit:
             self._left_early = True
             raise
-        except BaseException:
-            # KeyboardInterrupt, a producer's death, GeneratorExit when the
-            # loop is left early: nothing of this epoch stays held. A
-            # failure also closes the loader (the library's run can only be
-            # closed after one); Ctrl-C too, as documented.
-            self._release_all()
-            raise
         finally:
+            # Left early, Ctrl-C, a producer's death: nothing of this
+            # epoch stays held. A failure and Ctrl-C have also closed the
+            # loader (_stream): the library's run can only be closed after
+            # a failure, and Ctrl-C ends the loop as documented.
             self._release_all()
 
     def _stream(self, run: _Run, end: int) -> Iterator[Batch]:
