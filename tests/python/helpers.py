@@ -328,7 +328,7 @@ def open_fds(pid: str = "self") -> List[str]:
 def arena_maps(pid: str = "self") -> List[str]:
     """The lines of /proc/PID/maps that map a ring ("ringfeed-arena")."""
     with open(f"/proc/{pid}/maps") as f:
-        return [line for line in f if "ringfeed-arena" in line]
+        return [line for line in f if "/memfd:ringfeed-arena" in line]
 
 
 def free_port() -> int:

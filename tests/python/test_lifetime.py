@@ -96,7 +96,7 @@ KEPT_PAST_CLOSE = textwrap.dedent("""
     import ringfeed
     def arena():
         with open("/proc/self/maps") as f:
-            return [l for l in f if "ringfeed-arena" in l]
+            return [l for l in f if "/memfd:ringfeed-arena" in l]
     loader = ringfeed.Loader(sys.argv[1], 8, size=32, num_workers=1)
     kept = []
     for i, (images, labels) in enumerate(loader):

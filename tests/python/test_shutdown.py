@@ -22,7 +22,7 @@ from helpers import (alive, arena_maps, child_env, children, dataset,
 
 def ringfeed_maps():
     with open("/proc/self/maps") as f:
-        return [line for line in f if "ringfeed-" in line]
+        return [line for line in f if "/memfd:ringfeed-" in line]
 
 
 def snapshot():
