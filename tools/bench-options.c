@@ -18,6 +18,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli-terms.h"
+
 /* Help texts start in this column after "  --", so that they line up. */
 #define HELP_COLUMN 16
 
@@ -158,16 +160,10 @@ static const struct other_option other_options[] = {
 
 /* ---- the library's table ------------------------------------------------ */
 
-/* param's row of the library's table; the tool cannot go on without it. */
+/* param's row of the library's table (cli_param_info()). */
 static rf_param_info param_info(rf_param param)
 {
-    rf_param_info info;
-    if (rf_param_lookup(param, &info) < 0)
-        cli_die(PROGRAM,
-                "the ringfeed library loaded has no parameter %d: it is "
-                "older than this tool",
-                (int)param);
-    return info;
+    return cli_param_info(PROGRAM, param);
 }
 
 /* Copies word `position` of a list of words separated by single spaces

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "ringfeed.h"
 
 /* An output buffer that cuts what does not fit. */
@@ -176,4 +177,15 @@ void cli_user_terms(const char *text, const struct option *options,
         p += n ? n : 1;
     }
     shorten_advice(out);
+}
+
+rf_param_info cli_param_info(const char *program, rf_param param)
+{
+    rf_param_info info;
+    if (rf_param_lookup(param, &info) < 0)
+        cli_die(program,
+                "the ringfeed library loaded has no parameter %d: it is "
+                "older than this tool",
+                (int)param);
+    return info;
 }

@@ -11,6 +11,8 @@
 #include <getopt.h>
 #include <stddef.h>
 
+#include "ringfeed.h"
+
 /* A parameter whose flag is not its name with dashes ("batch_size" is
  * --batch); the list ends with a NULL param_name. */
 struct cli_alias {
@@ -30,5 +32,11 @@ struct cli_alias {
  * tool has no flag for are left as they are. */
 void cli_user_terms(const char *text, const struct option *options,
                     const struct cli_alias *aliases, char *out, size_t len);
+
+/* param's row of the library's table, which a tool builds its flags'
+ * ranges, defaults and choices from. Exits with status 1 (cli_die(),
+ * naming program) when the library loaded has no such parameter: one
+ * older than the tool. */
+rf_param_info cli_param_info(const char *program, rf_param param);
 
 #endif

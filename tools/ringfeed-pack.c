@@ -93,16 +93,10 @@ static const char *const decode_dashed[PACK_DECODE_PARAMS] = {
 
 /* ---- the library's parameter table ------------------------------------- */
 
-/* param's row of the library's table; the tool cannot go on without it. */
+/* param's row of the library's table (cli_param_info()). */
 static rf_param_info param_info(rf_param param)
 {
-    rf_param_info info;
-    if (rf_param_lookup(param, &info) < 0)
-        cli_die(PROGRAM,
-                "the ringfeed library loaded has no parameter %d: it is "
-                "older than this tool",
-                (int)param);
-    return info;
+    return cli_param_info(PROGRAM, param);
 }
 
 /* The length of word `position` of a list of words separated by single
