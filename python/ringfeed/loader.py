@@ -373,7 +373,8 @@ class Loader:
     source or the device are raised here, and the ring fills while the
     model is built. close() (or ``with``) stops them; so do garbage
     collection and interpreter exit. A Loader cannot be used in a child of
-    fork(): open one there. One thread at a time: any thread may iterate
+    fork(): open one there. One loop at a time (a second one raises while
+    the first is open), and one thread at a time: any thread may iterate
     a Loader, but not two at once.
     """
 
@@ -448,6 +449,7 @@ class Loader:
         # DataLoader starts a new pass there), while state_dict() still
         # records the position, for a checkpoint taken after the break.
         self._left_early = False
+        self._iterating = False  # a loop is running (one at a time)
         self._open_run()
         with _live_lock:
             _live.add(self)
@@ -539,6 +541,10 @@ class Loader:
         """Like iterating, but yields Batch objects with the details:
         indices, epoch, number, skipped (see Batch)."""
         self._usable()
+        if self._iterating:
+            raise RingfeedError(
+                "this Loader is already being iterated: one loop at a time "
+                "(finish or leave the other loop, or open a second Loader)")
         if self._left_early and self._batch:
             self._epoch, self._batch = self._epoch + 1, 0
         self._left_early = False
@@ -550,12 +556,14 @@ class Loader:
             end = self._epochs * self._per_epoch
         if self._epoch * self._per_epoch + self._batch >= end:
             return
+        self._iterating = True
         try:
             yield from self._stream(run, end)
         except GeneratorExit:
             self._left_early = True
             raise
         finally:
+            self._iterating = False
             # Left early, Ctrl-C, a producer's death: nothing of this
             # epoch stays held. A failure and Ctrl-C have also closed the
             # loader (_stream): the library's run can only be closed after

@@ -244,3 +244,17 @@ def test_half_a_launcher_pair_is_a_config_error(tmp_path_factory,
         ringfeed.Loader(root, 4, size=16)
     text = str(caught.value)
     assert "WORLD_SIZE" in text and "world_size=" in text
+
+
+def test_one_loop_at_a_time(tmp_path_factory):
+    """A second loop over a Loader while the first is still open would
+    split the batches between them: it raises, naming the way out, and
+    the first loop goes on; once the first is left, a loop may start."""
+    root = dataset(tmp_path_factory, "tiny")
+    with ringfeed.Loader(root, 4, size=16, num_workers=1) as loader:
+        first = iter(loader)
+        next(first)
+        with pytest.raises(ringfeed.RingfeedError, match="one loop at a time"):
+            next(iter(loader))
+        assert sum(1 for _ in first) == len(loader) - 1
+        assert sum(1 for _ in loader) == len(loader)
