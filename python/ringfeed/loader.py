@@ -8,12 +8,12 @@ the producers when the loop takes the next batch (or keep_batches later),
 so a CPU tensor is valid until then: ``.clone()`` what you keep longer.
 """
 
+
 from __future__ import annotations
 
 import atexit
 import collections
 import ctypes
-import errno
 import logging
 import os
 import threading
@@ -21,272 +21,25 @@ import weakref
 from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional,
                     Sequence, Tuple, Union)
 
-from . import _capi
+import numpy as np
+
+from . import _capi, _checkpoint
 from ._distributed import rank_and_world
-from .errors import (BatchReleased, ConfigError, ForkError, LoaderClosed,
-                     RingfeedError, from_code)
+from ._run import _Config, _Held, _Run, copy_array
+from .batch import Batch
+from .errors import ConfigError, ForkError, LoaderClosed, RingfeedError
 from .params import by_keyword, param, user_terms
+from .source import Synthetic, class_names
 
 try:
     import torch
 except ImportError:  # numpy arrays instead
     torch = None
-import numpy as np
 
 __all__ = ["Loader", "Batch", "Synthetic"]
 
 log = logging.getLogger("ringfeed")
 PathLike = Union[str, "os.PathLike[str]"]
-STATE_VERSION = 1
-
-
-class Synthetic:
-    """A dataset made up on the fly, for tests and benchmarks: `samples`
-    images of `classes` labels; jpeg=True makes each one a JPEG that the
-    producers decode (the cost of a real dataset), False fills the pixels
-    directly."""
-
-    def __init__(self, samples: int, classes: int = 1000, *,
-                 jpeg: bool = True) -> None:
-        if samples < 1 or classes < 1:
-            raise ConfigError("Synthetic needs samples >= 1 and classes >= 1")
-        self.samples, self.classes, self.jpeg = samples, classes, jpeg
-
-    def __repr__(self) -> str:
-        return (f"Synthetic(samples={self.samples}, classes={self.classes}, "
-                f"jpeg={self.jpeg})")
-
-
-class Batch:
-    """One batch with its details, as ``Loader.batches()`` yields it.
-
-    Every attribute raises BatchReleased once the batch's slot went back to
-    the producers (the loop took the next batch, or the loader closed):
-    the package never hands out what producers have since overwritten.
-    A tensor taken from it earlier (``images = batch.images``) is a view of
-    the slot and is not checked: use it before the next batch, or clone it.
-    """
-
-    __slots__ = ("_images", "_labels", "_indices", "_epoch", "_number",
-                 "_sequence", "_skipped", "_released", "__weakref__")
-
-    def __init__(self, images: Any, labels: Any, indices: Any, epoch: int,
-                 number: int, sequence: int, skipped: int) -> None:
-        self._images, self._labels, self._indices = images, labels, indices
-        self._epoch, self._number = epoch, number
-        self._sequence, self._skipped = sequence, skipped
-        self._released = False
-
-    def _check(self) -> None:
-        if self._released:
-            raise BatchReleased(
-                f"batch {self._number} of epoch {self._epoch} was released "
-                "(the loop took a later batch, left the loop, or the loader "
-                "closed); its slot holds other images now. Copy what you keep while the batch is current "
-                "(batch.images.clone()), or pass keep_batches= to Loader to "
-                "keep more batches valid")
-
-    @property
-    def images(self) -> Any:
-        """The images: uint8 (or dtype=) tensor, NCHW or NHWC."""
-        self._check()
-        return self._images
-
-    @property
-    def labels(self) -> Any:
-        """int64 labels, one per image (a copy: safe to keep)."""
-        self._check()
-        return self._labels
-
-    @property
-    def indices(self) -> Any:
-        """int64 dataset index of each image (a copy)."""
-        self._check()
-        return self._indices
-
-    @property
-    def epoch(self) -> int:
-        """The epoch (0-based)."""
-        self._check()
-        return self._epoch
-
-    @property
-    def number(self) -> int:
-        """The batch's number within its epoch (0-based)."""
-        self._check()
-        return self._number
-
-    @property
-    def sequence(self) -> int:
-        """The batch's number across epochs."""
-        self._check()
-        return self._sequence
-
-    @property
-    def skipped(self) -> int:
-        """Samples left out of this batch because they failed to decode
-        (on_error="skip"); the batch is that much shorter."""
-        self._check()
-        return self._skipped
-
-    @property
-    def released(self) -> bool:
-        """Whether the batch's slot went back to the producers."""
-        return self._released
-
-    def __iter__(self) -> Iterator[Any]:
-        """(images, labels), so ``images, labels = batch`` works."""
-        return iter((self.images, self.labels))
-
-    def __repr__(self) -> str:
-        if self._released:
-            return f"<ringfeed.Batch {self._number} of epoch {self._epoch}, released>"
-        return (f"<ringfeed.Batch {self._number} of epoch {self._epoch}: "
-                f"{len(self._labels)} images>")
-
-
-class _Held:
-    """A batch the loop holds: the C batch to release, and what was built
-    on it."""
-
-    __slots__ = ("c_batch", "batch", "pending")
-
-    def __init__(self, c_batch: _capi.Batch, batch: Batch,
-                 pending: Any = None) -> None:
-        self.c_batch, self.batch, self.pending = c_batch, batch, pending
-
-
-class _Run:
-    """One rf_loader: the producers, the ring, and the batches held.
-
-    Owns the C loader; closing it stops the producers. The ring's memory is
-    handed to a finalizer (rf_loader_keep_arena) so that a tensor that
-    outlives the run reads stale pixels instead of faulting.
-    """
-
-    def __init__(self, cfg: "_Config", start_epoch: int, start_batch: int,
-                 on_message: Callable[[str], None]) -> None:
-        self.pid = os.getpid()
-        self.handle = ctypes.c_void_p()
-        self._message_fn = _capi.MESSAGE_FN(
-            lambda _user, text: on_message(user_terms(
-                text.decode(errors="replace"))))
-        c = cfg.build(start_epoch, start_batch, self._message_fn)
-        try:
-            err = ctypes.c_void_p()
-            rc = _capi.lib().rf_loader_open(ctypes.byref(self.handle), c,
-                                            ctypes.byref(err))
-            detail = _capi.take_message(err)
-        finally:
-            _capi.lib().rf_config_free(c)
-        if rc == _capi.E_FORK_UNSAFE:  # start_mode="fork" in this process
-            raise ConfigError(user_terms(detail), rc)
-        if rc < 0:
-            raise from_code(rc, detail)
-        try:
-            self._attach(start_epoch, start_batch)
-        except BaseException:
-            _capi.lib().rf_loader_close(self.handle)
-            raise
-
-    def _attach(self, start_epoch: int, start_batch: int) -> None:
-        self.stats = _capi.Stats()
-        _capi.lib().rf_loader_stats(self.handle, ctypes.byref(self.stats))
-        # the sequence number of the batch next() hands out next
-        self.next_seq = (start_epoch * self.stats.batches_per_epoch
-                         + start_batch)
-        self.arena = self._map_arena()
-        self.held: Deque[_Held] = collections.deque()
-
-    def _map_arena(self) -> Any:
-        """One array over the whole ring, made once; each batch is a slice
-        of it. The memory stays mapped until the last view is gone."""
-        base, size = ctypes.c_void_p(), ctypes.c_size_t()
-        lib = _capi.lib()
-        rc = lib.rf_loader_arena(self.handle, ctypes.byref(base),
-                                 ctypes.byref(size))
-        if rc == 0:
-            rc = lib.rf_loader_keep_arena(self.handle)
-        if rc < 0:
-            raise from_code(rc, lib.rf_loader_error(self.handle).decode())
-        self.base, self.size = base.value, size.value
-        array = np.frombuffer((ctypes.c_uint8 * self.size).from_address(
-            self.base), dtype=np.uint8)
-        weakref.finalize(array, _capi.munmap, self.base, self.size)
-        return torch.from_numpy(array) if torch is not None else array
-
-    def next(self) -> Optional[_capi.Batch]:
-        """The next C batch, or None at the end; raises on failure. A
-        signal (Ctrl-C) returns control to Python between waits, so that
-        KeyboardInterrupt is raised here at once."""
-        c_batch = _capi.Batch()
-        lib = _capi.lib()
-        while True:
-            rc = lib.rf_loader_next(self.handle, ctypes.byref(c_batch))
-            if rc == 1:
-                self.next_seq = max(self.next_seq, c_batch.sequence + 1)
-                return c_batch
-            if rc == 0:
-                return None
-            if rc != -errno.EINTR:
-                raise from_code(rc, lib.rf_loader_error(self.handle).decode(
-                    errors="replace"))
-
-    def release(self, held: _Held) -> None:
-        held.batch._released = True
-        if not self.handle:  # closed: every slot went with it
-            return
-        if held.pending is not None:
-            held.pending.copied.synchronize()  # the DMA read the slot
-        _capi.lib().rf_loader_release(self.handle, ctypes.byref(held.c_batch))
-
-    def close(self) -> None:
-        if not self.handle:
-            return
-        for held in self.held:
-            held.batch._released = True
-            if held.pending is not None:
-                held.pending.copied.synchronize()
-        self.held.clear()
-        _capi.lib().rf_loader_close(self.handle)
-        self.handle = ctypes.c_void_p()
-
-
-class _Config:
-    """The Loader's arguments as the library's parameters."""
-
-    def __init__(self, source: Any, values: Dict[str, int]) -> None:
-        self.source = source
-        self.values = values  # parameter name -> int64
-
-    def build(self, start_epoch: int, start_batch: int,
-              message_fn: Any) -> int:
-        lib = _capi.lib()
-        c = lib.rf_config_create()
-        if not c:
-            raise MemoryError("rf_config_create")
-        try:
-            values = dict(self.values, start_epoch=start_epoch,
-                          start_batch=start_batch)
-            if isinstance(self.source, Synthetic):
-                values["source"] = param("source").convert(
-                    "synthetic-jpeg" if self.source.jpeg else "synthetic",
-                    "source")
-                values["samples"] = self.source.samples
-                values["classes"] = self.source.classes
-            else:
-                if lib.rf_config_set_path(c, os.fsencode(self.source)) < 0:
-                    raise ConfigError(f"source={self.source!r}: "
-                                      + lib.rf_config_error(c).decode())
-            for name, value in values.items():
-                if lib.rf_config_set(c, param(name).number, value) < 0:
-                    raise ConfigError(user_terms(
-                        lib.rf_config_error(c).decode()))
-            lib.rf_config_set_message_handler(c, message_fn, None)
-        except BaseException:
-            lib.rf_config_free(c)
-            raise
-        return c
 
 
 _live: "weakref.WeakSet[Loader]" = weakref.WeakSet()
@@ -620,9 +373,9 @@ class Loader:
         images = run.arena[offset:offset + c.bytes].view(*shape) \
             if torch is not None else \
             run.arena[offset:offset + c.bytes].reshape(shape)
-        labels = _copy_array(c.labels, c.samples, np.int64)
-        indices = _copy_array(c.indices, c.samples, np.uint64).astype(
-            np.int64)
+        labels = copy_array(c.labels, c.samples, np.int64)
+        # dataset indices are below 2^63: the same bits as int64, torch's
+        indices = copy_array(c.indices, c.samples, np.uint64).view(np.int64)
         if torch is not None:
             labels, indices = torch.from_numpy(labels), torch.from_numpy(
                 indices)
@@ -668,13 +421,6 @@ class Loader:
         if run.next_seq != self._epoch * self._per_epoch + self._batch:
             self._open_run()
 
-    # What a checkpoint must share with the Loader that loads it, and the
-    # keyword to change when it does not.
-    _MUST_MATCH = (("samples", "source"), ("seed", "seed"),
-                   ("batch_size", "batch_size"), ("shuffle", "shuffle"),
-                   ("drop_last", "drop_last"), ("shard_pad", "shard_pad"),
-                   ("transform", "transform"), ("size", "size"))
-
     def state_dict(self) -> Dict[str, Any]:
         """Where the loader is: enough for load_state_dict() in a new
         Loader with the same arguments to yield exactly the batches this
@@ -690,28 +436,9 @@ class Loader:
         if not self._config.values.get("ordered", 1):
             raise ConfigError("state_dict() needs batches in order: drop "
                               "ordered=False")
-        state = {"version": STATE_VERSION, "epoch": self._epoch,
-                 "batch": self._batch, "batches_per_epoch": self._per_epoch,
-                 "samples": self._samples, "rank": self._rank,
-                 "world_size": self._world,
-                 "size": [self._value("height"), self._value("width")]}
-        for key, _ in self._MUST_MATCH:
-            if key not in state:
-                state[key] = self._value(key)
-        return state
-
-    def _value(self, name: str) -> Any:
-        """A parameter's value as the Loader's keyword takes it: a choice
-        by name, a flag as a bool."""
-        p = param(name)
-        value = self._config.values.get(name)
-        if value is None:
-            return p.default
-        if p.kind == "choice":
-            return p.choices[value - p.minimum]
-        if p.kind == "boolean":
-            return bool(value)
-        return value
+        return _checkpoint.make_state(self._config.values, self._epoch,
+                                      self._batch, self._per_epoch,
+                                      self._samples, self._rank, self._world)
 
     def load_state_dict(self, state: Dict[str, Any],
                         strict: bool = True) -> None:
@@ -728,49 +455,9 @@ class Loader:
         across all ranks; samples of that epoch near the cut may be seen
         twice or not at all (a warning says so), as each rank's share of
         the order changes with the world size."""
-        if not isinstance(state, dict) or \
-                state.get("version") != STATE_VERSION:
-            raise ConfigError(f"state version {state.get('version')!r} is "
-                              f"not {STATE_VERSION}: not a ringfeed "
-                              "Loader's state_dict()"
-                              if isinstance(state, dict) else
-                              "load_state_dict() takes the dict "
-                              "state_dict() returned")
         self._usable()
-        mine = self.state_dict()
-        for key, keyword in self._MUST_MATCH:
-            if key in state and state[key] != mine[key]:
-                raise ConfigError(
-                    f"the checkpoint has {key} {state[key]!r} but this "
-                    f"Loader {mine[key]!r}: resuming needs the run's own "
-                    f"{keyword}=")
-        epoch, batch = int(state["epoch"]), int(state["batch"])
-        if state.get("world_size") != self._world:
-            if strict:
-                raise ConfigError(
-                    f"the checkpoint was made with world_size="
-                    f"{state.get('world_size')} and this Loader has "
-                    f"world_size={self._world}: resume with world_size="
-                    f"{state.get('world_size')}, or pass strict=False "
-                    "to load_state_dict() to resume near the same place "
-                    "(not exactly)")
-            consumed = batch * mine["batch_size"] * int(state["world_size"])
-            batch = consumed // (mine["batch_size"] * self._world)
-            if batch >= self._per_epoch:
-                epoch, batch = epoch + 1, 0
-            import warnings
-            warnings.warn(
-                f"resuming a {state['world_size']}-rank checkpoint on "
-                f"{self._world} ranks: epoch {epoch} from batch {batch}; "
-                "samples of this epoch near the cut may repeat or be "
-                "missed", RuntimeWarning, stacklevel=2)
-        elif state.get("batches_per_epoch") != self._per_epoch:
-            raise ConfigError(
-                f"the checkpoint's epochs have {state.get('batches_per_epoch')}"
-                f" batches and this Loader's {self._per_epoch}: resuming "
-                "needs the run's own source, batch_size, drop_last and "
-                "world_size")
-        self._epoch, self._batch = epoch, batch
+        self._epoch, self._batch = _checkpoint.resume_position(
+            state, self.state_dict(), strict)
         self._left_early = False
 
     # ---- reports and lifetime -------------------------------------------
@@ -823,7 +510,7 @@ class Loader:
         "0", "1", .... Read from the dataset on first use (for a folder
         that lists it once more), then kept."""
         if self._classes is None:
-            self._classes = _class_names(self._source)
+            self._classes = class_names(self._source)
         return list(self._classes)
 
     @property
@@ -864,34 +551,3 @@ class Loader:
         state = "closed" if self._closed else (
             f"epoch {self._epoch}, batch {self._batch}")
         return f"<ringfeed.Loader {self._source!r}: {state}>"
-
-
-def _copy_array(address: int, count: int, dtype: Any) -> Any:
-    """A numpy copy of `count` items at `address` (labels, indices)."""
-    if count == 0 or not address:
-        return np.zeros(0, dtype=dtype)
-    nbytes = count * np.dtype(dtype).itemsize
-    return np.frombuffer(ctypes.string_at(address, nbytes), dtype=dtype).copy()
-
-
-def _class_names(source: Any) -> List[str]:
-    """The names of a source's classes, by label."""
-    if isinstance(source, Synthetic):
-        return [str(i) for i in range(source.classes)]
-    lib = _capi.lib()
-    ds, err = ctypes.c_void_p(), ctypes.c_void_p()
-    rc = lib.rf_dataset_open(ctypes.byref(ds), os.fsencode(source),
-                             ctypes.byref(err))
-    detail = _capi.take_message(err)
-    if rc < 0:
-        raise from_code(rc, detail)
-    try:
-        info = _capi.DatasetInfo()
-        lib.rf_dataset_get_info(ds, ctypes.byref(info))
-        names, out = [], ctypes.create_string_buffer(4096)
-        for label in range(info.classes):
-            rc = lib.rf_dataset_class_name(ds, label, out, len(out))
-            names.append(os.fsdecode(out.value) if rc == 0 else str(label))
-        return names
-    finally:
-        lib.rf_dataset_close(ds)

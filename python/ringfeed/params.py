@@ -88,6 +88,7 @@ _KINDS = {_capi.PARAM_KIND_INTEGER: "integer",
           _capi.PARAM_KIND_BOOLEAN: "boolean",
           _capi.PARAM_KIND_CHOICE: "choice"}
 _table: Optional[List[Param]] = None
+_by_name: Optional[Dict[str, Param]] = None
 
 
 def _keyword_of(name: str) -> Optional[str]:
@@ -125,10 +126,10 @@ def params() -> List[Param]:
 
 def param(name: str) -> Param:
     """The parameter called `name` (KeyError when there is none)."""
-    for p in params():
-        if p.name == name:
-            return p
-    raise KeyError(name)
+    global _by_name
+    if _by_name is None:
+        _by_name = {p.name: p for p in params()}
+    return _by_name[name]
 
 
 def by_keyword() -> Dict[str, Param]:

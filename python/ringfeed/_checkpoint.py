@@ -1,0 +1,107 @@
+"""A Loader's checkpoint: the dict state_dict() returns, and the position
+load_state_dict() resumes at. Nothing here is public."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Dict, Tuple
+
+from .errors import ConfigError
+from .params import param
+
+STATE_VERSION = 1
+
+# What a checkpoint must share with the Loader that loads it, and the
+# keyword to change when it does not.
+MUST_MATCH = (("samples", "source"), ("seed", "seed"),
+              ("batch_size", "batch_size"), ("shuffle", "shuffle"),
+              ("drop_last", "drop_last"), ("shard_pad", "shard_pad"),
+              ("transform", "transform"), ("size", "size"))
+
+
+def keyword_value(values: Dict[str, int], name: str) -> Any:
+    """Parameter `name`'s value as the Loader's keyword takes it (a choice
+    by name, a flag as a bool), from the library's numbers in `values`."""
+    p = param(name)
+    value = values.get(name)
+    if value is None:
+        return p.default
+    if p.kind == "choice":
+        return p.choices[value - p.minimum]
+    if p.kind == "boolean":
+        return bool(value)
+    return value
+
+
+def make_state(values: Dict[str, int], epoch: int, batch: int,
+               per_epoch: int, samples: int, rank: int,
+               world: int) -> Dict[str, Any]:
+    """The dict state_dict() returns: the position of the next batch and
+    what that position depends on."""
+    state = {"version": STATE_VERSION, "epoch": epoch, "batch": batch,
+             "batches_per_epoch": per_epoch, "samples": samples,
+             "rank": rank, "world_size": world,
+             "size": [keyword_value(values, "height"),
+                      keyword_value(values, "width")]}
+    for key, _ in MUST_MATCH:
+        if key not in state:
+            state[key] = keyword_value(values, key)
+    return state
+
+
+def _check_form(state: Any) -> None:
+    if not isinstance(state, dict):
+        raise ConfigError("load_state_dict() takes the dict state_dict() "
+                          "returned")
+    if state.get("version") != STATE_VERSION:
+        raise ConfigError(f"state version {state.get('version')!r} is not "
+                          f"{STATE_VERSION}: not a ringfeed Loader's "
+                          "state_dict()")
+
+
+def _position_on_other_world(state: Dict[str, Any], mine: Dict[str, Any]
+                             ) -> Tuple[int, int]:
+    """strict=False: the batch of the same epoch where as many samples had
+    been consumed across all ranks, rounded down."""
+    epoch, batch = int(state["epoch"]), int(state["batch"])
+    consumed = batch * mine["batch_size"] * int(state["world_size"])
+    batch = consumed // (mine["batch_size"] * mine["world_size"])
+    if batch >= mine["batches_per_epoch"]:
+        epoch, batch = epoch + 1, 0
+    warnings.warn(
+        f"resuming a {state['world_size']}-rank checkpoint on "
+        f"{mine['world_size']} ranks: epoch {epoch} from batch {batch}; "
+        "samples of this epoch near the cut may repeat or be missed",
+        RuntimeWarning, stacklevel=4)
+    return epoch, batch
+
+
+def resume_position(state: Any, mine: Dict[str, Any],
+                    strict: bool) -> Tuple[int, int]:
+    """(epoch, batch) to resume at from checkpoint `state`, given the
+    loading Loader's own state `mine`; ConfigError naming the keyword when
+    they do not fit together (see Loader.load_state_dict)."""
+    _check_form(state)
+    for key, keyword in MUST_MATCH:
+        if key in state and state[key] != mine[key]:
+            raise ConfigError(
+                f"the checkpoint has {key} {state[key]!r} but this Loader "
+                f"{mine[key]!r}: resuming needs the run's own {keyword}=")
+    world = mine["world_size"]
+    if state.get("world_size") != world:
+        if strict:
+            raise ConfigError(
+                f"the checkpoint was made with world_size="
+                f"{state.get('world_size')} and this Loader has "
+                f"world_size={world}: resume with world_size="
+                f"{state.get('world_size')}, or pass strict=False to "
+                "load_state_dict() to resume near the same place (not "
+                "exactly)")
+        return _position_on_other_world(state, mine)
+    if state.get("batches_per_epoch") != mine["batches_per_epoch"]:
+        raise ConfigError(
+            f"the checkpoint's epochs have {state.get('batches_per_epoch')} "
+            f"batches and this Loader's {mine['batches_per_epoch']}: "
+            "resuming needs the run's own source, batch_size, drop_last "
+            "and world_size")
+    return int(state["epoch"]), int(state["batch"])

@@ -1,0 +1,177 @@
+"""One run of the C loader: the producers, the ring mapped as one array,
+and the batches the loop holds; and the Loader's arguments as the
+library's configuration. Nothing here is public."""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import errno
+import os
+import weakref
+from typing import Any, Callable, Deque, Dict, Optional
+
+import numpy as np
+
+from . import _capi
+from .batch import Batch
+from .errors import ConfigError, from_code
+from .params import param, user_terms
+from .source import Synthetic
+
+try:
+    import torch
+except ImportError:  # numpy arrays instead
+    torch = None
+
+
+class _Held:
+    """A batch the loop holds: the C batch to release, and what was built
+    on it."""
+
+    __slots__ = ("c_batch", "batch", "pending")
+
+    def __init__(self, c_batch: _capi.Batch, batch: Batch,
+                 pending: Any = None) -> None:
+        self.c_batch, self.batch, self.pending = c_batch, batch, pending
+
+
+class _Run:
+    """One rf_loader: the producers, the ring, and the batches held.
+
+    Owns the C loader; closing it stops the producers. The ring's memory is
+    handed to a finalizer (rf_loader_keep_arena) so that a tensor that
+    outlives the run reads stale pixels instead of faulting.
+    """
+
+    def __init__(self, cfg: "_Config", start_epoch: int, start_batch: int,
+                 on_message: Callable[[str], None]) -> None:
+        self.handle = ctypes.c_void_p()
+        self._message_fn = _capi.MESSAGE_FN(
+            lambda _user, text: on_message(user_terms(
+                text.decode(errors="replace"))))
+        c = cfg.build(start_epoch, start_batch, self._message_fn)
+        try:
+            err = ctypes.c_void_p()
+            rc = _capi.lib().rf_loader_open(ctypes.byref(self.handle), c,
+                                            ctypes.byref(err))
+            detail = _capi.take_message(err)
+        finally:
+            _capi.lib().rf_config_free(c)
+        if rc == _capi.E_FORK_UNSAFE:  # start_mode="fork" in this process
+            raise ConfigError(user_terms(detail), rc)
+        if rc < 0:
+            raise from_code(rc, detail)
+        try:
+            self._attach(start_epoch, start_batch)
+        except BaseException:
+            _capi.lib().rf_loader_close(self.handle)
+            raise
+
+    def _attach(self, start_epoch: int, start_batch: int) -> None:
+        self.stats = _capi.Stats()
+        _capi.lib().rf_loader_stats(self.handle, ctypes.byref(self.stats))
+        # the sequence number of the batch next() hands out next
+        self.next_seq = (start_epoch * self.stats.batches_per_epoch
+                         + start_batch)
+        self.arena = self._map_arena()
+        self.held: Deque[_Held] = collections.deque()
+
+    def _map_arena(self) -> Any:
+        """One array over the whole ring, made once; each batch is a slice
+        of it. The memory stays mapped until the last view is gone."""
+        base, size = ctypes.c_void_p(), ctypes.c_size_t()
+        lib = _capi.lib()
+        rc = lib.rf_loader_arena(self.handle, ctypes.byref(base),
+                                 ctypes.byref(size))
+        if rc == 0:
+            rc = lib.rf_loader_keep_arena(self.handle)
+        if rc < 0:
+            raise from_code(rc, lib.rf_loader_error(self.handle).decode())
+        self.base, self.size = base.value, size.value
+        array = np.frombuffer((ctypes.c_uint8 * self.size).from_address(
+            self.base), dtype=np.uint8)
+        weakref.finalize(array, _capi.munmap, self.base, self.size)
+        return torch.from_numpy(array) if torch is not None else array
+
+    def next(self) -> Optional[_capi.Batch]:
+        """The next C batch, or None at the end; raises on failure. A
+        signal (Ctrl-C) returns control to Python between waits, so that
+        KeyboardInterrupt is raised here at once."""
+        c_batch = _capi.Batch()
+        lib = _capi.lib()
+        while True:
+            rc = lib.rf_loader_next(self.handle, ctypes.byref(c_batch))
+            if rc == 1:
+                self.next_seq = max(self.next_seq, c_batch.sequence + 1)
+                return c_batch
+            if rc == 0:
+                return None
+            if rc != -errno.EINTR:
+                raise from_code(rc, lib.rf_loader_error(self.handle).decode(
+                    errors="replace"))
+
+    def release(self, held: _Held) -> None:
+        held.batch._released = True
+        if not self.handle:  # closed: every slot went with it
+            return
+        if held.pending is not None:
+            held.pending.copied.synchronize()  # the DMA read the slot
+        _capi.lib().rf_loader_release(self.handle, ctypes.byref(held.c_batch))
+
+    def close(self) -> None:
+        if not self.handle:
+            return
+        for held in self.held:
+            held.batch._released = True
+            if held.pending is not None:
+                held.pending.copied.synchronize()
+        self.held.clear()
+        _capi.lib().rf_loader_close(self.handle)
+        self.handle = ctypes.c_void_p()
+
+
+class _Config:
+    """The Loader's arguments as the library's parameters."""
+
+    def __init__(self, source: Any, values: Dict[str, int]) -> None:
+        self.source = source
+        self.values = values  # parameter name -> int64
+
+    def build(self, start_epoch: int, start_batch: int,
+              message_fn: Any) -> int:
+        lib = _capi.lib()
+        c = lib.rf_config_create()
+        if not c:
+            raise MemoryError("rf_config_create")
+        try:
+            values = dict(self.values, start_epoch=start_epoch,
+                          start_batch=start_batch)
+            if isinstance(self.source, Synthetic):
+                values["source"] = param("source").convert(
+                    "synthetic-jpeg" if self.source.jpeg else "synthetic",
+                    "source")
+                values["samples"] = self.source.samples
+                values["classes"] = self.source.classes
+            else:
+                if lib.rf_config_set_path(c, os.fsencode(self.source)) < 0:
+                    raise ConfigError(f"source={self.source!r}: "
+                                      + lib.rf_config_error(c).decode())
+            for name, value in values.items():
+                if lib.rf_config_set(c, param(name).number, value) < 0:
+                    raise ConfigError(user_terms(
+                        lib.rf_config_error(c).decode()))
+            lib.rf_config_set_message_handler(c, message_fn, None)
+        except BaseException:
+            lib.rf_config_free(c)
+            raise
+        return c
+
+
+def copy_array(address: int, count: int, dtype: Any) -> Any:
+    """A numpy copy of `count` items at `address` (labels, indices)."""
+    if count == 0 or not address:
+        return np.zeros(0, dtype=dtype)
+    nbytes = count * np.dtype(dtype).itemsize
+    view = (ctypes.c_uint8 * nbytes).from_address(address)
+    return np.frombuffer(view, dtype=dtype).copy()  # the one copy

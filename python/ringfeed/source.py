@@ -1,0 +1,54 @@
+"""What a Loader reads: a path (a folder of class folders or a packed
+file), or Synthetic, a dataset made up on the fly; and the class names of
+either."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any, List
+
+from . import _capi
+from .errors import ConfigError, from_code
+
+__all__ = ["Synthetic", "class_names"]
+
+
+class Synthetic:
+    """A dataset made up on the fly, for tests and benchmarks: `samples`
+    images of `classes` labels; jpeg=True makes each one a JPEG that the
+    producers decode (the cost of a real dataset), False fills the pixels
+    directly."""
+
+    def __init__(self, samples: int, classes: int = 1000, *,
+                 jpeg: bool = True) -> None:
+        if samples < 1 or classes < 1:
+            raise ConfigError("Synthetic needs samples >= 1 and classes >= 1")
+        self.samples, self.classes, self.jpeg = samples, classes, jpeg
+
+    def __repr__(self) -> str:
+        return (f"Synthetic(samples={self.samples}, classes={self.classes}, "
+                f"jpeg={self.jpeg})")
+
+
+def class_names(source: Any) -> List[str]:
+    """The names of a source's classes, by label."""
+    if isinstance(source, Synthetic):
+        return [str(i) for i in range(source.classes)]
+    lib = _capi.lib()
+    ds, err = ctypes.c_void_p(), ctypes.c_void_p()
+    rc = lib.rf_dataset_open(ctypes.byref(ds), os.fsencode(source),
+                             ctypes.byref(err))
+    detail = _capi.take_message(err)
+    if rc < 0:
+        raise from_code(rc, detail)
+    try:
+        info = _capi.DatasetInfo()
+        lib.rf_dataset_get_info(ds, ctypes.byref(info))
+        names, out = [], ctypes.create_string_buffer(4096)
+        for label in range(info.classes):
+            rc = lib.rf_dataset_class_name(ds, label, out, len(out))
+            names.append(os.fsdecode(out.value) if rc == 0 else str(label))
+        return names
+    finally:
+        lib.rf_dataset_close(ds)
