@@ -1,16 +1,30 @@
 /*
  * harness.h - test programs as lists of named cases.
  *
- * A test program lists its cases in a table and hands it to test_main():
+ * A test program declares each case where its body is, by the function
+ * that runs it, a topic and a name, with a time limit where the default
+ * (TEST_DEFAULT_TIMEOUT_S) is not enough:
  *
- *     static const struct test_case cases[] = {
- *         {"death", "killed producer is replaced", test_killed_is_replaced},
- *         {"garbage", "bad handle is an error", test_bad_handle, 30},
- *     };
+ *     TEST_CASE(test_killed_is_replaced, "death", "killed producer is
+ * replaced")
+ *     {
+ *         ...
+ *     }
+ *
+ *     TEST_CASE_LIMIT(test_bad_handle, "garbage", "bad handle is an error", 30)
+ *     {
+ *         ...
+ *     }
+ *
  *     int main(int argc, char **argv)
  *     {
- *         return TEST_MAIN(argc, argv, cases);
+ *         return TEST_MAIN(argc, argv);
  *     }
+ *
+ * Cases run topic by topic, topics in the order their first case stands
+ * in the file, cases in file order within a topic. A program whose cases
+ * are made at run time (one per input file, say) hands its own table to
+ * test_main_cases().
  *
  * `prog --list` prints "topic/name" of every case; `prog` runs them all;
  * `prog WORD...` runs the cases whose "topic/name" contains any WORD.
@@ -51,9 +65,42 @@ struct test_case {
     const char *name;  /* what it shows, in a few words */
     void (*run)(void);
     unsigned timeout_s; /* 0: TEST_DEFAULT_TIMEOUT_S */
+    unsigned line;      /* where TEST_CASE stands; 0 in a run-time table */
 };
 
 #define TEST_DEFAULT_TIMEOUT_S 120
+
+/* The cases TEST_CASE declared, in the order their constructors ran. A test
+ * program is one translation unit, so one registry per program. */
+#define TEST_MAX_CASES 256
+static const struct test_case *test_registry_[TEST_MAX_CASES];
+static size_t test_registered_;
+
+static inline void test_register_(const struct test_case *c)
+{
+    if (test_registered_ == TEST_MAX_CASES) {
+        fprintf(stderr, "harness: more than %d cases; raise TEST_MAX_CASES\n",
+                TEST_MAX_CASES);
+        abort();
+    }
+    test_registry_[test_registered_++] = c;
+}
+
+/* Declares case FN of TOPIC, called NAME, killed after LIMIT_S seconds (0:
+ * TEST_DEFAULT_TIMEOUT_S); the function's body follows. A constructor
+ * registers it before main(), so a case cannot be declared and left out
+ * of the program. */
+#define TEST_CASE_LIMIT(fn, topic, name, limit_s)                              \
+    static void fn(void);                                                      \
+    __attribute__((constructor)) static void fn##_register_(void)              \
+    {                                                                          \
+        static const struct test_case self = {(topic), (name), fn, (limit_s),  \
+                                              __LINE__};                       \
+        test_register_(&self);                                                 \
+    }                                                                          \
+    static void fn(void)
+
+#define TEST_CASE(fn, topic, name) TEST_CASE_LIMIT(fn, topic, name, 0)
 
 /* In a case's child, the case it runs: a case made at run time (one per
  * input file, say) finds its input through it. */
@@ -207,11 +254,47 @@ static inline int test_main_with_(int argc, char **argv,
     return counts[0] == 0 ? TEST_SKIP : 0;
 }
 
-#define TEST_MAIN(argc, argv, cases)                                           \
-    test_main_with_((argc), (argv), (cases),                                   \
-                    sizeof(cases) / sizeof((cases)[0]), NULL, NULL)
+/* Where TOPIC first stands among the registered cases. */
+static inline unsigned test_topic_line_(const char *topic)
+{
+    unsigned first = ~0u;
+    for (size_t i = 0; i < test_registered_; i++)
+        if (strcmp(test_registry_[i]->topic, topic) == 0 &&
+            test_registry_[i]->line < first)
+            first = test_registry_[i]->line;
+    return first;
+}
 
-/* TEST_MAIN for a table made at run time, of n cases. */
+static inline bool test_runs_before_(const struct test_case *a,
+                                     const struct test_case *b)
+{
+    const unsigned ta = test_topic_line_(a->topic);
+    const unsigned tb = test_topic_line_(b->topic);
+    return ta != tb ? ta < tb : a->line < b->line;
+}
+
+/* Runs the registered cases topic by topic (see the top of this file). */
+static inline int test_main_registered_(int argc, char **argv,
+                                        void (*setup)(void),
+                                        void (*teardown)(void))
+{
+    static struct test_case ordered[TEST_MAX_CASES];
+    for (size_t i = 0; i < test_registered_; i++) {
+        size_t at = i; /* insertion sort: a few dozen cases */
+        while (at > 0 &&
+               test_runs_before_(test_registry_[i], &ordered[at - 1])) {
+            ordered[at] = ordered[at - 1];
+            at--;
+        }
+        ordered[at] = *test_registry_[i];
+    }
+    return test_main_with_(argc, argv, ordered, test_registered_, setup,
+                           teardown);
+}
+
+#define TEST_MAIN(argc, argv) test_main_registered_((argc), (argv), NULL, NULL)
+
+/* test_main for a table made at run time, of n cases. */
 static inline int test_main_cases(int argc, char **argv,
                                   const struct test_case *cases, size_t n)
 {
@@ -225,8 +308,7 @@ static inline int test_main_cases(int argc, char **argv,
  * cannot clean up after itself). Neither runs for --list or when no case
  * matches. setup() must leave the parent with one thread and no loader
  * open: fork-mode cases are forked from it. */
-#define TEST_MAIN_WITH(argc, argv, cases, setup, teardown)                     \
-    test_main_with_((argc), (argv), (cases),                                   \
-                    sizeof(cases) / sizeof((cases)[0]), (setup), (teardown))
+#define TEST_MAIN_WITH(argc, argv, setup, teardown)                            \
+    test_main_registered_((argc), (argv), (setup), (teardown))
 
 #endif /* RF_TEST_HARNESS_H */

@@ -237,31 +237,25 @@ static void fail_names_one(void)
         run_ends_naming_one(seed);
 }
 
-static void case_crashes_left_out(void)
+TEST_CASE(case_crashes_left_out, "skip",
+          "two crashing samples are both left out")
 {
     with_folder(crashes_left_out);
 }
 
-static void case_hangs_left_out(void)
+TEST_CASE(case_hangs_left_out, "skip", "two hanging samples are both left out")
 {
     with_folder(hangs_left_out);
 }
 
-static void case_fail_names_one(void)
+TEST_CASE(case_fail_names_one, "fail", "the run ends naming a crashing sample")
 {
     with_folder(fail_names_one);
 }
-
-static const struct test_case cases[] = {
-    {"skip", "two crashing samples are both left out", case_crashes_left_out,
-     0},
-    {"skip", "two hanging samples are both left out", case_hangs_left_out, 0},
-    {"fail", "the run ends naming a crashing sample", case_fail_names_one, 0},
-};
 
 int main(int argc, char **argv)
 {
     const struct rlimit no_core = {0, 0}; /* producers inherit it */
     CHECK_EQ(setrlimit(RLIMIT_CORE, &no_core), 0);
-    return TEST_MAIN(argc, argv, cases);
+    return TEST_MAIN(argc, argv);
 }

@@ -108,7 +108,8 @@ static void check_where(const char *where, int version, const char *file,
 #define V1_CGROUP                                                              \
     "5:cpuset:/\n4:memory:/job/step\n2:cpu,cpuacct:/job/step\n0::/\n"
 
-static void test_v1_memory(void)
+TEST_CASE_LIMIT(test_v1_memory, "made-up",
+                "v1 memory: nested limits, usage, no limit", 10)
 {
     char root[RF__PATH_MAX], proc[RF__PATH_MAX], where[RF__CGROUP_WHERE_MAX];
     fake(V1_CGROUP, V1_MOUNTS, root, proc);
@@ -146,7 +147,7 @@ static void test_v1_memory(void)
     CHECK(room_at(proc, root, where) == UINT64_MAX);
 }
 
-static void test_v1_cpu(void)
+TEST_CASE_LIMIT(test_v1_cpu, "made-up", "v1 CPU quota, set only above", 10)
 {
     char root[RF__PATH_MAX], proc[RF__PATH_MAX], where[RF__CGROUP_WHERE_MAX];
     fake(V1_CGROUP, V1_MOUNTS, root, proc);
@@ -178,7 +179,7 @@ static void test_v1_cpu(void)
     "30 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 "        \
     "rw,nsdelegate\n"
 
-static void test_v2(void)
+TEST_CASE_LIMIT(test_v2, "made-up", "v2: memory.max, cpu.max, \"max\"", 10)
 {
     char root[RF__PATH_MAX], proc[RF__PATH_MAX], where[RF__CGROUP_WHERE_MAX];
     fake("0::/job/step\n", V2_MOUNTS, root, proc);
@@ -224,7 +225,8 @@ static void check_folder(const char *proc, const char *root,
  * path of /proc/self/cgroup is taken relative to that root; where that
  * folder does not exist, or the path lies outside the root, the reading
  * starts from what exists (at worst the mount point). */
-static void test_container_mount(void)
+TEST_CASE_LIMIT(test_container_mount, "made-up",
+                "a container's mount shows its own subtree", 10)
 {
     const char *mount = "30 23 0:26 /kubepods/pod1/ctr /sys/fs/cgroup ro - "
                         "cgroup2 cgroup2 rw\n";
@@ -259,7 +261,8 @@ static void test_container_mount(void)
 
 /* A hybrid host: memory on v1, and a v2 hierarchy beside it. Both count;
  * mount points may hold escaped spaces. */
-static void test_hybrid(void)
+TEST_CASE_LIMIT(test_hybrid, "made-up", "hybrid: v1 memory, v2 for the rest",
+                10)
 {
     const char *mounts =
         "35 31 0:32 / /sys/fs/cgroup/my\\040memory rw - cgroup cgroup "
@@ -283,7 +286,7 @@ static void test_hybrid(void)
 }
 
 /* Nothing to read: no limit, no quota, no folder. */
-static void test_nothing_mounted(void)
+TEST_CASE_LIMIT(test_nothing_mounted, "made-up", "nothing mounted", 10)
 {
     char root[RF__PATH_MAX], proc[RF__PATH_MAX], where[RF__CGROUP_WHERE_MAX];
     char folder[RF__PATH_MAX];
@@ -475,7 +478,8 @@ static void open_ring_over_limit(void)
     rf_config_free(cfg);
 }
 
-static void test_real_memory(void)
+TEST_CASE(test_real_memory, "real",
+          "a ring over a 100 MB memory limit is refused at open")
 {
     const char *what = "real memory limit";
     make_cgroup(what, "memory", "memory.limit_in_bytes", "memory.max");
@@ -504,7 +508,7 @@ static void read_quota(void)
     CHECK_SAME(where, want);
 }
 
-static void test_real_cpu(void)
+TEST_CASE(test_real_cpu, "real", "a CPU quota reads back as written")
 {
     const char *what = "real CPU quota";
     char where[RF__CGROUP_WHERE_MAX];
@@ -546,21 +550,7 @@ static void teardown(void)
     remove_tree(base);
 }
 
-static const struct test_case cases[] = {
-    {"made-up", "v1 memory: nested limits, usage, no limit", test_v1_memory,
-     10},
-    {"made-up", "v1 CPU quota, set only above", test_v1_cpu, 10},
-    {"made-up", "v2: memory.max, cpu.max, \"max\"", test_v2, 10},
-    {"made-up", "a container's mount shows its own subtree",
-     test_container_mount, 10},
-    {"made-up", "hybrid: v1 memory, v2 for the rest", test_hybrid, 10},
-    {"made-up", "nothing mounted", test_nothing_mounted, 10},
-    {"real", "a ring over a 100 MB memory limit is refused at open",
-     test_real_memory, 0},
-    {"real", "a CPU quota reads back as written", test_real_cpu, 0},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN_WITH(argc, argv, cases, setup, teardown);
+    return TEST_MAIN_WITH(argc, argv, setup, teardown);
 }

@@ -27,7 +27,7 @@ static struct rf__budget_input input(int cpus, int allowed)
                                      .local_rank = -1};
 }
 
-static void alone_takes_the_mask(void)
+TEST_CASE(alone_takes_the_mask, "budget", "one rank takes the whole mask")
 {
     struct rf__budget_input in = input(16, 16);
     struct rf__budget b;
@@ -38,7 +38,7 @@ static void alone_takes_the_mask(void)
     CHECK_CONTAINS(b.why, "16 CPUs: affinity 0-15");
 }
 
-static void quota_caps_the_count(void)
+TEST_CASE(quota_caps_the_count, "budget", "a CFS quota caps the count")
 {
     struct rf__budget_input in = input(64, 64);
     in.quota = 4.7;
@@ -79,7 +79,8 @@ static void check_ranks_cover(int cpus, int ranks, double quota)
     CHECK_EQ(covered, cpus);
 }
 
-static void ranks_split_the_mask(void)
+TEST_CASE(ranks_split_the_mask, "budget",
+          "ranks split the mask, disjoint and covering")
 {
     check_ranks_cover(2, 2, 0);
     check_ranks_cover(16, 4, 0);
@@ -88,7 +89,8 @@ static void ranks_split_the_mask(void)
     check_ranks_cover(64, 8, 16); /* a quota of 16 over 8 ranks: 2 each */
 }
 
-static void less_than_a_cpu_each_is_not_pinned(void)
+TEST_CASE(less_than_a_cpu_each_is_not_pinned, "budget",
+          "under one CPU each is not pinned")
 {
     struct rf__budget_input in = input(2, 2);
     in.local_rank = 3;
@@ -100,7 +102,8 @@ static void less_than_a_cpu_each_is_not_pinned(void)
     CHECK_CONTAINS(b.why, "not pinned");
 }
 
-static void launcher_bound_mask_is_kept_whole(void)
+TEST_CASE(launcher_bound_mask_is_kept_whole, "budget",
+          "a launcher-bound mask is kept whole")
 {
     /* mpirun --bind-to: rank 1 of 4 sees CPUs 4-7 of 16 */
     int own[4] = {4, 5, 6, 7};
@@ -119,7 +122,8 @@ static void launcher_bound_mask_is_kept_whole(void)
 /* Two NUMA nodes whose CPUs interleave (0,2,4.. on node 0), with
  * hyperthread siblings (cpu c and c + 8 share a core): two ranks each get
  * one node, siblings together. */
-static void slices_follow_the_topology(void)
+TEST_CASE(slices_follow_the_topology, "topology",
+          "slices keep to a NUMA node and keep siblings together")
 {
     int node_of[16], core_of[16];
     for (int c = 0; c < 16; c++) {
@@ -187,7 +191,8 @@ static void expect_ranks(int rank, int size, const char *from)
         CHECK_CONTAINS(f, from);
 }
 
-static void local_ranks_from_each_launcher(void)
+TEST_CASE(local_ranks_from_each_launcher, "environment",
+          "local ranks from each launcher")
 {
     clear_launchers();
     expect_ranks(-1, 0, NULL);
@@ -229,7 +234,7 @@ static void write_text(const char *path, const char *text)
 }
 
 /* A made-up sysfs: 4 CPUs, two nodes, core ids 0,1 repeating. */
-static void topology_from_sysfs(void)
+TEST_CASE(topology_from_sysfs, "topology", "read from sysfs")
 {
     char root[] = "/tmp/rf-sysfs-XXXXXX";
     CHECK(mkdtemp(root) != NULL);
@@ -269,7 +274,7 @@ static void topology_from_sysfs(void)
     CHECK_EQ(system(cmd), 0);
 }
 
-static void format_ranges(void)
+TEST_CASE(format_ranges, "text", "CPU lists as ranges")
 {
     const int cpus[] = {0, 1, 2, 3, 8, 10, 11};
     char text[64];
@@ -277,24 +282,7 @@ static void format_ranges(void)
     CHECK(strcmp(text, "0-3,8,10-11") == 0);
 }
 
-static const struct test_case cases[] = {
-    {"budget", "one rank takes the whole mask", alone_takes_the_mask, 0},
-    {"budget", "a CFS quota caps the count", quota_caps_the_count, 0},
-    {"budget", "ranks split the mask, disjoint and covering",
-     ranks_split_the_mask, 0},
-    {"budget", "under one CPU each is not pinned",
-     less_than_a_cpu_each_is_not_pinned, 0},
-    {"budget", "a launcher-bound mask is kept whole",
-     launcher_bound_mask_is_kept_whole, 0},
-    {"topology", "slices keep to a NUMA node and keep siblings together",
-     slices_follow_the_topology, 0},
-    {"topology", "read from sysfs", topology_from_sysfs, 0},
-    {"environment", "local ranks from each launcher",
-     local_ranks_from_each_launcher, 0},
-    {"text", "CPU lists as ranges", format_ranges, 0},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN(argc, argv, cases);
+    return TEST_MAIN(argc, argv);
 }

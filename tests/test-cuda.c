@@ -243,7 +243,8 @@ static void check_producers_free_of_cuda(void)
         }
 }
 
-static void test_producers_never_load_cuda(void)
+TEST_CASE(test_producers_never_load_cuda, "processes",
+          "producers never load CUDA")
 {
     const struct shape s = tiny_shape(2);
     rf_loader *l = open_synthetic(&s);
@@ -251,7 +252,7 @@ static void test_producers_never_load_cuda(void)
     rf_loader_close(l);
 }
 
-static void test_arguments_refused(void)
+TEST_CASE(test_arguments_refused, "calls", "bad arguments are refused")
 {
     rf_cuda_loader *gpu = (rf_cuda_loader *)1;
     char *why = NULL;
@@ -300,7 +301,8 @@ static void require_devices(int n)
 }
 
 /* Without a device, open says so and leaves the loader to the caller. */
-static void test_no_device(void)
+TEST_CASE(test_no_device, "calls",
+          "no device: -ENODEV, the loader left to the caller")
 {
     if (device_count() > 0)
         TEST_SKIP_BECAUSE("a CUDA device is here: -ENODEV cannot be seen");
@@ -427,7 +429,8 @@ static void CUDART_CB wait_for_gate(void *arg)
  * its ring slot must stay with the consumer, and batch 0's bytes must
  * survive until the read-back behind the gate.
  */
-static void test_uploads_wait_for_release(void)
+TEST_CASE(test_uploads_wait_for_release, "upload",
+          "waits for the caller's release")
 {
     require_devices(1);
     rf_cuda_loader *gpu = open_small(2, 0);
@@ -485,7 +488,7 @@ static void test_uploads_wait_for_release(void)
     rf_cuda_close(gpu);
 }
 
-static void test_timing_events(void)
+TEST_CASE(test_timing_events, "upload", "timing events")
 {
     require_devices(1);
     rf_cuda_loader *gpu = open_small(2, RF_CUDA_TIMING);
@@ -503,7 +506,8 @@ static void test_timing_events(void)
 }
 
 /* With two devices, calls leave the caller's current device alone. */
-static void test_current_device_kept(void)
+TEST_CASE(test_current_device_kept, "upload",
+          "the caller's current device is kept")
 {
     require_devices(2);
     CHECK_CUDA(cudaSetDevice(1));
@@ -666,7 +670,7 @@ static void test_conversion(uint32_t channels, rf_layout from, bool normalise)
     rf_cuda_close(gpu);
 }
 
-static void test_conversion_refused(void)
+TEST_CASE(test_conversion_refused, "convert", "bad arguments are refused")
 {
     require_devices(1);
     rf_cuda_loader *gpu = open_small(2, 0);
@@ -704,7 +708,8 @@ static void test_conversion_refused(void)
 
 /* ---- processes --------------------------------------------------------- */
 
-static void test_producers_free_of_cuda_beside_a_context(void)
+TEST_CASE(test_producers_free_of_cuda_beside_a_context, "processes",
+          "producers free of CUDA beside a context")
 {
     require_devices(1);
     const struct shape s = tiny_shape(2);
@@ -720,7 +725,8 @@ static void test_producers_free_of_cuda_beside_a_context(void)
  * are refused, and its close frees only its copy, with no CUDA call. The
  * parent's run goes on to its end (1000 samples in batches of 4), with no
  * producer replaced. */
-static void test_fork_child_leaves_the_gpu_run_alone(void)
+TEST_CASE(test_fork_child_leaves_the_gpu_run_alone, "fork",
+          "a fork child leaves the GPU run alone")
 {
     require_devices(1);
     rf_cuda_loader *gpu = open_small(2, 0);
@@ -768,7 +774,8 @@ static void test_fork_child_leaves_the_gpu_run_alone(void)
            "batches all came\n");
 }
 
-static void test_fork_refused_after_cuda(void)
+TEST_CASE(test_fork_refused_after_cuda, "fork",
+          "refused once CUDA is initialised")
 {
     require_devices(1);
     CHECK_CUDA(cudaFree(NULL)); /* CUDA is initialised, with its threads */
@@ -788,7 +795,8 @@ static void test_fork_refused_after_cuda(void)
  * process that is still single-threaded, with only the driver library
  * loaded (no cuInit: no threads), meets the libcuda check itself. The
  * case's own process: nothing has initialised CUDA in it. */
-static void test_fork_refused_with_driver_loaded(void)
+TEST_CASE(test_fork_refused_with_driver_loaded, "fork",
+          "refused with only the driver loaded")
 {
     if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL))
         TEST_SKIP_BECAUSE("libcuda.so.1 could not be loaded (%s)", dlerror());
@@ -803,86 +811,56 @@ static void test_fork_refused_with_driver_loaded(void)
     rf_config_free(cfg);
 }
 
-static void upload_nhwc(void)
+TEST_CASE(upload_nhwc, "upload", "byte-exact, NHWC")
 {
     test_upload_is_byte_exact(RF_LAYOUT_NHWC);
 }
 
-static void upload_nchw(void)
+TEST_CASE(upload_nchw, "upload", "byte-exact, NCHW")
 {
     test_upload_is_byte_exact(RF_LAYOUT_NCHW);
 }
 
-static void depth_1(void)
+TEST_CASE(depth_1, "depth", "1 device buffer")
 {
     test_depth(1);
 }
 
-static void depth_2(void)
+TEST_CASE(depth_2, "depth", "2 device buffers")
 {
     test_depth(2);
 }
 
-static void depth_3(void)
+TEST_CASE(depth_3, "depth", "3 device buffers")
 {
     test_depth(3);
 }
 
-static void convert_rgb_nhwc(void)
+TEST_CASE(convert_rgb_nhwc, "convert",
+          "RGB from NHWC, normalised, every dtype and layout")
 {
     test_conversion(3, RF_LAYOUT_NHWC, true);
 }
 
-static void convert_rgb_nchw(void)
+TEST_CASE(convert_rgb_nchw, "convert",
+          "RGB from NCHW, normalised, every dtype and layout")
 {
     test_conversion(3, RF_LAYOUT_NCHW, true);
 }
 
-static void convert_grey_nhwc(void)
+TEST_CASE(convert_grey_nhwc, "convert",
+          "grey from NHWC, every dtype and layout")
 {
     test_conversion(1, RF_LAYOUT_NHWC, false);
 }
 
-static void convert_rgba_nchw(void)
+TEST_CASE(convert_rgba_nchw, "convert",
+          "4 channels from NCHW, normalised, every dtype and layout")
 {
     test_conversion(4, RF_LAYOUT_NCHW, true);
 }
 
-static const struct test_case cases[] = {
-    {"calls", "bad arguments are refused", test_arguments_refused, 0},
-    {"calls", "no device: -ENODEV, the loader left to the caller",
-     test_no_device, 0},
-    {"upload", "byte-exact, NHWC", upload_nhwc, 0},
-    {"upload", "byte-exact, NCHW", upload_nchw, 0},
-    {"upload", "waits for the caller's release", test_uploads_wait_for_release,
-     0},
-    {"upload", "timing events", test_timing_events, 0},
-    {"upload", "the caller's current device is kept", test_current_device_kept,
-     0},
-    {"depth", "1 device buffer", depth_1, 0},
-    {"depth", "2 device buffers", depth_2, 0},
-    {"depth", "3 device buffers", depth_3, 0},
-    {"convert", "RGB from NHWC, normalised, every dtype and layout",
-     convert_rgb_nhwc, 0},
-    {"convert", "RGB from NCHW, normalised, every dtype and layout",
-     convert_rgb_nchw, 0},
-    {"convert", "grey from NHWC, every dtype and layout", convert_grey_nhwc, 0},
-    {"convert", "4 channels from NCHW, normalised, every dtype and layout",
-     convert_rgba_nchw, 0},
-    {"convert", "bad arguments are refused", test_conversion_refused, 0},
-    {"processes", "producers never load CUDA", test_producers_never_load_cuda,
-     0},
-    {"processes", "producers free of CUDA beside a context",
-     test_producers_free_of_cuda_beside_a_context, 0},
-    {"fork", "refused with only the driver loaded",
-     test_fork_refused_with_driver_loaded, 0},
-    {"fork", "refused once CUDA is initialised", test_fork_refused_after_cuda,
-     0},
-    {"fork", "a fork child leaves the GPU run alone",
-     test_fork_child_leaves_the_gpu_run_alone, 0},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN(argc, argv, cases);
+    return TEST_MAIN(argc, argv);
 }

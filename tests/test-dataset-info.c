@@ -192,7 +192,7 @@ static void check_no_shape(const rf_dataset_info *info)
 /* ---- the cases ------------------------------------------------------------
  */
 
-static void test_folder(void)
+TEST_CASE_LIMIT(test_folder, "folder", "a folder of JPEG files", 30)
 {
     make_folder(at("folder"), 3, 4);
     const rf_dataset_info info = info_of(at("folder"));
@@ -201,7 +201,7 @@ static void test_folder(void)
     CHECK_EQ(info.dict_size, 0);
 }
 
-static void test_jpeg_pack(void)
+TEST_CASE_LIMIT(test_jpeg_pack, "pack", "a pack of JPEG bytes", 30)
 {
     rf_pack_writer *w =
         create_or_die(at("jpeg.pack"), 0, 0, RF_LAYOUT_NHWC, NULL, 0);
@@ -241,7 +241,8 @@ static void check_decodes_with_shape(const char *path,
     rf_config_free(cfg);
 }
 
-static void test_zstd_pack_with_dictionary(void)
+TEST_CASE_LIMIT(test_zstd_pack_with_dictionary, "pack",
+                "a raw zstd pack with a dictionary", 30)
 {
     uint8_t dict[2048]; /* raw content: frames name no dictionary ID */
     for (size_t i = 0; i < sizeof(dict); i++)
@@ -259,7 +260,8 @@ static void test_zstd_pack_with_dictionary(void)
     check_decodes_with_shape(at("zstd.pack"), &info);
 }
 
-static void test_mixed_pack(void)
+TEST_CASE_LIMIT(test_mixed_pack, "pack",
+                "a mixed pack of JPEG and zstd samples", 30)
 {
     rf_pack_writer *w =
         create_or_die(at("mixed.pack"), 16, 16, RF_LAYOUT_NHWC, NULL, 0);
@@ -277,7 +279,7 @@ static void test_mixed_pack(void)
     check_decodes_with_shape(at("mixed.pack"), &info);
 }
 
-static void test_empty_pack(void)
+TEST_CASE_LIMIT(test_empty_pack, "pack", "an empty pack", 30)
 {
     test_finish_pack(
         create_or_die(at("empty.pack"), 0, 0, RF_LAYOUT_NHWC, NULL, 0));
@@ -287,7 +289,7 @@ static void test_empty_pack(void)
 }
 
 /* NULL is refused and leaves out as it was; the size is the ABI's. */
-static void test_null_and_size(void)
+TEST_CASE_LIMIT(test_null_and_size, "abi", "NULL refused, size fixed", 30)
 {
     CHECK_EQ(sizeof(rf_dataset_info), 120);
     rf_dataset_info info;
@@ -304,17 +306,8 @@ static void test_null_and_size(void)
 }
 
 /* Each case writes what it reads in a few milliseconds: 30 s is ample. */
-static const struct test_case cases[] = {
-    {"folder", "a folder of JPEG files", test_folder, 30},
-    {"pack", "a pack of JPEG bytes", test_jpeg_pack, 30},
-    {"pack", "a raw zstd pack with a dictionary",
-     test_zstd_pack_with_dictionary, 30},
-    {"pack", "a mixed pack of JPEG and zstd samples", test_mixed_pack, 30},
-    {"pack", "an empty pack", test_empty_pack, 30},
-    {"abi", "NULL refused, size fixed", test_null_and_size, 30},
-};
 
 int main(int argc, char **argv)
 {
-    return TEST_MAIN_WITH(argc, argv, cases, setup, teardown);
+    return TEST_MAIN_WITH(argc, argv, setup, teardown);
 }

@@ -222,7 +222,8 @@ static void test_index_cache_sparse_listing(const char *root, const char *cache,
 /* The cache must notice every change a new listing would see: files
  * added in a nested folder, in a hidden class folder, and in a folder
  * whose mtime was set back afterwards (rsync -a, tar, cp -a do that). */
-static void test_index_cache_never_stale(void)
+TEST_CASE(test_index_cache_never_stale, "cache",
+          "never stale: nested, hidden, back-dated, re-pointed")
 {
     make_dir(at("cached"));
     make_dir(at("cached/c0"));
@@ -298,14 +299,16 @@ static void make_cached_folder(const char *name, char *root, char *cache,
     CHECK_EQ(access(cache, R_OK), 0);
 }
 
-static void test_index_cache_damaged_trailer(void)
+TEST_CASE(test_index_cache_damaged_trailer, "cache",
+          "a damaged trailer: listed again")
 {
     char root[1024], cache[1024];
     make_cached_folder("trailer", root, cache, sizeof(root));
     test_index_cache_trailer_damage(root, cache, 3);
 }
 
-static void test_index_cache_sparse(void)
+TEST_CASE(test_index_cache_sparse, "cache",
+          "a listing that is a hole: refused, little memory")
 {
     char root[1024], cache[1024];
     make_cached_folder("sparse", root, cache, sizeof(root));
@@ -337,7 +340,8 @@ static int leftovers(const char *folder)
  * it was writing may be left in the dataset's folder. Where the file
  * system has no O_TMPFILE (NFS) the cache is written under a temporary
  * name, and this is not checked. */
-static void test_index_cache_killed_leaves_nothing(void)
+TEST_CASE(test_index_cache_killed_leaves_nothing, "cache",
+          "killed while written: nothing left behind")
 {
     char root[1024], cache[1024];
     rf__format(root, sizeof(root), "%s", at("killed"));
@@ -384,7 +388,8 @@ static void test_index_cache_killed_leaves_nothing(void)
 
 /* ---- CRC-32C ------------------------------------------------------------ */
 
-static void test_crc32c(void)
+TEST_CASE_LIMIT(test_crc32c, "crc32c",
+                "check value and pieces, hardware and tables", 10)
 {
     struct rf__crc32c c;
     rf__crc32c_init(&c);
@@ -492,7 +497,8 @@ static void check_tree_listing(rf_dataset *ds)
     CHECK_CONTAINS(rf_dataset_error(ds), "out of range");
 }
 
-static void test_folder_order(void)
+TEST_CASE(test_folder_order, "folder",
+          "torchvision's order, labels and class names")
 {
     rf_dataset *ds = open_or_die(at("tree"));
     check_tree_listing(ds);
@@ -526,7 +532,8 @@ static void test_folder_order(void)
  * labels: Python decodes them with surrogateescape (a stray byte b
  * becomes U+DC00 + b) and sorts by code point, not by byte. The order
  * below is Python's sorted() of those names. */
-static void test_names_in_python_order(void)
+TEST_CASE(test_names_in_python_order, "folder",
+          "class names that are not UTF-8 sort as in Python")
 {
     static const char *const sorted_names[] = {
         "Zed",
@@ -561,7 +568,8 @@ static void test_names_in_python_order(void)
     printf("folder: class names that are not UTF-8 sort as in Python\n");
 }
 
-static void test_folder_errors(void)
+TEST_CASE(test_folder_errors, "folder",
+          "missing, flat and empty folders are refused")
 {
     check_open_fails(at("no-such-folder"), -ENOENT, "No such file");
     make_dir(at("flat"));
@@ -640,7 +648,8 @@ static size_t planted_listing(uint8_t *out, const char *name)
     return h.total_size;
 }
 
-static void test_index_round_trip(void)
+TEST_CASE(test_index_round_trip, "listing",
+          "the memfd and an index file give the same samples")
 {
     rf_dataset *ds = open_or_die(at("tree"));
     int fd = -1;
@@ -683,7 +692,8 @@ static void check_listing_refused(const void *bytes, size_t size,
     printf("  refused as expected: %s\n", why);
 }
 
-static void test_index_damage(void)
+TEST_CASE(test_index_damage, "listing",
+          "damaged, truncated, foreign and planted ones are refused")
 {
     rf_dataset *ds = open_or_die(at("tree"));
     size_t size;
@@ -894,7 +904,8 @@ static void check_pack_sample(rf_dataset *ds, size_t i)
     }
 }
 
-static void test_pack_round_trip(void)
+TEST_CASE(test_pack_round_trip, "pack",
+          "round trip: bytes, labels, names, dictionary, shape")
 {
     write_test_pack(at("round-trip.pack"), true);
     rf_dataset *ds = open_or_die(at("round-trip.pack"));
@@ -923,7 +934,8 @@ static void test_pack_round_trip(void)
            PACK_SAMPLES);
 }
 
-static void test_pack_writer_edges(void)
+TEST_CASE(test_pack_writer_edges, "pack",
+          "writer: bad shape, bad folder, abort, empty pack")
 {
     rf_pack_writer *w = NULL;
     char *why = NULL;
@@ -1207,17 +1219,18 @@ static void damage_test_pack(void (*damage)(const uint8_t *, size_t))
     free(good);
 }
 
-static void test_pack_damaged_header(void)
+TEST_CASE(test_pack_damaged_header, "pack", "damaged header refused")
 {
     damage_test_pack(test_pack_damage_to_header);
 }
 
-static void test_pack_damaged_entries(void)
+TEST_CASE(test_pack_damaged_entries, "pack", "damaged index entries refused")
 {
     damage_test_pack(test_pack_damage_to_entries);
 }
 
-static void test_pack_damaged_payloads(void)
+TEST_CASE(test_pack_damaged_payloads, "pack",
+          "damaged payloads named when read")
 {
     damage_test_pack(test_pack_damage_to_payloads);
 }
@@ -1245,7 +1258,8 @@ static int decode_raw_sample(const char *path, uint8_t *out, char *why,
  * afterwards (bytes 4 to 7 of a zstd dictionary, after its magic number):
  * decoding names both IDs and says to repack, rather than zstd's bare
  * "Dictionary mismatch". */
-static void test_pack_dictionary_mismatch_on_decode(void)
+TEST_CASE(test_pack_dictionary_mismatch_on_decode, "pack",
+          "another dictionary, named on decode")
 {
     uint8_t dict[1024], frame[256], raw[RAW_BYTES], out[RAW_BYTES];
     for (size_t i = 0; i < RAW_BYTES; i++)
@@ -1293,7 +1307,8 @@ static void test_pack_dictionary_mismatch_on_decode(void)
 /* Producers open the pack with the consumer's sealed copy of its index:
  * the same samples; a copy that is not sealed, or of another file, is
  * refused. */
-static void test_pack_index_fd(void)
+TEST_CASE(test_pack_index_fd, "pack",
+          "producers share the sealed copy of its index")
 {
     rf_dataset *ds = open_or_die(at("test.pack"));
     int fd = -1;
@@ -1328,7 +1343,8 @@ static void test_pack_index_fd(void)
 /* A pack truncated (or emptied) while open: samples past the new end fail
  * with a reason naming the file, the others still read, and nothing
  * touches the file's pages through a mapping (which would be a SIGBUS). */
-static void test_pack_truncated_after_open(void)
+TEST_CASE(test_pack_truncated_after_open, "pack",
+          "truncated after open: an error per sample")
 {
     size_t size;
     uint8_t *bytes = read_whole(at("test.pack"), &size);
@@ -1361,7 +1377,7 @@ static void test_pack_truncated_after_open(void)
 #define SPEED_CLASSES 100
 #define SPEED_FILES 20000
 
-static void test_listing_speed(void)
+TEST_CASE(test_listing_speed, "folder", "20,000 files listed (timed)")
 {
     make_dir(at("many"));
     for (int c = 0; c < SPEED_CLASSES; c++)
@@ -1432,7 +1448,7 @@ static void check_imagenet_like(uint64_t index, size_t *bytes, int *fine)
     free(again);
 }
 
-static void test_synthetic_jpeg(void)
+TEST_CASE(test_synthetic_jpeg, "synthetic", "ImageNet-like JPEGs")
 {
     const int count = 24;
     size_t bytes = 0;
@@ -1473,44 +1489,7 @@ static void teardown(void)
     remove_tree(base);
 }
 
-static const struct test_case cases[] = {
-    {"crc32c", "check value and pieces, hardware and tables", test_crc32c, 10},
-    {"folder", "torchvision's order, labels and class names", test_folder_order,
-     0},
-    {"folder", "class names that are not UTF-8 sort as in Python",
-     test_names_in_python_order, 0},
-    {"folder", "missing, flat and empty folders are refused",
-     test_folder_errors, 0},
-    {"folder", "20,000 files listed (timed)", test_listing_speed, 0},
-    {"listing", "the memfd and an index file give the same samples",
-     test_index_round_trip, 0},
-    {"listing", "damaged, truncated, foreign and planted ones are refused",
-     test_index_damage, 0},
-    {"cache", "never stale: nested, hidden, back-dated, re-pointed",
-     test_index_cache_never_stale, 0},
-    {"cache", "a damaged trailer: listed again",
-     test_index_cache_damaged_trailer, 0},
-    {"cache", "a listing that is a hole: refused, little memory",
-     test_index_cache_sparse, 0},
-    {"cache", "killed while written: nothing left behind",
-     test_index_cache_killed_leaves_nothing, 0},
-    {"pack", "round trip: bytes, labels, names, dictionary, shape",
-     test_pack_round_trip, 0},
-    {"pack", "writer: bad shape, bad folder, abort, empty pack",
-     test_pack_writer_edges, 0},
-    {"pack", "damaged header refused", test_pack_damaged_header, 0},
-    {"pack", "damaged index entries refused", test_pack_damaged_entries, 0},
-    {"pack", "damaged payloads named when read", test_pack_damaged_payloads, 0},
-    {"pack", "another dictionary, named on decode",
-     test_pack_dictionary_mismatch_on_decode, 0},
-    {"pack", "producers share the sealed copy of its index", test_pack_index_fd,
-     0},
-    {"pack", "truncated after open: an error per sample",
-     test_pack_truncated_after_open, 0},
-    {"synthetic", "ImageNet-like JPEGs", test_synthetic_jpeg, 0},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN_WITH(argc, argv, cases, setup, teardown);
+    return TEST_MAIN_WITH(argc, argv, setup, teardown);
 }

@@ -302,7 +302,8 @@ static void check_kill_run(const struct kill_spec *s, unsigned seed)
     free(calm.digests);
 }
 
-static void test_random_kills_lose_nothing(void)
+TEST_CASE_LIMIT(test_random_kills_lose_nothing, "kills",
+                "random kills lose nothing", 240)
 {
     const struct kill_spec jpeg = {.source = RF_SOURCE_SYNTHETIC_JPEG,
                                    .start_mode = RF_START_SPAWN,
@@ -315,7 +316,8 @@ static void test_random_kills_lose_nothing(void)
 
 /* Fork mode has no threads to kill from: the loop kills between batches,
  * after a random pause while the producers work. */
-static void test_random_kills_fork_mode(void)
+TEST_CASE_LIMIT(test_random_kills_fork_mode, "kills", "random kills, fork mode",
+                120)
 {
     const struct kill_spec forked = {.source = RF_SOURCE_SYNTHETIC,
                                      .start_mode = RF_START_FORK,
@@ -337,7 +339,8 @@ static void do_nothing(int sig)
  * checkpoint) must not keep it alive through a job's SIGTERM, nor an
  * ignored SIGHUP (nohup) through a hang-up. Each producer dies of the
  * signal sent to it. */
-static void test_fork_mode_takes_no_handlers(void)
+TEST_CASE(test_fork_mode_takes_no_handlers, "fork",
+          "fork mode takes none of the caller's handlers")
 {
     struct sigaction catch_it = {.sa_handler = do_nothing};
     struct sigaction ignore_it = {.sa_handler = SIG_IGN};
@@ -446,7 +449,8 @@ static void death_noticed_while_waiting(int64_t policy)
     munmap(seg.header, seg.control_size);
 }
 
-static void test_death_noticed_while_waiting(void)
+TEST_CASE(test_death_noticed_while_waiting, "death",
+          "noticed while next() waits")
 {
     death_noticed_while_waiting(RF_ON_DEATH_FAIL);
     death_noticed_while_waiting(RF_ON_DEATH_RESPAWN);
@@ -478,7 +482,8 @@ static void *steal_wake_up(void *arg)
     return NULL;
 }
 
-static void test_lost_wake_up_does_not_stall_next(void)
+TEST_CASE_LIMIT(test_lost_wake_up_does_not_stall_next, "wake",
+                "lost wake-up does not stall next()", 60)
 {
     rf_config *cfg = small_config(1, 100000, 4, 8);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SLOTS, 4));
@@ -536,7 +541,8 @@ static rf_loader *open_and_stop_one_producer(int64_t policy, int *stopped)
     return l;
 }
 
-static void test_stopped_producer_is_replaced(void)
+TEST_CASE(test_stopped_producer_is_replaced, "stop",
+          "stopped producer is replaced")
 {
     int stopped = 0;
     rf_loader *l = open_and_stop_one_producer(RF_ON_DEATH_RESPAWN, &stopped);
@@ -561,7 +567,8 @@ static void test_stopped_producer_is_replaced(void)
     rf_loader_close(l);
 }
 
-static void test_stopped_producer_fails_with_its_batch(void)
+TEST_CASE(test_stopped_producer_fails_with_its_batch, "stop",
+          "stopped producer fails with its batch")
 {
     int stopped = 0;
     rf_loader *l = open_and_stop_one_producer(RF_ON_DEATH_FAIL, &stopped);
@@ -620,7 +627,8 @@ static void *crasher_main(void *arg)
 /* One producer, and a crash whenever it is decoding a sample: the batch
  * in progress is always the oldest one owed, so each replacement starts
  * on it again and crashes on its first samples too. */
-static void test_batch_that_keeps_crashing_is_named(void)
+TEST_CASE(test_batch_that_keeps_crashing_is_named, "death",
+          "sample that keeps crashing is named")
 {
     /* No core files from the crashes below (producers inherit this). */
     const struct rlimit no_core = {0, 0};
@@ -750,7 +758,8 @@ static void consumer_dies(enum consumer_death how)
     CHECK_EQ(count_entries("/dev/shm"), shm_before);
 }
 
-static void test_consumer_death_leaves_nothing(void)
+TEST_CASE(test_consumer_death_leaves_nothing, "death",
+          "consumer death leaves nothing")
 {
     consumer_dies(CONSUMER_KILLED);
     consumer_dies(CONSUMER_EXITS);
@@ -759,7 +768,7 @@ static void test_consumer_death_leaves_nothing(void)
 
 /* ---- resources --------------------------------------------------------- */
 
-static void test_low_fd_limit_is_refused(void)
+TEST_CASE(test_low_fd_limit_is_refused, "start", "low fd limit is refused")
 {
     const pid_t child = fork();
     CHECK(child >= 0);
@@ -793,7 +802,8 @@ static void count_tick(int sig)
  * reserves a 256 MiB ring: tmpfs gives up a reservation on a pending
  * signal and undoes it, so a loop that only retried could never end. Open
  * must finish, with the ring, in bounded time. */
-static void test_open_under_timer_signals(void)
+TEST_CASE_LIMIT(test_open_under_timer_signals, "start",
+                "open finishes under a frequent timer signal", 60)
 {
     struct sigaction sa = {.sa_handler = count_tick}; /* no SA_RESTART */
     sigaction(SIGALRM, &sa, NULL);
@@ -835,7 +845,8 @@ static void restore_helper(char *saved)
 /* A program of a build tree runs uninstalled with no setting: the
  * library finds the tree's tools/ringfeed-producer from where it was
  * loaded (here the test program itself, linked statically). */
-static void test_build_tree_finds_its_helper(void)
+TEST_CASE(test_build_tree_finds_its_helper, "start",
+          "a build tree finds its own helper unset")
 {
     char *saved = use_helper("x"); /* to save it */
     unsetenv("RINGFEED_PRODUCER");
@@ -847,7 +858,8 @@ static void test_build_tree_finds_its_helper(void)
     restore_helper(saved);
 }
 
-static void test_helper_not_executable_is_refused(void)
+TEST_CASE(test_helper_not_executable_is_refused, "start",
+          "helper not executable is refused")
 {
     char path[] = "/tmp/rf-not-executable-XXXXXX";
     const int fd = mkstemp(path);
@@ -885,7 +897,8 @@ static void write_helper_that_exits_127(char *path)
  * library is missing does (the dynamic loader exits with 127): three in a
  * row end the run naming the helper, not a thousand respawns ending in
  * advice about the OOM killer. Policy fail says the same at once. */
-static void test_helper_that_cannot_start_is_named(void)
+TEST_CASE(test_helper_that_cannot_start_is_named, "start",
+          "helper that cannot start is named")
 {
     char path[] = "/tmp/rf-cannot-start-XXXXXX";
     write_helper_that_exits_127(path);
@@ -941,7 +954,7 @@ static rf_config *respawn_config(int64_t max_respawns)
 /* Replacements count against RF_PARAM_MAX_RESPAWNS: with a limit of 2,
  * the third producer killed (SIGKILL, which is never blamed on a batch)
  * ends the run, with the count and what to look for. */
-static void test_respawn_limit_ends_the_run(void)
+TEST_CASE(test_respawn_limit_ends_the_run, "respawn", "limit ends the run")
 {
     rf_config *cfg = respawn_config(2);
     rf_loader *l = test_open_loader(cfg);
@@ -999,7 +1012,8 @@ static int kill_and_wait_for_replacement(rf_loader *l, int last, int *rc)
  * (RF_PARAM_RESPAWN_WINDOW_S) is over: with one replacement allowed per
  * 2 seconds, a kill, a pause of 2.5 s and a kill are both answered, and a
  * third kill at once ends the run, naming the window. */
-static void test_respawn_window_starts_the_count_again(void)
+TEST_CASE(test_respawn_window_starts_the_count_again, "respawn",
+          "window starts the count again")
 {
     rf_config *cfg = respawn_config(1);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_RESPAWN_WINDOW_S, 2));
@@ -1041,7 +1055,8 @@ static void *replace_and_return(void *loader)
  * a thread that returns, and a producer replaced by another that
  * returns, must keep their producers: the run ends normally with the one
  * replacement the test asked for. */
-static void test_threads_that_end_keep_their_producers(void)
+TEST_CASE(test_threads_that_end_keep_their_producers, "threads",
+          "threads that end keep their producers")
 {
     rf_config *cfg = respawn_config(1000);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 4000));
@@ -1208,7 +1223,8 @@ test_whole_job_stopped_spares_producers(const struct stop_case *given)
  * a crash before attaching, not replaced a thousand times. One producer
  * fills every slot and goes idle; the batches stay with the caller, so
  * its replacements get no order and crash idle. */
-static void test_crash_after_attach_counts_as_failed_start(void)
+TEST_CASE(test_crash_after_attach_counts_as_failed_start, "start",
+          "crash after attach counts as a failed start")
 {
     const struct rlimit no_core = {0, 0};
     CHECK_EQ(setrlimit(RLIMIT_CORE, &no_core), 0);
@@ -1278,7 +1294,8 @@ static void copy_executable(const char *from, char *to)
 /* A replacement runs the helper the loader checked at open, though the
  * file under that name was replaced meanwhile (an upgrade during the run)
  * by one that cannot start. */
-static void test_helper_replaced_during_run(void)
+TEST_CASE(test_helper_replaced_during_run, "start",
+          "helper replaced during the run")
 {
     char helper[] = "/tmp/rf-helper-XXXXXX";
     char broken[] = "/tmp/rf-broken-XXXXXX";
@@ -1316,7 +1333,8 @@ static void test_helper_replaced_during_run(void)
 /* A spawned producer holds fds 0 to 5 and nothing else: not the caller's
  * files (opened here without O_CLOEXEC), not the fd its helper was
  * started from. */
-static void test_producer_holds_only_its_fds(void)
+TEST_CASE(test_producer_holds_only_its_fds, "start",
+          "producer holds only its fds")
 {
 #ifdef HAVE_POSIX_SPAWN_FILE_ACTIONS_ADDCLOSEFROM_NP
     const int stray = open("/dev/null", O_RDONLY);
@@ -1421,7 +1439,8 @@ static void push_garbage_indices(const struct rf__segment *seg)
     atomic_store(&full->tail, atomic_load(&full->head) + 100000);
 }
 
-static void test_garbage_in_the_batch_ring(void)
+TEST_CASE(test_garbage_in_the_batch_ring, "garbage",
+          "handles in the batch ring")
 {
     expect_bad_handle(push_garbage_handle, "matches no batch");
     expect_bad_handle(push_garbage_indices, "corrupted");
@@ -1433,7 +1452,8 @@ static void test_garbage_in_the_batch_ring(void)
  * stands in for the stopped producer: it takes an order and answers it
  * with a batch whose one failed sample is UINT64_MAX (the set's empty
  * key). */
-static void test_garbage_failed_index_is_an_error(void)
+TEST_CASE(test_garbage_failed_index_is_an_error, "garbage",
+          "failed index beyond the dataset")
 {
     rf_config *cfg = one_producer_config();
     CHECK_OK(rf_config_set(cfg, RF_PARAM_ORDERED, 0));
@@ -1475,7 +1495,8 @@ static void test_garbage_failed_index_is_an_error(void)
 
 /* The size fields in the shared rings are never used after set-up, so
  * garbage there changes nothing (ASan would see any access outside). */
-static void test_garbage_ring_sizes_are_ignored(void)
+TEST_CASE(test_garbage_ring_sizes_are_ignored, "garbage",
+          "ring sizes are ignored")
 {
     rf_loader *l = open_one_producer();
     struct rf__segment seg = map_control_segment();
@@ -1504,7 +1525,7 @@ static void test_garbage_ring_sizes_are_ignored(void)
 /* The layout fields of the shared header are read once, when the loader
  * makes the segment and when a producer attaches; garbage written there
  * later must not move any pointer of either side. */
-static void test_garbage_header_is_ignored(void)
+TEST_CASE(test_garbage_header_is_ignored, "garbage", "header is ignored")
 {
     rf_loader *l = open_one_producer();
     struct rf__segment seg = map_control_segment();
@@ -1538,7 +1559,8 @@ static void test_garbage_header_is_ignored(void)
 /* An order ring that looks full (its head moved back by a stray
  * writer) cannot take the order for a released slot: that is reported
  * by the next next(), not lost as a batch that never comes. */
-static void test_full_order_ring_is_an_error(void)
+TEST_CASE(test_full_order_ring_is_an_error, "garbage",
+          "full order ring is an error")
 {
     rf_loader *l = open_one_producer();
     struct rf__segment seg = map_control_segment();
@@ -1556,7 +1578,8 @@ static void test_full_order_ring_is_an_error(void)
     munmap(seg.header, seg.control_size);
 }
 
-static void test_garbage_order_stops_the_producer(void)
+TEST_CASE(test_garbage_order_stops_the_producer, "garbage",
+          "order stops the producer")
 {
     rf_loader *l = open_one_producer();
     struct rf__segment seg = map_control_segment();
@@ -1622,7 +1645,8 @@ static int stress(int total_kills)
     return (hangs + lost + duplicated + changed + errors + leaked) != 0;
 }
 
-static void test_stop_while_waiting(void)
+TEST_CASE(test_stop_while_waiting, "stop",
+          "whole job stopped while next() waits")
 {
     test_whole_job_stopped_spares_producers(
         &(struct stop_case){.batch = 4,
@@ -1631,7 +1655,8 @@ static void test_stop_while_waiting(void)
                             .where = "the consumer waiting in next()"});
 }
 
-static void test_stop_in_the_step(void)
+TEST_CASE(test_stop_in_the_step, "stop",
+          "whole job stopped in the caller's step")
 {
     test_whole_job_stopped_spares_producers(
         &(struct stop_case){.batch = 64,
@@ -1641,71 +1666,16 @@ static void test_stop_in_the_step(void)
                             .where = "the consumer in its step"});
 }
 
-static void test_job_signals_spawn(void)
+TEST_CASE(test_job_signals_spawn, "signals",
+          "job signals spare producers, spawn")
 {
     test_job_signals_spare_producers(RF_START_SPAWN);
 }
 
-static void test_job_signals_fork(void)
+TEST_CASE(test_job_signals_fork, "signals", "job signals spare producers, fork")
 {
     test_job_signals_spare_producers(RF_START_FORK);
 }
-
-static const struct test_case cases[] = {
-    {"kills", "random kills lose nothing", test_random_kills_lose_nothing, 240},
-    {"kills", "random kills, fork mode", test_random_kills_fork_mode, 120},
-    {"fork", "fork mode takes none of the caller's handlers",
-     test_fork_mode_takes_no_handlers, 0},
-    {"stop", "whole job stopped while next() waits", test_stop_while_waiting,
-     0},
-    {"stop", "whole job stopped in the caller's step", test_stop_in_the_step,
-     0},
-    {"stop", "stopped producer is replaced", test_stopped_producer_is_replaced,
-     0},
-    {"stop", "stopped producer fails with its batch",
-     test_stopped_producer_fails_with_its_batch, 0},
-    {"wake", "lost wake-up does not stall next()",
-     test_lost_wake_up_does_not_stall_next, 60},
-    {"death", "noticed while next() waits", test_death_noticed_while_waiting,
-     0},
-    {"death", "sample that keeps crashing is named",
-     test_batch_that_keeps_crashing_is_named, 0},
-    {"death", "consumer death leaves nothing",
-     test_consumer_death_leaves_nothing, 0},
-    {"start", "low fd limit is refused", test_low_fd_limit_is_refused, 0},
-    {"start", "open finishes under a frequent timer signal",
-     test_open_under_timer_signals, 60},
-    {"start", "a build tree finds its own helper unset",
-     test_build_tree_finds_its_helper, 0},
-    {"start", "helper not executable is refused",
-     test_helper_not_executable_is_refused, 0},
-    {"start", "helper that cannot start is named",
-     test_helper_that_cannot_start_is_named, 0},
-    {"start", "crash after attach counts as a failed start",
-     test_crash_after_attach_counts_as_failed_start, 0},
-    {"start", "helper replaced during the run", test_helper_replaced_during_run,
-     0},
-    {"start", "producer holds only its fds", test_producer_holds_only_its_fds,
-     0},
-    {"respawn", "limit ends the run", test_respawn_limit_ends_the_run, 0},
-    {"respawn", "window starts the count again",
-     test_respawn_window_starts_the_count_again, 0},
-    {"threads", "threads that end keep their producers",
-     test_threads_that_end_keep_their_producers, 0},
-    {"signals", "job signals spare producers, spawn", test_job_signals_spawn,
-     0},
-    {"signals", "job signals spare producers, fork", test_job_signals_fork, 0},
-    {"garbage", "handles in the batch ring", test_garbage_in_the_batch_ring, 0},
-    {"garbage", "failed index beyond the dataset",
-     test_garbage_failed_index_is_an_error, 0},
-    {"garbage", "ring sizes are ignored", test_garbage_ring_sizes_are_ignored,
-     0},
-    {"garbage", "header is ignored", test_garbage_header_is_ignored, 0},
-    {"garbage", "full order ring is an error", test_full_order_ring_is_an_error,
-     0},
-    {"garbage", "order stops the producer",
-     test_garbage_order_stops_the_producer, 0},
-};
 
 int main(int argc, char **argv)
 {
@@ -1715,5 +1685,5 @@ int main(int argc, char **argv)
         return stress((int)strtol(argv[2], NULL, 10));
     /* Each case runs in a child forked from this single-threaded
      * process, so fork-mode cases may come in any order. */
-    return TEST_MAIN(argc, argv, cases);
+    return TEST_MAIN(argc, argv);
 }

@@ -1290,7 +1290,7 @@ static void test_exif(struct rf__jpeg_decoder *dec, bool against_pil)
 
 /* ---- the cases ----------------------------------------------------------- */
 
-static void test_scale_for(void)
+TEST_CASE_LIMIT(test_scale_for, "scale", "the DCT scale that covers a crop", 10)
 {
     /* Only the scales with SIMD inverse DCTs: 5/8 would cover (234 x
      * 234.4) but its plain-C IDCT is slower than 8/8. */
@@ -1326,27 +1326,29 @@ static void teardown(void)
     free(grey_image.px);
 }
 
-static void case_full_decodes(void)
+TEST_CASE(case_full_decodes, "exact",
+          "full decodes = tjDecompress2, every fixture")
 {
     test_full_decodes(decoder, FIXTURE_W, FIXTURE_H);
 }
 
-static void case_scaled_decodes(void)
+TEST_CASE(case_scaled_decodes, "exact", "DCT scales 1/8..8/8 = tjDecompress2")
 {
     test_scaled_decodes(decoder);
 }
 
-static void case_scaled_crops(void)
+TEST_CASE(case_scaled_crops, "exact",
+          "crops at every DCT scale = tjDecompress2")
 {
     test_scaled_crops(decoder);
 }
 
-static void case_exact_crops(void)
+TEST_CASE(case_exact_crops, "exact", "integer crops = the full decode's pixels")
 {
     test_exact_crops(decoder, FIXTURE_W, FIXTURE_H);
 }
 
-static void case_checksum(void)
+TEST_CASE_LIMIT(case_checksum, "exact", "FNV-1a of the 4:2:0 decode", 10)
 {
     test_checksum(decoder, FIXTURE_W, FIXTURE_H);
 }
@@ -1370,132 +1372,103 @@ static void corrupt_entropy(struct rf__jpeg_decoder *dec,
     test_corrupt_entropy(dec, opt, FIXTURE_W, FIXTURE_H);
 }
 
-static void case_not_jpeg(void)
+TEST_CASE(case_not_jpeg, "bad", "not a JPEG")
 {
     bad_input_case(test_not_jpeg);
 }
 
-static void case_truncated(void)
+TEST_CASE(case_truncated, "bad", "truncated, or bytes after the end")
 {
     bad_input_case(test_truncated);
 }
 
-static void case_corrupt_entropy(void)
+TEST_CASE(case_corrupt_entropy, "bad", "corrupt entropy-coded data")
 {
     bad_input_case(corrupt_entropy);
 }
 
-static void case_limits(void)
+TEST_CASE(case_limits, "bad", "pixel and scan limits")
 {
     bad_input_case(test_limits);
 }
 
-static void case_memory_limit(void)
+TEST_CASE(case_memory_limit, "bad", "decode memory limit")
 {
     bad_input_case(test_memory_limit);
 }
 
-static void case_12_bit(void)
+TEST_CASE(case_12_bit, "bad", "12-bit")
 {
     bad_input_case(test_12_bit);
 }
 
-static void case_bad_crops(void)
+TEST_CASE(case_bad_crops, "bad", "empty and outside crops, 2 channels")
 {
     bad_input_case(test_bad_crops);
 }
 
-static void case_cmyk_plain(void)
+TEST_CASE(case_cmyk_plain, "cmyk", "CMYK, no Adobe marker")
 {
     check_cmyk(decoder, "CMYK, no Adobe marker", JCS_CMYK, false, false);
 }
 
-static void case_cmyk_adobe(void)
+TEST_CASE(case_cmyk_adobe, "cmyk", "CMYK, Adobe (inverted)")
 {
     check_cmyk(decoder, "CMYK, Adobe (inverted)", JCS_CMYK, true, false);
 }
 
-static void case_ycck_adobe(void)
+TEST_CASE(case_ycck_adobe, "cmyk", "YCCK, Adobe (inverted)")
 {
     check_cmyk(decoder, "YCCK, Adobe (inverted)", JCS_YCCK, true, false);
 }
 
-static void case_exif(void)
+TEST_CASE(case_exif, "exif", "orientations 1..8 turn the stored pixels")
 {
     test_exif(decoder, false);
 }
 
 /* fixtures[]: 0 4:2:0, 1 4:4:4, 4 grey, 5 progressive 4:2:0 */
-static void case_pil_420(void)
+TEST_CASE(case_pil_420, "pil", "4:2:0 crops and resizes")
 {
     test_against_pil(decoder, 0);
 }
 
-static void case_pil_444(void)
+TEST_CASE(case_pil_444, "pil", "4:4:4 crops and resizes")
 {
     test_against_pil(decoder, 1);
 }
 
-static void case_pil_grey(void)
+TEST_CASE(case_pil_grey, "pil", "grey crops and resizes")
 {
     test_against_pil(decoder, 4);
 }
 
-static void case_pil_progressive(void)
+TEST_CASE(case_pil_progressive, "pil", "progressive crops and resizes")
 {
     test_against_pil(decoder, 5);
 }
 
-static void case_pil_full_scale(void)
+TEST_CASE(case_pil_full_scale, "pil", "DCT scaling off: PIL's pixels")
 {
     test_full_scale_is_pil_exact(decoder);
 }
 
-static void case_pil_cmyk_adobe(void)
+TEST_CASE(case_pil_cmyk_adobe, "pil", "CMYK, Adobe: PIL's bytes")
 {
     check_cmyk(decoder, "CMYK, Adobe (inverted)", JCS_CMYK, true, true);
 }
 
-static void case_pil_ycck_adobe(void)
+TEST_CASE(case_pil_ycck_adobe, "pil", "YCCK, Adobe: PIL's bytes")
 {
     check_cmyk(decoder, "YCCK, Adobe (inverted)", JCS_YCCK, true, true);
 }
 
-static void case_pil_exif(void)
+TEST_CASE(case_pil_exif, "pil", "EXIF orientations 1..8: PIL's pixels")
 {
     test_exif(decoder, true);
 }
 
-static const struct test_case cases[] = {
-    {"scale", "the DCT scale that covers a crop", test_scale_for, 10},
-    {"exact", "full decodes = tjDecompress2, every fixture", case_full_decodes,
-     0},
-    {"exact", "DCT scales 1/8..8/8 = tjDecompress2", case_scaled_decodes, 0},
-    {"exact", "crops at every DCT scale = tjDecompress2", case_scaled_crops, 0},
-    {"exact", "integer crops = the full decode's pixels", case_exact_crops, 0},
-    {"exact", "FNV-1a of the 4:2:0 decode", case_checksum, 10},
-    {"bad", "not a JPEG", case_not_jpeg, 0},
-    {"bad", "truncated, or bytes after the end", case_truncated, 0},
-    {"bad", "corrupt entropy-coded data", case_corrupt_entropy, 0},
-    {"bad", "pixel and scan limits", case_limits, 0},
-    {"bad", "decode memory limit", case_memory_limit, 0},
-    {"bad", "12-bit", case_12_bit, 0},
-    {"bad", "empty and outside crops, 2 channels", case_bad_crops, 0},
-    {"cmyk", "CMYK, no Adobe marker", case_cmyk_plain, 0},
-    {"cmyk", "CMYK, Adobe (inverted)", case_cmyk_adobe, 0},
-    {"cmyk", "YCCK, Adobe (inverted)", case_ycck_adobe, 0},
-    {"exif", "orientations 1..8 turn the stored pixels", case_exif, 0},
-    {"pil", "4:2:0 crops and resizes", case_pil_420, 0},
-    {"pil", "4:4:4 crops and resizes", case_pil_444, 0},
-    {"pil", "grey crops and resizes", case_pil_grey, 0},
-    {"pil", "progressive crops and resizes", case_pil_progressive, 0},
-    {"pil", "DCT scaling off: PIL's pixels", case_pil_full_scale, 0},
-    {"pil", "CMYK, Adobe: PIL's bytes", case_pil_cmyk_adobe, 0},
-    {"pil", "YCCK, Adobe: PIL's bytes", case_pil_ycck_adobe, 0},
-    {"pil", "EXIF orientations 1..8: PIL's pixels", case_pil_exif, 0},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN_WITH(argc, argv, cases, setup, teardown);
+    return TEST_MAIN_WITH(argc, argv, setup, teardown);
 }

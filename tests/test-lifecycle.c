@@ -58,7 +58,8 @@ static rf_loader *open_small(int64_t producers, int64_t slots)
     return l;
 }
 
-static void test_close_mid_epoch_leaves_nothing(void)
+TEST_CASE(test_close_mid_epoch_leaves_nothing, "close",
+          "mid-epoch: no process, fd or /dev/shm entry left")
 {
     const int fds_before = count_entries("/proc/self/fd");
     const int shm_before = count_entries("/dev/shm");
@@ -77,7 +78,8 @@ static void test_close_mid_epoch_leaves_nothing(void)
     CHECK_EQ(count_entries("/dev/shm"), shm_before);
 }
 
-static void test_holding_every_slot_is_an_error(void)
+TEST_CASE(test_holding_every_slot_is_an_error, "slots",
+          "holding every slot is an error, not a hang")
 {
     rf_loader *l = open_small(1, 2);
     rf_batch a, b, c;
@@ -93,7 +95,8 @@ static void test_holding_every_slot_is_an_error(void)
     rf_loader_close(l);
 }
 
-static void test_killed_producer_is_reported(void)
+TEST_CASE(test_killed_producer_is_reported, "death",
+          "a killed producer is named, with its signal")
 {
     rf_config *cfg = small_config(2, 4);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_PRODUCER_DEATH, RF_ON_DEATH_FAIL));
@@ -132,7 +135,8 @@ static void *idle_thread(void *arg)
     return arg;
 }
 
-static void test_fork_refused_with_threads(void)
+TEST_CASE(test_fork_refused_with_threads, "fork",
+          "fork mode refused beside another thread")
 {
     pthread_t t;
     CHECK_EQ(pthread_create(&t, NULL, idle_thread, NULL), 0);
@@ -149,7 +153,8 @@ static void test_fork_refused_with_threads(void)
     rf_loader_close(open_small(1, 2));
 }
 
-static void test_error_names(void)
+TEST_CASE_LIMIT(test_error_names, "errors", "every error has a name of its own",
+                10)
 {
     static const int codes[] = {
 #define RF_CODE_(name, value, message) value,
@@ -168,7 +173,8 @@ static void test_error_names(void)
 
 /* Fork mode: the producers hold no fd of the caller's, like spawn mode: a
  * pipe whose write end the caller closes reaches EOF. */
-static void test_fork_mode_keeps_caller_fds_out(void)
+TEST_CASE(test_fork_mode_keeps_caller_fds_out, "fork",
+          "fork mode keeps the caller's fds out")
 {
     int p[2];
     CHECK_EQ(pipe(p), 0); /* no O_CLOEXEC, like a socket or a child's pipe */
@@ -205,7 +211,8 @@ static double seconds_since(const struct timespec *t0)
 
 /* close() waits at most a second for a stuck producer, even when a timer
  * signal interrupts the wait every 100 ms. */
-static void test_close_under_periodic_signals(void)
+TEST_CASE(test_close_under_periodic_signals, "close",
+          "a stopped producer, under timer signals")
 {
     rf_loader *l = open_small(1, 2);
     test_pass_one_batch(l);
@@ -232,7 +239,8 @@ static void test_close_under_periodic_signals(void)
 
 /* A batch of another loader is refused, even with the same slot and
  * sequence, instead of refilling a slot the caller still reads. */
-static void test_release_of_another_loaders_batch(void)
+TEST_CASE(test_release_of_another_loaders_batch, "slots",
+          "a batch of another loader is refused")
 {
     rf_loader *a = open_small(1, 2), *b = open_small(1, 2);
     rf_batch ba, bb;
@@ -248,7 +256,8 @@ static void test_release_of_another_loaders_batch(void)
 
 /* A process that exec()s another program without closing its loader
  * (a training script restarting itself) leaves no producer behind. */
-static void test_exec_without_close_stops_producers(void)
+TEST_CASE(test_exec_without_close_stops_producers, "close",
+          "exec() without close stops the producers")
 {
     int p[2];
     CHECK_EQ(pipe(p), 0);
@@ -340,12 +349,14 @@ static void test_fork_child_leaves_the_parents_run_alone(int mode)
            mode == RF_START_FORK ? "fork" : "spawn");
 }
 
-static void test_fork_child_spawn_mode(void)
+TEST_CASE(test_fork_child_spawn_mode, "fork",
+          "a fork child leaves the run alone, spawn mode")
 {
     test_fork_child_leaves_the_parents_run_alone(RF_START_SPAWN);
 }
 
-static void test_fork_child_fork_mode(void)
+TEST_CASE(test_fork_child_fork_mode, "fork",
+          "a fork child leaves the run alone, fork mode")
 {
     test_fork_child_leaves_the_parents_run_alone(RF_START_FORK);
 }
@@ -354,7 +365,8 @@ static void test_fork_child_fork_mode(void)
  * is told apart from its parent too; and a loader that the child opens is
  * its own, while the parent's stays refused there. Then the parent's run
  * ends whole. */
-static void test_child_of_raw_clone_has_its_own_loaders(void)
+TEST_CASE(test_child_of_raw_clone_has_its_own_loaders, "fork",
+          "a child of a bare clone() has its own loaders")
 {
     rf_config *cfg = small_config(2, 4);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 400));
@@ -412,7 +424,8 @@ static void make_tiny_dev_shm(void)
 /* The ring lives in memfds, not in /dev/shm, so a small /dev/shm (the
  * usual cause of a DataLoader's "bus error" in a container) does not
  * limit it: a 12.6 MB ring runs whole beside a 1 MiB /dev/shm. */
-static void test_ring_larger_than_dev_shm(void)
+TEST_CASE(test_ring_larger_than_dev_shm, "memory",
+          "a ring larger than a 1 MiB /dev/shm")
 {
     make_tiny_dev_shm();
     rf_config *cfg = small_config(2, 4);
@@ -452,7 +465,8 @@ static long producers_mapping_kb(int producers, long *most_kb)
  * page-table work before the first batch: a second of system time at
  * P = 16 with batches of 64 at 224x224.)
  */
-static void test_producers_map_only_the_slots_they_fill(void)
+TEST_CASE(test_producers_map_only_the_slots_they_fill, "memory",
+          "producers map only the slots they fill")
 {
     enum { PRODUCERS = 4, SLOTS = 16 };
     rf_config *cfg = small_config(PRODUCERS, SLOTS);
@@ -477,37 +491,7 @@ static void test_producers_map_only_the_slots_they_fill(void)
     rf_loader_close(l);
 }
 
-static const struct test_case cases[] = {
-    {"close", "mid-epoch: no process, fd or /dev/shm entry left",
-     test_close_mid_epoch_leaves_nothing, 0},
-    {"close", "a stopped producer, under timer signals",
-     test_close_under_periodic_signals, 0},
-    {"close", "exec() without close stops the producers",
-     test_exec_without_close_stops_producers, 0},
-    {"slots", "holding every slot is an error, not a hang",
-     test_holding_every_slot_is_an_error, 0},
-    {"slots", "a batch of another loader is refused",
-     test_release_of_another_loaders_batch, 0},
-    {"death", "a killed producer is named, with its signal",
-     test_killed_producer_is_reported, 0},
-    {"fork", "fork mode keeps the caller's fds out",
-     test_fork_mode_keeps_caller_fds_out, 0},
-    {"fork", "a fork child leaves the run alone, spawn mode",
-     test_fork_child_spawn_mode, 0},
-    {"fork", "a fork child leaves the run alone, fork mode",
-     test_fork_child_fork_mode, 0},
-    {"fork", "a child of a bare clone() has its own loaders",
-     test_child_of_raw_clone_has_its_own_loaders, 0},
-    {"fork", "fork mode refused beside another thread",
-     test_fork_refused_with_threads, 0},
-    {"memory", "a ring larger than a 1 MiB /dev/shm",
-     test_ring_larger_than_dev_shm, 0},
-    {"memory", "producers map only the slots they fill",
-     test_producers_map_only_the_slots_they_fill, 0},
-    {"errors", "every error has a name of its own", test_error_names, 10},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN(argc, argv, cases);
+    return TEST_MAIN(argc, argv);
 }

@@ -29,7 +29,7 @@ static void check_bijection(uint64_t seed, uint64_t epoch, uint64_t n)
     free(seen);
 }
 
-static void test_bijection_many_sizes(void)
+TEST_CASE(test_bijection_many_sizes, "shuffle", "a bijection for many sizes")
 {
     for (uint64_t n = 1; n <= 1100; n++)
         check_bijection(n * 7, n % 3, n);
@@ -49,7 +49,7 @@ static uint64_t differences(uint64_t n, uint64_t seed_a, uint64_t epoch_a,
     return diff;
 }
 
-static void test_orders_differ(void)
+TEST_CASE(test_orders_differ, "shuffle", "differs between epochs and seeds")
 {
     const uint64_t n = 10000;
     /* A fresh random permutation keeps about 1 fixed point; demand that
@@ -64,7 +64,8 @@ static void test_orders_differ(void)
     CHECK_LT(fixed, 20);
 }
 
-static void test_first_positions_are_spread(void)
+TEST_CASE(test_first_positions_are_spread, "shuffle",
+          "first positions are spread")
 {
     /* The first 1000 positions of a shuffled 10^6 dataset should cover
      * each tenth of the index range roughly equally (100 expected). */
@@ -101,7 +102,8 @@ static double critical_value(double df)
  * given position, and for 3 and 4 samples every permutation equally
  * likely, over 200,000 epochs. (A 6-round Feistel network on 2-bit
  * halves failed this: chi-square 48 for 7 degrees of freedom at 8.) */
-static void test_small_datasets_are_uniform(void)
+TEST_CASE(test_small_datasets_are_uniform, "shuffle",
+          "small datasets get uniform orders")
 {
     enum { EPOCHS = 200000 };
     static unsigned long count[24];
@@ -142,13 +144,15 @@ static void test_small_datasets_are_uniform(void)
     printf("order: small datasets uniform over %d epochs\n", EPOCHS);
 }
 
-static void test_identity_without_shuffle(void)
+TEST_CASE_LIMIT(test_identity_without_shuffle, "shuffle", "identity when off",
+                10)
 {
     for (uint64_t pos = 0; pos < 1000; pos++)
         CHECK_EQ(rf__sample_at(77, 4, pos, 1000, false), pos);
 }
 
-static void test_batches_per_epoch(void)
+TEST_CASE_LIMIT(test_batches_per_epoch, "batches",
+                "per epoch, with and without drop_last", 10)
 {
     CHECK_EQ(rf__batches_per_epoch(100, 10, false), 10);
     CHECK_EQ(rf__batches_per_epoch(101, 10, false), 11);
@@ -204,21 +208,24 @@ static void check_shards(uint64_t n, uint32_t world, int64_t pad)
     free(count);
 }
 
-static void test_padded_shards_cover_every_sample(void)
+TEST_CASE(test_padded_shards_cover_every_sample, "shards",
+          "padded shards cover every sample")
 {
     for (uint64_t n = 8; n <= 300; n += 7)
         for (uint32_t world = 1; world <= 8; world++)
             check_shards(n, world, 1);
 }
 
-static void test_unpadded_shards_repeat_none(void)
+TEST_CASE(test_unpadded_shards_repeat_none, "shards",
+          "unpadded shards repeat none")
 {
     for (uint64_t n = 8; n <= 300; n += 7)
         for (uint32_t world = 1; world <= 8; world++)
             check_shards(n, world, 0);
 }
 
-static void test_bad_rank_is_refused(void)
+TEST_CASE_LIMIT(test_bad_rank_is_refused, "shards",
+                "a rank beyond the world is refused", 10)
 {
     int64_t params[RF__PARAMS] = {0};
     params[RF_PARAM_SAMPLES] = 10;
@@ -231,25 +238,7 @@ static void test_bad_rank_is_refused(void)
     CHECK_CONTAINS(why, "rank 4 is not below world size 4");
 }
 
-static const struct test_case cases[] = {
-    {"shuffle", "a bijection for many sizes", test_bijection_many_sizes, 0},
-    {"shuffle", "differs between epochs and seeds", test_orders_differ, 0},
-    {"shuffle", "first positions are spread", test_first_positions_are_spread,
-     0},
-    {"shuffle", "small datasets get uniform orders",
-     test_small_datasets_are_uniform, 0},
-    {"shuffle", "identity when off", test_identity_without_shuffle, 10},
-    {"batches", "per epoch, with and without drop_last", test_batches_per_epoch,
-     10},
-    {"shards", "padded shards cover every sample",
-     test_padded_shards_cover_every_sample, 0},
-    {"shards", "unpadded shards repeat none", test_unpadded_shards_repeat_none,
-     0},
-    {"shards", "a rank beyond the world is refused", test_bad_rank_is_refused,
-     10},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN(argc, argv, cases);
+    return TEST_MAIN(argc, argv);
 }

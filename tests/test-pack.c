@@ -153,7 +153,8 @@ static void check_pack_holds(const char *path, const char *const *texts,
  * writer shared PATH.tmp between them: the second run truncated the
  * first's file, the first to finish renamed it, and the other then wrote
  * its index into the renamed file and failed). */
-static void test_racing_writers(void)
+TEST_CASE(test_racing_writers, "write",
+          "two writers of one path: each whole, the last wins")
 {
     own_folder();
     const char *path = at("same.pack");
@@ -177,7 +178,8 @@ static void test_racing_writers(void)
 /* A link planted at the name the old writer used for its temporary file
  * (PATH.tmp, opened with O_TRUNC) is never followed: its target keeps
  * its bytes, and the pack is a file of its own. */
-static void test_planted_link_not_followed(void)
+TEST_CASE(test_planted_link_not_followed, "write",
+          "a link planted at PATH.tmp is not followed")
 {
     own_folder();
     write_file(at("victim"), "victim's bytes", 14);
@@ -211,7 +213,8 @@ static bool folder_has_o_tmpfile(void)
 
 /* An aborted writer leaves nothing, and an existing pack keeps its bytes
  * until a new one is finished. */
-static void test_abort_leaves_nothing(void)
+TEST_CASE(test_abort_leaves_nothing, "write",
+          "abort leaves nothing, the old pack untouched")
 {
     own_folder();
     rf_pack_writer *old = create_or_die(at("kept.pack"), 0, 0, 0);
@@ -232,7 +235,7 @@ static void test_abort_leaves_nothing(void)
 /* The fallback for file systems without O_TMPFILE: a unique name next to
  * the target, removed when discarded, renamed over the target when
  * committed. */
-static void test_named_fallback(void)
+TEST_CASE(test_named_fallback, "write", "the named fallback, without O_TMPFILE")
 {
     own_folder();
     struct rf__atomic_file f;
@@ -280,7 +283,8 @@ static void check_create_refused(const char *path, int expected,
 
 /* What used to be found at the rename, after all the work, is found when
  * the writer is created. */
-static void test_output_checked_up_front(void)
+TEST_CASE(test_output_checked_up_front, "write",
+          "the output is checked when the writer is created")
 {
     own_folder();
     CHECK_EQ(mkdir(at("folder"), 0755), 0);
@@ -326,7 +330,7 @@ static void check_shape_refused(uint32_t height, uint32_t width,
 
 /* The limits are the loader's (RF_PARAM_HEIGHT, WIDTH, CHANNELS): a pack
  * with a larger shape could be written but never loaded. */
-static void test_shape_limits(void)
+TEST_CASE(test_shape_limits, "shape", "the writer takes the loader's limits")
 {
     own_folder();
     check_shape_refused(100000, 224, 3, "shape 100000 x 224 x 3");
@@ -340,7 +344,7 @@ static void test_shape_limits(void)
 
 /* A JPEG decodes to 1 or 3 channels: in a pack of 2 or 4 it could never
  * be decoded, since a loader must be configured for the pack's shape. */
-static void test_jpeg_channels(void)
+TEST_CASE(test_jpeg_channels, "shape", "JPEGs only in packs of 1 or 3 channels")
 {
     own_folder();
     for (uint32_t channels = 1; channels <= 4; channels++) {
@@ -372,7 +376,8 @@ static void test_jpeg_channels(void)
 /* A header whose shape no loader takes is refused when the pack is
  * opened, naming the file; it used to open, and `ringfeed-pack --verify`
  * then died in rf_config_set() naming no file. */
-static void test_reader_refuses_unloadable_shape(void)
+TEST_CASE(test_reader_refuses_unloadable_shape, "shape",
+          "the reader refuses one no loader takes")
 {
     own_folder();
     struct rf__pack_header h = {.version = RF__PACK_VERSION,
@@ -422,7 +427,8 @@ static void check_stored_dictionary(const char *path, const void *dict,
 
 /* The dictionary can be given after the writer is created (ringfeed-pack
  * creates it before training one), but not once samples were added. */
-static void test_set_dictionary(void)
+TEST_CASE(test_set_dictionary, "dictionary",
+          "set after create, refused after the first sample")
 {
     own_folder();
     uint8_t dict[300];
@@ -508,7 +514,8 @@ static void dictionary_without_memory(void)
 }
 #endif /* ALLOCATOR_ABORTS */
 
-static void test_dictionary_without_memory(void)
+TEST_CASE(test_dictionary_without_memory, "dictionary",
+          "no memory for its copy: -ENOMEM, the old one kept")
 {
     own_folder();
 #ifdef ALLOCATOR_ABORTS
@@ -690,7 +697,8 @@ static const char *pack_tool(char *out, size_t len)
  * refused at the index's first entry that is a hole, in a fraction of a
  * second and without memory to speak of, naming the file and the entry;
  * by rf_dataset_open() and by `ringfeed-pack --verify`. */
-static void test_sparse_pack_refused_by_open(void)
+TEST_CASE(test_sparse_pack_refused_by_open, "sizes",
+          "a 6 GiB index in a sparse file: rf_dataset_open")
 {
     own_folder();
     const char *path = make_sparse_pack();
@@ -699,7 +707,8 @@ static void test_sparse_pack_refused_by_open(void)
     clear_folder();
 }
 
-static void test_sparse_pack_refused_by_verify(void)
+TEST_CASE(test_sparse_pack_refused_by_verify, "sizes",
+          "a 6 GiB index in a sparse file: ringfeed-pack --verify")
 {
     own_folder();
     char tool[1024];
@@ -721,7 +730,8 @@ static void test_sparse_pack_refused_by_verify(void)
 /* A header's sizes that the file cannot hold name the field and both
  * numbers: a pack made larger (sparse) than its header says, and a header
  * that claims a 6 GiB index in a file of 4 KiB. */
-static void test_sizes_beyond_the_file(void)
+TEST_CASE(test_sizes_beyond_the_file, "sizes",
+          "beyond the file: the field and both numbers named")
 {
     own_folder();
     rf_pack_writer *w = create_or_die(at("grown.pack"), 0, 0, 0);
@@ -771,7 +781,8 @@ static void test_sizes_beyond_the_file(void)
  * memory for pages of zeros: here an 8 MiB dictionary of zeros, which the
  * copy used to hold in full. So a damaged index of zeros costs no more
  * memory than the file holds. */
-static void test_metadata_copy_skips_zeros(void)
+TEST_CASE(test_metadata_copy_skips_zeros, "sizes",
+          "the metadata copy holds no pages of zeros")
 {
     own_folder();
     static const uint8_t zeros[8u << 20];
@@ -869,7 +880,8 @@ static void check_folder_sample_cap(void)
  * so a pack could hold what no folder yields). The sample given to the
  * writer is an inaccessible mapping: refused before it is read, as it
  * must be. */
-static void test_one_sample_cap(void)
+TEST_CASE(test_one_sample_cap, "sizes",
+          "one 1 GiB cap for folders, packs and the writer")
 {
     own_folder();
     const size_t big = (size_t)RF__SAMPLE_MAX + 1;
@@ -902,37 +914,7 @@ static void teardown(void)
     remove_tree(scratch);
 }
 
-static const struct test_case cases[] = {
-    {"write", "two writers of one path: each whole, the last wins",
-     test_racing_writers, 0},
-    {"write", "a link planted at PATH.tmp is not followed",
-     test_planted_link_not_followed, 0},
-    {"write", "abort leaves nothing, the old pack untouched",
-     test_abort_leaves_nothing, 0},
-    {"write", "the named fallback, without O_TMPFILE", test_named_fallback, 0},
-    {"write", "the output is checked when the writer is created",
-     test_output_checked_up_front, 0},
-    {"shape", "the writer takes the loader's limits", test_shape_limits, 0},
-    {"shape", "JPEGs only in packs of 1 or 3 channels", test_jpeg_channels, 0},
-    {"shape", "the reader refuses one no loader takes",
-     test_reader_refuses_unloadable_shape, 0},
-    {"dictionary", "set after create, refused after the first sample",
-     test_set_dictionary, 0},
-    {"dictionary", "no memory for its copy: -ENOMEM, the old one kept",
-     test_dictionary_without_memory, 0},
-    {"sizes", "a 6 GiB index in a sparse file: rf_dataset_open",
-     test_sparse_pack_refused_by_open, 0},
-    {"sizes", "a 6 GiB index in a sparse file: ringfeed-pack --verify",
-     test_sparse_pack_refused_by_verify, 0},
-    {"sizes", "beyond the file: the field and both numbers named",
-     test_sizes_beyond_the_file, 0},
-    {"sizes", "the metadata copy holds no pages of zeros",
-     test_metadata_copy_skips_zeros, 0},
-    {"sizes", "one 1 GiB cap for folders, packs and the writer",
-     test_one_sample_cap, 0},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN_WITH(argc, argv, cases, setup, teardown);
+    return TEST_MAIN_WITH(argc, argv, setup, teardown);
 }

@@ -96,7 +96,8 @@ static rf_param_info info_at(unsigned index)
     return info;
 }
 
-static void defaults_are_what_create_gives(void)
+TEST_CASE(defaults_are_what_create_gives, "table",
+          "defaults are what rf_config_create gives")
 {
     rf_config *cfg = rf_config_create();
     CHECK(cfg);
@@ -134,7 +135,8 @@ static void check_accepted(rf_config *cfg, const rf_param_info *info,
     CHECK_EQ(got, value);
 }
 
-static void ranges_are_enforced(void)
+TEST_CASE(ranges_are_enforced, "table",
+          "min and max are enforced by rf_config_set")
 {
     rf_config *cfg = rf_config_create();
     CHECK(cfg);
@@ -193,7 +195,8 @@ static void check_row(const rf_param_info *info)
     }
 }
 
-static void rows_are_unique_and_well_formed(void)
+TEST_CASE(rows_are_unique_and_well_formed, "table",
+          "names and numbers unique and well formed")
 {
     const unsigned n = param_count();
     CHECK_EQ(n, PUBLISHED); /* a new parameter: add it to this test too */
@@ -207,7 +210,8 @@ static void rows_are_unique_and_well_formed(void)
     }
 }
 
-static void past_the_end_is_erange(void)
+TEST_CASE(past_the_end_is_erange, "table",
+          "rf_param_at past the end is -ERANGE")
 {
     rf_param_info info, untouched;
     memset(&info, 0xA5, sizeof(info));
@@ -219,7 +223,8 @@ static void past_the_end_is_erange(void)
     CHECK_EQ(rf_param_lookup(RF_PARAM_SEED, NULL), -EINVAL);
 }
 
-static void old_numbers_map_to_their_parameter(void)
+TEST_CASE(old_numbers_map_to_their_parameter, "abi",
+          "0.1 numbers map to their parameter")
 {
     rf_config *cfg = rf_config_create();
     CHECK(cfg);
@@ -243,7 +248,8 @@ static void old_numbers_map_to_their_parameter(void)
     rf_config_free(cfg);
 }
 
-static void parameters_lie_in_their_bands(void)
+TEST_CASE(parameters_lie_in_their_bands, "abi",
+          "parameters lie in their area's band")
 {
     for (size_t i = 0; i < PUBLISHED; i++) {
         const int number = (int)published[i].param;
@@ -259,7 +265,7 @@ static bool is_parameter(int number)
     return rf_param_lookup((rf_param)number, &info) == 0;
 }
 
-static void other_numbers_are_refused(void)
+TEST_CASE(other_numbers_are_refused, "abi", "other numbers are refused")
 {
     rf_config *cfg = rf_config_create();
     CHECK(cfg);
@@ -376,7 +382,8 @@ static bool mentions_default(const char *comment, const rf_param_info *info)
     return false;
 }
 
-static void header_states_the_table(void)
+TEST_CASE(header_states_the_table, "docs",
+          "ringfeed.h states numbers, defaults and ranges")
 {
     const char *srcdir = getenv("srcdir");
     if (!srcdir)
@@ -454,7 +461,8 @@ static char *bench_help(void)
     return help;
 }
 
-static void bench_help_shows_the_defaults(void)
+TEST_CASE_LIMIT(bench_help_shows_the_defaults, "bench",
+                "ringfeed-bench --help shows the table's defaults", 60)
 {
     static const struct {
         const char *option;
@@ -496,26 +504,7 @@ static void bench_help_shows_the_defaults(void)
     }
 }
 
-static const struct test_case cases[] = {
-    {"table", "defaults are what rf_config_create gives",
-     defaults_are_what_create_gives, 0},
-    {"table", "min and max are enforced by rf_config_set", ranges_are_enforced,
-     0},
-    {"table", "names and numbers unique and well formed",
-     rows_are_unique_and_well_formed, 0},
-    {"table", "rf_param_at past the end is -ERANGE", past_the_end_is_erange, 0},
-    {"abi", "0.1 numbers map to their parameter",
-     old_numbers_map_to_their_parameter, 0},
-    {"abi", "parameters lie in their area's band",
-     parameters_lie_in_their_bands, 0},
-    {"abi", "other numbers are refused", other_numbers_are_refused, 0},
-    {"docs", "ringfeed.h states numbers, defaults and ranges",
-     header_states_the_table, 0},
-    {"bench", "ringfeed-bench --help shows the table's defaults",
-     bench_help_shows_the_defaults, 60},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN(argc, argv, cases);
+    return TEST_MAIN(argc, argv);
 }

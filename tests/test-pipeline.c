@@ -204,22 +204,25 @@ static void check_same_batches_any_producers(int64_t batch)
     }
 }
 
-static void test_any_producers_batches_of_1(void)
+TEST_CASE(test_any_producers_batches_of_1, "delivery",
+          "1, 2, 4 producers: same batches of 1")
 {
     check_same_batches_any_producers(1);
 }
 
-static void test_any_producers_batches_of_7(void)
+TEST_CASE(test_any_producers_batches_of_7, "delivery",
+          "1, 2, 4 producers: same batches of 7")
 {
     check_same_batches_any_producers(7);
 }
 
-static void test_any_producers_batches_of_32(void)
+TEST_CASE(test_any_producers_batches_of_32, "delivery",
+          "1, 2, 4 producers: same batches of 32")
 {
     check_same_batches_any_producers(32);
 }
 
-static void test_partial_last_batch(void)
+TEST_CASE(test_partial_last_batch, "delivery", "partial last batch")
 {
     struct run_spec s = defaults;
     s.samples = 100;
@@ -229,7 +232,7 @@ static void test_partial_last_batch(void)
     CHECK_EQ(r.batches, 4 * s.epochs);
 }
 
-static void test_dropped_last_batch(void)
+TEST_CASE(test_dropped_last_batch, "delivery", "dropped last batch")
 {
     struct run_spec s = defaults;
     s.samples = 100;
@@ -240,7 +243,7 @@ static void test_dropped_last_batch(void)
     CHECK_EQ(r.batches, 3 * s.epochs);
 }
 
-static void test_unordered_same_content(void)
+TEST_CASE(test_unordered_same_content, "delivery", "any order, same batches")
 {
     struct run_spec s = defaults;
     s.ordered = 0;
@@ -252,7 +255,7 @@ static void test_unordered_same_content(void)
     check_same_batches(&ordered, &unordered);
 }
 
-static void test_nchw_layout(void)
+TEST_CASE(test_nchw_layout, "delivery", "NCHW layout")
 {
     struct run_spec s = defaults;
     s.layout = RF_LAYOUT_NCHW;
@@ -260,7 +263,8 @@ static void test_nchw_layout(void)
     run(&s, &r);
 }
 
-static void test_fork_mode_gives_spawn_modes_batches(void)
+TEST_CASE(test_fork_mode_gives_spawn_modes_batches, "delivery",
+          "fork mode gives spawn mode's batches")
 {
     struct run_spec s = defaults;
     s.layout = RF_LAYOUT_NHWC;
@@ -272,7 +276,7 @@ static void test_fork_mode_gives_spawn_modes_batches(void)
     check_same_batches(&forked, &spawned);
 }
 
-static void test_epochs_reshuffle(void)
+TEST_CASE(test_epochs_reshuffle, "delivery", "each epoch reshuffled")
 {
     struct run_spec s = defaults;
     s.batch = 100; /* one batch per epoch */
@@ -283,7 +287,8 @@ static void test_epochs_reshuffle(void)
     CHECK_NE(r.digest[1], r.digest[2]);
 }
 
-static void test_resume_gives_the_same_batches(void)
+TEST_CASE(test_resume_gives_the_same_batches, "resume",
+          "from (epoch, batch), the same batches")
 {
     struct run_spec s = defaults; /* 13 batches per epoch, 2 epochs */
     struct run_result whole, resumed;
@@ -296,7 +301,8 @@ static void test_resume_gives_the_same_batches(void)
         CHECK_EQ(resumed.digest[seq], whole.digest[seq]);
 }
 
-static void test_rank_from_environment(void)
+TEST_CASE(test_rank_from_environment, "ranks",
+          "rank and world size from the environment")
 {
     setenv("RANK", "1", 1);
     setenv("WORLD_SIZE", "3", 1);
@@ -365,7 +371,8 @@ static int open_with_environment(const char *const *env, int64_t rank,
 /* A malformed rank or world size in the environment, or half of
  * torchrun's pair, fails open naming the variable: taken as rank 0 or
  * world size 1, it would train on another rank's shard. */
-static void test_bad_rank_environment_refused(void)
+TEST_CASE(test_bad_rank_environment_refused, "ranks",
+          "malformed environment is refused")
 {
     static const struct {
         const char *env[3];
@@ -406,29 +413,7 @@ static void test_bad_rank_environment_refused(void)
     free(err);
 }
 
-static const struct test_case cases[] = {
-    {"delivery", "1, 2, 4 producers: same batches of 1",
-     test_any_producers_batches_of_1, 0},
-    {"delivery", "1, 2, 4 producers: same batches of 7",
-     test_any_producers_batches_of_7, 0},
-    {"delivery", "1, 2, 4 producers: same batches of 32",
-     test_any_producers_batches_of_32, 0},
-    {"delivery", "partial last batch", test_partial_last_batch, 0},
-    {"delivery", "dropped last batch", test_dropped_last_batch, 0},
-    {"delivery", "any order, same batches", test_unordered_same_content, 0},
-    {"delivery", "NCHW layout", test_nchw_layout, 0},
-    {"delivery", "fork mode gives spawn mode's batches",
-     test_fork_mode_gives_spawn_modes_batches, 0},
-    {"delivery", "each epoch reshuffled", test_epochs_reshuffle, 0},
-    {"resume", "from (epoch, batch), the same batches",
-     test_resume_gives_the_same_batches, 0},
-    {"ranks", "rank and world size from the environment",
-     test_rank_from_environment, 0},
-    {"ranks", "malformed environment is refused",
-     test_bad_rank_environment_refused, 0},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN(argc, argv, cases);
+    return TEST_MAIN(argc, argv);
 }

@@ -347,7 +347,7 @@ static void check_limits(enum format f, const struct blob *huge,
 
 /* ---- sniffing ---------------------------------------------------------- */
 
-static void test_sniff(void)
+TEST_CASE_LIMIT(test_sniff, "sniff", "formats told by their first bytes", 60)
 {
     static const struct {
         const char *bytes;
@@ -379,7 +379,7 @@ static void test_sniff(void)
 
 /* The pixel buffer is reused, and a huge one given back at the next
  * image that needs far less. */
-static void test_buffer(void)
+TEST_CASE_LIMIT(test_buffer, "buffer", "reused, a huge one given back", 60)
 {
     struct rf__image_buffer b = {0};
     uint8_t *p = rf__image_buffer_reserve(&b, 1000);
@@ -574,7 +574,8 @@ static void check_png(int color_type, int bit_depth, bool interlaced,
     free(b.data);
 }
 
-static void test_png_palette(void)
+TEST_CASE_LIMIT(test_png_palette, "png",
+                "palette, with and without tRNS, 1 to 8 bits", 60)
 {
     check_png(PNG_COLOR_TYPE_PALETTE, 8, false, 200, 0, "palette 8-bit");
     check_png(PNG_COLOR_TYPE_PALETTE, 8, false, 256, 100, "palette + tRNS");
@@ -583,7 +584,7 @@ static void test_png_palette(void)
     check_png(PNG_COLOR_TYPE_PALETTE, 1, false, 2, 0, "palette 1-bit");
 }
 
-static void test_png_grey(void)
+TEST_CASE_LIMIT(test_png_grey, "png", "grey 1 to 8 bits", 60)
 {
     check_png(PNG_COLOR_TYPE_GRAY, 1, false, 0, 0, "grey 1-bit");
     check_png(PNG_COLOR_TYPE_GRAY, 2, false, 0, 0, "grey 2-bit");
@@ -592,19 +593,20 @@ static void test_png_grey(void)
     check_png(PNG_COLOR_TYPE_GRAY, 8, false, 0, 1, "grey 8-bit + tRNS");
 }
 
-static void test_png_grey16(void)
+TEST_CASE_LIMIT(test_png_grey16, "png", "grey 16-bit clipped as PIL's I mode",
+                60)
 {
     check_png(PNG_COLOR_TYPE_GRAY, 16, false, 0, 0, "grey 16-bit");
     check_png(PNG_COLOR_TYPE_GRAY, 16, false, 0, 1, "grey 16-bit + tRNS");
 }
 
-static void test_png_grey_alpha(void)
+TEST_CASE_LIMIT(test_png_grey_alpha, "png", "grey+alpha 8 and 16 bits", 60)
 {
     check_png(PNG_COLOR_TYPE_GRAY_ALPHA, 8, false, 0, 0, "grey+alpha 8-bit");
     check_png(PNG_COLOR_TYPE_GRAY_ALPHA, 16, false, 0, 0, "grey+alpha 16-bit");
 }
 
-static void test_png_rgb(void)
+TEST_CASE_LIMIT(test_png_rgb, "png", "RGB and RGBA, 8 and 16 bits", 60)
 {
     check_png(PNG_COLOR_TYPE_RGB, 8, false, 0, 0, "RGB 8-bit");
     check_png(PNG_COLOR_TYPE_RGB, 8, false, 0, 1, "RGB 8-bit + tRNS");
@@ -613,7 +615,7 @@ static void test_png_rgb(void)
     check_png(PNG_COLOR_TYPE_RGB_ALPHA, 16, false, 0, 0, "RGBA 16-bit");
 }
 
-static void test_png_interlaced(void)
+TEST_CASE_LIMIT(test_png_interlaced, "png", "Adam7 interlaced", 60)
 {
     check_png(PNG_COLOR_TYPE_RGB, 8, true, 0, 0, "Adam7 RGB");
     check_png(PNG_COLOR_TYPE_RGB_ALPHA, 16, true, 0, 0, "Adam7 RGBA 16-bit");
@@ -622,7 +624,8 @@ static void test_png_interlaced(void)
     check_png(PNG_COLOR_TYPE_GRAY, 1, true, 0, 0, "Adam7 grey 1-bit");
 }
 
-static void test_png_colour_chunks(void)
+TEST_CASE_LIMIT(test_png_colour_chunks, "png", "gAMA, cHRM and sRGB ignored",
+                60)
 {
     const struct png_spec s = {.width = 40,
                                .height = 30,
@@ -646,7 +649,7 @@ static struct blob rgb_png(uint32_t width, uint32_t height)
 /* A file whose IDAT begins at byte 33 (signature 8, IHDR 25). */
 #define PNG_FIRST_IDAT 33
 
-static void test_png_truncated(void)
+TEST_CASE_LIMIT(test_png_truncated, "png", "truncated files refused", 60)
 {
     struct blob b = rgb_png(64, 48);
     const size_t cuts[] = {0,          7,          20, PNG_FIRST_IDAT + 4,
@@ -663,7 +666,7 @@ static void test_png_truncated(void)
     free(b.data);
 }
 
-static void test_png_damaged(void)
+TEST_CASE_LIMIT(test_png_damaged, "png", "damaged files refused", 60)
 {
     struct blob b = rgb_png(64, 48);
     /* a byte of the compressed pixels: zlib's stream breaks (IDAT's CRC
@@ -719,7 +722,8 @@ static struct blob png_with_chunks(void)
 }
 
 /* Where PIL and libpng judge a file differently, PIL's verdict. */
-static void test_png_pil_verdicts(void)
+TEST_CASE_LIMIT(test_png_pil_verdicts, "png",
+                "PIL's verdicts where libpng's differ", 60)
 {
     struct blob b = png_with_chunks();
     /* an unknown critical chunk: skipped (libpng alone would refuse) */
@@ -756,7 +760,7 @@ static struct blob huge_png_header(uint32_t width, uint32_t height)
     return make_png(&s);
 }
 
-static void test_png_limits(void)
+TEST_CASE_LIMIT(test_png_limits, "png", "limits refuse before allocating", 60)
 {
     struct blob huge = huge_png_header(50000, 50000);
     struct blob b = rgb_png(1000, 1000);
@@ -768,7 +772,8 @@ static void test_png_limits(void)
 
 /* One decoder over images of every size and kind in turn: the buffer it
  * reuses never leaks one image into the next. */
-static void test_png_reuse(void)
+TEST_CASE_LIMIT(test_png_reuse, "png", "one decoder reused over many images",
+                60)
 {
     struct rf__png_decoder *dec = rf__png_decoder_new();
     CHECK(dec);
@@ -926,7 +931,7 @@ static struct blob make_animation(uint32_t w, uint32_t h, uint32_t fw,
     return b;
 }
 
-static void test_webp_lossy(void)
+TEST_CASE_LIMIT(test_webp_lossy, "webp", "lossy, with and without alpha", 60)
 {
     struct blob b = make_webp(LOSSY, 61, 47);
     CHECK_EQ(compare_with_pil(WEBP, &b, "lossy"), 0);
@@ -936,7 +941,8 @@ static void test_webp_lossy(void)
     free(b.data);
 }
 
-static void test_webp_lossless(void)
+TEST_CASE_LIMIT(test_webp_lossless, "webp", "lossless, with and without alpha",
+                60)
 {
     struct blob b = make_webp(LOSSLESS, 61, 47);
     CHECK_EQ(compare_with_pil(WEBP, &b, "lossless"), 0);
@@ -946,14 +952,14 @@ static void test_webp_lossless(void)
     free(b.data);
 }
 
-static void test_webp_animation(void)
+TEST_CASE_LIMIT(test_webp_animation, "webp", "an animation's first frame", 60)
 {
     struct blob b = make_animation(40, 30, 32, 24);
     CHECK_EQ(compare_with_pil(WEBP, &b, "animation, first frame"), 0);
     free(b.data);
 }
 
-static void test_webp_truncated(void)
+TEST_CASE_LIMIT(test_webp_truncated, "webp", "truncated files refused", 60)
 {
     const enum webp_kind kinds[] = {LOSSY, LOSSLESS_ALPHA};
     for (size_t k = 0; k < 2; k++) {
@@ -967,7 +973,7 @@ static void test_webp_truncated(void)
     }
 }
 
-static void test_webp_damaged(void)
+TEST_CASE_LIMIT(test_webp_damaged, "webp", "damaged files refused", 60)
 {
     struct blob b = make_webp(LOSSY, 64, 48);
     /* the VP8 key frame's start code (9d 01 2a), after RIFF, WEBP, the
@@ -982,7 +988,7 @@ static void test_webp_damaged(void)
     free(b.data);
 }
 
-static void test_webp_limits(void)
+TEST_CASE_LIMIT(test_webp_limits, "webp", "limits refuse before allocating", 60)
 {
     /* an animation's canvas of 16384 x 16384: refused before libwebp
      * makes the canvas, and before our buffer */
@@ -1145,7 +1151,8 @@ static void write_fixtures(void)
 
 /* Every fixture under train (several epochs: other crops, flips), eval
  * and none, against PIL: exact, as the resampler is PIL's. */
-static void test_decode_resized(void)
+TEST_CASE_LIMIT(test_decode_resized, "decode", "cropped and resized as PIL",
+                120)
 {
     need_python();
     make_scratch();
@@ -1180,7 +1187,7 @@ static void test_decode_resized(void)
 }
 
 /* NCHW holds the NHWC pixels as planes. */
-static void test_decode_nchw(void)
+TEST_CASE_LIMIT(test_decode_nchw, "decode", "NCHW holds the same pixels", 60)
 {
     make_scratch();
     write_fixtures();
@@ -1206,7 +1213,8 @@ static void test_decode_nchw(void)
 /* Formats torchvision's ImageFolder lists that ringfeed does not decode:
  * a per-sample error naming the format. A GIF named .png is found by its
  * bytes. */
-static void test_decode_other_formats(void)
+TEST_CASE_LIMIT(test_decode_other_formats, "decode",
+                "BMP, PPM/PGM, TIFF, GIF named", 60)
 {
     static const struct {
         const char *name, *bytes, *format;
@@ -1244,7 +1252,8 @@ static void test_decode_other_formats(void)
 
 /* The file name never decides: a PNG named .jpg is a PNG, a JPEG named
  * .webp a JPEG. */
-static void test_decode_by_signature(void)
+TEST_CASE_LIMIT(test_decode_by_signature, "decode",
+                "by signature, not file name", 60)
 {
     make_scratch();
     const struct png_spec spec = {.width = 50,
@@ -1276,7 +1285,7 @@ static void test_decode_by_signature(void)
 }
 
 /* RF_PARAM_MAX_PIXELS and a damaged file, through the loader's decode. */
-static void test_decode_refusals(void)
+TEST_CASE_LIMIT(test_decode_refusals, "decode", "limits and damage refused", 60)
 {
     make_scratch();
     struct blob b = make_webp(LOSSLESS, 100, 80);
@@ -1350,36 +1359,7 @@ static void no_webp(void)
 #define test_webp_limits no_webp
 #endif
 
-static const struct test_case cases[] = {
-    {"sniff", "formats told by their first bytes", test_sniff, 60},
-    {"buffer", "reused, a huge one given back", test_buffer, 60},
-    {"png", "palette, with and without tRNS, 1 to 8 bits", test_png_palette,
-     60},
-    {"png", "grey 1 to 8 bits", test_png_grey, 60},
-    {"png", "grey 16-bit clipped as PIL's I mode", test_png_grey16, 60},
-    {"png", "grey+alpha 8 and 16 bits", test_png_grey_alpha, 60},
-    {"png", "RGB and RGBA, 8 and 16 bits", test_png_rgb, 60},
-    {"png", "Adam7 interlaced", test_png_interlaced, 60},
-    {"png", "gAMA, cHRM and sRGB ignored", test_png_colour_chunks, 60},
-    {"png", "truncated files refused", test_png_truncated, 60},
-    {"png", "damaged files refused", test_png_damaged, 60},
-    {"png", "PIL's verdicts where libpng's differ", test_png_pil_verdicts, 60},
-    {"png", "limits refuse before allocating", test_png_limits, 60},
-    {"png", "one decoder reused over many images", test_png_reuse, 60},
-    {"webp", "lossy, with and without alpha", test_webp_lossy, 60},
-    {"webp", "lossless, with and without alpha", test_webp_lossless, 60},
-    {"webp", "an animation's first frame", test_webp_animation, 60},
-    {"webp", "truncated files refused", test_webp_truncated, 60},
-    {"webp", "damaged files refused", test_webp_damaged, 60},
-    {"webp", "limits refuse before allocating", test_webp_limits, 60},
-    {"decode", "cropped and resized as PIL", test_decode_resized, 120},
-    {"decode", "NCHW holds the same pixels", test_decode_nchw, 60},
-    {"decode", "BMP, PPM/PGM, TIFF, GIF named", test_decode_other_formats, 60},
-    {"decode", "by signature, not file name", test_decode_by_signature, 60},
-    {"decode", "limits and damage refused", test_decode_refusals, 60},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN(argc, argv, cases);
+    return TEST_MAIN(argc, argv);
 }

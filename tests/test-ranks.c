@@ -142,22 +142,22 @@ static void ranks_share_the_mask(const char *launcher, int size)
         CHECK(CPU_EQUAL(&seen, &mask)); /* together, the whole mask */
 }
 
-static void two_ranks_torchrun(void)
+TEST_CASE(two_ranks_torchrun, "ranks", "2 ranks of torchrun share the mask")
 {
     ranks_share_the_mask("torchrun", 2);
 }
 
-static void four_ranks_torchrun(void)
+TEST_CASE(four_ranks_torchrun, "ranks", "4 ranks of torchrun share the mask")
 {
     ranks_share_the_mask("torchrun", 4);
 }
 
-static void two_ranks_mpirun(void)
+TEST_CASE(two_ranks_mpirun, "ranks", "2 ranks of mpirun share the mask")
 {
     ranks_share_the_mask("mpirun", 2);
 }
 
-static void two_ranks_slurm(void)
+TEST_CASE(two_ranks_slurm, "ranks", "2 ranks of Slurm share the mask")
 {
     ranks_share_the_mask("slurm", 2);
 }
@@ -199,7 +199,8 @@ static void make_quota_cgroup(char *made, size_t len, int *version)
     }
 }
 
-static void quota_lowers_the_count(void)
+TEST_CASE(quota_lowers_the_count, "quota",
+          "a CPU quota lowers the default count")
 {
     cpu_set_t mask;
     if (cpus_in_mask(&mask) < 2)
@@ -239,16 +240,7 @@ static void quota_lowers_the_count(void)
     CHECK_EQ(status, 0);
 }
 
-static const struct test_case cases[] = {
-    {"ranks", "2 ranks of torchrun share the mask", two_ranks_torchrun, 0},
-    {"ranks", "4 ranks of torchrun share the mask", four_ranks_torchrun, 0},
-    {"ranks", "2 ranks of mpirun share the mask", two_ranks_mpirun, 0},
-    {"ranks", "2 ranks of Slurm share the mask", two_ranks_slurm, 0},
-    {"quota", "a CPU quota lowers the default count", quota_lowers_the_count,
-     0},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN(argc, argv, cases);
+    return TEST_MAIN(argc, argv);
 }

@@ -380,7 +380,7 @@ static enum rf__resize_simd best_level(void)
 
 enum { RESIZES = 300 };
 
-static void test_random_boxes(void)
+TEST_CASE(test_random_boxes, "levels", "random boxes")
 {
     const enum rf__resize_simd best = best_level();
     for (int i = 0; i < RESIZES; i++) {
@@ -389,7 +389,7 @@ static void test_random_boxes(void)
     }
 }
 
-static void test_training_crops(void)
+TEST_CASE(test_training_crops, "levels", "training crops")
 {
     const enum rf__resize_simd best = best_level();
     for (int i = 0; i < RESIZES; i++) {
@@ -398,7 +398,7 @@ static void test_training_crops(void)
     }
 }
 
-static void test_made_up_full_width_taps(void)
+TEST_CASE(test_made_up_full_width_taps, "levels", "made-up full-width taps")
 {
     const enum rf__resize_simd best = best_level();
     for (int i = 0; i < RESIZES; i++) {
@@ -408,7 +408,8 @@ static void test_made_up_full_width_taps(void)
     }
 }
 
-static void test_fed_as_jpeg_feeds_them(void)
+TEST_CASE(test_fed_as_jpeg_feeds_them, "levels",
+          "rows fed as lib/jpeg.c feeds them")
 {
     const enum rf__resize_simd best = best_level();
     for (int i = 0; i < RESIZES; i++) {
@@ -419,15 +420,8 @@ static void test_fed_as_jpeg_feeds_them(void)
 
 /* Every SIMD level this CPU runs writes the scalar pass's bytes, 300
  * resizes a case. */
-static const struct test_case cases[] = {
-    {"levels", "random boxes", test_random_boxes, 0},
-    {"levels", "training crops", test_training_crops, 0},
-    {"levels", "made-up full-width taps", test_made_up_full_width_taps, 0},
-    {"levels", "rows fed as lib/jpeg.c feeds them", test_fed_as_jpeg_feeds_them,
-     0},
-};
 
 int main(int argc, char **argv)
 {
-    return TEST_MAIN(argc, argv, cases);
+    return TEST_MAIN(argc, argv);
 }

@@ -41,7 +41,8 @@ static struct channel *channel_new(uint32_t entries, bool shared)
     return ch;
 }
 
-static void test_push_pop_full_empty(void)
+TEST_CASE_LIMIT(test_push_pop_full_empty, "ring",
+                "push and pop, full and empty", 10)
 {
     struct channel *ch = channel_new(4, false);
     uint64_t h = 0;
@@ -57,7 +58,7 @@ static void test_push_pop_full_empty(void)
     CHECK_EQ(rf__ring_pop(&ch->ring, ch->ring.entries, &h), 0);
 }
 
-static void test_index_wraparound(void)
+TEST_CASE_LIMIT(test_index_wraparound, "ring", "indices wrap around 2^32", 10)
 {
     struct channel *ch = channel_new(8, false);
     /* Free-running indices just below 2^32: the masks must still work. */
@@ -74,7 +75,8 @@ static void test_index_wraparound(void)
     }
 }
 
-static void test_corrupt_indices(void)
+TEST_CASE_LIMIT(test_corrupt_indices, "ring", "corrupt indices are an error",
+                10)
 {
     struct channel *ch = channel_new(8, false);
     uint64_t h = 0;
@@ -82,7 +84,7 @@ static void test_corrupt_indices(void)
     CHECK_EQ(rf__ring_pop(&ch->ring, ch->ring.entries, &h), -EBADMSG);
 }
 
-static void test_wait_times_out(void)
+TEST_CASE_LIMIT(test_wait_times_out, "ring", "wait times out", 10)
 {
     struct channel *ch = channel_new(4, false);
     const uint64_t start = rf__now_ns();
@@ -131,7 +133,7 @@ static void *writer_thread(void *arg)
     return NULL;
 }
 
-static void test_stream_between_threads(void)
+TEST_CASE(test_stream_between_threads, "stream", "10^7 handles between threads")
 {
     struct channel *ch = channel_new(64, false);
     pthread_t writer;
@@ -143,7 +145,8 @@ static void test_stream_between_threads(void)
     printf("threads: %llu handles, 0 lost or duplicated\n", HANDLES);
 }
 
-static void test_stream_between_processes(void)
+TEST_CASE(test_stream_between_processes, "stream",
+          "10^7 handles between processes")
 {
     if (getenv("RF_TEST_THREADS_ONLY"))
         TEST_SKIP_BECAUSE("RF_TEST_THREADS_ONLY is set (a ThreadSanitizer "
@@ -162,17 +165,7 @@ static void test_stream_between_processes(void)
     printf("processes: %llu handles, 0 lost or duplicated\n", HANDLES);
 }
 
-static const struct test_case cases[] = {
-    {"ring", "push and pop, full and empty", test_push_pop_full_empty, 10},
-    {"ring", "indices wrap around 2^32", test_index_wraparound, 10},
-    {"ring", "corrupt indices are an error", test_corrupt_indices, 10},
-    {"ring", "wait times out", test_wait_times_out, 10},
-    {"stream", "10^7 handles between threads", test_stream_between_threads, 0},
-    {"stream", "10^7 handles between processes", test_stream_between_processes,
-     0},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN(argc, argv, cases);
+    return TEST_MAIN(argc, argv);
 }

@@ -144,12 +144,14 @@ static void check_exactly_once_any_producers(rf_transform transform)
     rf_config_free(three);
 }
 
-static void test_folder_train_exactly_once(void)
+TEST_CASE(test_folder_train_exactly_once, "folder",
+          "train: each sample once, any producers")
 {
     check_exactly_once_any_producers(RF_TRANSFORM_TRAIN);
 }
 
-static void test_folder_eval_exactly_once(void)
+TEST_CASE(test_folder_eval_exactly_once, "folder",
+          "eval: each sample once, any producers")
 {
     check_exactly_once_any_producers(RF_TRANSFORM_EVAL);
 }
@@ -179,7 +181,8 @@ static int add_bad_files(const char *folder)
     return 5;
 }
 
-static void test_bad_file_fails_with_its_name(void)
+TEST_CASE(test_bad_file_fails_with_its_name, "bad",
+          "a bad file fails the run with its path")
 {
     rf_config *cfg = bad_folder_config(2, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
@@ -199,7 +202,8 @@ static void test_bad_file_fails_with_its_name(void)
     rf_config_free(cfg);
 }
 
-static void test_bad_files_skipped_and_listed(void)
+TEST_CASE(test_bad_files_skipped_and_listed, "bad",
+          "skipped and listed once each")
 {
     const int bad = BAD_FILES;
     rf_config *cfg = bad_folder_config(2, RF_TRANSFORM_TRAIN);
@@ -229,7 +233,8 @@ static void test_bad_files_skipped_and_listed(void)
 /* All five bad files in one unshuffled batch: the slot keeps four
  * reasons, yet every failure is listed under its own index (the fifth
  * saying that its reason was not kept), never under another sample's. */
-static void test_many_failures_in_one_batch(void)
+TEST_CASE(test_many_failures_in_one_batch, "bad",
+          "five failures in one batch, each under its index")
 {
     const int bad = BAD_FILES;
     rf_config *cfg = bad_folder_config(1, RF_TRANSFORM_EVAL);
@@ -263,7 +268,7 @@ static void test_many_failures_in_one_batch(void)
     rf_config_free(cfg);
 }
 
-static void test_error_limit_ends_the_run(void)
+TEST_CASE(test_error_limit_ends_the_run, "bad", "error limit ends the run")
 {
     rf_config *cfg = bad_folder_config(2, RF_TRANSFORM_EVAL);
     set_skip(cfg, 2, 1000000);
@@ -277,7 +282,8 @@ static void test_error_limit_ends_the_run(void)
 /* The count limit is on samples, not on failures: the bad files fail in
  * each of 4 epochs (4 x bad failures), and a limit of `bad` samples lets
  * the run end normally. */
-static void test_error_limit_counts_each_sample_once(void)
+TEST_CASE(test_error_limit_counts_each_sample_once, "bad",
+          "error limit counts each sample once")
 {
     const int bad = BAD_FILES;
     rf_config *cfg = bad_folder_config(2, RF_TRANSFORM_EVAL);
@@ -295,7 +301,8 @@ static void test_error_limit_counts_each_sample_once(void)
 /* Over a long run the list is not filled with the same file's failures:
  * one sample failing in 5000 epochs, then another one in the last: both
  * are listed, each by its first failure. */
-static void test_late_failure_is_still_listed(void)
+TEST_CASE(test_late_failure_is_still_listed, "bad",
+          "a late failure is still listed")
 {
     const int64_t params[RF__PARAMS] = {[RF_PARAM_MAX_ERROR_PPM] = 1000000};
     struct rf__failures f;
@@ -329,7 +336,7 @@ static void add_frame(rf_pack_writer *w, uint64_t index, size_t bytes)
                                 (int64_t)index % 4, NULL));
 }
 
-static void test_zstd_pack(void)
+TEST_CASE(test_zstd_pack, "pack", "zstd frames, one of a wrong size")
 {
     char path[300];
     rf__format(path, sizeof(path), "%s-raw.pack", root);
@@ -392,7 +399,8 @@ static uint64_t samples_seen_by_loader(void)
     return samples;
 }
 
-static void test_index_cache(void)
+TEST_CASE(test_index_cache, "folder",
+          "index cache written, then trusted until stale")
 {
     char copy[400], cache[300];
     rf__format(copy, sizeof(copy), "%s-cache", root);
@@ -533,7 +541,8 @@ static void make_other_version(void)
     fill_jpeg_folder(other, 10, CLASSES, PER_CLASS);
 }
 
-static void test_folder_replaced_during_run(void)
+TEST_CASE(test_folder_replaced_during_run, "change",
+          "folder replaced during the run")
 {
     name_change_paths();
     copy_folder(root, moving);
@@ -541,7 +550,8 @@ static void test_folder_replaced_during_run(void)
     run_path_across_change(moving, replace_folder);
 }
 
-static void test_pack_replaced_during_run(void)
+TEST_CASE(test_pack_replaced_during_run, "change",
+          "pack replaced by rename during the run")
 {
     name_change_paths();
     make_other_version();
@@ -550,7 +560,8 @@ static void test_pack_replaced_during_run(void)
     run_path_across_change(pack, replace_pack);
 }
 
-static void test_relative_path_after_chdir(void)
+TEST_CASE(test_relative_path_after_chdir, "change",
+          "relative path, then chdir()")
 {
     char copy[400];
     rf__format(copy, sizeof(copy), "%s-chdir", root);
@@ -561,7 +572,8 @@ static void test_relative_path_after_chdir(void)
 
 /* A file removed after open fails by its whole path, named once: the
  * dataset's read error already says "sample N (file)". */
-static void test_file_removed_after_open(void)
+TEST_CASE(test_file_removed_after_open, "bad",
+          "a file removed after open is named once")
 {
     char copy[300], victim[400];
     rf__format(copy, sizeof(copy), "%s-removed", root);
@@ -603,7 +615,8 @@ static long resident_kb(int pid)
 /* One file with 64 MiB of zeros after its end marker (it decodes fine)
  * must not keep 64 MiB resident in its producer for the rest of the run:
  * the read buffer shrinks back at the next ordinary file. */
-static void test_big_file_does_not_pin_memory(void)
+TEST_CASE(test_big_file_does_not_pin_memory, "folder",
+          "a 64 MiB file does not stay resident")
 {
     char copy[300], big[400];
     rf__format(copy, sizeof(copy), "%s-big", root);
@@ -644,7 +657,7 @@ static void test_big_file_does_not_pin_memory(void)
  * these 40-89 pixel images are decoded at a DCT scale below 8/8 unless it
  * is off. Each run matches rf_dataset_decode() with its own setting, and
  * the two runs differ. */
-static void test_dct_scaling_switch(void)
+TEST_CASE(test_dct_scaling_switch, "folder", "DCT scaling on and off")
 {
     rf_config *cfg = folder_config(2, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
@@ -693,7 +706,7 @@ static void write_progressive_jpeg(const char *path, uint32_t side)
 /* RF_PARAM_MAX_DECODE_MEMORY reaches the producers: a progressive file
  * that needs 6 MiB of coefficients fails under a 1 MiB limit, naming
  * the file and the parameter, and decodes under the default. */
-static void test_decode_memory_limit(void)
+TEST_CASE(test_decode_memory_limit, "bad", "decode memory limit names the file")
 {
     char copy[300], prog[400];
     rf__format(copy, sizeof(copy), "%s-prog", root);
@@ -727,7 +740,8 @@ static void test_decode_memory_limit(void)
 
 /* A sample whose path is longer than a message can hold is named by the
  * start of the path and its file name, and the reason is kept whole. */
-static void test_long_path_keeps_the_reason(void)
+TEST_CASE(test_long_path_keeps_the_reason, "bad",
+          "a long path keeps the reason")
 {
     char long_base[400], dir[1024], file[1400];
     rf__format(long_base, sizeof(long_base), "%s-long", root);
@@ -776,41 +790,7 @@ static void teardown(void)
     remove_tree(base);
 }
 
-static const struct test_case cases[] = {
-    {"folder", "train: each sample once, any producers",
-     test_folder_train_exactly_once, 0},
-    {"folder", "eval: each sample once, any producers",
-     test_folder_eval_exactly_once, 0},
-    {"pack", "zstd frames, one of a wrong size", test_zstd_pack, 0},
-    {"folder", "DCT scaling on and off", test_dct_scaling_switch, 0},
-    {"folder", "index cache written, then trusted until stale",
-     test_index_cache, 0},
-    {"bad", "a bad file fails the run with its path",
-     test_bad_file_fails_with_its_name, 0},
-    {"bad", "skipped and listed once each", test_bad_files_skipped_and_listed,
-     0},
-    {"bad", "five failures in one batch, each under its index",
-     test_many_failures_in_one_batch, 0},
-    {"bad", "error limit ends the run", test_error_limit_ends_the_run, 0},
-    {"bad", "error limit counts each sample once",
-     test_error_limit_counts_each_sample_once, 0},
-    {"bad", "a late failure is still listed", test_late_failure_is_still_listed,
-     0},
-    {"bad", "a long path keeps the reason", test_long_path_keeps_the_reason, 0},
-    {"bad", "decode memory limit names the file", test_decode_memory_limit, 0},
-    {"bad", "a file removed after open is named once",
-     test_file_removed_after_open, 0},
-    {"change", "folder replaced during the run",
-     test_folder_replaced_during_run, 0},
-    {"change", "pack replaced by rename during the run",
-     test_pack_replaced_during_run, 0},
-    {"change", "relative path, then chdir()", test_relative_path_after_chdir,
-     0},
-    {"folder", "a 64 MiB file does not stay resident",
-     test_big_file_does_not_pin_memory, 0},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN_WITH(argc, argv, cases, setup, teardown);
+    return TEST_MAIN_WITH(argc, argv, setup, teardown);
 }

@@ -70,7 +70,8 @@ static void expect_attach(struct fixture *f, int want, const char *reason)
     }
 }
 
-static void test_good_segment_attaches(void)
+TEST_CASE_LIMIT(test_good_segment_attaches, "layout",
+                "a good segment attaches, rings apart", 10)
 {
     struct fixture f;
     fixture_make(&f);
@@ -194,35 +195,41 @@ static void expect_refused(corruption corrupt, const char *reason)
     fixture_free(&f);
 }
 
-/* refused_bad_magic() and so on: a case per corruption. */
-#define REFUSED_CASE(corruption, reason)                                       \
-    static void refused_##corruption(void)                                     \
+/* Case refused_bad_magic() and so on: one per corruption, called NAME,
+ * refused with REASON. */
+#define REFUSED_CASE(corruption, name, reason)                                 \
+    TEST_CASE_LIMIT(refused_##corruption, "corrupt", name, 10)                 \
     {                                                                          \
         expect_refused(corruption, reason);                                    \
     }
 
-REFUSED_CASE(bad_magic, "wrong magic")
-REFUSED_CASE(bad_version, "ABI version")
-REFUSED_CASE(bad_header_size, "header size")
-REFUSED_CASE(bad_segment_size, "recorded size")
-REFUSED_CASE(bad_ring_offset, "outside the segment")
-REFUSED_CASE(bad_producer_offset, "outside the segment")
-REFUSED_CASE(bad_slot_count, "out of range")
-REFUSED_CASE(bad_producer_count, "out of range")
-REFUSED_CASE(bad_batch_size, "out of range")
-REFUSED_CASE(bad_ring_size, "power of two")
-REFUSED_CASE(bad_arena_size, "slot sizes")
-REFUSED_CASE(bad_slot_overflow, "slot sizes")
-REFUSED_CASE(bad_bell_alignment, "differs from the layout")
-REFUSED_CASE(bad_ring_stride, "ring stride")
-REFUSED_CASE(bad_ring_mask,
+REFUSED_CASE(bad_magic, "wrong magic", "wrong magic")
+REFUSED_CASE(bad_version, "wrong ABI version", "ABI version")
+REFUSED_CASE(bad_header_size, "wrong header size", "header size")
+REFUSED_CASE(bad_segment_size, "wrong recorded size", "recorded size")
+REFUSED_CASE(bad_ring_offset, "ring offset outside", "outside the segment")
+REFUSED_CASE(bad_producer_offset, "producer offset outside",
+             "outside the segment")
+REFUSED_CASE(bad_slot_count, "slot count out of range", "out of range")
+REFUSED_CASE(bad_producer_count, "producer count out of range", "out of range")
+REFUSED_CASE(bad_batch_size, "batch size out of range", "out of range")
+REFUSED_CASE(bad_ring_size, "ring size not a power of two", "power of two")
+REFUSED_CASE(bad_arena_size, "arena size", "slot sizes")
+REFUSED_CASE(bad_slot_overflow, "slot sizes that overflow", "slot sizes")
+REFUSED_CASE(bad_bell_alignment, "bell alignment", "differs from the layout")
+REFUSED_CASE(bad_ring_stride, "ring stride", "ring stride")
+REFUSED_CASE(bad_ring_mask, "ring mask",
              "EMPTY ring of producer 2 has 8 entries, mask 0xffffff")
-REFUSED_CASE(bad_ring_entries, "EMPTY ring of producer 1 has 1073741824")
-REFUSED_CASE(bad_shape, "does not fit its slots")
-REFUSED_CASE(bad_shape_overflow, "does not fit its slots")
-REFUSED_CASE(bad_batch_param, "does not fit its slots")
+REFUSED_CASE(bad_ring_entries, "ring entries",
+             "EMPTY ring of producer 1 has 1073741824")
+REFUSED_CASE(bad_shape, "shape larger than a slot", "does not fit its slots")
+REFUSED_CASE(bad_shape_overflow, "shape that overflows",
+             "does not fit its slots")
+REFUSED_CASE(bad_batch_param, "batch size larger than a slot",
+             "does not fit its slots")
 
-static void test_truncated_segment_is_refused(void)
+TEST_CASE_LIMIT(test_truncated_segment_is_refused, "corrupt",
+                "truncated segment", 10)
 {
     struct fixture f;
     fixture_make(&f);
@@ -238,7 +245,8 @@ static void test_truncated_segment_is_refused(void)
     close(f.arena_fd);
 }
 
-static void test_handles_round_trip(void)
+TEST_CASE_LIMIT(test_handles_round_trip, "handles",
+                "kind, slot and sequence round trip", 10)
 {
     const uint64_t h = rf__handle_make(RF__HANDLE_BATCH, 65535, RF__SEQ_MASK);
     CHECK_EQ(rf__handle_kind(h), RF__HANDLE_BATCH);
@@ -249,7 +257,8 @@ static void test_handles_round_trip(void)
     CHECK_EQ(rf__handle_kind(s), RF__HANDLE_STOP);
 }
 
-static void test_layout_overflow_is_refused(void)
+TEST_CASE_LIMIT(test_layout_overflow_is_refused, "layout",
+                "sizes that overflow are refused", 10)
 {
     struct rf__layout lay;
     CHECK_EQ(rf__layout_compute(&lay, 1, 4, 65536, UINT64_C(1) << 40),
@@ -259,36 +268,7 @@ static void test_layout_overflow_is_refused(void)
     CHECK_EQ(rf__layout_compute(&lay, 1, 4, 0, 1), -EINVAL);
 }
 
-static const struct test_case cases[] = {
-    {"layout", "a good segment attaches, rings apart",
-     test_good_segment_attaches, 10},
-    {"layout", "sizes that overflow are refused",
-     test_layout_overflow_is_refused, 10},
-    {"handles", "kind, slot and sequence round trip", test_handles_round_trip,
-     10},
-    {"corrupt", "truncated segment", test_truncated_segment_is_refused, 10},
-    {"corrupt", "wrong magic", refused_bad_magic, 10},
-    {"corrupt", "wrong ABI version", refused_bad_version, 10},
-    {"corrupt", "wrong header size", refused_bad_header_size, 10},
-    {"corrupt", "wrong recorded size", refused_bad_segment_size, 10},
-    {"corrupt", "ring offset outside", refused_bad_ring_offset, 10},
-    {"corrupt", "producer offset outside", refused_bad_producer_offset, 10},
-    {"corrupt", "slot count out of range", refused_bad_slot_count, 10},
-    {"corrupt", "producer count out of range", refused_bad_producer_count, 10},
-    {"corrupt", "batch size out of range", refused_bad_batch_size, 10},
-    {"corrupt", "ring size not a power of two", refused_bad_ring_size, 10},
-    {"corrupt", "arena size", refused_bad_arena_size, 10},
-    {"corrupt", "slot sizes that overflow", refused_bad_slot_overflow, 10},
-    {"corrupt", "bell alignment", refused_bad_bell_alignment, 10},
-    {"corrupt", "ring stride", refused_bad_ring_stride, 10},
-    {"corrupt", "ring mask", refused_bad_ring_mask, 10},
-    {"corrupt", "ring entries", refused_bad_ring_entries, 10},
-    {"corrupt", "shape larger than a slot", refused_bad_shape, 10},
-    {"corrupt", "shape that overflows", refused_bad_shape_overflow, 10},
-    {"corrupt", "batch size larger than a slot", refused_bad_batch_param, 10},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN(argc, argv, cases);
+    return TEST_MAIN(argc, argv);
 }

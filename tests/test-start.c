@@ -51,7 +51,8 @@ static int drain(rf_loader *l)
     return rc;
 }
 
-static void test_set_refuses_bad_values(void)
+TEST_CASE_LIMIT(test_set_refuses_bad_values, "config",
+                "a value out of range is refused by set", 10)
 {
     rf_config *cfg = rf_config_create();
     CHECK_EQ(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 0), -EINVAL);
@@ -64,7 +65,8 @@ static void test_set_refuses_bad_values(void)
     rf_config_free(cfg);
 }
 
-static void test_no_batch_is_refused(void)
+TEST_CASE_LIMIT(test_no_batch_is_refused, "config",
+                "a run that leaves no batch", 10)
 {
     rf_config *cfg = rf_config_create();
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 10));
@@ -78,7 +80,8 @@ static void test_no_batch_is_refused(void)
     rf_config_free(cfg);
 }
 
-static void test_too_many_batches_refused(void)
+TEST_CASE_LIMIT(test_too_many_batches_refused, "config",
+                "more batches than a handle counts", 10)
 {
     /* 2^38 one-sample batches x 2^26 epochs would wrap a 64-bit count;
      * a handle counts 2^40 batches. */
@@ -100,7 +103,8 @@ static void test_too_many_batches_refused(void)
     rf_config_free(cfg);
 }
 
-static void test_missing_producer_binary(void)
+TEST_CASE(test_missing_producer_binary, "helper",
+          "a missing helper is named, with what to do")
 {
     const char *saved = getenv("RINGFEED_PRODUCER");
     char *copy = saved ? strdup(saved) : NULL;
@@ -135,7 +139,7 @@ static void test_missing_producer_binary(void)
     free(copy);
 }
 
-static void test_ring_larger_than_memory(void)
+TEST_CASE(test_ring_larger_than_memory, "ring", "larger than memory")
 {
     /* 64 slots of 4096 samples of 1024 x 1024 x 3: about 768 GiB. */
     rf_config *cfg = rf_config_create();
@@ -152,7 +156,8 @@ static void test_ring_larger_than_memory(void)
     rf_config_free(cfg);
 }
 
-static void test_jpeg_channels_refused_at_open(void)
+TEST_CASE(test_jpeg_channels_refused_at_open, "dataset",
+          "JPEGs into 4 channels")
 {
     rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_CHANNELS, 4));
@@ -164,7 +169,8 @@ static void test_jpeg_channels_refused_at_open(void)
     rf_config_free(cfg);
 }
 
-static void test_missing_dataset(void)
+TEST_CASE(test_missing_dataset, "dataset",
+          "a missing or empty dataset is named")
 {
     rf_config *cfg = rf_config_create();
     CHECK_OK(rf_config_set_path(cfg, "/nonexistent/imagenet/train"));
@@ -194,7 +200,7 @@ static void test_missing_dataset(void)
  * only a few numbers free, a producer must still start (its fds are
  * moved straight down to 3..8; moving them above the highest first, as
  * when one sits where a target goes, needed numbers past the limit). */
-static void test_spawn_near_fd_limit(void)
+TEST_CASE(test_spawn_near_fd_limit, "fds", "producers start near RLIMIT_NOFILE")
 {
     const pid_t child = fork();
     CHECK(child >= 0);
@@ -254,7 +260,8 @@ static int open_with_fd_room(int64_t producers, rf_start_mode mode, int spare)
 /* The budget counts the dataset's fds once (it counted them twice: a
  * folder was refused with room to spare), and the limit it asks for is
  * enough to run: refused one below, runs at it, in both start modes. */
-static void test_fd_budget_is_exact(void)
+TEST_CASE(test_fd_budget_is_exact, "fds",
+          "the fd budget is exact, spawn and fork modes")
 {
     static const int64_t producers[] = {1, 4};
     for (int m = 0; m < 2; m++)
@@ -265,23 +272,7 @@ static void test_fd_budget_is_exact(void)
         }
 }
 
-static const struct test_case cases[] = {
-    {"config", "a value out of range is refused by set",
-     test_set_refuses_bad_values, 10},
-    {"config", "a run that leaves no batch", test_no_batch_is_refused, 10},
-    {"config", "more batches than a handle counts",
-     test_too_many_batches_refused, 10},
-    {"helper", "a missing helper is named, with what to do",
-     test_missing_producer_binary, 0},
-    {"ring", "larger than memory", test_ring_larger_than_memory, 0},
-    {"dataset", "a missing or empty dataset is named", test_missing_dataset, 0},
-    {"dataset", "JPEGs into 4 channels", test_jpeg_channels_refused_at_open, 0},
-    {"fds", "the fd budget is exact, spawn and fork modes",
-     test_fd_budget_is_exact, 0},
-    {"fds", "producers start near RLIMIT_NOFILE", test_spawn_near_fd_limit, 0},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN_WITH(argc, argv, cases, setup, teardown);
+    return TEST_MAIN_WITH(argc, argv, setup, teardown);
 }

@@ -263,7 +263,7 @@ static void collect(void *user, const char *message)
     snprintf(m->last, sizeof(m->last), "%s", message);
 }
 
-static void handler_gets_replacements(void)
+TEST_CASE(handler_gets_replacements, "messages", "handler gets replacements")
 {
     struct messages m = {0};
     rf_config *cfg = storm_config(RF_START_SPAWN);
@@ -289,55 +289,44 @@ static void handler_gets_replacements(void)
     CHECK_EQ(rf_config_set_message_handler(NULL, collect, &m), -EINVAL);
 }
 
-static void closed_0_spawn(void)
+TEST_CASE(closed_0_spawn, "closed", "fd 0 closed, spawn")
 {
     run_closed(1u << 0, RF_START_SPAWN);
 }
 
-static void closed_1_spawn(void)
+TEST_CASE(closed_1_spawn, "closed", "fd 1 closed, spawn")
 {
     run_closed(1u << 1, RF_START_SPAWN);
 }
 
-static void closed_2_spawn(void)
+TEST_CASE(closed_2_spawn, "closed", "fd 2 closed, spawn")
 {
     run_closed(1u << 2, RF_START_SPAWN);
 }
 
-static void closed_all_spawn(void)
+TEST_CASE(closed_all_spawn, "closed", "fds 0-2 closed, spawn")
 {
     run_closed(7u, RF_START_SPAWN);
 }
 
-static void closed_all_fork(void)
+TEST_CASE(closed_all_fork, "closed", "fds 0-2 closed, fork mode")
 {
     run_closed(7u, RF_START_FORK);
 }
 
-static void spares_file_opened_later(void)
+TEST_CASE(spares_file_opened_later, "messages",
+          "default handler spares a file opened on fd 2")
 {
     default_handler_spares_callers_file(false);
 }
 
-static void spares_file_after_reuse(void)
+TEST_CASE(spares_file_after_reuse, "messages",
+          "default handler spares fd 2 reused after open")
 {
     default_handler_spares_callers_file(true);
 }
 
-static const struct test_case cases[] = {
-    {"closed", "fd 0 closed, spawn", closed_0_spawn, 0},
-    {"closed", "fd 1 closed, spawn", closed_1_spawn, 0},
-    {"closed", "fd 2 closed, spawn", closed_2_spawn, 0},
-    {"closed", "fds 0-2 closed, spawn", closed_all_spawn, 0},
-    {"closed", "fds 0-2 closed, fork mode", closed_all_fork, 0},
-    {"messages", "default handler spares a file opened on fd 2",
-     spares_file_opened_later, 0},
-    {"messages", "default handler spares fd 2 reused after open",
-     spares_file_after_reuse, 0},
-    {"messages", "handler gets replacements", handler_gets_replacements, 0},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN(argc, argv, cases);
+    return TEST_MAIN(argc, argv);
 }

@@ -69,7 +69,7 @@ static bool same_crop(const struct rf__crop *a, const struct rf__crop *b)
            a->height == b->height && a->flip == b->flip;
 }
 
-static void test_params(void)
+TEST_CASE_LIMIT(test_params, "train", "torchvision's parameters", 10)
 {
     struct rf__transform_spec t = train_spec();
     CHECK_EQ(t.kind, RF_TRANSFORM_TRAIN);
@@ -85,7 +85,7 @@ static void test_params(void)
     CHECK_EQ(spec_of(RF_TRANSFORM_EVAL, 224, 224, 300, 1).resize, 300);
 }
 
-static void test_deterministic(void)
+TEST_CASE(test_deterministic, "train", "deterministic in seed, epoch and index")
 {
     const struct rf__transform_spec t = train_spec();
     unsigned same_epoch = 0, same_index = 0, same_seed = 0;
@@ -147,7 +147,7 @@ static void check_train_crop(const struct rf__crop *c, uint32_t w, uint32_t h)
  * central fallback. 10x5000: ratio 0.002 < 3/4, so w = 10 and
  * h = round(10 / 0.75) = round(13.33) = 13, top = (5000 - 13) // 2 = 2493.
  * 5000x10 is its transpose; 1x1 can only be itself. */
-static void test_fallback_boxes(void)
+TEST_CASE(test_fallback_boxes, "train", "fallback boxes worked out by hand")
 {
     const struct rf__transform_spec t = train_spec();
     const struct {
@@ -182,7 +182,7 @@ static void random_size(uint64_t word, uint32_t *w, uint32_t *h)
         *h = 1 + (uint32_t)((word >> 40) % 4);
 }
 
-static void test_always_inside(void)
+TEST_CASE(test_always_inside, "train", "always inside the image")
 {
     const struct rf__transform_spec kinds[] = {
         train_spec(),
@@ -209,7 +209,7 @@ static void test_always_inside(void)
 
 /* Flips are Bernoulli(0.5): 100000 draws have a standard deviation of
  * sqrt(100000 * 0.25) = 158; 4 sigma is 632. */
-static void test_flip_rate(void)
+TEST_CASE(test_flip_rate, "train", "flips at the configured rate")
 {
     const struct rf__transform_spec on = train_spec();
     const struct rf__transform_spec off =
@@ -250,7 +250,7 @@ static void check_box(const struct rf__transform_spec *t, uint32_t w,
  *  375x500 is the transpose. 256x256: no resize, the box (16, 16, 224,
  *  224). 333x1000: 333 -> 256, 1000 -> int(768.77) = 768; top =
  *  round(544 / 2) = 272: y = 272 * 1000 / 768, x = 16 * 333 / 256. */
-static void test_eval_boxes(void)
+TEST_CASE(test_eval_boxes, "eval", "boxes exact")
 {
     const struct rf__transform_spec t =
         spec_of(RF_TRANSFORM_EVAL, 224, 224, 0, 1);
@@ -273,7 +273,7 @@ static void test_eval_boxes(void)
  * Output 224x224 with resize 200: 80x60 becomes int(200 * 80 / 60) = 266
  * by 200, too short for 224: the whole height; left = round(42 / 2) =
  * 21. */
-static void test_eval_smaller_than_crop(void)
+TEST_CASE(test_eval_smaller_than_crop, "eval", "image smaller than the crop")
 {
     const struct rf__transform_spec t =
         spec_of(RF_TRANSFORM_EVAL, 100, 400, 0, 1);
@@ -283,7 +283,7 @@ static void test_eval_smaller_than_crop(void)
     check_box(&small, 80, 60, 21.0 * 80 / 266, 0, 224.0 * 80 / 266, 60);
 }
 
-static void test_none(void)
+TEST_CASE(test_none, "none", "the whole image")
 {
     const struct rf__transform_spec t =
         spec_of(RF_TRANSFORM_NONE, 224, 224, 0, 1);
@@ -483,53 +483,37 @@ static void check_against_python(uint32_t w, uint32_t h)
     CHECK_EQ(compare_stats(w, h, &c, &py), 0);
 }
 
-static void test_python_500x375(void)
+TEST_CASE(test_python_500x375, "python",
+          "500x375 crops distributed as the model's")
 {
     check_against_python(500, 375);
 }
 
-static void test_python_375x500(void)
+TEST_CASE(test_python_375x500, "python",
+          "375x500 crops distributed as the model's")
 {
     check_against_python(375, 500);
 }
 
-static void test_python_64x1000(void)
+TEST_CASE(test_python_64x1000, "python",
+          "64x1000 crops distributed as the model's")
 {
     check_against_python(64, 1000);
 }
 
-static void test_python_1000x64(void)
+TEST_CASE(test_python_1000x64, "python",
+          "1000x64 crops distributed as the model's")
 {
     check_against_python(1000, 64);
 }
 
-static void test_python_250x1000(void)
+TEST_CASE(test_python_250x1000, "python",
+          "250x1000 crops distributed as the model's")
 {
     check_against_python(250, 1000);
 }
 
-static const struct test_case cases[] = {
-    {"train", "torchvision's parameters", test_params, 10},
-    {"train", "deterministic in seed, epoch and index", test_deterministic, 0},
-    {"train", "fallback boxes worked out by hand", test_fallback_boxes, 0},
-    {"train", "always inside the image", test_always_inside, 0},
-    {"train", "flips at the configured rate", test_flip_rate, 0},
-    {"eval", "boxes exact", test_eval_boxes, 0},
-    {"eval", "image smaller than the crop", test_eval_smaller_than_crop, 0},
-    {"none", "the whole image", test_none, 0},
-    {"python", "500x375 crops distributed as the model's", test_python_500x375,
-     0},
-    {"python", "375x500 crops distributed as the model's", test_python_375x500,
-     0},
-    {"python", "64x1000 crops distributed as the model's", test_python_64x1000,
-     0},
-    {"python", "1000x64 crops distributed as the model's", test_python_1000x64,
-     0},
-    {"python", "250x1000 crops distributed as the model's",
-     test_python_250x1000, 0},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN(argc, argv, cases);
+    return TEST_MAIN(argc, argv);
 }

@@ -146,7 +146,8 @@ static rf_dataset *open_files(void)
     return ds;
 }
 
-static void default_agrees_with_pil(void)
+TEST_CASE(default_agrees_with_pil, "verdicts",
+          "the default decodes exactly what PIL decodes")
 {
     rf_dataset *ds = open_files();
     bool pil[KINDS];
@@ -168,7 +169,8 @@ static void default_agrees_with_pil(void)
     remove_tree(folder);
 }
 
-static void strict_and_lenient(void)
+TEST_CASE(strict_and_lenient, "verdicts",
+          "strict refuses warnings, lenient accepts truncation")
 {
     rf_dataset *ds = open_files();
     for (int k = 0; k < KINDS; k++) {
@@ -190,7 +192,7 @@ static void strict_and_lenient(void)
     remove_tree(folder);
 }
 
-static void names_of_the_choices(void)
+TEST_CASE(names_of_the_choices, "verdicts", "the parameter's default")
 {
     rf_param_info info;
     CHECK_OK(rf_param_lookup(RF_PARAM_JPEG_WARNINGS, &info));
@@ -199,15 +201,7 @@ static void names_of_the_choices(void)
     CHECK_CONTAINS(info.name, "jpeg_warnings");
 }
 
-static const struct test_case cases[] = {
-    {"verdicts", "the default decodes exactly what PIL decodes",
-     default_agrees_with_pil, 0},
-    {"verdicts", "strict refuses warnings, lenient accepts truncation",
-     strict_and_lenient, 0},
-    {"verdicts", "the parameter's default", names_of_the_choices, 0},
-};
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN(argc, argv, cases);
+    return TEST_MAIN(argc, argv);
 }

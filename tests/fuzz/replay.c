@@ -122,8 +122,10 @@ int main(int argc, char **argv)
     if (!cases)
         return 1;
     for (int i = 0; i < n; i++)
-        cases[i] =
-            (struct test_case){target, names[i]->d_name, replay_input, 60};
+        cases[i] = (struct test_case){.topic = target,
+                                      .name = names[i]->d_name,
+                                      .run = replay_input,
+                                      .timeout_s = 60};
     const int status = test_main_cases(argc, argv, cases, (size_t)n);
     for (int i = 0; i < n; i++)
         free(names[i]);
