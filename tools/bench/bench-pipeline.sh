@@ -64,14 +64,14 @@ runs=3
 decode_alone=1
 classes=10
 build_arg=
+me="bench-pipeline"
+top=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tools/dev/lib.sh
+. "$top/tools/dev/lib.sh"
 while [ $# -gt 0 ]; do
     case $1 in
     --images | --runs)
-        case ${2-} in '' | *[!0-9]* | 0 | 00*) bad=1 ;; *) bad=0 ;; esac
-        if [ "$bad" -eq 1 ]; then
-            printf 'bench-pipeline: %s wants a number >= 1\n' "$1" >&2
-            exit 2
-        fi
+        count_option "$1" "${2-}"
         if [ "$1" = --images ]; then images=$2; else runs=$2; fi
         shift 2
         ;;
@@ -79,25 +79,13 @@ while [ $# -gt 0 ]; do
         decode_alone=0
         shift
         ;;
-    --help)
-        usage
-        exit 0
-        ;;
-    -*)
-        usage >&2
-        exit 2
-        ;;
     *)
-        build_arg=$1
+        other_argument "$1"
         shift
         ;;
     esac
 done
 
-me="bench-pipeline"
-top=$(cd "$(dirname "$0")/../.." && pwd)
-# shellcheck source=tools/dev/lib.sh
-. "$top/tools/dev/lib.sh"
 find_build "$build_arg"
 # The program itself rather than libtool's wrapper (see bench_program).
 bench_program
@@ -146,82 +134,11 @@ warm_up() {
 # and otherwise every 2 s; that cost ~0.35 s of CPU in a 12 s PyTorch run,
 # and its peak came within 2% of reading Pss at every sample.
 #
-# One Python process samples: it reads /proc cheaply and survives a
-# process that exits under it (mawk dies of the read error, dash reads a
-# byte per system call). This kernel has no /proc/PID/task/TID/children,
-# so the tree comes from the parent pid in /proc/PID/stat, read once per
-# process; listing /proc shows processes but not threads, so none is
-# counted twice.
+# tools/bench/bench_measure.py's `sample` does it (the same sampler as
+# bench-python.sh's), in one Python process: it reads /proc cheaply and
+# survives a process that exits under it.
 sample_peak() {
-    "$python" -c '
-import os, sys, time
-
-root, stop, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
-parent = {}  # pid -> ppid, read once for each pid listed
-
-
-def ppid_of(pid):
-    """Parent pid; the name in parentheses may hold spaces or ")"."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return -1
-
-
-def rss_kb(pid):
-    try:
-        with open("/proc/%d/statm" % pid, "rb") as f:
-            return int(f.read().split()[1]) * page_kb
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def pss_kb(pid):
-    try:
-        with open("/proc/%d/smaps_rollup" % pid, "rb") as f:
-            for line in f:
-                if line.startswith(b"Pss:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-def tree():
-    """The descendants of root, as pids."""
-    listed = {int(n) for n in os.listdir("/proc") if n.isdigit()}
-    for pid in list(parent):
-        if pid not in listed:
-            del parent[pid]
-    for pid in listed:
-        if pid not in parent:
-            parent[pid] = ppid_of(pid)
-    children = {}
-    for pid, pp in parent.items():
-        children.setdefault(pp, []).append(pid)
-    found, todo = [], list(children.get(root, ()))
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, ()))
-    return found
-
-
-peak_pss = peak_rss = n = 0
-while not os.path.exists(stop):
-    pids = tree()
-    rss = sum(rss_kb(p) for p in pids)
-    if rss > peak_rss * 1.02 or n % 40 == 0:
-        peak_pss = max(peak_pss, sum(pss_kb(p) for p in pids))
-    peak_rss = max(peak_rss, rss)
-    n += 1
-    time.sleep(0.05)
-with open(out, "w") as f:
-    t = os.times()
-    f.write("%d %.3f\n" % (peak_pss, t.user + t.system))
-' "$1" "$tmp/stop" "$2"
+    "$python" "$top/tools/bench/bench_measure.py" sample "$1" "$tmp/stop" "$2"
 }
 
 # measure NAME RUN COMMAND...: runs COMMAND under /usr/bin/time with the

@@ -68,14 +68,14 @@ workers=2
 photos=
 venv=
 build_arg=
+me="bench-python"
+top=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tools/dev/lib.sh
+. "$top/tools/dev/lib.sh"
 while [ $# -gt 0 ]; do
     case $1 in
     --images | --runs | --epochs | --workers)
-        case ${2-} in '' | *[!0-9]* | 0 | 00*) bad=1 ;; *) bad=0 ;; esac
-        if [ "$bad" -eq 1 ]; then
-            printf 'bench-python: %s wants a number >= 1\n' "$1" >&2
-            exit 2
-        fi
+        count_option "$1" "${2-}"
         case $1 in
         --images) images=$2 ;;
         --runs) runs=$2 ;;
@@ -92,25 +92,13 @@ while [ $# -gt 0 ]; do
         if [ "$1" = --photos ]; then photos=$2; else venv=$2; fi
         shift 2
         ;;
-    --help)
-        usage
-        exit 0
-        ;;
-    -*)
-        usage >&2
-        exit 2
-        ;;
     *)
-        build_arg=$1
+        other_argument "$1"
         shift
         ;;
     esac
 done
 
-me="bench-python"
-top=$(cd "$(dirname "$0")/../.." && pwd)
-# shellcheck source=tools/dev/lib.sh
-. "$top/tools/dev/lib.sh"
 find_build "$build_arg"
 bench_program
 producer=$build/tools/ringfeed-producer

@@ -1,8 +1,10 @@
-"""Measuring and summing up for tools/bench/bench-python.sh. Standard
+"""Measuring and summing up for tools/bench/bench-python.sh (and the
+memory sampler of tools/bench/bench-pipeline.sh). Standard
 library only, so that any Python 3 runs it.
 
     python3 tools/bench/bench_measure.py run OUT -- COMMAND [ARG]...
     python3 tools/bench/bench_measure.py report DIR --runs R [--kind K]...
+    python3 tools/bench/bench_measure.py sample ROOT STOP OUT
 
 run      runs COMMAND with its stdout in OUT.out and its stderr in OUT.err,
          and writes OUT.json: the JSON object on the last line of its
@@ -23,6 +25,10 @@ run      runs COMMAND with its stdout in OUT.out and its stderr in OUT.err,
                            process that maps them), for reference;
            sampler_cpu_s   this sampler's own CPU, in no figure above.
          Exits with COMMAND's status (1 when it died of a signal).
+
+sample   samples the descendants of process ROOT (not ROOT itself: for
+         tools/bench/bench-pipeline.sh it is /usr/bin/time) until the file
+         STOP appears, then writes "PEAK_PSS_KB SAMPLER_CPU_S" to OUT.
 
 report   reads DIR/KIND/NAME.RUN.json for the five contenders of
          bench-python.sh and RUN = 1..R, and prints, for each KIND, a table
@@ -104,6 +110,39 @@ class Tree:
         return found
 
 
+class Peaks:
+    """The peaks of the Rss and Pss sums over a tree, in kB, sampled as
+    the top of this file says; the root itself counted or not."""
+
+    def __init__(self, root, count_root=True):
+        self.tree = Tree(root)
+        self.count_root = count_root
+        self.pss_kb = self.rss_kb = self.samples = 0
+
+    def sample(self):
+        pids = self.tree.pids()
+        if not self.count_root:
+            pids = pids[1:]
+        rss = sum(rss_kb(p) for p in pids)
+        if rss > self.rss_kb * 1.02 or self.samples % 40 == 0:
+            self.pss_kb = max(self.pss_kb, sum(pss_kb(p) for p in pids))
+        self.rss_kb = max(self.rss_kb, rss)
+        self.samples += 1
+
+
+def sample(root, stop, out):
+    """Samples root's descendants every 50 ms until the file stop appears;
+    writes "PEAK_PSS_KB CPU_S" to out, CPU_S being the sampler's own."""
+    peaks = Peaks(root, count_root=False)
+    while not os.path.exists(stop):
+        peaks.sample()
+        time.sleep(0.05)
+    mine = os.times()
+    with open(out, "w", encoding="utf-8") as f:
+        f.write("%d %.3f\n" % (peaks.pss_kb, mine.user + mine.system))
+    return 0
+
+
 def last_json(path):
     """The JSON object on the last non-empty line of path, or {}."""
     try:
@@ -120,18 +159,12 @@ def run(out, command):
     t0 = time.perf_counter()
     with open(out + ".out", "wb") as so, open(out + ".err", "wb") as se:
         child = subprocess.Popen(command, stdout=so, stderr=se)
-    tree = Tree(child.pid)
-    peak_pss = peak_rss = n = 0
+    peaks = Peaks(child.pid)
     while True:
         pid, status, usage = os.wait4(child.pid, os.WNOHANG)
         if pid == child.pid:
             break
-        pids = tree.pids()
-        rss = sum(rss_kb(p) for p in pids)
-        if rss > peak_rss * 1.02 or n % 40 == 0:
-            peak_pss = max(peak_pss, sum(pss_kb(p) for p in pids))
-        peak_rss = max(peak_rss, rss)
-        n += 1
+        peaks.sample()
         time.sleep(0.05)
     wall = time.perf_counter() - t0
     child.returncode = 0  # reaped above; keeps Popen from waiting again
@@ -142,8 +175,8 @@ def run(out, command):
         "exit_status": code,
         "command_wall_s": round(wall, 3),
         "command_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-        "peak_pss_mb": round(peak_pss / 1024, 1),
-        "peak_rss_mb": round(peak_rss / 1024, 1),
+        "peak_pss_mb": round(peaks.pss_kb / 1024, 1),
+        "peak_rss_mb": round(peaks.rss_kb / 1024, 1),
         "sampler_cpu_s": round(mine.user + mine.system, 3),
         "command": command,
     })
@@ -361,6 +394,8 @@ def report(argv):
 def main(argv):
     if len(argv) >= 3 and argv[0] == "run" and argv[2] == "--":
         return run(argv[1], argv[3:])
+    if len(argv) == 4 and argv[0] == "sample":
+        return sample(int(argv[1]), argv[2], argv[3])
     if argv and argv[0] == "report":
         return report(argv[1:])
     print(__doc__.split("\n\n")[1], file=sys.stderr)

@@ -62,7 +62,9 @@ for deb in "$scratch"/*.deb; do
     dpkg-deb -x "$deb" "$scratch/root"
 done
 paths=
+count=0
 for photo in $photos; do
+    count=$((count + 1))
     [ -f "$scratch/root/$photo" ] || {
         printf 'photo-set: %s is not in the packages any more\n' "$photo" >&2
         exit 1
@@ -73,4 +75,4 @@ done
 "${PYTHON:-/usr/bin/python3}" "$here/make_photo_set.py" "$out" "$images" \
     "$classes" $paths
 printf 'photo-set: %s images from %s photographs in %s\n' "$images" \
-    "$(echo $photos | wc -w)" "$out"
+    "$count" "$out"

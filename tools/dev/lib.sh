@@ -16,6 +16,35 @@
 
 say() { printf '%s\n' "$*"; }
 
+# count_option OPTION VALUE: exits 2, naming OPTION, unless VALUE is a
+# whole number of at least 1.
+count_option() {
+    case $2 in
+    '' | *[!0-9]* | 0 | 00*)
+        printf '%s: %s wants a number >= 1\n' "$me" "$1" >&2
+        exit 2
+        ;;
+    esac
+}
+
+# other_argument ARG: an argument none of the script's options took.
+# --help prints the script's `usage` and exits 0; any other option is
+# refused with the usage (exit 2); else ARG names the build folder.
+# shellcheck disable=SC2034 # build_arg: the script's
+other_argument() {
+    case $1 in
+    --help)
+        usage
+        exit 0
+        ;;
+    -*)
+        usage >&2
+        exit 2
+        ;;
+    *) build_arg=$1 ;;
+    esac
+}
+
 # find_build BUILD_ARG: sets `build` to the absolute path of BUILD_ARG, or
 # of _build in the source tree when it is empty; exits 2 when it is no
 # folder.
