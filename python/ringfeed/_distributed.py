@@ -33,15 +33,16 @@ def _from_environment() -> Optional[Tuple[int, int, str]]:
         if rank is None and size is None:
             continue
         if rank is None or size is None:
-            raise ConfigError(f"${rank_name if rank is None else size_name} "
-                             f"is not set but ${size_name if rank is None else rank_name} is; "
-                             "set both, or pass rank= and world_size=")
+            unset, set_ = ((rank_name, size_name) if rank is None
+                           else (size_name, rank_name))
+            raise ConfigError(f"${unset} is not set but ${set_} is; set "
+                              "both, or pass rank= and world_size=")
         try:
             r, w = int(rank), int(size)
         except ValueError:
-            raise ConfigError(f"${rank_name}={rank!r} and ${size_name}={size!r} "
-                             "must be whole numbers; or pass rank= and "
-                             "world_size=") from None
+            raise ConfigError(
+                f"${rank_name}={rank!r} and ${size_name}={size!r} must be "
+                "whole numbers; or pass rank= and world_size=") from None
         return r, w, f"${rank_name}/${size_name}"
     return None
 

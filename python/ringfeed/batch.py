@@ -34,9 +34,9 @@ class Batch:
             raise BatchReleased(
                 f"batch {self._number} of epoch {self._epoch} was released "
                 "(the loop took a later batch, left the loop, or the loader "
-                "closed); its slot holds other images now. Copy what you keep while the batch is current "
-                "(batch.images.clone()), or pass keep_batches= to Loader to "
-                "keep more batches valid")
+                "closed); its slot holds other images now. Copy what you "
+                "keep while the batch is current (batch.images.clone()), or "
+                "pass keep_batches= to Loader to keep more batches valid")
 
     @property
     def images(self) -> Any:
@@ -92,6 +92,7 @@ class Batch:
 
     def __repr__(self) -> str:
         if self._released:
-            return f"<ringfeed.Batch {self._number} of epoch {self._epoch}, released>"
+            return (f"<ringfeed.Batch {self._number} of epoch "
+                    f"{self._epoch}, released>")
         return (f"<ringfeed.Batch {self._number} of epoch {self._epoch}: "
                 f"{len(self._labels)} images>")

@@ -142,7 +142,8 @@ _C_TERM = re.compile(r"\bRF_[A-Z0-9_]+")
 # The C enums whose constants do not start with RF_ + the parameter's name
 # (ringfeed.h: rf_start_mode's RF_START_SPAWN, rf_on_producer_death's
 # RF_ON_DEATH_FAIL, rf_jpeg_verdict's RF_JPEG_AS_PIL).
-_ENUM_PREFIXES = {"start_mode": "RF_START_", "on_producer_death": "RF_ON_DEATH_",
+_ENUM_PREFIXES = {"start_mode": "RF_START_",
+                  "on_producer_death": "RF_ON_DEATH_",
                   "jpeg_warnings": "RF_JPEG_"}
 
 

@@ -67,6 +67,8 @@ import resource
 import sys
 import time
 
+from bench_measure import epoch_figures  # beside this file
+
 LOADERS = ("ringfeed", "torch-io", "torch-pil", "dali")
 
 
@@ -287,27 +289,19 @@ def main(argv):
         return 3
     import_s = time.perf_counter() - t
     e = run(build, args.epochs)
-    images = e["images"]
-    rate = images / e["run"] if e["run"] > 0 else 0.0
-    result = {
+    result = epoch_figures(e)
+    images, rate = result["images"], result["images_per_s"]
+    result.update({
         "loader": args.loader,
-        "images": images,
         "expected": expected,
         "epochs": args.epochs,
-        "seconds": e["run"],
-        "images_per_s": rate,
-        "startup_s": e["startup"],
-        "first_batch_s": e["first"],
-        "images_per_s_with_startup":
-            images / e["total"] if e["total"] > 0 else 0.0,
-        "cpu_s": e["cpu"],
         "cpu_own_s": e["cpu_own"],
         "cpu_children_s": e["cpu_children"],
         "import_s": import_s,
         "workers": args.workers,
         "batch": args.batch,
         "size": args.size,
-    }
+    })
     result.update(versions)
     named = ", ".join(f"{k} {v}" for k, v in versions.items())
     print(f"{args.loader} ({named}"

@@ -186,6 +186,23 @@ def run(out, command):
     return code if code >= 0 else 1
 
 
+def epoch_figures(e):
+    """The timing fields both loop benchmarks (bench_loaders.py,
+    bench_torch.py) report, from their measured epoch e: images, run,
+    startup, first, total and cpu, in seconds."""
+    images = e["images"]
+    return {
+        "images": images,
+        "seconds": e["run"],
+        "images_per_s": images / e["run"] if e["run"] > 0 else 0.0,
+        "startup_s": e["startup"],
+        "first_batch_s": e["first"],
+        "images_per_s_with_startup":
+            images / e["total"] if e["total"] > 0 else 0.0,
+        "cpu_s": e["cpu"],
+    }
+
+
 # ---- report: the medians and the ratios ------------------------------------
 
 # The contenders, in bench-python.sh's order, with their table names.

@@ -38,6 +38,8 @@ import torchvision
 from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
 
+from bench_measure import epoch_figures  # beside this file
+
 
 def parse_args(argv):
     """The command line; --workers 0 means one per usable CPU."""
@@ -113,24 +115,16 @@ def main(argv):
     torch.manual_seed(args.seed)
     dataset, loader = make_loader(args)
     e = one_epoch(loader)
-    images = e["images"]
-    rate = images / e["run"] if e["run"] > 0 else 0.0
-    result = {
-        "images": images,
+    result = epoch_figures(e)
+    images, rate = result["images"], result["images_per_s"]
+    result.update({
         "expected": len(dataset),
-        "seconds": e["run"],
-        "images_per_s": rate,
-        "startup_s": e["startup"],
-        "first_batch_s": e["first"],
-        "images_per_s_with_startup":
-            images / e["total"] if e["total"] > 0 else 0.0,
-        "cpu_s": e["cpu"],
         "workers": args.workers,
         "batch": args.batch,
         "size": args.size,
         "torch": torch.__version__,
         "torchvision": torchvision.__version__,
-    }
+    })
     print(f"torch {torch.__version__}: {images} images in {e['run']:.3f} s "
           f"({rate:.1f} images/s) with {args.workers} workers, start-up "
           f"{e['startup']:.3f} s, first batch after {e['first']:.3f} s, "
