@@ -69,14 +69,8 @@ int rf__image_resize_into(struct rf__resizer *rs, const struct rf__image *im,
     if (plan_axes(rs, im, crop, target->out_width, target->out_height, span,
                   err, err_len) < 0)
         return -1;
-    const struct rf__resize_dest dest = {
-        .dst = target->dst,
-        .width = target->out_width,
-        .height = target->out_height,
-        .channels = target->channels,
-        .layout = target->layout,
-        .mirror_x = crop->flip,
-    };
+    struct rf__resize_dest dest = rf__jpeg_target_dest(target);
+    dest.mirror_x = crop->flip;
     const int rc =
         rf__resizer_begin(rs, im->channels, span[2] - span[0], &dest);
     if (rc < 0) {

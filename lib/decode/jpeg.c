@@ -299,24 +299,26 @@ static void start(struct rf__jpeg_decoder *dec, struct rf__jpeg_job *job)
 
 /* ---- rows into the resizer ------------------------------------------ */
 
+struct rf__resize_dest rf__jpeg_target_dest(const struct rf__jpeg_target *t)
+{
+    return (struct rf__resize_dest){.dst = t->dst,
+                                    .width = t->out_width,
+                                    .height = t->out_height,
+                                    .channels = t->channels,
+                                    .layout = t->layout};
+}
+
 /* The target as the resizer sees it: a transposed orientation turns
  * result rows into target columns; the crop's flip mirrors target x.
  * Rows pushed are the cropped decode's (cinfo.output_width pixels). */
 static void begin_resize(struct rf__jpeg_decoder *dec, struct rf__jpeg_job *job)
 {
-    const struct rf__jpeg_target *t = job->target;
     const struct rf__jpeg_orientation *o = &job->orient;
     const bool reverse_x = o->transpose ? o->reverse_y : o->reverse_x;
-    const struct rf__resize_dest dest = {
-        .dst = t->dst,
-        .width = t->out_width,
-        .height = t->out_height,
-        .channels = t->channels,
-        .layout = t->layout,
-        .transpose = o->transpose,
-        .mirror_x = reverse_x != job->crop.flip,
-        .mirror_y = o->transpose ? o->reverse_x : o->reverse_y,
-    };
+    struct rf__resize_dest dest = rf__jpeg_target_dest(job->target);
+    dest.transpose = o->transpose;
+    dest.mirror_x = reverse_x != job->crop.flip;
+    dest.mirror_y = o->transpose ? o->reverse_x : o->reverse_y;
     const int rc = rf__resizer_begin(&dec->resizer, job->channels,
                                      dec->cinfo.output_width, &dest);
     if (rc == -ENOMEM)

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "ringfeed.h"
+#include "decode/resize.h"
 #include "decode/transform.h"
 
 struct rf__jpeg_options {
@@ -47,6 +48,10 @@ struct rf__jpeg_target {
     rf_layout layout;
     uint8_t *dst;
 };
+
+/* The target as the resizer sees it, neither transposed nor mirrored: a
+ * JPEG's orientation and a whole image's flip then set what they need. */
+struct rf__resize_dest rf__jpeg_target_dest(const struct rf__jpeg_target *t);
 
 /* Picks the crop for an image of width x height (after orientation). */
 typedef void (*rf__crop_chooser)(void *user, uint32_t width, uint32_t height,

@@ -79,17 +79,23 @@ static uint64_t memory_needed(const WebPBitstreamFeatures *f)
     return 3 * pixels + library + LIBWEBP_FIXED_BYTES;
 }
 
+/* libwebp's Init calls fail only when the ABI version webp/decode.h was
+ * compiled with is not the library's: a build or install to be fixed. */
+static int version_mismatch(char *err, size_t err_len)
+{
+    rf__format(err, err_len, "WebP: libwebp's version does not match");
+    return -1;
+}
+
 /* A still image into buf (width x height RGB). */
 static int decode_still(const uint8_t *data, size_t size, uint8_t *buf,
                         const WebPBitstreamFeatures *f, char *err,
                         size_t err_len)
 {
-    WebPDecoderConfig config;
-    if (!WebPInitDecoderConfig(&config)) {
-        rf__format(err, err_len, "WebP: libwebp's version does not match");
-        return -1;
-    }
     const size_t stride = (size_t)f->width * 3;
+    WebPDecoderConfig config;
+    if (!WebPInitDecoderConfig(&config))
+        return version_mismatch(err, err_len);
     config.output.colorspace = MODE_RGB;
     config.output.is_external_memory = 1;
     config.output.u.RGBA.rgba = buf;
@@ -120,10 +126,8 @@ static int decode_first_frame(const uint8_t *data, size_t size, uint8_t *buf,
                               size_t err_len)
 {
     WebPAnimDecoderOptions options;
-    if (!WebPAnimDecoderOptionsInit(&options)) {
-        rf__format(err, err_len, "WebP: libwebp's version does not match");
-        return -1;
-    }
+    if (!WebPAnimDecoderOptionsInit(&options))
+        return version_mismatch(err, err_len);
     options.color_mode = MODE_RGBA;
     options.use_threads = 0;
     const WebPData whole = {data, size};
