@@ -54,6 +54,20 @@ static inline char process_state(int pid, int *ppid)
     return close_paren[2];
 }
 
+/* fork() with a pipe from the child to the parent: 0 in the child, with
+ * *fd the pipe's write end; the child's pid in the parent, with *fd its
+ * read end. Each side's other end is closed. */
+static inline pid_t fork_with_pipe(int *fd)
+{
+    int p[2];
+    CHECK_EQ(pipe(p), 0);
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    close(p[child == 0 ? 0 : 1]);
+    *fd = p[child == 0 ? 1 : 0];
+    return child;
+}
+
 /* Waits for a child of fork() and returns its exit status; one a signal
  * ended fails the check. */
 static inline int exit_status_of(pid_t child)

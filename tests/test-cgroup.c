@@ -457,13 +457,10 @@ static void open_ring_over_limit(void)
                made);
     CHECK_LE(rf__cgroup_memory_room(where, sizeof(where)), LIMIT);
     CHECK_CONTAINS(where, want);
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SLOTS, 10));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 256));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 384));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 384));
+    rf_config *cfg = TEST_CONFIG({RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC},
+                                 {RF_PARAM_PRODUCERS, 1}, {RF_PARAM_SLOTS, 10},
+                                 {RF_PARAM_BATCH_SIZE, 256},
+                                 {RF_PARAM_HEIGHT, 384}, {RF_PARAM_WIDTH, 384});
     rf_loader *l = NULL;
     char *err = NULL;
     const int rc = rf_loader_open(&l, cfg, &err);

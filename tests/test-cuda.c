@@ -774,21 +774,24 @@ TEST_CASE(test_fork_child_leaves_the_gpu_run_alone, "fork",
            "batches all came\n");
 }
 
+/* A fork-mode loader of one producer is refused (RF_E_FORK_UNSAFE) with
+ * a reason that contains `reason`. */
+static void expect_fork_refused(const char *reason)
+{
+    rf_config *cfg = TEST_CONFIG({RF_PARAM_START_MODE, RF_START_FORK},
+                                 {RF_PARAM_PRODUCERS, 1});
+    char *why = test_open_refused(cfg, RF_E_FORK_UNSAFE);
+    CHECK_CONTAINS(why, reason);
+    free(why);
+    rf_config_free(cfg);
+}
+
 TEST_CASE(test_fork_refused_after_cuda, "fork",
           "refused once CUDA is initialised")
 {
     require_devices(1);
     CHECK_CUDA(cudaFree(NULL)); /* CUDA is initialised, with its threads */
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, RF_START_FORK));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
-    rf_loader *l = NULL;
-    char *why = NULL;
-    CHECK_EQ(rf_loader_open(&l, cfg, &why), RF_E_FORK_UNSAFE);
-    CHECK(l == NULL);
-    CHECK_CONTAINS(why, "fork mode refused");
-    free(why);
-    rf_config_free(cfg);
+    expect_fork_refused("fork mode refused");
 }
 
 /* The check above passes on the thread count alone (CUDA's threads). A
@@ -800,65 +803,49 @@ TEST_CASE(test_fork_refused_with_driver_loaded, "fork",
 {
     if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL))
         TEST_SKIP_BECAUSE("libcuda.so.1 could not be loaded (%s)", dlerror());
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, RF_START_FORK));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
-    rf_loader *l = NULL;
-    char *why = NULL;
-    CHECK_EQ(rf_loader_open(&l, cfg, &why), RF_E_FORK_UNSAFE);
-    CHECK_CONTAINS(why, "the CUDA driver is loaded in this process");
-    free(why);
-    rf_config_free(cfg);
+    expect_fork_refused("the CUDA driver is loaded in this process");
 }
 
-TEST_CASE(upload_nhwc, "upload", "byte-exact, NHWC")
-{
-    test_upload_is_byte_exact(RF_LAYOUT_NHWC);
-}
+/* Case upload_<layout>(): test_upload_is_byte_exact() from LAYOUT. */
+#define UPLOAD_CASE(fn, name, layout)                                          \
+    TEST_CASE(fn, "upload", name)                                              \
+    {                                                                          \
+        test_upload_is_byte_exact(layout);                                     \
+    }
 
-TEST_CASE(upload_nchw, "upload", "byte-exact, NCHW")
-{
-    test_upload_is_byte_exact(RF_LAYOUT_NCHW);
-}
+UPLOAD_CASE(upload_nhwc, "byte-exact, NHWC", RF_LAYOUT_NHWC)
+UPLOAD_CASE(upload_nchw, "byte-exact, NCHW", RF_LAYOUT_NCHW)
 
-TEST_CASE(depth_1, "depth", "1 device buffer")
-{
-    test_depth(1);
-}
+/* Case depth_<n>(): test_depth() with N device buffers. */
+#define DEPTH_CASE(n, name)                                                    \
+    TEST_CASE(depth_##n, "depth", name)                                        \
+    {                                                                          \
+        test_depth(n);                                                         \
+    }
 
-TEST_CASE(depth_2, "depth", "2 device buffers")
-{
-    test_depth(2);
-}
+DEPTH_CASE(1, "1 device buffer")
+DEPTH_CASE(2, "2 device buffers")
+DEPTH_CASE(3, "3 device buffers")
 
-TEST_CASE(depth_3, "depth", "3 device buffers")
-{
-    test_depth(3);
-}
+/* Case convert_<what>(): test_conversion() of CHANNELS channels from
+ * LAYOUT, normalised or not, into every dtype and layout. */
+#define CONVERT_CASE(fn, name, channels, layout, normalised)                   \
+    TEST_CASE(fn, "convert", name)                                             \
+    {                                                                          \
+        test_conversion(channels, layout, normalised);                         \
+    }
 
-TEST_CASE(convert_rgb_nhwc, "convert",
-          "RGB from NHWC, normalised, every dtype and layout")
-{
-    test_conversion(3, RF_LAYOUT_NHWC, true);
-}
-
-TEST_CASE(convert_rgb_nchw, "convert",
-          "RGB from NCHW, normalised, every dtype and layout")
-{
-    test_conversion(3, RF_LAYOUT_NCHW, true);
-}
-
-TEST_CASE(convert_grey_nhwc, "convert",
-          "grey from NHWC, every dtype and layout")
-{
-    test_conversion(1, RF_LAYOUT_NHWC, false);
-}
-
-TEST_CASE(convert_rgba_nchw, "convert",
-          "4 channels from NCHW, normalised, every dtype and layout")
-{
-    test_conversion(4, RF_LAYOUT_NCHW, true);
-}
+CONVERT_CASE(convert_rgb_nhwc,
+             "RGB from NHWC, normalised, every dtype and layout", 3,
+             RF_LAYOUT_NHWC, true)
+CONVERT_CASE(convert_rgb_nchw,
+             "RGB from NCHW, normalised, every dtype and layout", 3,
+             RF_LAYOUT_NCHW, true)
+CONVERT_CASE(convert_grey_nhwc, "grey from NHWC, every dtype and layout", 1,
+             RF_LAYOUT_NHWC, false)
+CONVERT_CASE(convert_rgba_nchw,
+             "4 channels from NCHW, normalised, every dtype and layout", 4,
+             RF_LAYOUT_NCHW, true)
 
 int main(int argc, char **argv)
 {

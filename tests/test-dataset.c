@@ -1240,12 +1240,10 @@ static int decode_raw_sample(const char *path, uint8_t *out, char *why,
                              size_t why_len)
 {
     rf_dataset *ds = open_or_die(path);
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, RAW_H));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, RAW_W));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_CHANNELS, RAW_C));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_LAYOUT, RF_LAYOUT_NCHW));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_TRANSFORM, RF_TRANSFORM_NONE));
+    rf_config *cfg = TEST_CONFIG(
+        {RF_PARAM_HEIGHT, RAW_H}, {RF_PARAM_WIDTH, RAW_W},
+        {RF_PARAM_CHANNELS, RAW_C}, {RF_PARAM_LAYOUT, RF_LAYOUT_NCHW},
+        {RF_PARAM_TRANSFORM, RF_TRANSFORM_NONE});
     const int rc = rf_dataset_decode(ds, cfg, 0, 0, out);
     rf__format(why, why_len, "%s", rf_dataset_error(ds));
     rf_config_free(cfg);

@@ -94,14 +94,10 @@ static uint64_t digest_batch(const rf_batch *b)
 static rf_config *small_config(int64_t producers, int64_t samples,
                                int64_t batch, int64_t side)
 {
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, producers));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, samples));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, batch));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, side));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, side));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
-    return cfg;
+    return TEST_CONFIG({RF_PARAM_PRODUCERS, producers},
+                       {RF_PARAM_SAMPLES, samples},
+                       {RF_PARAM_BATCH_SIZE, batch}, {RF_PARAM_HEIGHT, side},
+                       {RF_PARAM_WIDTH, side}, {RF_PARAM_QUIET, 1});
 }
 
 static rf_config *kill_config(const struct kill_spec *s)
@@ -408,15 +404,10 @@ static void *kill_after_a_while(void *arg)
  * machine is shared. */
 static void death_noticed_while_waiting(int64_t policy)
 {
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC_JPEG));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 64));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 128));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_PRODUCER_DEATH, policy));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
-    rf_loader *l = test_open_loader(cfg);
-    rf_config_free(cfg);
+    rf_loader *l = TEST_OPEN_LOADER(
+        {RF_PARAM_PRODUCERS, 1}, {RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC_JPEG},
+        {RF_PARAM_BATCH_SIZE, 64}, {RF_PARAM_SAMPLES, 128},
+        {RF_PARAM_ON_PRODUCER_DEATH, policy}, {RF_PARAM_QUIET, 1});
     int pids[2];
     CHECK_EQ(list_children(pids, 2), 1);
     struct rf__segment seg = map_control_segment();
@@ -633,14 +624,10 @@ TEST_CASE(test_batch_that_keeps_crashing_is_named, "death",
     /* No core files from the crashes below (producers inherit this). */
     const struct rlimit no_core = {0, 0};
     CHECK_EQ(setrlimit(RLIMIT_CORE, &no_core), 0);
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC_JPEG));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 16));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 640));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
-    rf_loader *l = test_open_loader(cfg);
-    rf_config_free(cfg);
+    rf_loader *l = TEST_OPEN_LOADER(
+        {RF_PARAM_PRODUCERS, 1}, {RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC_JPEG},
+        {RF_PARAM_BATCH_SIZE, 16}, {RF_PARAM_SAMPLES, 640},
+        {RF_PARAM_QUIET, 1});
     struct rf__segment seg = map_control_segment();
     struct crasher c = {.seg = &seg};
     CHECK_EQ(pthread_create(&c.thread, NULL, crasher_main, &c), 0);
@@ -678,11 +665,8 @@ enum consumer_death {
  * its two producers to fd. */
 static void open_and_report(int fd)
 {
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 2));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 16));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 16));
-    rf_loader *l = test_open_loader(cfg);
+    rf_loader *l = TEST_OPEN_LOADER(
+        {RF_PARAM_PRODUCERS, 2}, {RF_PARAM_HEIGHT, 16}, {RF_PARAM_WIDTH, 16});
     rf_batch b;
     CHECK_EQ(rf_loader_next(l, &b), 1);
     int pids[2];
@@ -706,28 +690,23 @@ static void *open_report_and_wait(void *fd)
 static void consumer_dies(enum consumer_death how)
 {
     const int shm_before = count_entries("/dev/shm");
-    int pipefd[2];
-    CHECK_EQ(pipe(pipefd), 0);
-    const pid_t child = fork();
-    CHECK(child >= 0);
+    int fd;
+    const pid_t child = fork_with_pipe(&fd);
     if (child == 0) {
-        close(pipefd[0]);
         if (how == CONSUMER_KILLED_STOPPED) {
             pthread_t t;
-            CHECK_EQ(pthread_create(&t, NULL, open_report_and_wait, &pipefd[1]),
-                     0);
+            CHECK_EQ(pthread_create(&t, NULL, open_report_and_wait, &fd), 0);
             for (;;)
                 pause();
         }
-        open_and_report(pipefd[1]);
+        open_and_report(fd);
         if (how == CONSUMER_KILLED)
             raise(SIGKILL);
         _exit(0); /* no rf_loader_close(), no atexit handlers */
     }
-    close(pipefd[1]);
     int pids[2];
-    CHECK_EQ(read(pipefd[0], pids, sizeof(pids)), (ssize_t)sizeof(pids));
-    close(pipefd[0]);
+    CHECK_EQ(read(fd, pids, sizeof(pids)), (ssize_t)sizeof(pids));
+    close(fd);
     if (how == CONSUMER_KILLED_STOPPED) {
         CHECK_EQ(kill(pids[0], SIGSTOP), 0);
         while (process_state(pids[0], NULL) != 'T')
@@ -776,11 +755,8 @@ TEST_CASE(test_low_fd_limit_is_refused, "start", "low fd limit is refused")
         const struct rlimit low = {(rlim_t)count_entries("/proc/self/fd") + 4,
                                    (rlim_t)count_entries("/proc/self/fd") + 4};
         CHECK_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
-        rf_config *cfg = rf_config_create();
-        CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 4));
-        rf_loader *l = NULL;
-        char *err = NULL;
-        CHECK_EQ(rf_loader_open(&l, cfg, &err), -EMFILE);
+        rf_config *cfg = TEST_CONFIG({RF_PARAM_PRODUCERS, 4});
+        char *err = test_open_refused(cfg, -EMFILE);
         CHECK_CONTAINS(err, "needs 10 file descriptors (4 producers)");
         CHECK_CONTAINS(err, "ulimit -n");
         free(err);
@@ -868,9 +844,7 @@ TEST_CASE(test_helper_not_executable_is_refused, "start",
     CHECK_EQ(chmod(path, 0644), 0);
     char *saved = use_helper(path);
     rf_config *cfg = rf_config_create();
-    rf_loader *l = NULL;
-    char *err = NULL;
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), RF_E_NO_PRODUCER_BINARY);
+    char *err = test_open_refused(cfg, RF_E_NO_PRODUCER_BINARY);
     CHECK_CONTAINS(err, path);
     CHECK_CONTAINS(err, "Permission denied");
     CHECK_CONTAINS(err, "point RINGFEED_PRODUCER at an executable");
@@ -1229,13 +1203,9 @@ TEST_CASE(test_crash_after_attach_counts_as_failed_start, "start",
     const struct rlimit no_core = {0, 0};
     CHECK_EQ(setrlimit(RLIMIT_CORE, &no_core), 0);
     enum { SLOTS = 6 };
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SLOTS, SLOTS));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
-    rf_loader *l = test_open_loader(cfg);
-    rf_config_free(cfg);
+    rf_loader *l =
+        TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_SLOTS, SLOTS},
+                         {RF_PARAM_BATCH_SIZE, 4}, {RF_PARAM_QUIET, 1});
     struct rf__segment seg = map_control_segment();
     const struct rf__producer_state *st = rf__segment_producer(&seg, 0);
     while (atomic_load(&st->batches) < SLOTS)
@@ -1304,13 +1274,9 @@ TEST_CASE(test_helper_replaced_during_run, "start",
     copy_executable(installed, helper);
     write_helper_that_exits_127(broken);
     char *saved = use_helper(helper);
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 4000));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
-    rf_loader *l = test_open_loader(cfg);
-    rf_config_free(cfg);
+    rf_loader *l =
+        TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_SAMPLES, 4000},
+                         {RF_PARAM_BATCH_SIZE, 4}, {RF_PARAM_QUIET, 1});
     test_pass_one_batch(l);
     CHECK_EQ(rename(broken, helper), 0);
     int pid = 0;
@@ -1339,10 +1305,7 @@ TEST_CASE(test_producer_holds_only_its_fds, "start",
 #ifdef HAVE_POSIX_SPAWN_FILE_ACTIONS_ADDCLOSEFROM_NP
     const int stray = open("/dev/null", O_RDONLY);
     CHECK(stray >= 0);
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
-    rf_loader *l = test_open_loader(cfg);
-    rf_config_free(cfg);
+    rf_loader *l = TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1});
     rf_batch b;
     CHECK_EQ(rf_loader_next(l, &b), 1); /* the producer is running */
     int pid = 0;

@@ -30,14 +30,9 @@
 
 static rf_config *small_config(int64_t producers, int64_t slots)
 {
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, producers));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SLOTS, slots));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 1000000));
-    return cfg;
+    return TEST_CONFIG({RF_PARAM_PRODUCERS, producers}, {RF_PARAM_SLOTS, slots},
+                       {RF_PARAM_BATCH_SIZE, 4}, {RF_PARAM_HEIGHT, 8},
+                       {RF_PARAM_WIDTH, 8}, {RF_PARAM_SAMPLES, 1000000});
 }
 
 /* Opens a loader from cfg, which it frees; *ring_bytes: its ring's size. */
@@ -140,11 +135,8 @@ TEST_CASE(test_fork_refused_with_threads, "fork",
 {
     pthread_t t;
     CHECK_EQ(pthread_create(&t, NULL, idle_thread, NULL), 0);
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_MODE, RF_START_FORK));
-    rf_loader *l = NULL;
-    char *err = NULL;
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), RF_E_FORK_UNSAFE);
+    rf_config *cfg = TEST_CONFIG({RF_PARAM_START_MODE, RF_START_FORK});
+    char *err = test_open_refused(cfg, RF_E_FORK_UNSAFE);
     CHECK_CONTAINS(err, "2 threads");
     CHECK_CONTAINS(err, "RF_START_SPAWN");
     free(err);
@@ -259,26 +251,22 @@ TEST_CASE(test_release_of_another_loaders_batch, "slots",
 TEST_CASE(test_exec_without_close_stops_producers, "close",
           "exec() without close stops the producers")
 {
-    int p[2];
-    CHECK_EQ(pipe(p), 0);
-    const pid_t child = fork();
-    CHECK(child >= 0);
+    int fd;
+    const pid_t child = fork_with_pipe(&fd);
     if (child == 0) {
-        close(p[0]);
         rf_loader *l = open_small(2, 4);
         int pids[4];
         const int n = list_children(pids, 4);
-        if (write(p[1], pids, sizeof(pids[0]) * (size_t)n) < 0)
+        if (write(fd, pids, sizeof(pids[0]) * (size_t)n) < 0)
             _exit(1);
-        close(p[1]);
+        close(fd);
         (void)l; /* not closed */
         execl("/bin/sleep", "sleep", "30", (char *)NULL);
         _exit(1);
     }
-    close(p[1]);
     int pids[4];
-    const ssize_t got = read(p[0], pids, sizeof(pids));
-    close(p[0]);
+    const ssize_t got = read(fd, pids, sizeof(pids));
+    close(fd);
     CHECK_EQ(got, 2 * (ssize_t)sizeof(int));
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -222,25 +222,28 @@ TEST_CASE(test_any_producers_batches_of_32, "delivery",
     check_same_batches_any_producers(32);
 }
 
-TEST_CASE(test_partial_last_batch, "delivery", "partial last batch")
+/* A run of `samples` in batches of `batch`, the short last one dropped or
+ * not, delivers `per_epoch` batches in each epoch. */
+static void check_batches_per_epoch(int64_t samples, int64_t batch,
+                                    int64_t drop_last, uint64_t per_epoch)
 {
     struct run_spec s = defaults;
-    s.samples = 100;
-    s.batch = 32; /* 32, 32, 32, 4 */
+    s.samples = samples;
+    s.batch = batch;
+    s.drop_last = drop_last;
     struct run_result r;
     run(&s, &r);
-    CHECK_EQ(r.batches, 4 * s.epochs);
+    CHECK_EQ(r.batches, per_epoch * (uint64_t)s.epochs);
+}
+
+TEST_CASE(test_partial_last_batch, "delivery", "partial last batch")
+{
+    check_batches_per_epoch(100, 32, 0, 4); /* 32, 32, 32, 4 */
 }
 
 TEST_CASE(test_dropped_last_batch, "delivery", "dropped last batch")
 {
-    struct run_spec s = defaults;
-    s.samples = 100;
-    s.batch = 32;
-    s.drop_last = 1; /* 32, 32, 32 */
-    struct run_result r;
-    run(&s, &r);
-    CHECK_EQ(r.batches, 3 * s.epochs);
+    check_batches_per_epoch(100, 32, 1, 3); /* 32, 32, 32 */
 }
 
 TEST_CASE(test_unordered_same_content, "delivery", "any order, same batches")
@@ -306,13 +309,10 @@ TEST_CASE(test_rank_from_environment, "ranks",
 {
     setenv("RANK", "1", 1);
     setenv("WORLD_SIZE", "3", 1);
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 100));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 5));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 2));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 2));
-    rf_loader *l = NULL;
-    CHECK_OK(rf_loader_open(&l, cfg, NULL));
+    rf_config *cfg =
+        TEST_CONFIG({RF_PARAM_SAMPLES, 100}, {RF_PARAM_BATCH_SIZE, 5},
+                    {RF_PARAM_HEIGHT, 2}, {RF_PARAM_WIDTH, 2});
+    rf_loader *l = test_open_loader(cfg);
     int64_t params[RF__PARAMS];
     memcpy(params, cfg->params, sizeof(params));
     params[RF_PARAM_RANK] = 1;
@@ -350,14 +350,10 @@ static int open_with_environment(const char *const *env, int64_t rank,
         unsetenv(launcher[i]);
     for (size_t i = 0; env[i]; i++)
         CHECK_EQ(putenv((char *)env[i]), 0);
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 10));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 2));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 2));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 2));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_RANK, rank));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SHARD_PAD, 0));
+    rf_config *cfg = TEST_CONFIG(
+        {RF_PARAM_SAMPLES, 10}, {RF_PARAM_BATCH_SIZE, 2}, {RF_PARAM_HEIGHT, 2},
+        {RF_PARAM_WIDTH, 2}, {RF_PARAM_PRODUCERS, 1}, {RF_PARAM_RANK, rank},
+        {RF_PARAM_SHARD_PAD, 0});
     rf_loader *l = NULL;
     *err = NULL;
     const int rc = rf_loader_open(&l, cfg, err);

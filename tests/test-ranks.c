@@ -66,13 +66,9 @@ static void set_launcher(const char *launcher, int rank, int size)
 static void run_rank(const char *launcher, int rank, int size, int out)
 {
     set_launcher(launcher, rank, size);
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 4000));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 16));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 16));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
-    rf_loader *l = test_open_loader(cfg);
-    rf_config_free(cfg);
+    rf_loader *l =
+        TEST_OPEN_LOADER({RF_PARAM_SAMPLES, 4000}, {RF_PARAM_HEIGHT, 16},
+                         {RF_PARAM_WIDTH, 16}, {RF_PARAM_QUIET, 1});
     rf_batch b;
     int rc;
     while ((rc = rf_loader_next(l, &b)) == 1)
@@ -218,11 +214,8 @@ TEST_CASE(quota_lowers_the_count, "quota",
         char pid[16];
         snprintf(pid, sizeof(pid), "%d", (int)getpid());
         CHECK(write_cgroup(folder, "cgroup.procs", pid));
-        rf_config *cfg = rf_config_create();
-        CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 100));
-        CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
-        rf_loader *l = test_open_loader(cfg);
-        rf_config_free(cfg);
+        rf_loader *l =
+            TEST_OPEN_LOADER({RF_PARAM_SAMPLES, 100}, {RF_PARAM_QUIET, 1});
         char why[512];
         const int count = rf_loader_cpu_budget(l, why, sizeof(why));
         printf("cgroup v%d quota of 1 CPU: %s\n", version, why);

@@ -97,6 +97,17 @@ static void set_skip(rf_config *cfg, int64_t max_errors, int64_t max_ppm)
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, max_ppm));
 }
 
+/* Opens a loader with cfg under the skip policy (set_skip()'s limits),
+ * then frees cfg. */
+static rf_loader *open_skipping(rf_config *cfg, int64_t max_errors,
+                                int64_t max_ppm)
+{
+    set_skip(cfg, max_errors, max_ppm);
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    return l;
+}
+
 /* Runs to the end checking each sample against rf_dataset_decode();
  * returns a digest of everything delivered. */
 static uint64_t run_and_check(const rf_config *cfg)
@@ -207,8 +218,7 @@ TEST_CASE(test_bad_files_skipped_and_listed, "bad",
 {
     const int bad = BAD_FILES;
     rf_config *cfg = bad_folder_config(2, RF_TRANSFORM_TRAIN);
-    set_skip(cfg, 0, 500000);
-    rf_loader *l = test_open_loader(cfg);
+    rf_loader *l = open_skipping(cfg, 0, 500000);
     uint64_t samples = 0, skipped = 0;
     CHECK_EQ(drain(l, &samples, &skipped), 0);
     CHECK_EQ(samples, 2 * CLASSES * PER_CLASS);
@@ -227,7 +237,6 @@ TEST_CASE(test_bad_files_skipped_and_listed, "bad",
     CHECK_OK(rf_loader_stats(l, &st));
     CHECK_EQ(st.failed_samples, 2 * (uint64_t)bad);
     rf_loader_close(l);
-    rf_config_free(cfg);
 }
 
 /* All five bad files in one unshuffled batch: the slot keeps four
@@ -241,8 +250,7 @@ TEST_CASE(test_many_failures_in_one_batch, "bad",
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 64));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 1));
-    set_skip(cfg, 0, 500000);
-    rf_loader *l = test_open_loader(cfg);
+    rf_loader *l = open_skipping(cfg, 0, 500000);
     uint64_t samples = 0, skipped = 0;
     CHECK_EQ(drain(l, &samples, &skipped), 0);
     CHECK_EQ(skipped, (uint64_t)bad);
@@ -265,18 +273,15 @@ TEST_CASE(test_many_failures_in_one_batch, "bad",
     CHECK_EQ(not_kept, bad - 4);
     rf_dataset_close(ds);
     rf_loader_close(l);
-    rf_config_free(cfg);
 }
 
 TEST_CASE(test_error_limit_ends_the_run, "bad", "error limit ends the run")
 {
     rf_config *cfg = bad_folder_config(2, RF_TRANSFORM_EVAL);
-    set_skip(cfg, 2, 1000000);
-    rf_loader *l = test_open_loader(cfg);
+    rf_loader *l = open_skipping(cfg, 2, 1000000);
     CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
     CHECK_CONTAINS(rf_loader_error(l), "RF_PARAM_MAX_ERRORS = 2");
     rf_loader_close(l);
-    rf_config_free(cfg);
 }
 
 /* The count limit is on samples, not on failures: the bad files fail in
@@ -288,14 +293,12 @@ TEST_CASE(test_error_limit_counts_each_sample_once, "bad",
     const int bad = BAD_FILES;
     rf_config *cfg = bad_folder_config(2, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 4));
-    set_skip(cfg, bad, 1000000);
-    rf_loader *l = test_open_loader(cfg);
+    rf_loader *l = open_skipping(cfg, bad, 1000000);
     uint64_t skipped = 0;
     CHECK_EQ(drain(l, NULL, &skipped), 0);
     CHECK_EQ(skipped, 4 * (uint64_t)bad);
     CHECK_EQ(rf_loader_sample_errors(l, NULL, 0), (uint64_t)bad);
     rf_loader_close(l);
-    rf_config_free(cfg);
 }
 
 /* Over a long run the list is not filled with the same file's failures:
@@ -347,12 +350,10 @@ TEST_CASE(test_zstd_pack, "pack", "zstd frames, one of a wrong size")
         add_frame(w, i, i == 13 ? 100 : 8 * 8 * 3); /* 13: wrong size */
     CHECK_OK(rf_pack_writer_finish(w, NULL));
 
-    rf_config *cfg = rf_config_create();
+    rf_config *cfg = TEST_CONFIG({RF_PARAM_HEIGHT, 8}, {RF_PARAM_WIDTH, 8},
+                                 {RF_PARAM_TRANSFORM, RF_TRANSFORM_NONE},
+                                 {RF_PARAM_BATCH_SIZE, 3});
     CHECK_OK(rf_config_set_path(cfg, path));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 8));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_TRANSFORM, RF_TRANSFORM_NONE));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 3));
     set_skip(cfg, 0, 100000);
     rf_loader *l = test_open_loader(cfg);
     rf_batch b;
@@ -378,8 +379,7 @@ TEST_CASE(test_zstd_pack, "pack", "zstd frames, one of a wrong size")
 
     /* The wrong shape is refused at open, not per sample. */
     CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 16));
-    char *err = NULL;
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
+    char *err = test_open_refused(cfg, -EINVAL);
     CHECK_CONTAINS(err, "holds 8x8x3");
     free(err);
     rf_config_free(cfg);
@@ -390,12 +390,10 @@ static uint64_t samples_seen_by_loader(void)
     rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_INDEX_CACHE, 1));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 1));
-    set_skip(cfg, 0, 1000000);
-    rf_loader *l = test_open_loader(cfg);
+    rf_loader *l = open_skipping(cfg, 0, 1000000);
     uint64_t samples = 0;
     CHECK_EQ(drain(l, &samples, &samples), 0);
     rf_loader_close(l);
-    rf_config_free(cfg);
     return samples;
 }
 

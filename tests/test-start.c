@@ -68,13 +68,9 @@ TEST_CASE_LIMIT(test_set_refuses_bad_values, "config",
 TEST_CASE_LIMIT(test_no_batch_is_refused, "config",
                 "a run that leaves no batch", 10)
 {
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 10));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_DROP_LAST, 1));
-    rf_loader *l = NULL;
-    char *err = NULL;
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
-    CHECK(l == NULL);
+    rf_config *cfg =
+        TEST_CONFIG({RF_PARAM_SAMPLES, 10}, {RF_PARAM_DROP_LAST, 1});
+    char *err = test_open_refused(cfg, -EINVAL);
     CHECK_CONTAINS(err, "leave no batch");
     free(err);
     rf_config_free(cfg);
@@ -85,19 +81,16 @@ TEST_CASE_LIMIT(test_too_many_batches_refused, "config",
 {
     /* 2^38 one-sample batches x 2^26 epochs would wrap a 64-bit count;
      * a handle counts 2^40 batches. */
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, INT64_C(1) << 38));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 1));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, INT64_C(1) << 26));
-    rf_loader *l = NULL;
-    char *err = NULL;
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
+    rf_config *cfg = TEST_CONFIG({RF_PARAM_SAMPLES, INT64_C(1) << 38},
+                                 {RF_PARAM_BATCH_SIZE, 1},
+                                 {RF_PARAM_EPOCHS, INT64_C(1) << 26});
+    char *err = test_open_refused(cfg, -EINVAL);
     CHECK_CONTAINS(err, "more than a handle can count");
     free(err);
     /* Without an end, resuming beyond 2^40 batches is refused too. */
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 0));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_START_EPOCH, 5));
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
+    err = test_open_refused(cfg, -EINVAL);
     CHECK_CONTAINS(err, "more than a handle can count");
     free(err);
     rf_config_free(cfg);
@@ -110,9 +103,7 @@ TEST_CASE(test_missing_producer_binary, "helper",
     char *copy = saved ? strdup(saved) : NULL;
     setenv("RINGFEED_PRODUCER", "/nonexistent/ringfeed-producer", 1);
     rf_config *cfg = rf_config_create();
-    rf_loader *l = NULL;
-    char *err = NULL;
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), RF_E_NO_PRODUCER_BINARY);
+    char *err = test_open_refused(cfg, RF_E_NO_PRODUCER_BINARY);
     CHECK_CONTAINS(err, "/nonexistent/ringfeed-producer");
     CHECK_CONTAINS(err, "(RINGFEED_PRODUCER)");
     CHECK_CONTAINS(err, "or unset it to use the installed helper");
@@ -121,6 +112,7 @@ TEST_CASE(test_missing_producer_binary, "helper",
      * that), else the installed one: where neither is there, the advice
      * is to install. */
     unsetenv("RINGFEED_PRODUCER");
+    rf_loader *l = NULL;
     err = NULL;
     const int rc = rf_loader_open(&l, cfg, &err);
     if (rc == RF_E_NO_PRODUCER_BINARY) {
@@ -142,14 +134,10 @@ TEST_CASE(test_missing_producer_binary, "helper",
 TEST_CASE(test_ring_larger_than_memory, "ring", "larger than memory")
 {
     /* 64 slots of 4096 samples of 1024 x 1024 x 3: about 768 GiB. */
-    rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_SLOTS, 64));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 4096));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 1024));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 1024));
-    rf_loader *l = NULL;
-    char *err = NULL;
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), -ENOMEM);
+    rf_config *cfg =
+        TEST_CONFIG({RF_PARAM_SLOTS, 64}, {RF_PARAM_BATCH_SIZE, 4096},
+                    {RF_PARAM_HEIGHT, 1024}, {RF_PARAM_WIDTH, 1024});
+    char *err = test_open_refused(cfg, -ENOMEM);
     CHECK_CONTAINS(err, "the ring needs 824638");
     CHECK_CONTAINS(err, "use fewer slots");
     free(err);
@@ -161,9 +149,7 @@ TEST_CASE(test_jpeg_channels_refused_at_open, "dataset",
 {
     rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_CHANNELS, 4));
-    rf_loader *l = NULL;
-    char *err = NULL;
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), -EINVAL);
+    char *err = test_open_refused(cfg, -EINVAL);
     CHECK_CONTAINS(err, "1 or 3 channels");
     free(err);
     rf_config_free(cfg);
@@ -188,7 +174,7 @@ TEST_CASE(test_missing_dataset, "dataset",
                                    NULL));
     CHECK_OK(rf_pack_writer_finish(w, NULL));
     CHECK_OK(rf_config_set_path(cfg, empty));
-    CHECK_EQ(rf_loader_open(&l, cfg, &err), -ENOENT);
+    err = test_open_refused(cfg, -ENOENT);
     CHECK_CONTAINS(err, "has no samples");
     CHECK_CONTAINS(err, "or a packed file written from one");
     free(err);
@@ -212,12 +198,7 @@ TEST_CASE(test_spawn_near_fd_limit, "fds", "producers start near RLIMIT_NOFILE")
             fd = open("/dev/null", O_RDONLY);
         while (fd >= 0 && fd < 64 - 12);
         rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
-        rf_loader *l = NULL;
-        char *err = NULL;
-        const int rc = rf_loader_open(&l, cfg, &err);
-        if (rc < 0)
-            fprintf(stderr, "%s\n", err);
-        CHECK_OK(rc);
+        rf_loader *l = test_open_loader(cfg);
         CHECK_EQ(drain(l), 0);
         rf_loader_close(l);
         rf_config_free(cfg);

@@ -133,6 +133,62 @@ static inline rf_loader *test_open_loader(const rf_config *cfg)
     return l;
 }
 
+/* One parameter's value in a TEST_CONFIG() list. */
+struct test_param {
+    rf_param param;
+    int64_t value;
+};
+
+/* A config with each listed parameter set, in order, or a failed test
+ * naming the parameter rf_config_set() refused. */
+static inline rf_config *test_config_(const struct test_param *params,
+                                      size_t count)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK(cfg);
+    for (size_t i = 0; i < count; i++) {
+        const int rc = rf_config_set(cfg, params[i].param, params[i].value);
+        if (rc < 0)
+            fprintf(stderr, "rf_config_set(parameter %d, %lld): %s\n",
+                    (int)params[i].param, (long long)params[i].value,
+                    rf_strerror(rc));
+        CHECK_OK(rc);
+    }
+    return cfg;
+}
+
+/* TEST_CONFIG({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_QUIET, 1}): a new config
+ * with these values and the defaults elsewhere. The caller frees it. */
+#define TEST_CONFIG(...)                                                       \
+    test_config_((const struct test_param[]){__VA_ARGS__},                     \
+                 sizeof((const struct test_param[]){__VA_ARGS__}) /            \
+                     sizeof(struct test_param))
+
+/* Opens a loader with TEST_CONFIG(...)'s parameters, or fails the test. */
+#define TEST_OPEN_LOADER(...) test_open_config_(TEST_CONFIG(__VA_ARGS__))
+
+static inline rf_loader *test_open_config_(rf_config *cfg)
+{
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    return l;
+}
+
+/* Checks that opening a loader with cfg fails with `want` and makes no
+ * loader; returns open's detail, which the caller frees. */
+static inline char *test_open_refused(const rf_config *cfg, int want)
+{
+    rf_loader *l = NULL;
+    char *err = NULL;
+    const int rc = rf_loader_open(&l, cfg, &err);
+    if (rc != want)
+        fprintf(stderr, "rf_loader_open: %s\n", err ? err : "");
+    CHECK_EQ(rc, want);
+    CHECK(l == NULL);
+    CHECK(err);
+    return err;
+}
+
 /* Takes one batch and gives it back: the loader has started and its
  * producers are delivering. */
 static inline void test_pass_one_batch(rf_loader *l)
