@@ -89,17 +89,25 @@ TEST_CASE(ranks_split_the_mask, "budget",
     check_ranks_cover(64, 8, 16); /* a quota of 16 over 8 ranks: 2 each */
 }
 
+/* The budget for `in` is `producers` producers, not pinned, for a reason
+ * that contains `why`. */
+static void check_not_pinned(const struct rf__budget_input *in, int producers,
+                             const char *why)
+{
+    struct rf__budget b;
+    rf__budget_compute(in, &b);
+    CHECK_EQ(b.producers, producers);
+    CHECK(!b.pin);
+    CHECK_CONTAINS(b.why, why);
+}
+
 TEST_CASE(less_than_a_cpu_each_is_not_pinned, "budget",
           "under one CPU each is not pinned")
 {
     struct rf__budget_input in = input(2, 2);
     in.local_rank = 3;
     in.local_size = 4;
-    struct rf__budget b;
-    rf__budget_compute(&in, &b);
-    CHECK_EQ(b.producers, 1);
-    CHECK(!b.pin);
-    CHECK_CONTAINS(b.why, "not pinned");
+    check_not_pinned(&in, 1, "not pinned");
 }
 
 TEST_CASE(launcher_bound_mask_is_kept_whole, "budget",
@@ -112,11 +120,7 @@ TEST_CASE(launcher_bound_mask_is_kept_whole, "budget",
                                   .allowed_count = 16,
                                   .local_rank = 1,
                                   .local_size = 4};
-    struct rf__budget b;
-    rf__budget_compute(&in, &b);
-    CHECK_EQ(b.producers, 4);
-    CHECK(!b.pin);
-    CHECK_CONTAINS(b.why, "the rank's own mask");
+    check_not_pinned(&in, 4, "the rank's own mask");
 }
 
 /* Two NUMA nodes whose CPUs interleave (0,2,4.. on node 0), with

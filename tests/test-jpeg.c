@@ -1372,81 +1372,53 @@ static void corrupt_entropy(struct rf__jpeg_decoder *dec,
     test_corrupt_entropy(dec, opt, FIXTURE_W, FIXTURE_H);
 }
 
-TEST_CASE(case_not_jpeg, "bad", "not a JPEG")
-{
-    bad_input_case(test_not_jpeg);
-}
+/* Case case_<what>(): bad_input_case() of FAIL. */
+#define BAD_INPUT_CASE(fn, name, fail)                                         \
+    TEST_CASE(fn, "bad", name)                                                 \
+    {                                                                          \
+        bad_input_case(fail);                                                  \
+    }
 
-TEST_CASE(case_truncated, "bad", "truncated, or bytes after the end")
-{
-    bad_input_case(test_truncated);
-}
+BAD_INPUT_CASE(case_not_jpeg, "not a JPEG", test_not_jpeg)
+BAD_INPUT_CASE(case_truncated, "truncated, or bytes after the end",
+               test_truncated)
+BAD_INPUT_CASE(case_corrupt_entropy, "corrupt entropy-coded data",
+               corrupt_entropy)
+BAD_INPUT_CASE(case_limits, "pixel and scan limits", test_limits)
+BAD_INPUT_CASE(case_memory_limit, "decode memory limit", test_memory_limit)
+BAD_INPUT_CASE(case_12_bit, "12-bit", test_12_bit)
+BAD_INPUT_CASE(case_bad_crops, "empty and outside crops, 2 channels",
+               test_bad_crops)
 
-TEST_CASE(case_corrupt_entropy, "bad", "corrupt entropy-coded data")
-{
-    bad_input_case(corrupt_entropy);
-}
+/* Case case_<what>(): check_cmyk() of a SPACE JPEG, with or without an
+ * Adobe marker, against the expected pixels (PIL's cases are below). */
+#define CMYK_CASE(fn, name, space, adobe)                                      \
+    TEST_CASE(fn, "cmyk", name)                                                \
+    {                                                                          \
+        check_cmyk(decoder, name, space, adobe, false);                        \
+    }
 
-TEST_CASE(case_limits, "bad", "pixel and scan limits")
-{
-    bad_input_case(test_limits);
-}
-
-TEST_CASE(case_memory_limit, "bad", "decode memory limit")
-{
-    bad_input_case(test_memory_limit);
-}
-
-TEST_CASE(case_12_bit, "bad", "12-bit")
-{
-    bad_input_case(test_12_bit);
-}
-
-TEST_CASE(case_bad_crops, "bad", "empty and outside crops, 2 channels")
-{
-    bad_input_case(test_bad_crops);
-}
-
-TEST_CASE(case_cmyk_plain, "cmyk", "CMYK, no Adobe marker")
-{
-    check_cmyk(decoder, "CMYK, no Adobe marker", JCS_CMYK, false, false);
-}
-
-TEST_CASE(case_cmyk_adobe, "cmyk", "CMYK, Adobe (inverted)")
-{
-    check_cmyk(decoder, "CMYK, Adobe (inverted)", JCS_CMYK, true, false);
-}
-
-TEST_CASE(case_ycck_adobe, "cmyk", "YCCK, Adobe (inverted)")
-{
-    check_cmyk(decoder, "YCCK, Adobe (inverted)", JCS_YCCK, true, false);
-}
+CMYK_CASE(case_cmyk_plain, "CMYK, no Adobe marker", JCS_CMYK, false)
+CMYK_CASE(case_cmyk_adobe, "CMYK, Adobe (inverted)", JCS_CMYK, true)
+CMYK_CASE(case_ycck_adobe, "YCCK, Adobe (inverted)", JCS_YCCK, true)
 
 TEST_CASE(case_exif, "exif", "orientations 1..8 turn the stored pixels")
 {
     test_exif(decoder, false);
 }
 
-/* fixtures[]: 0 4:2:0, 1 4:4:4, 4 grey, 5 progressive 4:2:0 */
-TEST_CASE(case_pil_420, "pil", "4:2:0 crops and resizes")
-{
-    test_against_pil(decoder, 0);
-}
+/* Case case_pil_<what>(): test_against_pil() of fixtures[F] (0 4:2:0,
+ * 1 4:4:4, 4 grey, 5 progressive 4:2:0). */
+#define PIL_CASE(fn, name, f)                                                  \
+    TEST_CASE(fn, "pil", name)                                                 \
+    {                                                                          \
+        test_against_pil(decoder, f);                                          \
+    }
 
-TEST_CASE(case_pil_444, "pil", "4:4:4 crops and resizes")
-{
-    test_against_pil(decoder, 1);
-}
-
-TEST_CASE(case_pil_grey, "pil", "grey crops and resizes")
-{
-    test_against_pil(decoder, 4);
-}
-
-TEST_CASE(case_pil_progressive, "pil", "progressive crops and resizes")
-{
-    test_against_pil(decoder, 5);
-}
+PIL_CASE(case_pil_420, "4:2:0 crops and resizes", 0)
+PIL_CASE(case_pil_444, "4:4:4 crops and resizes", 1)
+PIL_CASE(case_pil_grey, "grey crops and resizes", 4)
+PIL_CASE(case_pil_progressive, "progressive crops and resizes", 5)
 
 TEST_CASE(case_pil_full_scale, "pil", "DCT scaling off: PIL's pixels")
 {

@@ -124,6 +124,14 @@ static void add_text(rf_pack_writer *w, const char *text, int64_t label)
     CHECK_OK(rc);
 }
 
+/* Writes and finishes a pack at path of one sample, `text`, label 0. */
+static void write_text_pack(const char *path, const char *text)
+{
+    rf_pack_writer *w = create_or_die(path, 0, 0, 0);
+    add_text(w, text, 0);
+    test_finish_pack(w);
+}
+
 /* The pack at path holds exactly the samples texts[0..count), in order,
  * their bytes also their names. */
 static void check_pack_holds(const char *path, const char *const *texts,
@@ -184,9 +192,7 @@ TEST_CASE(test_planted_link_not_followed, "write",
     own_folder();
     write_file(at("victim"), "victim's bytes", 14);
     CHECK_EQ(symlink(at("victim"), at("out.pack.tmp")), 0);
-    rf_pack_writer *w = create_or_die(at("out.pack"), 0, 0, 0);
-    add_text(w, "sample", 0);
-    test_finish_pack(w);
+    write_text_pack(at("out.pack"), "sample");
     char text[64];
     read_text(at("victim"), text, sizeof(text));
     CHECK(strcmp(text, "victim's bytes") == 0);
@@ -217,9 +223,7 @@ TEST_CASE(test_abort_leaves_nothing, "write",
           "abort leaves nothing, the old pack untouched")
 {
     own_folder();
-    rf_pack_writer *old = create_or_die(at("kept.pack"), 0, 0, 0);
-    add_text(old, "old", 0);
-    test_finish_pack(old);
+    write_text_pack(at("kept.pack"), "old");
     rf_pack_writer *w = create_or_die(at("kept.pack"), 0, 0, 0);
     add_text(w, "new", 0);
     if (folder_has_o_tmpfile())
@@ -734,9 +738,7 @@ TEST_CASE(test_sizes_beyond_the_file, "sizes",
           "beyond the file: the field and both numbers named")
 {
     own_folder();
-    rf_pack_writer *w = create_or_die(at("grown.pack"), 0, 0, 0);
-    add_text(w, "a0", 0);
-    test_finish_pack(w);
+    write_text_pack(at("grown.pack"), "a0");
     struct stat st;
     CHECK_EQ(stat(at("grown.pack"), &st), 0);
     CHECK_EQ(truncate(at("grown.pack"), (off_t)(UINT64_C(5) << 30)), 0);

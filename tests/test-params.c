@@ -96,22 +96,36 @@ static rf_param_info info_at(unsigned index)
     return info;
 }
 
-TEST_CASE(defaults_are_what_create_gives, "table",
-          "defaults are what rf_config_create gives")
+/* Runs check on every parameter in the table, in turn, with one config
+ * from rf_config_create() (what a check sets stays set for the next). */
+static void check_each_param(void (*check)(rf_config *cfg,
+                                           const rf_param_info *info))
 {
     rf_config *cfg = rf_config_create();
     CHECK(cfg);
     for (unsigned i = 0; i < param_count(); i++) {
         const rf_param_info info = info_at(i);
-        int64_t value;
-        CHECK_OK(rf_config_get(cfg, info.param, &value));
-        if (value != info.default_value)
-            fprintf(stderr, "%s\n", info.name);
-        CHECK_EQ(value, info.default_value);
-        CHECK_GE(info.default_value, info.min);
-        CHECK_LE(info.default_value, info.max);
+        check(cfg, &info);
     }
     rf_config_free(cfg);
+}
+
+/* The parameter's default is what a new config holds, inside its range. */
+static void check_default(rf_config *cfg, const rf_param_info *info)
+{
+    int64_t value;
+    CHECK_OK(rf_config_get(cfg, info->param, &value));
+    if (value != info->default_value)
+        fprintf(stderr, "%s\n", info->name);
+    CHECK_EQ(value, info->default_value);
+    CHECK_GE(info->default_value, info->min);
+    CHECK_LE(info->default_value, info->max);
+}
+
+TEST_CASE(defaults_are_what_create_gives, "table",
+          "defaults are what rf_config_create gives")
+{
+    check_each_param(check_default);
 }
 
 /* value is refused, names the parameter, and changes nothing. */
@@ -135,26 +149,27 @@ static void check_accepted(rf_config *cfg, const rf_param_info *info,
     CHECK_EQ(got, value);
 }
 
+/* rf_config_set() takes the parameter's min and max, refuses one past
+ * either, and the table's range is the library's own. */
+static void check_range(rf_config *cfg, const rf_param_info *info)
+{
+    CHECK_LE(info->min, info->max);
+    check_accepted(cfg, info, info->min);
+    check_accepted(cfg, info, info->max);
+    if (info->min > INT64_MIN)
+        check_refused(cfg, info, info->min - 1);
+    if (info->max < INT64_MAX)
+        check_refused(cfg, info, info->max + 1);
+    int64_t lo, hi;
+    CHECK(rf__param_range(info->param, &lo, &hi));
+    CHECK_EQ(lo, info->min);
+    CHECK_EQ(hi, info->max);
+}
+
 TEST_CASE(ranges_are_enforced, "table",
           "min and max are enforced by rf_config_set")
 {
-    rf_config *cfg = rf_config_create();
-    CHECK(cfg);
-    for (unsigned i = 0; i < param_count(); i++) {
-        const rf_param_info info = info_at(i);
-        CHECK_LE(info.min, info.max);
-        check_accepted(cfg, &info, info.min);
-        check_accepted(cfg, &info, info.max);
-        if (info.min > INT64_MIN)
-            check_refused(cfg, &info, info.min - 1);
-        if (info.max < INT64_MAX)
-            check_refused(cfg, &info, info.max + 1);
-        int64_t lo, hi;
-        CHECK(rf__param_range(info.param, &lo, &hi));
-        CHECK_EQ(lo, info.min);
-        CHECK_EQ(hi, info.max);
-    }
-    rf_config_free(cfg);
+    check_each_param(check_range);
 }
 
 static bool is_identifier(const char *name)
