@@ -124,37 +124,38 @@ TEST_CASE(launcher_bound_mask_is_kept_whole, "budget",
 }
 
 /* Two NUMA nodes whose CPUs interleave (0,2,4.. on node 0), with
- * hyperthread siblings (cpu c and c + 8 share a core): two ranks each get
- * one node, siblings together. */
+ * hyperthread siblings (cpu c and c + 8 share a core). */
+static int node_of_cpu[16], core_of_cpu[16];
+
+/* The budget of local rank `rank` of `ranks` on that machine. */
+static void topology_slice(int rank, int ranks, struct rf__budget *b)
+{
+    for (int c = 0; c < 16; c++) {
+        node_of_cpu[c] = c % 2;
+        core_of_cpu[c] = c % 8;
+    }
+    struct rf__budget_input in = input(16, 16);
+    in.node_of = node_of_cpu;
+    in.core_of = core_of_cpu;
+    in.local_rank = rank;
+    in.local_size = ranks;
+    rf__budget_compute(&in, b);
+}
+
+/* Two ranks each get one node, siblings together. */
 TEST_CASE(slices_follow_the_topology, "topology",
           "slices keep to a NUMA node and keep siblings together")
 {
-    int node_of[16], core_of[16];
-    for (int c = 0; c < 16; c++) {
-        node_of[c] = c % 2;
-        core_of[c] = c % 8;
-    }
+    struct rf__budget b;
     for (int r = 0; r < 2; r++) {
-        struct rf__budget_input in = input(16, 16);
-        in.node_of = node_of;
-        in.core_of = core_of;
-        in.local_rank = r;
-        in.local_size = 2;
-        struct rf__budget b;
-        rf__budget_compute(&in, &b);
+        topology_slice(r, 2, &b);
         CHECK_EQ(b.cpu_count, 8);
         for (int i = 0; i < b.cpu_count; i++)
-            CHECK_EQ(node_of[b.cpus[i]], r);
+            CHECK_EQ(node_of_cpu[b.cpus[i]], r);
     }
     /* Four ranks: each takes two cores with both their siblings. */
     for (int r = 0; r < 4; r++) {
-        struct rf__budget_input in = input(16, 16);
-        in.node_of = node_of;
-        in.core_of = core_of;
-        in.local_rank = r;
-        in.local_size = 4;
-        struct rf__budget b;
-        rf__budget_compute(&in, &b);
+        topology_slice(r, 4, &b);
         CHECK_EQ(b.cpu_count, 4);
         for (int i = 0; i < b.cpu_count; i++) {
             const int sibling = b.cpus[i] < 8 ? b.cpus[i] + 8 : b.cpus[i] - 8;

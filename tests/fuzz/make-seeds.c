@@ -57,6 +57,23 @@ struct blob {
     size_t size;
 };
 
+/* put()s the first `size` bytes of b, the byte at flip_at (when below
+ * size) XORed with `mask`. */
+static void put_damaged(const char *target, const char *name,
+                        const void *prefix, size_t prefix_size,
+                        const struct blob *b, size_t size, size_t flip_at,
+                        uint8_t mask)
+{
+    uint8_t *copy = malloc(b->size);
+    if (!copy)
+        die("malloc");
+    memcpy(copy, b->data, b->size);
+    if (flip_at < size)
+        copy[flip_at] ^= mask;
+    put(target, name, prefix, prefix_size, copy, size);
+    free(copy);
+}
+
 struct jpeg_recipe {
     unsigned width, height, components; /* 1, 3 or 4 input components */
     J_COLOR_SPACE in_space, jpeg_space;
@@ -176,14 +193,7 @@ static const struct {
 static void put_variant(const char *name, const uint8_t *params,
                         const struct blob *b, size_t size, size_t flip_at)
 {
-    uint8_t *copy = malloc(b->size);
-    if (!copy)
-        die("malloc");
-    memcpy(copy, b->data, b->size);
-    if (flip_at < size)
-        copy[flip_at] ^= 0x5a;
-    put("jpeg", name, params, JPEG_PARAM_BYTES, copy, size);
-    free(copy);
+    put_damaged("jpeg", name, params, JPEG_PARAM_BYTES, b, size, flip_at, 0x5a);
 }
 
 /* Where b's first SOF0 marker is (its FF byte); dies without one. */
@@ -425,14 +435,7 @@ static struct blob write_pack(unsigned h, unsigned w, unsigned c,
 static void put_pack(const char *name, const struct blob *pack, size_t size,
                      size_t flip_at, uint8_t bits)
 {
-    uint8_t *copy = malloc(pack->size);
-    if (!copy)
-        die("malloc");
-    memcpy(copy, pack->data, pack->size);
-    if (flip_at < size)
-        copy[flip_at] ^= 0x21;
-    put("pack", name, &bits, sizeof(bits), copy, size);
-    free(copy);
+    put_damaged("pack", name, &bits, sizeof(bits), pack, size, flip_at, 0x21);
 }
 
 static void make_pack_seeds(void)
