@@ -57,6 +57,16 @@ struct blob {
     size_t size;
 };
 
+/* A malloc'd copy of b's bytes; dies without memory. */
+static uint8_t *copy_of(const struct blob *b)
+{
+    uint8_t *copy = malloc(b->size);
+    if (!copy)
+        die("malloc");
+    memcpy(copy, b->data, b->size);
+    return copy;
+}
+
 /* put()s the first `size` bytes of b, the byte at flip_at (when below
  * size) XORed with `mask`. */
 static void put_damaged(const char *target, const char *name,
@@ -64,10 +74,7 @@ static void put_damaged(const char *target, const char *name,
                         const struct blob *b, size_t size, size_t flip_at,
                         uint8_t mask)
 {
-    uint8_t *copy = malloc(b->size);
-    if (!copy)
-        die("malloc");
-    memcpy(copy, b->data, b->size);
+    uint8_t *copy = copy_of(b);
     if (flip_at < size)
         copy[flip_at] ^= mask;
     put(target, name, prefix, prefix_size, copy, size);
@@ -211,10 +218,7 @@ static void put_patched(const char *name, const uint8_t *params,
                         const struct blob *b, size_t at, size_t count,
                         uint8_t value)
 {
-    uint8_t *copy = malloc(b->size);
-    if (!copy)
-        die("malloc");
-    memcpy(copy, b->data, b->size);
+    uint8_t *copy = copy_of(b);
     memset(copy + at, value, count);
     put("jpeg", name, params, JPEG_PARAM_BYTES, copy, b->size);
     free(copy);
