@@ -19,7 +19,7 @@ import ctypes.util
 import errno
 import os
 import threading
-from typing import Optional
+from typing import List, Optional
 
 __all__ = ["lib", "library_path"]
 
@@ -198,7 +198,7 @@ _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.munmap.restype = ctypes.c_int
 
 
-def _candidates() -> list:
+def _candidates() -> List[str]:
     """Where libringfeed may be, in the order tried: $RINGFEED_LIBRARY
     (a build tree, a test), the copy inside this package (a wheel), then
     the system's (an installed ringfeed)."""
@@ -267,7 +267,8 @@ def library_path() -> str:
 
 def strerror(code: int) -> str:
     """rf_strerror(): the message of a return code."""
-    return lib().rf_strerror(code).decode(errors="replace")
+    message: bytes = lib().rf_strerror(code)
+    return message.decode(errors="replace")
 
 
 def take_message(ptr: ctypes.c_void_p) -> str:

@@ -26,7 +26,7 @@ Ordering:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from .errors import ConfigError, RingfeedError
 
@@ -68,7 +68,8 @@ class Pending:
 class Uploader:
     """Registers the ring with CUDA and moves batches to one device."""
 
-    def __init__(self, device: Any, base: int, size: int, convert) -> None:
+    def __init__(self, device: Any, base: int, size: int,
+                 convert: Optional[Callable[[Any], Any]]) -> None:
         import torch
         self._torch = torch
         self.device = device
@@ -97,7 +98,7 @@ class Uploader:
             raw.copy_(host_view, non_blocking=True)
             copied = torch.cuda.Event()
             copied.record(self.stream)
-            out = self._convert(raw)
+            out = self._convert(raw) if self._convert else raw
             ready = torch.cuda.Event()
             ready.record(self.stream)
         return Pending(out, copied, ready)
@@ -121,7 +122,7 @@ class Uploader:
 
 def make_converter(dtype: Any, mean: Optional[Sequence[float]],
                    std: Optional[Sequence[float]], channel_dim: int,
-                   channels: int):
+                   channels: int) -> Callable[[Any], Any]:
     """A function from a uint8 tensor to `dtype`: uint8 as it is; a float
     dtype scaled to [0, 1] (torchvision's ToTensor) and, with mean and
     std, normalised per channel ((x - mean) / std, in those units). Works
@@ -155,9 +156,9 @@ def make_converter(dtype: Any, mean: Optional[Sequence[float]],
     shift = -mean_t / std_t
     shape = [1, 1, 1, 1]
     shape[channel_dim] = -1
-    cache: dict = {}
+    cache: Dict[Any, Tuple[Any, Any]] = {}
 
-    def convert(x):
+    def convert(x: Any) -> Any:
         key = x.device
         if key not in cache:
             cache[key] = (scale.view(shape).to(x.device),

@@ -15,14 +15,14 @@ import numpy as np
 
 from . import _capi
 from .batch import Batch
-from .errors import ConfigError, from_code
+from .errors import ConfigError, RingfeedError, from_code
 from .params import param, user_terms
 from .source import Synthetic
 
 try:
     import torch
 except ImportError:  # numpy arrays instead
-    torch = None
+    torch = None  # type: ignore[assignment]
 
 
 class _Held:
@@ -88,9 +88,11 @@ class _Run:
             rc = lib.rf_loader_keep_arena(self.handle)
         if rc < 0:
             raise from_code(rc, lib.rf_loader_error(self.handle).decode())
+        if not base.value:
+            raise RingfeedError("the library gave no ring to map")
         self.base, self.size = base.value, size.value
-        array = np.frombuffer((ctypes.c_uint8 * self.size).from_address(
-            self.base), dtype=np.uint8)
+        ring = (ctypes.c_uint8 * self.size).from_address(self.base)
+        array = np.frombuffer(memoryview(ring), dtype=np.uint8)
         weakref.finalize(array, _capi.munmap, self.base, self.size)
         return torch.from_numpy(array) if torch is not None else array
 
@@ -141,7 +143,7 @@ class _Config:
     def build(self, start_epoch: int, start_batch: int,
               message_fn: Any) -> int:
         lib = _capi.lib()
-        c = lib.rf_config_create()
+        c: int = lib.rf_config_create()
         if not c:
             raise MemoryError("rf_config_create")
         try:
@@ -174,4 +176,4 @@ def copy_array(address: int, count: int, dtype: Any) -> Any:
         return np.zeros(0, dtype=dtype)
     nbytes = count * np.dtype(dtype).itemsize
     view = (ctypes.c_uint8 * nbytes).from_address(address)
-    return np.frombuffer(view, dtype=dtype).copy()  # the one copy
+    return np.frombuffer(memoryview(view), dtype=dtype).copy()  # the one copy

@@ -34,7 +34,7 @@ from .source import Synthetic, class_names
 try:
     import torch
 except ImportError:  # numpy arrays instead
-    torch = None
+    torch = None  # type: ignore[assignment]
 
 __all__ = ["Loader", "Batch", "Synthetic"]
 
@@ -195,7 +195,7 @@ class Loader:
             from ._cuda import make_converter
             self._convert_fn = make_converter(
                 dtype, mean, std, 1 if layout == "nchw" else 3,
-                values.get("channels", param("channels").default))
+                int(values.get("channels", param("channels").default)))
         self._epoch = 0  # the epoch the next batch comes from
         self._batch = 0  # and its number in it
         # A loop left early: the next loop starts the next epoch (torch's
@@ -235,14 +235,14 @@ class Loader:
 
     # ---- the run --------------------------------------------------------
 
-    def _open_run(self) -> None:
+    def _open_run(self) -> _Run:
         """(Re)starts the producers at (self._epoch, self._batch)."""
         self._close_run()
-        self._run = _Run(self._config, self._epoch, self._batch,
-                         self._on_message)
-        stats = self._run.stats
-        self._per_epoch = stats.batches_per_epoch
-        self._samples = stats.dataset_samples
+        run = self._run = _Run(self._config, self._epoch, self._batch,
+                               self._on_message)
+        stats = run.stats
+        self._per_epoch = int(stats.batches_per_epoch)
+        self._samples = int(stats.dataset_samples)
         held_at_most = self._keep + (1 if self._device is not None else 0)
         if stats.slots <= held_at_most:
             self._close_run()
@@ -253,8 +253,9 @@ class Loader:
                 f"{stats.slots} slots; pass slots={held_at_most + 2} or more")
         if self._device is not None:
             from ._cuda import Uploader
-            self._uploader = Uploader(self._device, self._run.base,
-                                      self._run.size, self._convert_fn)
+            self._uploader = Uploader(self._device, run.base, run.size,
+                                      self._convert_fn)
+        return run
 
     def _close_run(self) -> None:
         if self._uploader is not None:
@@ -273,9 +274,7 @@ class Loader:
                 "parent only)", _capi.E_FORK_UNSAFE)
         if self._closed:
             raise LoaderClosed("the Loader was closed; open a new one")
-        if self._run is None:
-            self._open_run()
-        return self._run
+        return self._run if self._run is not None else self._open_run()
 
     # ---- iteration ------------------------------------------------------
 

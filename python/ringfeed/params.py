@@ -165,9 +165,9 @@ def user_terms(text: str) -> str:
                 return term
             last[0] = p
             return f"{p.keyword or p.name}="
-        p = last[0]
-        if p is not None and p.kind == "choice":
-            for choice in p.choices:
+        before = last[0]
+        if before is not None and before.kind == "choice":
+            for choice in before.choices:
                 if term.endswith("_" + choice.upper().replace("-", "_")):
                     return repr(choice)
         # a value's constant on its own (RF_START_SPAWN): its parameter is
