@@ -25,6 +25,20 @@ static inline void scratch_make(char *out, size_t len, const char *name)
     CHECK(mkdtemp(out) != NULL);
 }
 
+/* For a program whose only fixture is its scratch folder: defines
+ * scratch_setup(), which makes FOLDER (a char array) as
+ * $TMPDIR/rf-NAME-XXXXXX, and scratch_teardown(), which removes it whole,
+ * for TEST_MAIN_WITH(argc, argv, scratch_setup, scratch_teardown). */
+#define SCRATCH_FOLDER_FIXTURE(folder, name)                                   \
+    static void scratch_setup(void)                                            \
+    {                                                                          \
+        scratch_make(folder, sizeof(folder), name);                            \
+    }                                                                          \
+    static void scratch_teardown(void)                                         \
+    {                                                                          \
+        remove_tree(folder);                                                   \
+    }
+
 static inline void write_file(const char *path, const void *data, size_t size)
 {
     const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

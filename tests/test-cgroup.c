@@ -28,6 +28,7 @@
 
 static char base[RF__PATH_MAX]; /* the scratch folder (setup) */
 static int hierarchies;         /* made-up ones so far, in this case */
+SCRATCH_FOLDER_FIXTURE(base, "cgroup")
 
 #define V1_NO_LIMIT "9223372036854771712"
 
@@ -537,17 +538,7 @@ TEST_CASE(test_real_cpu, "real", "a CPU quota reads back as written")
            made_version);
 }
 
-static void setup(void)
-{
-    scratch_make(base, sizeof(base), "cgroup");
-}
-
-static void teardown(void)
-{
-    remove_tree(base);
-}
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN_WITH(argc, argv, setup, teardown);
+    return TEST_MAIN_WITH(argc, argv, scratch_setup, scratch_teardown);
 }

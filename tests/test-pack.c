@@ -43,6 +43,7 @@
 /* The scratch folder of this run (setup), and in it the folder of the
  * running case, which starts empty: own_folder(). */
 static char scratch[256], base[300];
+SCRATCH_FOLDER_FIXTURE(scratch, "pack")
 
 /* base/<formatted>, in test.h's rotating buffers. */
 #define at(...) test_path(base, __VA_ARGS__)
@@ -906,17 +907,7 @@ TEST_CASE(test_one_sample_cap, "sizes",
            "writer\n");
 }
 
-static void setup(void)
-{
-    scratch_make(scratch, sizeof(scratch), "pack");
-}
-
-static void teardown(void)
-{
-    remove_tree(scratch);
-}
-
 int main(int argc, char **argv)
 {
-    return TEST_MAIN_WITH(argc, argv, setup, teardown);
+    return TEST_MAIN_WITH(argc, argv, scratch_setup, scratch_teardown);
 }
