@@ -375,14 +375,23 @@ static int next_batch(rf_cuda_loader *gpu, rf_cuda_batch *batch)
     return 1;
 }
 
+/* rf__cuda_enter() for the calls that upload or release. After RF_E_CUDA
+ * a GPU consumer can only be closed (cuda.h): what the failed call left
+ * on the device is unknown, so they return that failure again without
+ * touching it. */
+static int enter_usable(rf_cuda_loader *gpu, int *previous)
+{
+    if (gpu->fatal)
+        return gpu->fatal;
+    return rf__cuda_enter(gpu, previous);
+}
+
 int rf_cuda_next(rf_cuda_loader *gpu, rf_cuda_batch *batch)
 {
     if (!gpu || !batch)
         return -EINVAL;
-    if (gpu->fatal)
-        return gpu->fatal;
     int previous = 0;
-    int rc = rf__cuda_enter(gpu, &previous);
+    int rc = enter_usable(gpu, &previous);
     if (rc < 0)
         return rc;
     rc = next_batch(gpu, batch);
@@ -429,10 +438,8 @@ int rf_cuda_release(rf_cuda_loader *gpu, const rf_cuda_batch *batch,
                              ") is not held: it was released already, or "
                              "comes from another loader",
                              batch->sequence, batch->buffer);
-    if (gpu->fatal)
-        return gpu->fatal;
     int previous = 0;
-    int rc = rf__cuda_enter(gpu, &previous);
+    int rc = enter_usable(gpu, &previous);
     if (rc < 0)
         return rc;
     rc = release_on(gpu, b, stream);
