@@ -6,9 +6,12 @@ non-blocking copy_ on a side stream (from registered memory that is one
 cudaMemcpyAsync, a DMA with no staging copy), and the conversion to the
 dtype asked for and the normalisation run on that stream too. ringfeed's
 C CUDA consumer (cuda/) links the CUDA runtime the library was built
-with, which may not be torch's; mixing two runtimes in one process gives
-two contexts' worth of state and streams that cannot wait on each other,
-so the package never loads it.
+with, which may not be torch's, and the package never loads it: both
+would share the driver's context, but each runtime keeps its own error
+state and current device (an error one leaves behind surfaces in the
+other's next call), ringfeed's may need a newer driver than torch's, and
+its device buffers would not come from torch's allocator, so the tensor
+would not be torch's and record_stream could not protect it.
 
 Ordering:
 - the copy and conversion do not wait for the caller's stream: they
@@ -25,6 +28,7 @@ Ordering:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
@@ -40,7 +44,11 @@ def check_device(device: Any) -> "Any":
         raise ConfigError(f"device={device!r} needs PyTorch with CUDA; "
                           "torch is not installed (use device=None for CPU "
                           "tensors)") from None
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ConfigError(f"device={device!r} is not a device: {e}; use "
+                          "None (CPU), 'cuda' or 'cuda:N'") from None
     if dev.type != "cuda":
         raise ConfigError(f"device={device!r}: only None (CPU) and "
                           "'cuda' or 'cuda:N' are supported")
@@ -49,6 +57,11 @@ def check_device(device: Any) -> "Any":
                           "GPU (torch.cuda.is_available() is False: no GPU, "
                           "no driver, or a CPU-only torch build); use "
                           "device=None")
+    if getattr(torch.cuda, "_is_in_bad_fork", lambda: False)():
+        raise ConfigError(f"device={device!r} in a child of fork() of a "
+                          "process that had started CUDA, which CUDA cannot "
+                          "do; start this process with the 'spawn' start "
+                          "method (torch.multiprocessing)")
     index = dev.index if dev.index is not None else torch.cuda.current_device()
     if index >= torch.cuda.device_count():
         raise ConfigError(f"device={device!r} but torch sees "
@@ -79,13 +92,15 @@ class Uploader:
         with torch.cuda.device(device):
             self.stream = torch.cuda.Stream(device)
             cudart = torch.cuda.cudart()
-            rc = cudart.cudaHostRegister(base, size, 0)
-            if int(rc) != 0:
+            error = cudart.cudaHostRegister(base, size, 0)  # a cudaError
+            rc = int(error)
+            if rc != 0:
+                text = cudart.cudaGetErrorString(error)
+                _clear_error(torch)
+                advice = _REGISTER_ADVICE.get(rc, _LESS)
                 raise RingfeedError(
                     f"cudaHostRegister of the ring ({size} bytes) failed: "
-                    f"{cudart.cudaGetErrorString(rc)}; lower slots= or "
-                    "batch_size= (the ring is slots x batch bytes), or raise "
-                    "the locked-memory limit (ulimit -l)")
+                    f"{text} (CUDA error {rc}); {advice}")
             self._registered = True
 
     def launch(self, host_view: Any) -> Pending:
@@ -96,7 +111,9 @@ class Uploader:
             raw = torch.empty(host_view.shape, dtype=torch.uint8,
                               device=self.device)
             raw.copy_(host_view, non_blocking=True)
-            copied = torch.cuda.Event()
+            # the host waits on it to give the slot back: sleep, not spin
+            # (a spinning host thread takes a CPU from the producers)
+            copied = torch.cuda.Event(blocking=True)
             copied.record(self.stream)
             out = self._convert(raw) if self._convert else raw
             ready = torch.cuda.Event()
@@ -112,12 +129,44 @@ class Uploader:
 
     def close(self) -> None:
         """Waits for every copy and unregisters the ring (before the
-        loader unmaps it)."""
+        loader unmaps it). Unregisters even when the wait raises (a CUDA
+        error of the caller's, say), so that the ring is never unmapped
+        while registered, and raises that error afterwards."""
         if not self._registered:
             return
-        self._registered = False
-        self.stream.synchronize()
-        self._torch.cuda.cudart().cudaHostUnregister(self._base)
+        torch = self._torch
+        try:
+            self.stream.synchronize()
+        finally:
+            with torch.cuda.device(self.device):
+                rc = int(torch.cuda.cudart().cudaHostUnregister(self._base))
+            self._registered = False
+            if rc != 0:
+                _clear_error(torch)
+                warnings.warn(f"cudaHostUnregister of the ring failed (CUDA "
+                              f"error {rc}); it is unmapped all the same",
+                              RuntimeWarning, stacklevel=2)
+
+
+# What to change when cudaHostRegister fails, by its error.
+_LESS = ("lower slots= or batch_size= (the ring is slots x batch bytes, all "
+         "of it pinned)")
+_REGISTER_ADVICE = {
+    712: "the ring is pinned already: do not cudaHostRegister it yourself",
+    801: "this platform cannot pin memory CUDA did not allocate; use "
+         "device=None and move the batches yourself",
+}
+
+
+def _clear_error(torch: Any) -> None:
+    """Takes the error a failed cudart call left in torch's runtime, which
+    would otherwise be raised by the next unrelated torch kernel. torch's
+    cudart binding has no cudaGetLastError; a kernel launch reads and
+    clears the error (torch checks it after every launch)."""
+    try:
+        torch.ones(1, device="cuda")
+    except RuntimeError:
+        pass
 
 
 def make_converter(dtype: Any, mean: Optional[Sequence[float]],

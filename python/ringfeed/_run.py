@@ -93,7 +93,11 @@ class _Run:
         self.base, self.size = base.value, size.value
         ring = (ctypes.c_uint8 * self.size).from_address(self.base)
         array = np.frombuffer(memoryview(ring), dtype=np.uint8)
-        weakref.finalize(array, _capi.munmap, self.base, self.size)
+        unmap = weakref.finalize(array, _capi.munmap, self.base, self.size)
+        # Not at exit: finalizers run there before atexit's loader close,
+        # which may still have to wait for a copy from the ring and
+        # unregister it; the process's exit unmaps it anyway.
+        unmap.atexit = False
         return torch.from_numpy(array) if torch is not None else array
 
     def next(self) -> Optional[_capi.Batch]:
@@ -114,7 +118,11 @@ class _Run:
                     errors="replace"))
 
     def release(self, held: _Held) -> None:
-        held.batch._released = True
+        """Gives the batch's slot back. A CPU batch's views are released
+        with it; a GPU batch's tensor is torch's and stays valid, so the
+        slot can go back as soon as its copy is done."""
+        if held.pending is None:
+            held.batch._released = True
         if not self.handle:  # closed: every slot went with it
             return
         if held.pending is not None:
@@ -122,15 +130,21 @@ class _Run:
         _capi.lib().rf_loader_release(self.handle, ctypes.byref(held.c_batch))
 
     def close(self) -> None:
+        """Stops the producers. Waits for the copies still reading the ring
+        first, but closes whatever those waits raise (a CUDA error of the
+        caller's): producers must not outlive their loader."""
         if not self.handle:
             return
-        for held in self.held:
-            held.batch._released = True
-            if held.pending is not None:
-                held.pending.copied.synchronize()
-        self.held.clear()
-        _capi.lib().rf_loader_close(self.handle)
-        self.handle = ctypes.c_void_p()
+        try:
+            for held in self.held:
+                if held.pending is None:
+                    held.batch._released = True
+                else:
+                    held.pending.copied.synchronize()
+        finally:
+            self.held.clear()
+            _capi.lib().rf_loader_close(self.handle)
+            self.handle = ctypes.c_void_p()
 
 
 class _Config:

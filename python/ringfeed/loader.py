@@ -146,6 +146,8 @@ class Loader:
                  **params: Any) -> None:
         self._run: Optional[_Run] = None
         self._uploader: Any = None
+        # on the GPU, the prefetched batch's failure, raised at its turn
+        self._deferred: Optional[RingfeedError] = None
         self._classes: Optional[List[str]] = None
         self._closed = False
         self._forked = False
@@ -243,27 +245,39 @@ class Loader:
         stats = run.stats
         self._per_epoch = int(stats.batches_per_epoch)
         self._samples = int(stats.dataset_samples)
-        held_at_most = self._keep + (1 if self._device is not None else 0)
+        # On the GPU a slot goes back at the next batch, whatever
+        # keep_batches= says: the loop holds the batch handed over and the
+        # next one's, being copied.
+        held_at_most = self._keep if self._device is None else 2
         if stats.slots <= held_at_most:
             self._close_run()
             raise ConfigError(
-                f"keep_batches={self._keep}"
-                + (" and device= prefetching" if self._device else "")
+                (f"keep_batches={self._keep}" if self._device is None else
+                 "device= (a batch handed over and the next one's copy)")
                 + f" hold {held_at_most} batches but the ring has only "
                 f"{stats.slots} slots; pass slots={held_at_most + 2} or more")
         if self._device is not None:
             from ._cuda import Uploader
-            self._uploader = Uploader(self._device, run.base, run.size,
-                                      self._convert_fn)
+            try:
+                self._uploader = Uploader(self._device, run.base, run.size,
+                                          self._convert_fn)
+            except BaseException:  # no CPU batches in place of GPU ones
+                self._close_run()
+                raise
         return run
 
     def _close_run(self) -> None:
-        if self._uploader is not None:
-            self._uploader.close()
-            self._uploader = None
-        if self._run is not None:
-            self._run.close()
-            self._run = None
+        """Unregisters the ring, then stops the producers: the second even
+        when the first raises."""
+        uploader, self._uploader = self._uploader, None
+        run, self._run = self._run, None
+        self._deferred = None  # that run's
+        try:
+            if uploader is not None:
+                uploader.close()
+        finally:
+            if run is not None:
+                run.close()
 
     def _usable(self) -> _Run:
         if self._forked or self._pid != os.getpid():
@@ -327,11 +341,17 @@ class Loader:
         position = self._epoch * self._per_epoch + self._batch
         try:
             while position < end:
+                if self._device is not None:
+                    # The GPU tensors are torch's: the last batch's slot
+                    # goes back now, its copy long done (no host stall),
+                    # whatever keep_batches= says.
+                    while run.held:
+                        run.release(run.held.popleft())
                 held = self._take(run, prefetched, position, end)
                 if held is None:
                     return
                 run.held.append(held)
-                while len(run.held) > self._keep:
+                while self._device is None and len(run.held) > self._keep:
                     run.release(run.held.popleft())
                 position += 1
                 self._epoch, self._batch = divmod(position, self._per_epoch)
@@ -347,21 +367,38 @@ class Loader:
               end: int) -> Optional[_Held]:
         """The batch at `position`, and with a device the next one's copy
         queued before it is handed over (overlap with the caller's step)."""
-        if self._uploader is None:
+        if self._device is None:
             c_batch = run.next()
             return None if c_batch is None else self._wrap(run, c_batch)
+        if self._deferred is not None:  # the next batch's failure, now
+            error, self._deferred = self._deferred, None
+            raise error
         if not prefetched:
             c_batch = run.next()
             if c_batch is None:
                 return None
             prefetched.append(self._wrap(run, c_batch))
         held = prefetched.popleft()
-        if position + 1 < end:
-            c_batch = run.next()
-            if c_batch is not None:
-                prefetched.append(self._wrap(run, c_batch))
-        held.batch._images = self._uploader.hand_over(held.pending)
+        try:
+            if position + 1 < end:
+                self._prefetch(run, prefetched)
+            held.batch._images = self._uploader.hand_over(held.pending)
+        except BaseException:  # Ctrl-C, out of GPU memory: not lost
+            prefetched.appendleft(held)
+            raise
         return held
+
+    def _prefetch(self, run: _Run, prefetched: Deque[_Held]) -> None:
+        """Queues the next batch's copy. A failure of that batch (a corrupt
+        sample, a producer's death) is raised when the loop asks for it,
+        as on the CPU, after the batch in hand has been handed over."""
+        try:
+            c_batch = run.next()
+        except RingfeedError as e:
+            self._deferred = e
+            return
+        if c_batch is not None:
+            prefetched.append(self._wrap(run, c_batch))
 
     def _wrap(self, run: _Run, c: _capi.Batch) -> _Held:
         offset = c.data - run.base

@@ -11,8 +11,6 @@ run under compute-sanitizer:
 
 from __future__ import annotations
 
-import ctypes
-
 import pytest
 
 import ringfeed
@@ -87,11 +85,20 @@ def test_dtypes_equal_the_cpu_reference(tmp_path_factory, dtype, normalise,
     assert count == 5
 
 
+def test_uint8_dtype_on_the_gpu_is_the_cpu_bytes(tmp_path_factory):
+    root = dataset(tmp_path_factory)
+    for c, _, g, _ in pairs(root, 16, size=32, dtype=torch.uint8):
+        assert g.is_cuda and g.dtype == torch.uint8
+        assert torch.equal(g.cpu(), c)
+
+
 def test_ordered_on_the_callers_stream(tmp_path_factory):
     """The loop runs on a side stream of its own, each step queued behind
     a long kernel and never waited for on the host: every result is still
-    right (the stream waits for the batch), and a batch's memory is not
-    handed to a later batch while the stream may still read it."""
+    right, and a batch's memory is not handed to a later batch while the
+    stream may still read it (record_stream). The kernel comes before the
+    read, so the copy is done by then anyway: the caller's wait on the
+    copy is test_caller_waits_for_the_copy's."""
     root = dataset(tmp_path_factory)
     with ringfeed.Loader(root, 16, size=32, seed=6, shuffle=False) as cpu:
         want = [int(images.to(torch.int64).sum()) for images, _ in cpu]
@@ -125,56 +132,57 @@ def test_default_stream_consumer(tmp_path_factory):
     assert all(torch.equal(g.cpu(), w) for g, w in zip(got, want))
 
 
-class PointerAttributes(ctypes.Structure):
-    """struct cudaPointerAttributes (CUDA 11 and later), with room to
-    spare."""
-
-    _fields_ = [("type", ctypes.c_int), ("device", ctypes.c_int),
-                ("devicePointer", ctypes.c_void_p),
-                ("hostPointer", ctypes.c_void_p),
-                ("spare", ctypes.c_byte * 64)]
-
-
-MEMORY_TYPE_HOST = 1  # cudaMemoryTypeHost: page-locked, registered
-
-
-def torchs_cudart():
-    """The CUDA runtime torch loaded (the same library, so the same
-    state), or None when it is linked in statically."""
-    torch.cuda.init()
-    with open("/proc/self/maps") as f:
-        paths = {line.split()[-1] for line in f if "libcudart" in line}
-    if not paths:
-        return None
-    cudart = ctypes.CDLL(sorted(paths)[0])
-    cudart.cudaPointerGetAttributes.argtypes = [
-        ctypes.POINTER(PointerAttributes), ctypes.c_void_p]
-    return cudart
+def test_caller_waits_for_the_copy(tmp_path_factory):
+    """The copies are held back behind a long kernel on the loader's own
+    stream, and the caller reads each batch at once on its stream: only
+    the stream's wait on the batch's event (wait_event) makes it read the
+    copied bytes rather than a buffer not yet written."""
+    root = dataset(tmp_path_factory)
+    args = dict(size=32, seed=9, shuffle=False)
+    with ringfeed.Loader(root, 16, **args) as cpu:
+        want = [int(images.to(torch.int64).sum()) for images, _ in cpu]
+    sums = []
+    with ringfeed.Loader(root, 16, device="cuda", **args) as gpu:
+        side = gpu._uploader.stream
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(LONG)  # the first batch's copy waits too
+        for images, _ in gpu:
+            sums.append(images.to(torch.int64).sum())  # no host wait
+            with torch.cuda.stream(side):
+                torch.cuda._sleep(LONG)  # the next batch's copy waits
+    assert [int(s) for s in sums] == want
 
 
-def memory_type(cudart, address):
-    attributes = PointerAttributes()
-    rc = cudart.cudaPointerGetAttributes(ctypes.byref(attributes), address)
-    cudart.cudaGetLastError()  # leave no error behind for torch
-    return attributes.type if rc == 0 else -rc
+def test_one_dma_per_batch_from_pinned_memory(tmp_path_factory):
+    """Each batch reaches the GPU in one host-to-device copy from pinned
+    (registered) memory: no staging copy through pageable memory."""
+    from torch.profiler import ProfilerActivity, profile
+    root = dataset(tmp_path_factory)
+    with ringfeed.Loader(root, 16, size=32, device="cuda") as loader:
+        batches = len(loader)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in loader:
+                pass
+            torch.cuda.synchronize()
+    copies = [e.name for e in prof.events() if "Memcpy HtoD" in e.name]
+    assert len(copies) == batches, copies
+    assert all("Pinned" in name for name in copies), copies
 
 
 def test_ring_is_registered(tmp_path_factory):
     """The ring is page-locked for DMA with torch's runtime
     (cudaHostRegister) while the loader is open, and unregistered by
-    close()."""
-    cudart = torchs_cudart()
-    if cudart is None:
-        pytest.skip("torch's CUDA runtime is not a shared library here")
+    close(). Tensor.is_pinned() asks torch's runtime
+    (cudaPointerGetAttributes), so it sees the registration."""
     root = dataset(tmp_path_factory)
     with ringfeed.Loader(root, 16, size=32, device="cuda") as loader:
         next(iter(loader))
-        base, size = loader._run.base, loader._run.size
-        for address in (base, base + size // 2, base + size - 1):
-            assert memory_type(cudart, address) == MEMORY_TYPE_HOST, \
-                f"ring byte {address - base} is not registered with CUDA"
-    assert memory_type(cudart, base) != MEMORY_TYPE_HOST, \
-        "the ring is still registered after close()"
+        arena = loader._run.arena  # the whole ring, kept mapped by this
+        size = arena.numel()
+        for offset in (0, size // 2, size - 1):
+            assert arena[offset:offset + 1].is_pinned(), \
+                f"ring byte {offset} is not registered with CUDA"
+    assert not arena.is_pinned(), "the ring is still registered after close()"
 
 
 def test_slot_released_only_after_its_copy(tmp_path_factory):
@@ -201,14 +209,18 @@ def test_slot_released_only_after_its_copy(tmp_path_factory):
 
 def test_gpu_batches_are_the_callers(tmp_path_factory):
     """A GPU tensor is torch's: kept past later batches and close(), it
-    does not change."""
+    equals the CPU path's batch, and its Batch never reports it released
+    (its slot went back to the producers once copied, which the tensor
+    does not need)."""
     root = dataset(tmp_path_factory)
-    kept = []
-    with ringfeed.Loader(root, 16, size=32, device="cuda") as loader:
-        for images, _ in loader:
-            kept.append((images, images.clone()))
-    torch.cuda.synchronize()
-    assert all(torch.equal(a, b) for a, b in kept)
+    args = dict(size=32, seed=5, shuffle=False, slots=4)
+    with ringfeed.Loader(root, 16, **args) as cpu:
+        want = [images.clone() for images, _ in cpu]
+    with ringfeed.Loader(root, 16, device="cuda", **args) as loader:
+        kept = list(loader.batches())
+    assert len(kept) == len(want)
+    for n, (batch, w) in enumerate(zip(kept, want)):
+        assert torch.equal(batch.images.cpu(), w), f"batch {n} changed"
 
 
 def test_missing_device_index_fails_at_construction(tmp_path_factory):
