@@ -230,6 +230,18 @@ def test_cuda_without_a_gpu_fails_at_construction(tmp_path_factory):
         ringfeed.Loader(root, 8, size=32, device="cpu")
 
 
+@pytest.mark.parametrize("device", ["gpu", "cuda:x", 3.5])
+def test_a_device_that_is_no_device_is_a_config_error(tmp_path_factory,
+                                                      device):
+    """What torch.device() refuses is a ConfigError naming device=, with
+    or without a GPU."""
+    pytest.importorskip("torch")
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, 8, size=32, device=device)
+    assert "device=" in str(caught.value)
+
+
 def test_half_a_launcher_pair_is_a_config_error(tmp_path_factory,
                                                 monkeypatch):
     """RANK without WORLD_SIZE: a ConfigError (so a RingfeedError) that
