@@ -1,11 +1,14 @@
 #!/bin/sh
 # tools/dev/gpu-bundle.sh - makes _gpu/ (git-ignored): a CUDA build of this
-# tree and the libjpeg-turbo and zstd shared libraries it runs with, for a
-# GPU machine that has the CUDA runtime but no package registry. Carry the
-# folder there with the working tree and run, from the tree's root:
+# tree and the shared libraries it runs with (libjpeg-turbo, zstd, libpng,
+# libwebp, the CUDA runtime), plus pytest's pure-Python wheels unpacked in
+# _gpu/py, for a GPU machine that has the CUDA runtime (and torch, for the
+# Python half) but no package registry. Carry the folder there with the
+# working tree and run, from the tree's root:
 #
 #   GPU_CHECK_NO_BUILD=1 LD_LIBRARY_PATH=$PWD/_gpu/lib \
-#       sh tools/dev/gpu-check.sh _gpu/build
+#       sh tools/dev/gpu-check.sh _gpu/build      # the C consumer
+#   sh tools/dev/gpu-python.sh _gpu                # the Python package
 #
 # Needs what tools/quickstart needs, plus nvcc and apt-get (for
 # `apt-get download`, which needs no root). Prints the bundle's size: the
@@ -60,7 +63,7 @@ grep -q '^NVCC = .' "$out/build/Makefile" || {
 # Debian's runtime packages of the libraries the producer and the tests
 # link, unpacked; only their shared objects are kept.
 (cd "$out/debs" && apt-get download -q libjpeg62-turbo libturbojpeg0 \
-    libzstd1 >/dev/null)
+    libzstd1 libpng16-16 libwebp7 libwebpdemux2 >/dev/null)
 for deb in "$out"/debs/*.deb; do
     dpkg -x "$deb" "$out/debs/root"
 done
@@ -77,6 +80,20 @@ cudart=$(ldd "$out/build/.libs/libringfeed-cuda.so" |
     exit 1
 }
 cp -L "$cudart" "$out/lib/"
+
+# pytest for tools/dev/gpu-python.sh: pure-Python wheels (no compiled
+# ones: the GPU machine's Python may be any from 3.9 on) of pytest and
+# what it imports, unpacked so that PYTHONPATH finds them.
+"${PYTHON:-/usr/bin/python3}" -m pip download -q --no-deps \
+    --only-binary=:all: --platform any --implementation py \
+    --python-version 3.9 --abi none -d "$out/wheels" pytest pluggy \
+    iniconfig packaging exceptiongroup tomli pygments typing_extensions
+"${PYTHON:-/usr/bin/python3}" - "$out/wheels" "$out/py" <<'EOF'
+import glob, os, sys, zipfile
+for wheel in glob.glob(os.path.join(sys.argv[1], "*.whl")):
+    zipfile.ZipFile(wheel).extractall(sys.argv[2])
+EOF
+rm -rf "$out/wheels"
 
 # Objects and logs are not needed to run.
 find "$out/build" \( -name '*.o' -o -name '*.lo' -o -name '*.log' \) \
