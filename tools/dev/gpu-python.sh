@@ -98,7 +98,8 @@ else
     say "compute-sanitizer: not found, skipped (it comes with the CUDA toolkit)"
 fi
 
-data=$bundle/python-data
+# Made there, not carried (500 MB), and kept out of $OUT, which comes back.
+data=${TMPDIR:-/tmp}/ringfeed-gpu-python-data
 if [ ! -d "$data" ]; then
     say "the dataset: 6,000 synthetic ImageNet-like JPEGs"
     "$bundle/build/tools/ringfeed-synth" "$data" --images 6000 --classes 10 \
