@@ -50,6 +50,8 @@ def make_state(values: Dict[str, int], epoch: int, batch: int,
 
 
 def _check_form(state: Any) -> None:
+    """ConfigError, naming the entry, for a dict that is not a whole,
+    undamaged state_dict()."""
     if not isinstance(state, dict):
         raise ConfigError("load_state_dict() takes the dict state_dict() "
                           "returned")
@@ -57,6 +59,28 @@ def _check_form(state: Any) -> None:
         raise ConfigError(f"state version {state.get('version')!r} is not "
                           f"{STATE_VERSION}: not a ringfeed Loader's "
                           "state_dict()")
+    needed = ["epoch", "batch", "batches_per_epoch", "world_size"]
+    missing = [k for k in needed + [k for k, _ in MUST_MATCH]
+               if k not in state]
+    if missing:
+        listed = ", ".join(map(repr, missing))
+        raise ConfigError(f"the checkpoint has no {listed}: not a whole "
+                          "ringfeed Loader state_dict()")
+    for key in needed:
+        value = state[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"the checkpoint's state[{key!r}] is "
+                              f"{value!r}, not a whole number >= 0: a "
+                              "damaged or hand-edited state_dict()")
+    if state["batch"] >= max(state["batches_per_epoch"], 1):
+        raise ConfigError(f"the checkpoint's state['batch'] is "
+                          f"{state['batch']} but its epochs have "
+                          f"{state['batches_per_epoch']} batches: a damaged "
+                          "or hand-edited state_dict()")
+    if state["epoch"] >= 1 << 40:
+        raise ConfigError(f"the checkpoint's state['epoch'] is "
+                          f"{state['epoch']}, beyond any run (2**40): a "
+                          "damaged or hand-edited state_dict()")
 
 
 def _position_on_other_world(state: Dict[str, Any], mine: Dict[str, Any]
@@ -83,7 +107,10 @@ def resume_position(state: Any, mine: Dict[str, Any],
     they do not fit together (see Loader.load_state_dict)."""
     _check_form(state)
     for key, keyword in MUST_MATCH:
-        if key in state and state[key] != mine[key]:
+        theirs = state[key]
+        if isinstance(theirs, tuple):  # size, through a format that
+            theirs = list(theirs)      # keeps tuples (torch.save)
+        if theirs != mine[key]:
             raise ConfigError(
                 f"the checkpoint has {key} {state[key]!r} but this Loader "
                 f"{mine[key]!r}: resuming needs the run's own {keyword}=")

@@ -177,14 +177,18 @@ def make_converter(dtype: Any, mean: Optional[Sequence[float]],
     std, normalised per channel ((x - mean) / std, in those units). Works
     on CPU and GPU tensors alike."""
     import torch
+    if dtype is not None and not isinstance(dtype, torch.dtype):
+        raise ConfigError(f"dtype={dtype!r} is not a torch dtype: use "
+                          "torch.uint8, float32, float16 or bfloat16")
     if dtype is None or dtype == torch.uint8:
         if mean is not None or std is not None:
             raise ConfigError("mean= and std= need a float dtype= "
                               "(torch.float32, float16 or bfloat16)")
         return lambda x: x
     if not dtype.is_floating_point:
-        raise ConfigError(f"dtype={dtype} is not supported: use torch.uint8, "
-                          "float32, float16 or bfloat16")
+        raise ConfigError(f"dtype={dtype} is not supported: use torch.uint8 "
+                          "or a float dtype (float32, float16, bfloat16; "
+                          "float64 works too)")
     if (mean is None) != (std is None):
         raise ConfigError("give mean= and std= together")
     if mean is None:

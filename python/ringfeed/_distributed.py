@@ -3,6 +3,7 @@ from an initialised torch.distributed, else from the launcher."""
 
 from __future__ import annotations
 
+import numbers
 import os
 from typing import Optional, Tuple
 
@@ -52,12 +53,28 @@ def rank_and_world(rank: Optional[int], world_size: Optional[int]
     """(rank, world_size, where they came from): the arguments where
     given, else an initialised torch.distributed's, else the launcher's
     environment (torchrun, mpirun, Slurm), else (0, 1)."""
+    for value, keyword in ((rank, "rank"), (world_size, "world_size")):
+        if value is not None and (isinstance(value, bool) or
+                                  not isinstance(value, numbers.Integral)):
+            raise ConfigError(f"{keyword}={value!r} is not a whole number")
     if rank is not None and world_size is not None:
-        return rank, world_size, "arguments"
-    found = _from_torch() or _from_environment() or (0, 1, "default")
-    r, w, where = found
-    if rank is not None:
-        r, where = rank, f"rank= and {where}"
-    if world_size is not None:
-        w, where = world_size, f"world_size= and {where}"
+        r, w, where = int(rank), int(world_size), "arguments"
+    else:
+        found = _from_torch() or _from_environment()
+        if found is None and (rank is not None or world_size is not None):
+            given, other = (("rank", "world_size") if rank is not None
+                            else ("world_size", "rank"))
+            raise ConfigError(
+                f"{given}= without {other}=, and no torch.distributed or "
+                f"launcher to take {other} from: pass both (with "
+                f"world_size= alone every process would read rank 0's "
+                "shard)")
+        r, w, where = found or (0, 1, "default")
+        if rank is not None:
+            r, where = int(rank), f"rank= and {where}"
+        if world_size is not None:
+            w, where = int(world_size), f"world_size= and {where}"
+    if w < 1 or not 0 <= r < w:
+        raise ConfigError(f"rank {r} of world_size {w} (from {where}): the "
+                          "rank must be 0 to world_size - 1")
     return r, w, where

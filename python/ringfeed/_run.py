@@ -47,9 +47,19 @@ class _Run:
     def __init__(self, cfg: "_Config", start_epoch: int, start_batch: int,
                  on_message: Callable[[str], None]) -> None:
         self.handle = ctypes.c_void_p()
-        self._message_fn = _capi.MESSAGE_FN(
-            lambda _user, text: on_message(user_terms(
-                text.decode(errors="replace"))))
+        # What on_message raised: ctypes would print and drop it; the loop
+        # raises it at its next batch instead (a callback may mean to stop
+        # the run, at a respawn say).
+        self.message_error: Optional[BaseException] = None
+
+        def deliver(_user: Any, text: bytes) -> None:
+            try:
+                on_message(user_terms(text.decode(errors="replace")))
+            except BaseException as e:
+                if self.message_error is None:
+                    self.message_error = e
+
+        self._message_fn = _capi.MESSAGE_FN(deliver)
         c = cfg.build(start_epoch, start_batch, self._message_fn)
         try:
             err = ctypes.c_void_p()
@@ -104,6 +114,9 @@ class _Run:
         """The next C batch, or None at the end; raises on failure. A
         signal (Ctrl-C) returns control to Python between waits, so that
         KeyboardInterrupt is raised here at once."""
+        if self.message_error is not None:
+            error, self.message_error = self.message_error, None
+            raise error
         c_batch = _capi.Batch()
         lib = _capi.lib()
         while True:

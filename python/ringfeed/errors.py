@@ -131,4 +131,6 @@ def from_code(code: int, detail: str) -> RingfeedError:
     if code == -errno.ENOMEM:
         return RingfeedError(detail, code)
     cls = _BY_CODE.get(code, RingfeedError)
+    if cls is CorruptSample and "not a ringfeed packed file" in detail:
+        cls = DatasetNotFound  # a file that is no dataset at all
     return cls(detail, code)

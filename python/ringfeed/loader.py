@@ -15,6 +15,7 @@ import atexit
 import collections
 import ctypes
 import logging
+import operator
 import os
 import threading
 import weakref
@@ -44,6 +45,29 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 _live: "weakref.WeakSet[Loader]" = weakref.WeakSet()
 _live_lock = threading.Lock()
+
+
+def _whole(value: Any, keyword: str) -> int:
+    """A whole number (int, numpy integer), else ConfigError naming the
+    keyword."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{keyword}={value!r} is not a whole number")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ConfigError(f"{keyword}={value!r} is not a whole number"
+                          ) from None
+
+
+def _size(size: Any) -> Tuple[int, int]:
+    """size= as (height, width): one whole number, or two."""
+    if isinstance(size, (tuple, list)):
+        if len(size) != 2:
+            raise ConfigError(f"size={size!r}: give one side (224) or "
+                              "(height, width)")
+        return _whole(size[0], "size"), _whole(size[1], "size")
+    side = _whole(size, "size")
+    return side, side
 
 
 def _close_all() -> None:
@@ -154,12 +178,16 @@ class Loader:
         self._pid = os.getpid()
         if not isinstance(source, Synthetic):
             source = os.fspath(source)
-        height, width = (size, size) if isinstance(size, int) else size
-        if epochs is not None and epochs < 1:
+        height, width = _size(size)
+        if epochs is not None and _whole(epochs, "epochs") < 1:
             raise ConfigError(f"epochs={epochs}: give None (one epoch per "
                               "for loop) or a count >= 1")
-        if not isinstance(keep_batches, int) or keep_batches < 1:
+        if _whole(keep_batches, "keep_batches") < 1:
             raise ConfigError(f"keep_batches={keep_batches!r} must be >= 1")
+        if on_message is not None and not callable(on_message):
+            raise ConfigError(f"on_message={on_message!r} is not callable: "
+                              "give a function of one str, or None (the "
+                              "'ringfeed' logger)")
         self._rank, self._world, self._rank_from = rank_and_world(
             rank, world_size)
         wanted: Dict[str, Any] = dict(
@@ -167,21 +195,27 @@ class Loader:
             seed=seed, drop_last=drop_last, layout=layout, on_error=on_error,
             rank=self._rank, world_size=self._world, **params)
         if num_workers is not None:
-            if num_workers == 0:
+            if _whole(num_workers, "num_workers") == 0:
                 raise ConfigError(
                     "num_workers=0: ringfeed always decodes in producer "
                     "processes, never in the training process; pass None "
                     "(this rank's CPU budget) or a count >= 1")
+            if num_workers < 0:
+                raise ConfigError(
+                    f"num_workers={num_workers}: pass None (this rank's "
+                    "CPU budget) or a count >= 1")
             wanted["num_workers"] = num_workers
         if isinstance(seed, int) and 1 << 63 <= seed < 1 << 64:
             wanted["seed"] = seed - (1 << 64)  # the same 64-bit pattern
         values = self._convert(dict(wanted, size_height=height,
                                     size_width=width))
-        values["epochs"] = epochs or 0  # the run goes on; the Loader counts
+        # the run goes on; the Loader counts
+        values["epochs"] = 0 if epochs is None else int(epochs)
         self._config = _Config(source, values)
         self._source = source
-        self._epochs = epochs
-        self._keep = keep_batches
+        self._epochs = None if epochs is None else int(epochs)
+        self._keep = int(keep_batches)
+        self._keep_given = keep_batches != 1
         self._layout = layout
         self._on_message = on_message or (lambda text: log.warning("%s", text))
         self._dtype, self._mean, self._std = dtype, mean, std
@@ -208,6 +242,20 @@ class Loader:
         self._open_run()
         with _live_lock:
             _live.add(self)
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            "a ringfeed.Loader cannot be pickled or sent to another "
+            "process (its producers and ring belong to this one): open a "
+            "Loader in each process, e.g. inside the function that "
+            "torch.multiprocessing.spawn runs")
+
+    def __copy__(self) -> "Loader":
+        raise TypeError("a ringfeed.Loader cannot be copied (a copy would "
+                        "share its producers); open a second Loader")
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "Loader":
+        return self.__copy__()
 
     # ---- arguments ------------------------------------------------------
 
@@ -251,11 +299,14 @@ class Loader:
         held_at_most = self._keep if self._device is None else 2
         if stats.slots <= held_at_most:
             self._close_run()
+            holder = (f"keep_batches={self._keep}" if self._keep_given else
+                      "the batch the loop holds")
+            if self._device is not None:
+                holder = "device= (a batch handed over and the next one's)"
             raise ConfigError(
-                (f"keep_batches={self._keep}" if self._device is None else
-                 "device= (a batch handed over and the next one's copy)")
-                + f" hold {held_at_most} batches but the ring has only "
-                f"{stats.slots} slots; pass slots={held_at_most + 2} or more")
+                f"{holder} hold(s) {held_at_most} slot(s) of the ring's "
+                f"{stats.slots}, and the producers need one more; pass "
+                f"slots={held_at_most + 1} or more")
         if self._device is not None:
             from ._cuda import Uploader
             try:
@@ -329,12 +380,12 @@ class Loader:
             self._left_early = True
             raise
         finally:
+            # The batches shown stay held, the last one valid until the
+            # loader takes another batch (in the next loop) or closes:
+            # `images, labels = next(iter(loader))` gives a batch that
+            # stays as it is. A failure and Ctrl-C have closed the loader
+            # (_stream), which released them.
             self._iterating = False
-            # Left early, Ctrl-C, a producer's death: nothing of this
-            # epoch stays held. A failure and Ctrl-C have also closed the
-            # loader (_stream): the library's run can only be closed after
-            # a failure, and Ctrl-C ends the loop as documented.
-            self._release_all()
 
     def _stream(self, run: _Run, end: int) -> Iterator[Batch]:
         prefetched: Deque[_Held] = collections.deque()
@@ -425,15 +476,6 @@ class Loader:
                       c.skipped)
         return _Held(c, batch, pending)
 
-    def _release_all(self) -> None:
-        run = self._run
-        if run is None or not run.handle:
-            return
-        if self._forked or self._pid != os.getpid():
-            return
-        while run.held:
-            run.release(run.held.popleft())
-
     # ---- epochs and checkpoints -----------------------------------------
 
     def set_epoch(self, epoch: int) -> None:
@@ -482,7 +524,9 @@ class Loader:
         next ``for`` loop yields the rest of that epoch, batch for batch
         what the run that saved it would have yielded, on every rank.
 
-        Raises ConfigError, naming the keyword, when the checkpoint was
+        Raises ConfigError, naming the entry, when `state` is not a whole
+        state_dict() (an entry missing, a position out of range or not a
+        whole number), and, naming the keyword, when the checkpoint was
         made with another dataset (its sample count), seed, batch size,
         shuffle, drop_last, shard_pad, transform, size or world size. With
         strict=False a checkpoint from another world size (a job restarted

@@ -125,11 +125,17 @@ def params() -> List[Param]:
 
 
 def param(name: str) -> Param:
-    """The parameter called `name` (KeyError when there is none)."""
+    """The parameter called `name`, by the library's name ("producers") or
+    the Loader keyword that sets it ("num_workers"); KeyError, saying
+    where the names are, when there is none."""
     global _by_name
     if _by_name is None:
         _by_name = {p.name: p for p in params()}
-    return _by_name[name]
+    found = _by_name.get(name) or by_keyword().get(name)
+    if found is None:
+        raise KeyError(f"no parameter {name!r}; ringfeed.params() lists "
+                       "them, by name and Loader keyword")
+    return found
 
 
 def by_keyword() -> Dict[str, Param]:

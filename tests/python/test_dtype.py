@@ -4,6 +4,7 @@ dtype, within that dtype's rounding."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import ringfeed
@@ -82,7 +83,10 @@ def test_float_batches_are_the_callers(tmp_path_factory):
     dict(dtype=torch.float32, std=STD),                   # no mean
     dict(dtype=torch.int32),
     dict(dtype=torch.float32, mean=MEAN, std=(0.2, 0.0, 0.2)),
-], ids=["uint8-mean", "no-std", "no-mean", "int32", "std-zero"])
+    dict(dtype="float32"),
+    dict(dtype=np.float32),
+], ids=["uint8-mean", "no-std", "no-mean", "int32", "std-zero", "a-string",
+        "numpy-dtype"])
 def test_bad_conversions_fail_at_construction(tmp_path_factory, kwargs):
     root = dataset(tmp_path_factory, "tiny")
     with pytest.raises(ringfeed.ConfigError) as caught:

@@ -270,3 +270,89 @@ def test_one_loop_at_a_time(tmp_path_factory):
             next(iter(loader))
         assert sum(1 for _ in first) == len(loader) - 1
         assert sum(1 for _ in loader) == len(loader)
+
+
+@pytest.mark.parametrize("kwargs, keyword", [
+    (dict(size="224"), "size="),
+    (dict(size=[64]), "size="),
+    (dict(size=(1, 2, 3)), "size="),
+    (dict(size=32.0), "size="),
+    (dict(epochs=2.5), "epochs="),
+    (dict(epochs="3"), "epochs="),
+    (dict(keep_batches=2.0), "keep_batches="),
+    (dict(on_message="log"), "on_message="),
+    (dict(rank=-1, world_size=2), "rank"),
+    (dict(rank=2, world_size=2), "rank"),
+    (dict(rank=0, world_size=0), "world_size"),
+    (dict(world_size=2), "rank="),
+    (dict(rank=1), "world_size="),
+    (dict(rank=True, world_size=2), "rank="),
+    (dict(num_workers=-1), "num_workers="),
+], ids=lambda v: repr(v) if not isinstance(v, dict) else
+    ",".join(f"{k}={w!r}" for k, w in v.items()))
+def test_arguments_of_the_wrong_kind_name_the_keyword(tmp_path_factory,
+                                                      monkeypatch, kwargs,
+                                                      keyword):
+    """A value of the wrong type or a rank outside its world is a
+    ConfigError naming the keyword, at construction; never a raw
+    unpacking, ctypes or comparison error."""
+    for name in ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                 "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                 "SLURM_PROCID", "SLURM_NTASKS"):
+        monkeypatch.delenv(name, raising=False)
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, 8, **kwargs)
+    assert keyword in str(caught.value)
+    assert_user_terms(str(caught.value))
+
+
+def test_numpy_whole_numbers_are_taken(tmp_path_factory):
+    np = pytest.importorskip("numpy")
+    root = dataset(tmp_path_factory, "tiny")
+    with ringfeed.Loader(root, 8, size=np.int64(16), epochs=np.int32(1),
+                         keep_batches=np.int64(1)) as loader:
+        assert sum(len(labels) for _, labels in loader) == 30
+
+
+def test_a_loader_is_not_pickled_or_copied(tmp_path_factory):
+    import copy
+    import pickle
+    root = dataset(tmp_path_factory, "tiny")
+    with ringfeed.Loader(root, 8, size=16) as loader:
+        for attempt in (pickle.dumps, copy.copy, copy.deepcopy):
+            with pytest.raises(TypeError) as caught:
+                attempt(loader)
+            assert "Loader" in str(caught.value)
+        assert sum(len(labels) for _, labels in loader) == 30
+
+
+def test_a_file_that_is_no_dataset_is_dataset_not_found(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("hello")
+    with pytest.raises(ringfeed.DatasetNotFound) as caught:
+        ringfeed.Loader(str(path), 8)
+    assert isinstance(caught.value, FileNotFoundError)
+    assert "notes.txt" in str(caught.value)
+    assert "ringfeed-pack" in str(caught.value)
+
+
+def test_an_on_message_that_raises_stops_the_loop(tmp_path_factory):
+    """What on_message raises (here at a producer's respawn) comes out of
+    the loop instead of being printed and dropped by ctypes."""
+    root = dataset(tmp_path_factory)
+
+    class Stop(Exception):
+        pass
+
+    def on_message(text):
+        raise Stop(text)
+
+    with ringfeed.Loader(root, 8, size=32, num_workers=2,
+                         on_message=on_message) as loader:
+        batches = loader.batches()
+        next(batches)
+        os.kill(producers_of(os.getpid())[0], signal.SIGKILL)
+        with pytest.raises(Stop):
+            for _ in batches:
+                pass

@@ -37,8 +37,11 @@ def test_batch_raises_after_the_next_one(tmp_path_factory):
             if previous is not None:
                 assert_released(previous)
             previous = batch
-        # leaving the loop at the end released the last one too
-        assert_released(previous)
+        # the last one stays valid past the loop's end, until the loader
+        # takes another batch or closes
+        assert not previous.released
+        previous.images
+    assert_released(previous)
 
 
 def test_break_and_close_release(tmp_path_factory):
@@ -47,14 +50,32 @@ def test_break_and_close_release(tmp_path_factory):
     for batch in loader.batches():
         kept = batch
         break
-    assert_released(kept)
+    assert not kept.released  # leaving the loop does not release it
     it = loader.batches()
-    batch = next(it)
+    batch = next(it)  # taking the next batch does
+    assert_released(kept)
     assert batch.images.shape[0] == 16
     loader.close()
     assert_released(batch)
     with pytest.raises(ringfeed.LoaderClosed):
         next(iter(loader))
+
+
+def test_a_peeked_batch_stays_as_it_is(tmp_path_factory):
+    """images, labels = next(iter(loader)): the loop is gone at once, but
+    the batch stays valid (its slot held) until the loader takes another
+    batch: producers going on meanwhile do not overwrite it."""
+    import time
+    root = dataset(tmp_path_factory)
+    with ringfeed.Loader(root, 16, size=32, shuffle=False,
+                         num_workers=1) as loader:
+        images, labels = next(iter(loader))
+        snap = as_numpy(images).copy()
+        time.sleep(0.5)  # the producer fills every other slot
+        assert np.array_equal(as_numpy(images), snap)
+        batch = next(loader.batches())
+        assert not batch.released
+        assert batch.images.shape[0] == 16
 
 
 def test_keep_batches_keeps_the_previous_batch(tmp_path_factory):

@@ -229,3 +229,10 @@ def test_seed_takes_any_64_bit_pattern(tmp_path_factory):
     assert order(2**63) == order(-2**63)
     with pytest.raises(ringfeed.ConfigError):
         ringfeed.Loader(root, 10, seed=2**64)
+
+
+def test_param_by_keyword_or_name():
+    assert ringfeed.param("num_workers") is ringfeed.param("producers")
+    with pytest.raises(KeyError) as caught:
+        ringfeed.param("no_such_thing")
+    assert "ringfeed.params()" in str(caught.value)

@@ -158,6 +158,40 @@ def test_not_a_state(reference):
             loader.load_state_dict({"epoch": 1})
 
 
+@pytest.mark.parametrize("damage", [
+    dict(batch=-1), dict(batch=14), dict(batch=2.5), dict(batch=True),
+    dict(epoch=-1), dict(epoch=2 ** 40), dict(epoch=2 ** 70),
+    dict(epoch="1"), dict(seed=None), dict(batches_per_epoch=None),
+], ids=lambda d: ",".join(f"{k}={v!r}" for k, v in d.items()))
+def test_a_damaged_checkpoint_is_refused_at_load(reference, damage):
+    """A position out of range, of the wrong type, or an entry missing
+    (None here: removed) is a ConfigError from load_state_dict() itself,
+    naming the entry, not a C range error at the next loop."""
+    root, _ = reference
+    state = partial_state(root, 5)
+    for key, value in damage.items():
+        if value is None:
+            del state[key]
+        else:
+            state[key] = value
+    with make(root) as loader:
+        with pytest.raises(ringfeed.ConfigError) as caught:
+            loader.load_state_dict(state)
+        text = str(caught.value)
+        assert repr(next(iter(damage))) in text
+        assert "start_" not in text and "RF_" not in text
+
+
+def test_size_as_a_tuple_matches(reference):
+    """torch.save keeps a tuple a tuple: size (32, 32) is size [32, 32]."""
+    root, want = reference
+    state = partial_state(root, 5)
+    state["size"] = tuple(state["size"])
+    with make(root) as loader:
+        loader.load_state_dict(state)
+        assert_same_batches(collect(loader), want[5:14])
+
+
 def test_loop_left_early(reference):
     """As torch's (Stateful)DataLoader: after a ``break`` the state still
     records the position (a checkpoint taken after the loop resumes the
