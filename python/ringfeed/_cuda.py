@@ -193,8 +193,12 @@ def make_converter(dtype: Any, mean: Optional[Sequence[float]],
         raise ConfigError("give mean= and std= together")
     if mean is None:
         return lambda x: x.to(dtype).div_(255.0)
-    mean_t = torch.tensor(mean, dtype=torch.float32)
-    std_t = torch.tensor(std, dtype=torch.float32)
+    try:
+        mean_t = torch.tensor(mean, dtype=torch.float32)
+        std_t = torch.tensor(std, dtype=torch.float32)
+    except (TypeError, ValueError, RuntimeError):
+        raise ConfigError(f"mean={mean!r} and std={std!r}: give sequences "
+                          "of numbers, one per channel") from None
     if mean_t.dim() != 1 or mean_t.shape != std_t.shape:
         raise ConfigError("mean= and std= must be sequences of one float per "
                           "channel")
@@ -204,7 +208,14 @@ def make_converter(dtype: Any, mean: Optional[Sequence[float]],
                           "(channels=): give one value per channel")
     if bool((std_t == 0).any()):
         raise ConfigError("std= must not hold 0")
-    # x/255 - mean) / std == x * scale + shift, one fused pass per batch
+    if bool((mean_t.abs() > 1).any() or (std_t.abs() > 1).any()):
+        warnings.warn(
+            "mean= and std= hold values above 1, like 0-255 "
+            "units, but the images are scaled to [0, 1] before they are "
+            "normalised (as torchvision's ToTensor + Normalize): give them "
+            "divided by 255, e.g. mean=(0.485, 0.456, 0.406)",
+            UserWarning, stacklevel=4)
+    # (x/255 - mean) / std == x * scale + shift, one fused pass per batch
     scale = 1.0 / (255.0 * std_t)
     shift = -mean_t / std_t
     shape = [1, 1, 1, 1]

@@ -100,3 +100,22 @@ def test_mean_of_the_wrong_length(tmp_path_factory):
         with ringfeed.Loader(root, 4, size=16, dtype=torch.float32,
                              mean=(0.5, 0.5), std=(0.2, 0.2)) as loader:
             next(iter(loader))
+
+
+def test_mean_in_0_255_units_warns(tmp_path_factory):
+    """mean=(123.7, ...) is a common slip (OpenCV's units): the images are
+    scaled to [0, 1] first, so the result would be far off; a warning
+    says so, naming the keywords."""
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.warns(UserWarning, match="mean="):
+        with ringfeed.Loader(root, 8, size=16, dtype=torch.float32,
+                             mean=(123.7, 116.3, 103.5),
+                             std=(58.4, 57.1, 57.4)):
+            pass
+
+
+def test_mean_that_is_not_numbers_is_a_config_error(tmp_path_factory):
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(ringfeed.ConfigError, match="mean="):
+        ringfeed.Loader(root, 8, size=16, dtype=torch.float32, mean="abc",
+                        std=STD)
