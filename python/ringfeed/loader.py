@@ -250,6 +250,12 @@ class Loader:
             "Loader in each process, e.g. inside the function that "
             "torch.multiprocessing.spawn runs")
 
+    def __getitem__(self, index: Any) -> Any:
+        raise TypeError(
+            "a ringfeed.Loader is iterated, not indexed: use it in place of "
+            "the DataLoader (for images, labels in loader), not inside one "
+            "as a dataset")
+
     def __copy__(self) -> "Loader":
         raise TypeError("a ringfeed.Loader cannot be copied (a copy would "
                         "share its producers); open a second Loader")

@@ -356,3 +356,14 @@ def test_an_on_message_that_raises_stops_the_loop(tmp_path_factory):
         with pytest.raises(Stop):
             for _ in batches:
                 pass
+
+
+def test_a_loader_inside_a_dataloader_says_what_to_do(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    root = dataset(tmp_path_factory, "tiny")
+    with ringfeed.Loader(root, 8, size=16) as loader:
+        wrapped = torch.utils.data.DataLoader(loader, batch_size=None)
+        with pytest.raises(TypeError) as caught:
+            next(iter(wrapped))
+        assert "in place of the DataLoader" in str(caught.value)
+        assert sum(len(labels) for _, labels in loader) == 30
