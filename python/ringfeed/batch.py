@@ -33,8 +33,8 @@ class Batch:
         if self._released:
             raise BatchReleased(
                 f"batch {self._number} of epoch {self._epoch} was released "
-                "(the loop took a later batch, left the loop, or the loader "
-                "closed); its slot holds other images now. Copy what you "
+                "(the loader took a later batch, or closed); its slot "
+                "holds other images now. Copy what you "
                 "keep while the batch is current (batch.images.clone(), or "
                 ".copy() of a numpy array), or pass keep_batches= to Loader "
                 "to keep more batches valid")
