@@ -7,7 +7,10 @@ Opens JPEG (no draft(): PIL decodes at full size), applies the EXIF
 orientation when EXIF is 1, converts to RGB, resizes the box (X0, Y0, X1,
 Y1) to WIDTH x HEIGHT with BILINEAR (PIL's antialiased resampler), mirrors
 it when FLIP is 1, and writes the raw RGB bytes to stdout. torchvision's
-RandomResizedCrop and Resize + CenterCrop on PIL images do exactly this.
+RandomResizedCrop on PIL images does exactly this. Resize + CenterCrop
+resizes the whole image and then crops, which differs from this box
+resize at exact rounding ties (by at most 2): the tests compare
+ringfeed's eval box with this box resize.
 Exits 2 on bad arguments.
 """
 import sys
