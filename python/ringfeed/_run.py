@@ -142,6 +142,11 @@ class _Run:
             held.pending.copied.synchronize()  # the DMA read the slot
         _capi.lib().rf_loader_release(self.handle, ctypes.byref(held.c_batch))
 
+    def release_beyond(self, keep: int) -> None:
+        """Gives back the oldest held batches until `keep` are held."""
+        while len(self.held) > keep:
+            self.release(self.held.popleft())
+
     def close(self) -> None:
         """Stops the producers. Waits for the copies still reading the ring
         first, but closes whatever those waits raise (a CUDA error of the

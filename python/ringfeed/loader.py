@@ -179,11 +179,14 @@ class Loader:
         if not isinstance(source, Synthetic):
             source = os.fspath(source)
         height, width = _size(size)
-        if epochs is not None and _whole(epochs, "epochs") < 1:
-            raise ConfigError(f"epochs={epochs}: give None (one epoch per "
-                              "for loop) or a count >= 1")
-        if _whole(keep_batches, "keep_batches") < 1:
-            raise ConfigError(f"keep_batches={keep_batches!r} must be >= 1")
+        if epochs is not None:
+            epochs = _whole(epochs, "epochs")
+            if epochs < 1:
+                raise ConfigError(f"epochs={epochs}: give None (one epoch "
+                                  "per for loop) or a count >= 1")
+        keep_batches = _whole(keep_batches, "keep_batches")
+        if keep_batches < 1:
+            raise ConfigError(f"keep_batches={keep_batches} must be >= 1")
         if on_message is not None and not callable(on_message):
             raise ConfigError(f"on_message={on_message!r} is not callable: "
                               "give a function of one str, or None (the "
@@ -195,26 +198,22 @@ class Loader:
             seed=seed, drop_last=drop_last, layout=layout, on_error=on_error,
             rank=self._rank, world_size=self._world, **params)
         if num_workers is not None:
-            if _whole(num_workers, "num_workers") == 0:
+            num_workers = _whole(num_workers, "num_workers")
+            if num_workers < 1:
                 raise ConfigError(
-                    "num_workers=0: ringfeed always decodes in producer "
-                    "processes, never in the training process; pass None "
-                    "(this rank's CPU budget) or a count >= 1")
-            if num_workers < 0:
-                raise ConfigError(
-                    f"num_workers={num_workers}: pass None (this rank's "
-                    "CPU budget) or a count >= 1")
+                    f"num_workers={num_workers}: ringfeed always decodes in "
+                    "producer processes, never in the training process; "
+                    "pass None (this rank's CPU budget) or a count >= 1")
             wanted["num_workers"] = num_workers
         if isinstance(seed, int) and 1 << 63 <= seed < 1 << 64:
             wanted["seed"] = seed - (1 << 64)  # the same 64-bit pattern
         values = self._convert(dict(wanted, size_height=height,
                                     size_width=width))
-        # the run goes on; the Loader counts
-        values["epochs"] = 0 if epochs is None else int(epochs)
+        values["epochs"] = epochs or 0  # the run goes on; the Loader counts
         self._config = _Config(source, values)
         self._source = source
-        self._epochs = None if epochs is None else int(epochs)
-        self._keep = int(keep_batches)
+        self._epochs = epochs
+        self._keep = keep_batches
         self._keep_given = keep_batches != 1
         self._layout = layout
         self._on_message = on_message or (lambda text: log.warning("%s", text))
@@ -400,16 +399,15 @@ class Loader:
             while position < end:
                 if self._device is not None:
                     # The GPU tensors are torch's: the last batch's slot
-                    # goes back now, its copy long done (no host stall),
-                    # whatever keep_batches= says.
-                    while run.held:
-                        run.release(run.held.popleft())
+                    # goes back before the next is taken, its copy long
+                    # done (no host stall), whatever keep_batches= says.
+                    run.release_beyond(0)
                 held = self._take(run, prefetched, position, end)
                 if held is None:
                     return
                 run.held.append(held)
-                while self._device is None and len(run.held) > self._keep:
-                    run.release(run.held.popleft())
+                if self._device is None:
+                    run.release_beyond(self._keep)
                 position += 1
                 self._epoch, self._batch = divmod(position, self._per_epoch)
                 yield held.batch

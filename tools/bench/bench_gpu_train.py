@@ -172,7 +172,7 @@ def torch_dataset(args):
         from torchvision.io import ImageReadMode, decode_jpeg, read_file
         from torchvision.transforms import v2
     except ImportError:
-        return _folder_with_pil(args), "PIL"
+        return _PilFolder(args.data, PilToTensor(args.size)), "PIL"
 
     def load(path):
         return decode_jpeg(read_file(path), mode=ImageReadMode.RGB)
@@ -201,10 +201,6 @@ class _PilFolder(torch.utils.data.Dataset):
         path, label = self.samples[i]
         with self.open(path) as image:
             return self.transform(image), label
-
-
-def _folder_with_pil(args):
-    return _PilFolder(args.data, PilToTensor(args.size))
 
 
 def torch_batches(args):
