@@ -161,7 +161,8 @@ typedef enum rf_transform {
      * (RF_PARAM_FLIP). Randomness keyed on (seed, epoch, sample index). */
     RF_TRANSFORM_TRAIN = 1,
     /* Resize of the short side to RF_PARAM_RESIZE, then the centre crop,
-     * as torchvision's Resize(int) + CenterCrop, with one difference:
+     * as torchvision's Resize(int) + CenterCrop on PIL images (the same
+     * bytes with RF_PARAM_DCT_SCALING 0), with one difference:
      * where the output is larger than the resized image on an axis (a
      * non-square output with RF_PARAM_RESIZE below its long side),
      * torchvision pads that axis with zeros, and ringfeed stretches the

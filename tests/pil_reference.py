@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """PIL's answer for one crop, for tests/test-jpeg.c to compare with.
 
-    pil_reference.py JPEG X0 Y0 X1 Y1 WIDTH HEIGHT FLIP [EXIF]
+    pil_reference.py IMAGE X0 Y0 X1 Y1 WIDTH HEIGHT FLIP [EXIF [RW RH SX SY]]
 
-Opens JPEG (no draft(): PIL decodes at full size), applies the EXIF
+Opens IMAGE (no draft(): PIL decodes at full size), applies the EXIF
 orientation when EXIF is 1, converts to RGB, resizes the box (X0, Y0, X1,
 Y1) to WIDTH x HEIGHT with BILINEAR (PIL's antialiased resampler), mirrors
 it when FLIP is 1, and writes the raw RGB bytes to stdout. torchvision's
-RandomResizedCrop on PIL images does exactly this. Resize + CenterCrop
-resizes the whole image and then crops, which differs from this box
-resize at exact rounding ties (by at most 2): the tests compare
-ringfeed's eval box with this box resize.
+RandomResizedCrop on PIL images does exactly this.
+
+With RW RH SX SY the box is resized to RW x RH instead, and the WIDTH x
+HEIGHT from (SX, SY) on are cut out of that: torchvision's Resize then
+CenterCrop (ringfeed's eval) with the whole image as the box.
 Exits 2 on bad arguments.
 """
 import sys
@@ -19,18 +20,25 @@ from PIL import Image, ImageOps
 
 
 def main(argv):
-    if len(argv) not in (9, 10):
+    if len(argv) not in (9, 10, 14):
         sys.stderr.write(__doc__)
         return 2
     path = argv[1]
     box = tuple(float(v) for v in argv[2:6])
     size = (int(argv[6]), int(argv[7]))
     flip = argv[8] == "1"
-    exif = len(argv) == 10 and argv[9] == "1"
+    exif = len(argv) >= 10 and argv[9] == "1"
+    window = tuple(int(v) for v in argv[10:14])
     with Image.open(path) as im:
         if exif:
             im = ImageOps.exif_transpose(im)
-        out = im.convert("RGB").resize(size, Image.BILINEAR, box=box)
+        im = im.convert("RGB")
+        if window:
+            resized = im.resize(window[:2], Image.BILINEAR, box=box)
+            x, y = window[2:]
+            out = resized.crop((x, y, x + size[0], y + size[1]))
+        else:
+            out = im.resize(size, Image.BILINEAR, box=box)
     if flip:
         out = out.transpose(Image.FLIP_LEFT_RIGHT)
     sys.stdout.buffer.write(out.tobytes())

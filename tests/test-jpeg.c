@@ -198,7 +198,8 @@ static void choose(void *user, uint32_t width, uint32_t height,
     ch->seen_width = width;
     ch->seen_height = height;
     if (ch->whole)
-        *crop = (struct rf__crop){0, 0, width, height, ch->crop.flip};
+        *crop =
+            (struct rf__crop)RF_CROP_BOX(0, 0, width, height, ch->crop.flip);
     else
         *crop = ch->crop;
 }
@@ -250,7 +251,7 @@ static uint8_t *decode_crop(struct rf__jpeg_decoder *dec, const struct blob *b,
 static uint8_t *decode_whole(struct rf__jpeg_decoder *dec, const struct blob *b,
                              uint32_t width, uint32_t height, uint32_t channels)
 {
-    const struct rf__crop crop = {0, 0, width, height, false};
+    const struct rf__crop crop = RF_CROP_BOX(0, 0, width, height, false);
     return decode_crop(dec, b, crop, width, height, channels, RF_LAYOUT_NHWC);
 }
 
@@ -385,7 +386,7 @@ static void test_scaled_decodes(struct rf__jpeg_decoder *dec)
         for (uint32_t m = 1; m <= 8; m *= 2) {
             const uint32_t w = 320 * m / 8, h = 240 * m / 8;
             CHECK_EQ(rf__jpeg_scale_for(320, 240, w, h), m);
-            const struct rf__crop crop = {0, 0, 320, 240, false};
+            const struct rf__crop crop = RF_CROP_BOX(0, 0, 320, 240, false);
             uint8_t *ours =
                 decode_crop(dec, &jpegs[j], crop, w, h, 3, RF_LAYOUT_NHWC);
             uint8_t *ref = tj_decode(&jpegs[j], w, h, 3);
@@ -415,7 +416,8 @@ static void check_scaled_crop(struct rf__jpeg_decoder *dec,
     const uint32_t w = box[2] * m / 8, h = box[3] * m / 8;
     const uint32_t ch = im->channels;
     CHECK_EQ(rf__jpeg_scale_for(box[2], box[3], w, h), m);
-    const struct rf__crop crop = {box[0], box[1], box[2], box[3], false};
+    const struct rf__crop crop =
+        RF_CROP_BOX(box[0], box[1], box[2], box[3], false);
     uint8_t *ours = decode_crop(dec, jpeg, crop, w, h, ch, RF_LAYOUT_NHWC);
     uint8_t *whole = tj_decode(jpeg, sw, sh, ch);
     const uint32_t x0 = box[0] * m / 8, y0 = box[1] * m / 8;
@@ -470,7 +472,7 @@ static void check_exact_crop(struct rf__jpeg_decoder *dec,
                              rf_layout layout)
 {
     const uint32_t cw = box[2], ch = box[3];
-    const struct rf__crop crop = {box[0], box[1], cw, ch, false};
+    const struct rf__crop crop = RF_CROP_BOX(box[0], box[1], cw, ch, false);
     uint8_t *ours = decode_crop(dec, &fx->jpeg, crop, cw, ch, 3, layout);
     if (layout == RF_LAYOUT_NCHW) {
         uint8_t *t = nchw_to_nhwc(ours, cw, ch, 3);
@@ -604,16 +606,21 @@ static void write_temp_jpeg(const struct blob *b, char *path, size_t len)
     write_temp(b->data, b->size, "", 0, path, len);
 }
 
-/* PIL's resize of the box (x0, y0, x1, y1) of the image at path. */
-static uint8_t *pil_resize(const char *path, const double box[4],
-                           uint32_t width, uint32_t height, bool flip,
-                           bool exif)
+/* PIL's resize of the crop's box of the image at path, to width x height,
+ * or to the crop's resized size and then cut to its window. */
+static uint8_t *pil_resize(const char *path, const struct rf__crop *c,
+                           uint32_t width, uint32_t height, bool exif)
 {
-    char cmd[2048];
+    char cmd[2048], window[128] = "";
+    if (c->resized_width)
+        snprintf(window, sizeof(window), " %u %u %u %u",
+                 rf__crop_resized_width(c, width),
+                 rf__crop_resized_height(c, height), c->skip_x, c->skip_y);
     /* %.17g: Python reads back the very doubles the decoder used */
     snprintf(cmd, sizeof(cmd),
-             "%s '%s' '%s' %.17g %.17g %.17g %.17g %u %u %d %d", python, script,
-             path, box[0], box[1], box[2], box[3], width, height, flip, exif);
+             "%s '%s' '%s' %.17g %.17g %.17g %.17g %u %u %d %d%s", python,
+             script, path, c->x, c->y, c->x + c->width, c->y + c->height, width,
+             height, c->flip, exif, window);
     return test_command_output(cmd, (size_t)width * height * 3);
 }
 
@@ -641,25 +648,50 @@ static void check_diff(struct diff d, int max, double mean)
     CHECK(d.mean <= mean);
 }
 
+/* The size of the fixtures' image */
+enum { FIXTURE_W = 500, FIXTURE_H = 375 };
+
 struct pil_case {
     const char *name;
     struct rf__crop crop;
     uint32_t width, height;
 };
 
+/* The whole fixture resized to rw x rh, the output cut from (sx, sy) */
+#define WINDOW(rw, rh, sx, sy)                                                 \
+    {                                                                          \
+        .width = FIXTURE_W, .height = FIXTURE_H, .resized_width = (rw),        \
+        .resized_height = (rh), .skip_x = (sx), .skip_y = (sy)                 \
+    }
+
 static const struct pil_case pil_cases[] = {
-    {"barely shrinking, 8/8", {37, 21, 260, 250, false}, 224, 224},
-    {"barely shrinking, flipped", {37, 21, 260, 250, true}, 224, 224},
-    {"large shrink (DCT 5/8)", {10, 5, 480, 360, false}, 224, 224},
-    {"large shrink, flipped", {10, 5, 480, 360, true}, 224, 224},
-    {"to 56 x 56 (DCT 2/8)", {0, 0, 500, 375, false}, 56, 56},
-    {"small crop, upscale", {100.5, 80.25, 64, 48, false}, 224, 224},
-    {"small crop, non-square out", {301.75, 190.5, 90, 150, true}, 160, 96},
-    {"eval centre crop", {85.9375, 23.4375, 328.125, 328.125, false}, 224, 224},
-    {"train box, 8/8", {123.3, 57.9, 240.7, 230.2, true}, 224, 224},
-    {"train box, DCT 7/8", {13.0, 40.0, 301.0, 270.0, false}, 224, 224},
-    {"train box, DCT 3/8", {3.7, 1.2, 490.1, 370.4, true}, 112, 128},
+    {"barely shrinking, 8/8", RF_CROP_BOX(37, 21, 260, 250, false), 224, 224},
+    {"barely shrinking, flipped", RF_CROP_BOX(37, 21, 260, 250, true), 224,
+     224},
+    {"large shrink (DCT 5/8)", RF_CROP_BOX(10, 5, 480, 360, false), 224, 224},
+    {"large shrink, flipped", RF_CROP_BOX(10, 5, 480, 360, true), 224, 224},
+    {"to 56 x 56 (DCT 2/8)", RF_CROP_BOX(0, 0, 500, 375, false), 56, 56},
+    {"small crop, upscale", RF_CROP_BOX(100.5, 80.25, 64, 48, false), 224, 224},
+    {"small crop, non-square out", RF_CROP_BOX(301.75, 190.5, 90, 150, true),
+     160, 96},
+    {"eval centre crop", RF_CROP_BOX(85.9375, 23.4375, 328.125, 328.125, false),
+     224, 224},
+    {"train box, 8/8", RF_CROP_BOX(123.3, 57.9, 240.7, 230.2, true), 224, 224},
+    {"train box, DCT 7/8", RF_CROP_BOX(13.0, 40.0, 301.0, 270.0, false), 224,
+     224},
+    {"train box, DCT 3/8", RF_CROP_BOX(3.7, 1.2, 490.1, 370.4, true), 112, 128},
+    /* eval's resize of the whole image, then its centre crop */
+    {"Resize(256), CenterCrop(224)", WINDOW(341, 256, 58, 16), 224, 224},
+    {"Resize(64), CenterCrop(56)", WINDOW(85, 64, 14, 4), 56, 56},
 };
+
+/* The DCT scale the decoder picks for the case. */
+static unsigned scale_of(const struct pil_case *pc)
+{
+    const struct rf__crop shown =
+        rf__crop_shown(&pc->crop, pc->width, pc->height);
+    return rf__jpeg_scale_for(shown.width, shown.height, pc->width, pc->height);
+}
 
 /* Ours in both layouts, as NHWC. */
 static uint8_t *decode_layout(struct rf__jpeg_decoder *dec,
@@ -694,9 +726,12 @@ static uint8_t *pil_on_scaled(const struct blob *b, uint32_t img_w,
                sizeof(path));
     const struct rf__crop *c = &pc->crop;
     const double k = m / 8.0;
-    const double box[4] = {c->x * k, c->y * k, (c->x + c->width) * k,
-                           (c->y + c->height) * k};
-    uint8_t *ref = pil_resize(path, box, pc->width, pc->height, c->flip, false);
+    struct rf__crop at_scale = *c;
+    at_scale.x *= k;
+    at_scale.y *= k;
+    at_scale.width *= k;
+    at_scale.height *= k;
+    uint8_t *ref = pil_resize(path, &at_scale, pc->width, pc->height, false);
     unlink(path);
     free(scaled);
     return ref;
@@ -707,12 +742,9 @@ static void check_against_pil(struct rf__jpeg_decoder *dec,
                               const struct pil_case *pc,
                               const struct rf__jpeg_options *opt, bool exif)
 {
-    const struct rf__crop *c = &pc->crop;
     const size_t n = (size_t)pc->width * pc->height * 3;
-    const double box[4] = {c->x, c->y, c->x + c->width, c->y + c->height};
-    uint8_t *full = pil_resize(path, box, pc->width, pc->height, c->flip, exif);
-    const unsigned m =
-        rf__jpeg_scale_for(c->width, c->height, pc->width, pc->height);
+    uint8_t *full = pil_resize(path, &pc->crop, pc->width, pc->height, exif);
+    const unsigned m = scale_of(pc);
     struct chooser probe = {.whole = true};
     uint8_t *scaled = NULL;
     if (m < 8 && !exif) {
@@ -771,14 +803,10 @@ static void test_full_scale_is_pil_exact(struct rf__jpeg_decoder *dec)
         write_temp_jpeg(&fx->jpeg, path, sizeof(path));
         for (size_t i = 0; i < sizeof(pil_cases) / sizeof(pil_cases[0]); i++) {
             const struct pil_case *pc = &pil_cases[i];
-            const struct rf__crop *c = &pc->crop;
-            if (rf__jpeg_scale_for(c->width, c->height, pc->width,
-                                   pc->height) == 8)
+            if (scale_of(pc) == 8)
                 continue;
-            const double box[4] = {c->x, c->y, c->x + c->width,
-                                   c->y + c->height};
             uint8_t *pil =
-                pil_resize(path, box, pc->width, pc->height, c->flip, false);
+                pil_resize(path, &pc->crop, pc->width, pc->height, false);
             uint8_t *ours =
                 decode_layout(dec, &fx->jpeg, &opt, pc, RF_LAYOUT_NHWC);
             const struct diff d =
@@ -1068,7 +1096,7 @@ static void test_bad_crops(struct rf__jpeg_decoder *dec,
     CHECK(!decode_with(dec, &fixtures[0].jpeg, opt, &ch, 32, 32, 3,
                        RF_LAYOUT_NHWC));
     CHECK_CONTAINS(reason, "empty crop box");
-    ch.crop = (struct rf__crop){900, 10, 50, 50, false};
+    ch.crop = (struct rf__crop)RF_CROP_BOX(900, 10, 50, 50, false);
     CHECK(!decode_with(dec, &fixtures[0].jpeg, opt, &ch, 32, 32, 3,
                        RF_LAYOUT_NHWC));
     CHECK_CONTAINS(reason, "is outside the image");
@@ -1101,8 +1129,8 @@ static void check_cmyk_against_pil(const struct blob *b, const uint8_t *rgb)
 {
     char path[512];
     write_temp_jpeg(b, path, sizeof(path));
-    const double box[4] = {0, 0, 64, 48};
-    uint8_t *ref = pil_resize(path, box, 64, 48, false, false);
+    const struct rf__crop whole = RF_CROP_BOX(0, 0, 64, 48, false);
+    uint8_t *ref = pil_resize(path, &whole, 64, 48, false);
     const struct diff d = compare(rgb, ref, (size_t)64 * 48 * 3);
     printf("  %-32s PIL: max %d mean %.3f\n", "", d.max, d.mean);
     CHECK_EQ(d.max, 0);
@@ -1260,8 +1288,8 @@ static void test_exif(struct rf__jpeg_decoder *dec, bool against_pil)
         const struct blob b = lj_encode(&im, &lo);
         uint8_t *stored = tj_decode(&b, w, h, 3);
         const uint32_t uw = o >= 5 ? h : w, uh = o >= 5 ? w : h;
-        const struct rf__crop whole = {0, 0, uw, uh, false};
-        const struct rf__crop part = {5, 7, 50, 30, o % 2 == 0};
+        const struct rf__crop whole = RF_CROP_BOX(0, 0, uw, uh, false);
+        const struct rf__crop part = RF_CROP_BOX(5, 7, 50, 30, o % 2 == 0);
         check_oriented(dec, &b, o, stored, w, h, &whole);
         check_oriented(dec, &b, o, stored, w, h, &part);
         /* ignored unless asked for */
@@ -1273,11 +1301,20 @@ static void test_exif(struct rf__jpeg_decoder *dec, bool against_pil)
             write_temp_jpeg(&b, path, sizeof(path));
             struct rf__jpeg_options opt = default_options();
             opt.exif_orientation = true;
-            const struct pil_case pc[2] = {
-                {"EXIF, 8/8", {3.5, 4.25, 60, 50, true}, 56, 48},
-                {"EXIF, DCT-scaled", {0, 0, uw, uh, false}, 24, 24}};
+            const struct pil_case pc[3] = {
+                {"EXIF, 8/8", RF_CROP_BOX(3.5, 4.25, 60, 50, true), 56, 48},
+                {"EXIF, DCT-scaled", RF_CROP_BOX(0, 0, uw, uh, false), 24, 24},
+                {"EXIF, resize then crop",
+                 {.width = uw,
+                  .height = uh,
+                  .resized_width = 70,
+                  .resized_height = 60,
+                  .skip_x = 7,
+                  .skip_y = 5},
+                 56,
+                 48}};
             printf("  orientation %d:\n", o);
-            for (int i = 0; i < 2; i++)
+            for (int i = 0; i < 3; i++)
                 check_against_pil(dec, &b, path, &pc[i], &opt, true);
             unlink(path);
         }
@@ -1304,7 +1341,6 @@ TEST_CASE_LIMIT(test_scale_for, "scale", "the DCT scale that covers a crop", 10)
 }
 
 /* The fixtures' size, and what setup makes once for every case. */
-enum { FIXTURE_W = 500, FIXTURE_H = 375 };
 static struct image rgb_image, grey_image;
 static struct rf__jpeg_decoder *decoder;
 

@@ -1044,16 +1044,21 @@ static void put_file(const char *name, const struct blob *b)
     CHECK_EQ(fclose(f), 0);
 }
 
-/* PIL's crop, resize and flip of the file (OUT_W x OUT_H RGB). */
+/* PIL's crop, resize and flip of the file (OUT_W x OUT_H RGB); for eval
+ * its resize of the whole image and then the centre crop. */
 static uint8_t *pil_resized(const char *path, const struct rf__crop *c)
 {
-    char script[1024], cmd[4096];
+    char script[1024], cmd[4096], window[128] = "";
     test_source_file(script, sizeof(script), "pil_reference.py");
+    if (c->resized_width) /* eval: resized, then the window cut out */
+        snprintf(window, sizeof(window), " 0 %u %u %u %u",
+                 rf__crop_resized_width(c, OUT_W),
+                 rf__crop_resized_height(c, OUT_H), c->skip_x, c->skip_y);
     /* %.17g: Python reads back the very doubles the decoder used */
     snprintf(cmd, sizeof(cmd),
-             "%s -W ignore '%s' '%s' %.17g %.17g %.17g %.17g %u %u %d", python,
-             script, path, c->x, c->y, c->x + c->width, c->y + c->height, OUT_W,
-             OUT_H, c->flip);
+             "%s -W ignore '%s' '%s' %.17g %.17g %.17g %.17g %u %u %d%s",
+             python, script, path, c->x, c->y, c->x + c->width,
+             c->y + c->height, OUT_W, OUT_H, c->flip, window);
     return test_command_output(cmd, (size_t)OUT_W * OUT_H * 3);
 }
 

@@ -66,7 +66,10 @@ static struct rf__transform_spec train_spec(void)
 static bool same_crop(const struct rf__crop *a, const struct rf__crop *b)
 {
     return a->x == b->x && a->y == b->y && a->width == b->width &&
-           a->height == b->height && a->flip == b->flip;
+           a->height == b->height && a->flip == b->flip &&
+           a->resized_width == b->resized_width &&
+           a->resized_height == b->resized_height && a->skip_x == b->skip_x &&
+           a->skip_y == b->skip_y;
 }
 
 TEST_CASE_LIMIT(test_params, "train", "torchvision's parameters", 10)
@@ -129,10 +132,29 @@ static void fallback_box(uint32_t w, uint32_t h, struct rf__crop *box)
 
 static void check_inside(const struct rf__crop *c, uint32_t w, uint32_t h)
 {
+    CHECK(c->resized_width == 0 && c->resized_height == 0);
     CHECK(c->x >= 0 && c->y >= 0);
     CHECK(c->width > 0 && c->height > 0);
     CHECK(c->x + c->width <= w * (1 + 1e-12));
     CHECK(c->y + c->height <= h * (1 + 1e-12));
+}
+
+/* A resize-then-crop (eval) or a plain box (none): the box inside the
+ * image and the output's window inside the resized box. */
+static void check_window(const struct rf__crop *c,
+                         const struct rf__transform_spec *t, uint32_t w,
+                         uint32_t h)
+{
+    struct rf__crop box = *c;
+    box.resized_width = box.resized_height = box.skip_x = box.skip_y = 0;
+    check_inside(&box, w, h);
+    CHECK_LE((uint64_t)c->skip_x + t->out_width,
+             rf__crop_resized_width(c, t->out_width));
+    CHECK_LE((uint64_t)c->skip_y + t->out_height,
+             rf__crop_resized_height(c, t->out_height));
+    const struct rf__crop shown =
+        rf__crop_shown(c, t->out_width, t->out_height);
+    check_inside(&shown, w, h);
 }
 
 static void check_train_crop(const struct rf__crop *c, uint32_t w, uint32_t h)
@@ -154,13 +176,13 @@ TEST_CASE(test_fallback_boxes, "train", "fallback boxes worked out by hand")
         uint32_t w, h;
         struct rf__crop box;
     } boxes[] = {
-        {10, 5000, {0, 2493, 10, 13, false}},
-        {5000, 10, {2493, 0, 13, 10, false}},
-        {1, 1, {0, 0, 1, 1, false}},
-        {1, 5000, {0, 2499, 1, 1, false}}, /* round(1.33) = 1 */
+        {10, 5000, RF_CROP_BOX(0, 2493, 10, 13, false)},
+        {5000, 10, RF_CROP_BOX(2493, 0, 13, 10, false)},
+        {1, 1, RF_CROP_BOX(0, 0, 1, 1, false)},
+        {1, 5000, RF_CROP_BOX(0, 2499, 1, 1, false)}, /* round(1.33) = 1 */
     };
     for (size_t k = 0; k < sizeof boxes / sizeof boxes[0]; k++) {
-        struct rf__crop expect;
+        struct rf__crop expect = {0};
         fallback_box(boxes[k].w, boxes[k].h, &expect);
         CHECK(same_crop(&expect, &boxes[k].box));
         for (uint64_t index = 0; index < 1000; index++) {
@@ -202,7 +224,7 @@ TEST_CASE(test_always_inside, "train", "always inside the image")
             if (kinds[k].kind == RF_TRANSFORM_TRAIN)
                 check_train_crop(&c, w, h);
             else
-                check_inside(&c, w, h);
+                check_window(&c, &kinds[k], w, h);
         }
     }
 }
@@ -229,16 +251,37 @@ TEST_CASE(test_flip_rate, "train", "flips at the configured rate")
     CHECK_LE(labs(flips - 50000), 632);
 }
 
+/* The part of a w x h image that the output shows is the box (x, y, bw,
+ * bh) in source pixels. */
 static void check_box(const struct rf__transform_spec *t, uint32_t w,
                       uint32_t h, double x, double y, double bw, double bh)
 {
     struct rf__crop c;
     rf__transform_crop(t, 1, 2, 3, w, h, &c);
-    CHECK_NEAR(c.x, x);
-    CHECK_NEAR(c.y, y);
-    CHECK_NEAR(c.width, bw);
-    CHECK_NEAR(c.height, bh);
+    const struct rf__crop shown =
+        rf__crop_shown(&c, t->out_width, t->out_height);
+    CHECK_NEAR(shown.x, x);
+    CHECK_NEAR(shown.y, y);
+    CHECK_NEAR(shown.width, bw);
+    CHECK_NEAR(shown.height, bh);
     CHECK(!c.flip);
+}
+
+/* eval resizes the whole w x h image to rw x rh, as torchvision's Resize
+ * does, and the output is the part from (sx, sy) on, its CenterCrop. */
+static void check_resize_then_crop(const struct rf__transform_spec *t,
+                                   uint32_t w, uint32_t h, uint32_t rw,
+                                   uint32_t rh, uint32_t sx, uint32_t sy)
+{
+    struct rf__crop c;
+    rf__transform_crop(t, 1, 2, 3, w, h, &c);
+    const struct rf__crop want = {.width = w,
+                                  .height = h,
+                                  .resized_width = rw,
+                                  .resized_height = rh,
+                                  .skip_x = sx,
+                                  .skip_y = sy};
+    CHECK(same_crop(&c, &want));
 }
 
 /* Resize(256) then CenterCrop(224), by hand:
@@ -265,6 +308,11 @@ TEST_CASE(test_eval_boxes, "eval", "boxes exact")
      * = 343; left = round(119 / 2) = 60 */
     check_box(&t, 500, 373, 60.0 * 500 / 343, 16.0 * 373 / 256,
               224.0 * 500 / 343, 224.0 * 373 / 256);
+    check_resize_then_crop(&t, 500, 375, 341, 256, 58, 16);
+    check_resize_then_crop(&t, 375, 500, 256, 341, 16, 58);
+    check_resize_then_crop(&t, 256, 256, 256, 256, 16, 16);
+    check_resize_then_crop(&t, 333, 1000, 256, 768, 16, 272);
+    check_resize_then_crop(&t, 500, 373, 343, 256, 60, 16);
 }
 
 /* Output 100 high, 400 wide with resize 114: a square 50x50 image becomes
@@ -281,6 +329,9 @@ TEST_CASE(test_eval_smaller_than_crop, "eval", "image smaller than the crop")
     const struct rf__transform_spec small =
         spec_of(RF_TRANSFORM_EVAL, 224, 224, 200, 1);
     check_box(&small, 80, 60, 21.0 * 80 / 266, 0, 224.0 * 80 / 266, 60);
+    /* the short axis is resized to the output itself, no window */
+    check_resize_then_crop(&t, 50, 50, 400, 114, 0, 7);
+    check_resize_then_crop(&small, 80, 60, 266, 224, 21, 0);
 }
 
 TEST_CASE(test_none, "none", "the whole image")

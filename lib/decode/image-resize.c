@@ -33,10 +33,12 @@ static int plan_axes(struct rf__resizer *rs, const struct rf__image *im,
                      uint32_t out_h, uint32_t span[4], char *err,
                      size_t err_len)
 {
-    if (rf__resample_axis_plan(&rs->horizontal, im->width, crop->x,
-                               crop->x + crop->width, out_w) < 0 ||
-        rf__resample_axis_plan(&rs->vertical, im->height, crop->y,
-                               crop->y + crop->height, out_h) < 0) {
+    if (rf__resample_axis_plan_window(
+            &rs->horizontal, im->width, crop->x, crop->x + crop->width,
+            rf__crop_resized_width(crop, out_w), crop->skip_x, out_w) < 0 ||
+        rf__resample_axis_plan_window(
+            &rs->vertical, im->height, crop->y, crop->y + crop->height,
+            rf__crop_resized_height(crop, out_h), crop->skip_y, out_h) < 0) {
         rf__format(err, err_len, "cannot resample the crop (out of memory?)");
         return -1;
     }

@@ -44,6 +44,38 @@ static void stored_interval(const double upright[2], uint32_t size,
     *hi = reverse ? size - upright[0] : upright[1];
 }
 
+/* The output's window [skip, skip + out) of an upright axis resized to
+ * `resized`, as the start of the window along a stored axis that may
+ * run backwards. */
+static uint32_t stored_window(uint32_t resized, uint32_t skip, uint32_t out,
+                              bool reverse)
+{
+    /* a window inside the resized axis (rf__transform_crop's) */
+    if (skip > resized || out > resized - skip)
+        return UINT32_MAX; /* refused by the plan */
+    return reverse ? resized - skip - out : skip;
+}
+
+/* The crop's window along the stored axes: job->resized and job->first. */
+static void stored_windows(struct rf__jpeg_job *job)
+{
+    const struct rf__crop *c = &job->crop;
+    const struct rf__jpeg_orientation *o = &job->orient;
+    const uint32_t out_w = job->target->out_width;
+    const uint32_t out_h = job->target->out_height;
+    const uint32_t up_resized[2] = {rf__crop_resized_width(c, out_w),
+                                    rf__crop_resized_height(c, out_h)};
+    const uint32_t up_skip[2] = {c->skip_x, c->skip_y};
+    const uint32_t up_out[2] = {out_w, out_h};
+    for (int axis = 0; axis < 2; axis++) {
+        const int up = o->transpose ? 1 - axis : axis;
+        const bool reverse = axis == 0 ? o->reverse_x : o->reverse_y;
+        job->resized[axis] = up_resized[up];
+        job->first[axis] =
+            stored_window(up_resized[up], up_skip[up], up_out[up], reverse);
+    }
+}
+
 static bool crop_is_sane(const struct rf__crop *c)
 {
     return isfinite(c->x) && isfinite(c->y) && isfinite(c->width) &&
@@ -58,7 +90,7 @@ void rf__jpeg_choose_crop(struct rf__jpeg_decoder *dec,
     const uint32_t w = o->transpose ? ci->image_height : ci->image_width;
     const uint32_t h = o->transpose ? ci->image_width : ci->image_height;
     struct rf__crop *c = &job->crop;
-    *c = (struct rf__crop){0, 0, w, h, false};
+    *c = (struct rf__crop)RF_CROP_BOX(0, 0, w, h, false);
     if (job->choose)
         job->choose(job->user, w, h, c);
     if (!crop_is_sane(c))
@@ -70,11 +102,14 @@ void rf__jpeg_choose_crop(struct rf__jpeg_decoder *dec,
                     &job->box[0], &job->box[2]);
     stored_interval(o->transpose ? ux : uy, ci->image_height, o->reverse_y,
                     &job->box[1], &job->box[3]);
+    stored_windows(job);
+    const uint32_t out_w = job->target->out_width;
+    const uint32_t out_h = job->target->out_height;
+    const struct rf__crop shown = rf__crop_shown(c, out_w, out_h);
     job->scale =
         job->opt->full_scale
             ? 8
-            : rf__jpeg_scale_for(c->width, c->height, job->target->out_width,
-                                 job->target->out_height);
+            : rf__jpeg_scale_for(shown.width, shown.height, out_w, out_h);
 }
 
 /* ---- only the pixels the resampler reads ----------------------------- */
@@ -212,10 +247,12 @@ void rf__jpeg_plan_axes(struct rf__jpeg_decoder *dec, struct rf__jpeg_job *job)
     RF_ASSERT(cols > 0 && rows > 0);
     RF_ASSERT(job->scale >= 1 && job->scale <= 8);
     const double k = job->scale / 8.0;
-    if (rf__resample_axis_plan(&rs->horizontal, ci->output_width,
-                               job->box[0] * k, job->box[2] * k, cols) < 0 ||
-        rf__resample_axis_plan(&rs->vertical, ci->output_height,
-                               job->box[1] * k, job->box[3] * k, rows) < 0)
+    if (rf__resample_axis_plan_window(
+            &rs->horizontal, ci->output_width, job->box[0] * k, job->box[2] * k,
+            job->resized[0], job->first[0], cols) < 0 ||
+        rf__resample_axis_plan_window(&rs->vertical, ci->output_height,
+                                      job->box[1] * k, job->box[3] * k,
+                                      job->resized[1], job->first[1], rows) < 0)
         rf__jpeg_raise(dec, "cannot resample the crop (out of memory?)");
     uint32_t x_lo, x_hi, y_lo, y_hi;
     rf__resample_axis_span(&rs->horizontal, &x_lo, &x_hi);

@@ -113,6 +113,21 @@ int rf__resample_axis_plan(struct rf__resample_axis *axis, uint32_t in_size,
                            double in0, double in1, uint32_t out_size);
 
 /*
+ * PIL's resize and then a crop, on one axis: the interval [in0, in1) is
+ * planned onto `resized` pixels, as rf__resample_axis_plan() would, and
+ * only the out_size of them from `first` on are kept. Each kept pixel
+ * gets the very weights of the whole resize, so the result is PIL's
+ * resize followed by its crop, byte for byte (a box around the kept part
+ * alone would round some weights differently). rf__resample_axis_plan()
+ * is the case resized == out_size, first 0. Returns 0, -ENOMEM, or
+ * -EINVAL for a degenerate size or a window outside `resized`.
+ */
+int rf__resample_axis_plan_window(struct rf__resample_axis *axis,
+                                  uint32_t in_size, double in0, double in1,
+                                  uint32_t resized, uint32_t first,
+                                  uint32_t out_size);
+
+/*
  * For tests: an axis of out_size pixels with the given taps instead of
  * PIL's: output o reads count[o] (at most ksize) pixels from first[o] on
  * with weights[o * ksize ...], each in [0, 1 << 22] and summing to at

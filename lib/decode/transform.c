@@ -256,34 +256,33 @@ static void train_crop(const struct rf__transform_spec *t, uint64_t seed,
     /* either way a non-empty box inside the image (see central_box()) */
     RF_ASSERT(b.width >= 1 && b.left + b.width <= width);
     RF_ASSERT(b.height >= 1 && b.top + b.height <= height);
-    out->x = b.left;
-    out->y = b.top;
-    out->width = b.width;
-    out->height = b.height;
     /* RandomHorizontalFlip: flip when torch.rand(1) < p */
     struct draws flip = draws_for(seed, epoch, index, STREAM_FLIP);
-    out->flip = draw_unit(&flip) < t->flip_p;
+    *out = (struct rf__crop)RF_CROP_BOX(b.left, b.top, b.width, b.height,
+                                        draw_unit(&flip) < t->flip_p);
 }
 
-/* One axis of CenterCrop on the resized image, mapped back to source
- * pixels. torchvision pads an image smaller than the crop with zeros; we
- * clamp to the image instead (the whole source extent on that axis), so
- * a tiny image is stretched rather than framed in black. */
-static void centre_axis(uint32_t out, uint64_t resized, uint32_t source,
-                        double *start, double *extent)
+/* One axis of Resize + CenterCrop: the whole source extent is resized
+ * to `resized` and the output is the centre `out` of that, from *skip
+ * on. torchvision pads an image smaller than the crop with zeros; we
+ * resize the source to `out` instead, so a tiny image is stretched
+ * rather than framed in black. */
+static void centre_axis(uint32_t out, uint64_t resized, uint32_t *resized_to,
+                        uint32_t *skip)
 {
-    if (out > resized) {
-        *start = 0;
-        *extent = source;
+    /* (a resized side past 32 bits, from a sliver of an image, is
+     * stretched as well: no resampler plan is that long) */
+    if (out > resized || resized > UINT32_MAX) {
+        *resized_to = out;
+        *skip = 0;
         return;
     }
     /* crop_top = int(round((image_height - crop_height) / 2.0)) */
     const double offset = round_half_even((double)(resized - out) / 2.0);
     /* a non-empty crop inside the resized image */
     RF_ASSERT(out >= 1 && offset + out <= (double)resized);
-    const double to_source = (double)source / (double)resized;
-    *start = offset * to_source;
-    *extent = out * to_source;
+    *resized_to = (uint32_t)resized;
+    *skip = (uint32_t)offset;
 }
 
 /* Resize(size) with an int size: the short side becomes `size`, the long
@@ -294,6 +293,11 @@ static uint64_t resized_long_side(uint32_t size, uint32_t long_side,
     return (uint64_t)((double)((uint64_t)size * long_side) / short_side);
 }
 
+static void whole_image(uint32_t width, uint32_t height, struct rf__crop *out)
+{
+    *out = (struct rf__crop)RF_CROP_BOX(0, 0, width, height, false);
+}
+
 static void eval_crop(const struct rf__transform_spec *t, uint32_t width,
                       uint32_t height, struct rf__crop *out)
 {
@@ -302,18 +306,9 @@ static void eval_crop(const struct rf__transform_spec *t, uint32_t width,
         portrait ? t->resize : resized_long_side(t->resize, width, height);
     const uint64_t resized_h =
         portrait ? resized_long_side(t->resize, height, width) : t->resize;
-    centre_axis(t->out_width, resized_w, width, &out->x, &out->width);
-    centre_axis(t->out_height, resized_h, height, &out->y, &out->height);
-    out->flip = false;
-}
-
-static void whole_image(uint32_t width, uint32_t height, struct rf__crop *out)
-{
-    out->x = 0;
-    out->y = 0;
-    out->width = width;
-    out->height = height;
-    out->flip = false;
+    whole_image(width, height, out);
+    centre_axis(t->out_width, resized_w, &out->resized_width, &out->skip_x);
+    centre_axis(t->out_height, resized_h, &out->resized_height, &out->skip_y);
 }
 
 void rf__transform_crop(const struct rf__transform_spec *t, uint64_t seed,
@@ -365,4 +360,24 @@ void rf__transform_from_params(struct rf__transform_spec *t,
         t->out_height < t->out_width ? t->out_height : t->out_width;
     t->resize = params[RF_PARAM_RESIZE] ? (uint32_t)params[RF_PARAM_RESIZE]
                                         : default_resize(out_short);
+}
+
+uint32_t rf__crop_resized_width(const struct rf__crop *c, uint32_t out_w)
+{
+    return c->resized_width ? c->resized_width : out_w;
+}
+
+uint32_t rf__crop_resized_height(const struct rf__crop *c, uint32_t out_h)
+{
+    return c->resized_height ? c->resized_height : out_h;
+}
+
+struct rf__crop rf__crop_shown(const struct rf__crop *c, uint32_t out_w,
+                               uint32_t out_h)
+{
+    const double to_x = c->width / rf__crop_resized_width(c, out_w);
+    const double to_y = c->height / rf__crop_resized_height(c, out_h);
+    return (struct rf__crop)RF_CROP_BOX(c->x + c->skip_x * to_x,
+                                        c->y + c->skip_y * to_y, out_w * to_x,
+                                        out_h * to_y, c->flip);
 }

@@ -17,14 +17,36 @@
 
 #include "ringfeed.h"
 
-/* A box of the source image, in source pixels, possibly fractional (the
- * eval transform's centre crop falls between pixels, as with PIL's
- * resize(box=...)), and whether to mirror the result horizontally. The
- * box is scaled to the output size. */
+/* A box of the source image, in source pixels, possibly fractional (as
+ * PIL's resize(box=...) takes it), and whether to mirror the result
+ * horizontally. With resized_width 0 (train, none) the box is resized
+ * to the output size. Otherwise (eval: torchvision's Resize then
+ * CenterCrop, which PIL does as a resize of the whole image and then a
+ * crop) the box is resized to resized_width x resized_height and the
+ * output is the part of that from (skip_x, skip_y) on. Zero-filled
+ * initialisers (RF_CROP_BOX) are plain boxes. */
 struct rf__crop {
     double x, y, width, height;
     bool flip;
+    uint32_t resized_width, resized_height, skip_x, skip_y;
 };
+
+/* A plain box (no window), as an initialiser: RF_CROP_BOX(x, y, w, h, flip). */
+#define RF_CROP_BOX(bx, by, bw, bh, bflip)                                     \
+    {                                                                          \
+        .x = (bx), .y = (by), .width = (bw), .height = (bh), .flip = (bflip)   \
+    }
+
+/* The width and height the box is resized to before the output's part
+ * is cut out: out_w x out_h for a plain box. */
+uint32_t rf__crop_resized_width(const struct rf__crop *c, uint32_t out_w);
+uint32_t rf__crop_resized_height(const struct rf__crop *c, uint32_t out_h);
+
+/* The part of the source image an out_w x out_h output shows, as a plain
+ * box: the box itself, or the window's share of it. For choosing a DCT
+ * scale and for the rows a decode must reach. */
+struct rf__crop rf__crop_shown(const struct rf__crop *c, uint32_t out_w,
+                               uint32_t out_h);
 
 struct rf__transform_spec {
     /* train: RandomResizedCrop(scale=(scale_min, scale_max),

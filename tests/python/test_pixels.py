@@ -4,6 +4,7 @@ and under each transform; every label is the sample's class folder."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 import numpy as np
 import pytest
@@ -82,3 +83,33 @@ def test_classes_are_image_folders(tmp_path_factory):
         assert loader.classes == want
     assert ringfeed.Loader(ringfeed.Synthetic(8, 3), 2, size=8,
                            num_workers=1).classes == ["0", "1", "2"]
+
+
+@pytest.mark.parametrize("size,resize", [(40, 46), (24, 28), (40, 64)])
+def test_eval_is_torchvisions_resize_then_centre_crop(tmp_path_factory, size,
+                                                      resize):
+    """transform="eval" with dct_scaling=False gives, byte for byte, what
+    torchvision's ImageFolder gives with Resize(resize), CenterCrop(size)
+    and PILToTensor(): the validation pixels of a torchvision recipe. The
+    folder's images (40 to 96 pixels a side, JPEG and PNG) are shrunk by
+    up to 3.4 times and enlarged, with odd and even sides."""
+    torchvision = pytest.importorskip("torchvision")
+    from torchvision import transforms as T
+    root = dataset(tmp_path_factory)
+    folder = torchvision.datasets.ImageFolder(root, T.Compose(
+        [T.Resize(resize), T.CenterCrop(size), T.PILToTensor()]))
+    differ = []
+    with ringfeed.Loader(root, 32, transform="eval", size=size, resize=resize,
+                         dct_scaling=False, shuffle=False,
+                         layout="nchw") as loader:
+        for batch in loader.batches():
+            images, labels = as_numpy(batch.images), as_numpy(batch.labels)
+            for i, index in enumerate(as_numpy(batch.indices).tolist()):
+                path, label = folder.samples[index]
+                want = as_numpy(folder[index][0])
+                assert labels[i] == label, path
+                if not np.array_equal(images[i], want):
+                    worst = np.abs(images[i].astype(int) - want).max()
+                    differ.append((os.path.basename(path), int(worst)))
+    assert len(folder) == 160
+    assert differ == [], f"{len(differ)} images differ (name, most)"

@@ -483,7 +483,9 @@ static JDIMENSION rows_to_decode(const struct rf__crop_key *key,
     struct rf__crop crop;
     rf__transform_crop(key->spec, key->seed, key->epoch, key->index, width,
                        height, &crop);
-    const double bottom = crop.y + crop.height;
+    const struct rf__crop shown =
+        rf__crop_shown(&crop, key->spec->out_width, key->spec->out_height);
+    const double bottom = shown.y + shown.height;
     return bottom >= (double)height ? height : (JDIMENSION)bottom + 1;
 }
 
