@@ -84,12 +84,16 @@ class _Run:
         # the sequence number of the batch next() hands out next
         self.next_seq = (start_epoch * self.stats.batches_per_epoch
                          + start_batch)
-        self.arena = self._map_arena()
+        self.ring = self._map_arena()
+        # the whole ring as one tensor (tests ask it is_pinned()); batches
+        # are not views of it, see Loader._wrap()
+        self.arena = torch.from_numpy(self.ring) if torch is not None \
+            else self.ring
         self.held: Deque[_Held] = collections.deque()
 
     def _map_arena(self) -> Any:
-        """One array over the whole ring, made once; each batch is a slice
-        of it. The memory stays mapped until the last view is gone."""
+        """One numpy array over the whole ring, made once; each batch is a
+        slice of it. The memory stays mapped until the last view is gone."""
         base, size = ctypes.c_void_p(), ctypes.c_size_t()
         lib = _capi.lib()
         rc = lib.rf_loader_arena(self.handle, ctypes.byref(base),
@@ -108,7 +112,7 @@ class _Run:
         # which may still have to wait for a copy from the ring and
         # unregister it; the process's exit unmaps it anyway.
         unmap.atexit = False
-        return torch.from_numpy(array) if torch is not None else array
+        return array
 
     def next(self) -> Optional[_capi.Batch]:
         """The next C batch, or None at the end; raises on failure. A

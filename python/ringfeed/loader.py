@@ -461,9 +461,13 @@ class Loader:
             shape = (c.samples, c.channels, c.height, c.width)
         else:
             shape = (c.samples, c.height, c.width, c.channels)
-        images = run.arena[offset:offset + c.bytes].view(*shape) \
-            if torch is not None else \
-            run.arena[offset:offset + c.bytes].reshape(shape)
+        # A tensor of its own over the batch's bytes, not a view of one
+        # over the ring: torch.save(), pickle and torch.multiprocessing
+        # then copy this batch alone, not the ring and the other batches
+        # in it (a slice of the numpy ring keeps the mapping alive).
+        pixels = run.ring[offset:offset + c.bytes]
+        images = torch.from_numpy(pixels).view(*shape) \
+            if torch is not None else pixels.reshape(shape)
         labels = copy_array(c.labels, c.samples, np.int64)
         # dataset indices are below 2^63: the same bits as int64, torch's
         indices = copy_array(c.indices, c.samples, np.uint64).view(np.int64)

@@ -67,3 +67,32 @@ def test_writing_the_view_writes_the_ring(tmp_path_factory):
             assert raw[5] == 17 and raw[6] == 211
             labels[0] = 12345  # a copy: nothing to see in the ring
             break
+
+
+def test_saving_a_batch_copies_that_batch_alone(tmp_path_factory):
+    """A batch's tensor owns a storage of its own bytes, not a view of the
+    whole ring: torch.save() and pickle (and so torch.multiprocessing)
+    write that batch, not the ring and the other batches in it, and read
+    back equal."""
+    import io
+    import pickle
+    root = dataset(tmp_path_factory)
+    with ringfeed.Loader(root, 8, size=32, num_workers=1) as loader:
+        ring_bytes = loader._run.size
+        for n, (images, labels) in enumerate(loader):
+            own = images.numel() * images.element_size()
+            assert ring_bytes >= 4 * own  # so that a view would show
+            storage = images.storage()
+            assert storage.nbytes() == own
+            saved = io.BytesIO()
+            torch.save(images, saved)
+            pickled = pickle.dumps(images)
+            for written in (len(saved.getvalue()), len(pickled)):
+                assert own <= written < own + 4096, (
+                    f"{written} bytes written for a {own}-byte batch "
+                    f"(the ring: {ring_bytes})")
+            saved.seek(0)
+            assert torch.equal(torch.load(saved), images)
+            assert torch.equal(pickle.loads(pickled), images)
+            if n == 2:
+                break
