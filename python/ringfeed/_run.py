@@ -51,13 +51,19 @@ class _Run:
         # raises it at its next batch instead (a callback may mean to stop
         # the run, at a respawn say).
         self.message_error: Optional[BaseException] = None
+        # The callback refers to the run weakly: a strong reference would
+        # make a cycle (run -> callback -> run), and the ring it holds
+        # would stay mapped after close() until the cyclic collector ran,
+        # a ring per closed loader or restarted loop.
+        me = weakref.ref(self)
 
         def deliver(_user: Any, text: bytes) -> None:
             try:
                 on_message(user_terms(text.decode(errors="replace")))
             except BaseException as e:
-                if self.message_error is None:
-                    self.message_error = e
+                run = me()
+                if run is not None and run.message_error is None:
+                    run.message_error = e
 
         self._message_fn = _capi.MESSAGE_FN(deliver)
         c = cfg.build(start_epoch, start_batch, self._message_fn)
@@ -167,6 +173,9 @@ class _Run:
             self.held.clear()
             _capi.lib().rf_loader_close(self.handle)
             self.handle = ctypes.c_void_p()
+            # the ring is unmapped now, or when the last view the caller
+            # kept is gone
+            self.ring = self.arena = None
 
 
 class _Config:

@@ -225,3 +225,32 @@ def test_loader_in_a_fork_child_raises(tmp_path_factory):
     assert complete == "True" and count == "160", done.stdout
     assert alive_after == "True", \
         "the child's exit stopped the parent's producers"
+
+
+def test_close_unmaps_the_ring_without_the_garbage_collector(
+        tmp_path_factory):
+    """close(), and a loop that starts the producers again, give the ring
+    back at once: nothing in the package refers to itself in a cycle that
+    only Python's cyclic collector would free (a week-long job could hold
+    a ring per validation pass until a full collection ran)."""
+    root = dataset(tmp_path_factory, "tiny")
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(3):
+            loader = ringfeed.Loader(root, 8, size=16, num_workers=1,
+                                     on_message=lambda text: None)
+            for images, labels in loader:
+                break
+            del images, labels
+            loader.set_epoch(1)  # the next loop starts the producers again
+            for images, labels in loader:
+                break
+            del images, labels
+            assert len(arena_maps()) == 1, \
+                "the first loop's ring is still mapped"
+            loader.close()
+            assert not ringfeed_maps(), "close() left the ring mapped"
+            del loader
+    finally:
+        gc.enable()
