@@ -77,10 +77,12 @@ def _check_form(state: Any) -> None:
                           f"{state['batch']} but its epochs have "
                           f"{state['batches_per_epoch']} batches: a damaged "
                           "or hand-edited state_dict()")
-    if state["epoch"] >= 1 << 40:
+    last = param("start_epoch").maximum
+    if state["epoch"] > last:
         raise ConfigError(f"the checkpoint's state['epoch'] is "
-                          f"{state['epoch']}, beyond any run (2**40): a "
-                          "damaged or hand-edited state_dict()")
+                          f"{state['epoch']}, beyond any run (epochs go up "
+                          f"to {last}): a damaged or hand-edited "
+                          "state_dict()")
 
 
 def _position_on_other_world(state: Dict[str, Any], mine: Dict[str, Any]

@@ -59,6 +59,23 @@ def _whole(value: Any, keyword: str) -> int:
                           ) from None
 
 
+def _epoch_number(epoch: Any) -> int:
+    """set_epoch()'s argument: a whole number (int, numpy integer) in the
+    range the library runs, else ConfigError."""
+    last = param("start_epoch").maximum
+    if isinstance(epoch, bool):
+        number = -1
+    else:
+        try:
+            number = operator.index(epoch)
+        except TypeError:
+            number = -1
+    if not 0 <= number <= last:
+        raise ConfigError(f"set_epoch({epoch!r}): an epoch is a whole number "
+                          f"from 0 to {last}")
+    return number
+
+
 def _size(size: Any) -> Tuple[int, int]:
     """size= as (height, width): one whole number, or two."""
     if isinstance(size, (tuple, list)):
@@ -238,6 +255,8 @@ class Loader:
         # records the position, for a checkpoint taken after the break.
         self._left_early = False
         self._iterating = False  # a loop is running (one at a time)
+        # set_epoch() called during a loop: applied when that loop ends
+        self._epoch_after_loop: Optional[int] = None
         self._open_run()
         with _live_lock:
             _live.add(self)
@@ -335,7 +354,8 @@ class Loader:
             if run is not None:
                 run.close()
 
-    def _usable(self) -> _Run:
+    def _check_open(self) -> None:
+        """Raises unless this process's Loader is open; starts nothing."""
         if self._forked or self._pid != os.getpid():
             raise ForkError(
                 f"this Loader was opened in process {self._pid}; its "
@@ -344,6 +364,9 @@ class Loader:
                 "parent only)", _capi.E_FORK_UNSAFE)
         if self._closed:
             raise LoaderClosed("the Loader was closed; open a new one")
+
+    def _usable(self) -> _Run:
+        self._check_open()
         return self._run if self._run is not None else self._open_run()
 
     # ---- iteration ------------------------------------------------------
@@ -391,6 +414,9 @@ class Loader:
             # stays as it is. A failure and Ctrl-C have closed the loader
             # (_stream), which released them.
             self._iterating = False
+            if self._epoch_after_loop is not None:  # set_epoch() in the loop
+                epoch, self._epoch_after_loop = self._epoch_after_loop, None
+                self._move_to_epoch(epoch)
 
     def _stream(self, run: _Run, end: int) -> Iterator[Batch]:
         prefetched: Deque[_Held] = collections.deque()
@@ -492,9 +518,23 @@ class Loader:
         each loop runs the epoch after the last one. Setting the epoch the
         loader is already in keeps its position, so a resumed checkpoint
         (load_state_dict) is not undone by the usual
-        ``for epoch in range(start, n): loader.set_epoch(epoch)``."""
-        if not isinstance(epoch, int) or epoch < 0:
-            raise ConfigError(f"set_epoch({epoch!r}): an epoch is an int >= 0")
+        ``for epoch in range(start, n): loader.set_epoch(epoch)``.
+
+        Called during a loop, it takes effect when that loop ends (as
+        DistributedSampler.set_epoch does for the next iter()): the loop
+        goes on with its own epoch, and state_dict() records the loop's
+        position until then. Raises ConfigError for an epoch that is not
+        a whole number from 0 to 2**30, LoaderClosed after close()."""
+        epoch = _epoch_number(epoch)
+        self._check_open()
+        if self._iterating:
+            # the running loop's batches are already on their way, and its
+            # position is what a checkpoint taken in it must record
+            self._epoch_after_loop = epoch
+            return
+        self._move_to_epoch(epoch)
+
+    def _move_to_epoch(self, epoch: int) -> None:
         self._left_early = False
         if epoch != self._epoch:
             self._epoch, self._batch = epoch, 0
@@ -543,10 +583,16 @@ class Loader:
         across all ranks; samples of that epoch near the cut may be seen
         twice or not at all (a warning says so), as each rank's share of
         the order changes with the world size."""
-        self._usable()
+        self._check_open()
+        if self._iterating:
+            raise RingfeedError(
+                "load_state_dict() while a loop over this Loader is running: "
+                "the loop would go on from where it is. Leave the loop "
+                "first, or load the state before the loop starts")
         self._epoch, self._batch = _checkpoint.resume_position(
             state, self.state_dict(), strict)
         self._left_early = False
+        self._epoch_after_loop = None
 
     # ---- reports and lifetime -------------------------------------------
 

@@ -105,6 +105,68 @@ def test_set_epoch_to_another_epoch_starts_it(reference):
         assert_same_batches(collect(loader), want[14:28])
 
 
+def test_set_epoch_inside_a_loop_applies_when_it_ends(reference):
+    """set_epoch() during a loop (as a per-epoch hook may call it) leaves
+    that loop's batches and a checkpoint taken in it alone, and sets the
+    epoch the next loop runs, whether the loop ends or is left."""
+    root, want = reference
+    with make(root) as loader:
+        seen = []
+        for batch in loader.batches():
+            seen.append((batch.epoch, batch.number))
+            if batch.number == 3:
+                loader.set_epoch(2)
+                state = loader.state_dict()
+                assert (state["epoch"], state["batch"]) == (0, 4)
+        assert seen == [(0, n) for n in range(14)]
+        after = loader.state_dict()
+        assert (after["epoch"], after["batch"]) == (2, 0)
+        assert_same_batches(collect(loader), want[28:42])
+    with make(root) as loader:  # the checkpoint taken in the loop
+        loader.load_state_dict(state)
+        assert_same_batches(collect(loader), want[4:14])
+    with make(root) as loader:  # a loop left right after set_epoch()
+        for _ in loader.batches():
+            loader.set_epoch(2)
+            break
+        assert_same_batches(collect(loader), want[28:42])
+
+
+def test_load_state_dict_inside_a_loop_is_refused(reference):
+    root, _ = reference
+    state = partial_state(root, 5)
+    with make(root) as loader:
+        for _ in loader.batches():
+            with pytest.raises(ringfeed.RingfeedError,
+                               match="Leave the loop first"):
+                loader.load_state_dict(state)
+            break
+
+
+@pytest.mark.parametrize("epoch", [True, -1, 2 ** 30 + 1, 1.0, "1"])
+def test_set_epoch_refuses_what_is_not_an_epoch(reference, epoch):
+    """A ConfigError naming set_epoch at the call, not a C range error at
+    the next loop or a state_dict() that load_state_dict() refuses."""
+    root, _ = reference
+    with make(root) as loader:
+        with pytest.raises(ringfeed.ConfigError, match="set_epoch"):
+            loader.set_epoch(epoch)
+        assert loader.state_dict()["epoch"] == 0
+
+
+def test_set_epoch_takes_numpy_integers_and_refuses_after_close(reference):
+    np = pytest.importorskip("numpy")
+    root, want = reference
+    loader = make(root)
+    loader.set_epoch(np.int64(1))
+    assert type(loader.state_dict()["epoch"]) is int
+    assert_same_batches(collect(loader), want[14:28])
+    loader.close()
+    with pytest.raises(ringfeed.LoaderClosed):
+        loader.set_epoch(2)
+    assert loader.state_dict()["epoch"] == 2
+
+
 def test_state_round_trips_through_torch_save(reference):
     root, want = reference
     state = partial_state(root, 6)
@@ -160,7 +222,7 @@ def test_not_a_state(reference):
 
 @pytest.mark.parametrize("damage", [
     dict(batch=-1), dict(batch=14), dict(batch=2.5), dict(batch=True),
-    dict(epoch=-1), dict(epoch=2 ** 40), dict(epoch=2 ** 70),
+    dict(epoch=-1), dict(epoch=2 ** 30 + 1), dict(epoch=2 ** 70),
     dict(epoch="1"), dict(seed=None), dict(batches_per_epoch=None),
 ], ids=lambda d: ",".join(f"{k}={v!r}" for k, v in d.items()))
 def test_a_damaged_checkpoint_is_refused_at_load(reference, damage):
