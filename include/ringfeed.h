@@ -447,6 +447,21 @@ typedef enum rf_param {
                                          rf_config_set_message_handler());
                                          1: only count them
                                          (rf_stats.respawns) */
+    RF_PARAM_STALL_WARNING_MS = 149,  /* new in 0.2; when
+                                         rf_loader_next() has waited this
+                                         long for one batch, and again
+                                         each time that wait doubles, a
+                                         message (see
+                                         rf_config_set_message_handler())
+                                         names the batch and what each
+                                         producer that owes batches is on:
+                                         its sample and file, and how long
+                                         since it last delivered. Only
+                                         reports (RF_PARAM_BATCH_TIMEOUT_MS
+                                         is what replaces a stuck
+                                         producer); not silenced by
+                                         RF_PARAM_QUIET. 0..2^40; 60000
+                                         (default, a minute); 0 = never */
 
     /* ---- Processes (160..175) ---- */
     RF_PARAM_PRODUCERS = 160,    /* was 6; producer processes, 0..1024;
@@ -545,9 +560,12 @@ RF_API int rf_config_set_path(rf_config *cfg, const char *path);
 RF_API const char *rf_config_get_path(const rf_config *cfg);
 
 /* Receives one line of text (no newline) for each event a loader reports
- * while the run goes on: today a producer replaced after it died ("producer
+ * while the run goes on: a producer replaced after it died ("producer
  * 1 (pid 42) was killed by signal 9 (Killed) while filling batch 17
- * (sample 4242); replaced by pid 43, 2 batches issued again"). `message`
+ * (sample 4242); replaced by pid 43, 2 batches issued again"), a producer
+ * count over the CPU budget, and a long wait in rf_loader_next()
+ * (RF_PARAM_STALL_WARNING_MS: "the loop has waited 60.1 s for batch 2 of
+ * epoch 2; producer 0 (pid 20642) is on sample 6 (...) ..."). `message`
  * is valid during the call only. Called from inside rf_loader_next() on
  * the caller's thread; it must not call the loader that reports. */
 typedef void (*rf_message_fn)(void *user, const char *message);
@@ -557,7 +575,9 @@ typedef void (*rf_message_fn)(void *user, const char *message);
  * only while file descriptor 2 is the same open file it was when
  * rf_loader_open() ran (so never into a file the caller opened on 2 after
  * closing stderr), and not at all when fd 2 was closed then.
- * RF_PARAM_QUIET 1 silences both. Whatever the handler, every event also
+ * RF_PARAM_QUIET 1 silences both for replaced producers (long waits are
+ * reported unless RF_PARAM_STALL_WARNING_MS is 0). Whatever the handler,
+ * every event also
  * shows in rf_loader_stats() and errors in rf_loader_error(). Returns 0,
  * or -EINVAL for a NULL cfg. */
 RF_API int rf_config_set_message_handler(rf_config *cfg, rf_message_fn fn,

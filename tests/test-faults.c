@@ -582,6 +582,108 @@ TEST_CASE(test_stopped_producer_fails_with_its_batch, "stop",
     rf_loader_close(l);
 }
 
+/* ---- a long wait reported ---------------------------------------------- */
+
+struct messages {
+    char text[8192];
+    int count;
+};
+
+static void collect_message(void *user, const char *text)
+{
+    struct messages *m = user;
+    const size_t used = strlen(m->text);
+    snprintf(m->text + used, sizeof(m->text) - used, "%s\n", text);
+    m->count++;
+}
+
+struct stopper {
+    pthread_t thread;
+    const struct rf__segment *seg;
+    int pid;
+    unsigned stopped_ms;
+};
+
+/* Stops producer 0 while it is on a sample of a batch (SIGSTOP, again if
+ * it had just finished the batch), for stopped_ms, then lets it go on. */
+static void *stopper_main(void *arg)
+{
+    struct stopper *s = arg;
+    struct rf__producer_state *st = rf__segment_producer(s->seg, 0);
+    for (;;) {
+        s->pid = (int)atomic_load(&st->pid);
+        if (s->pid > 0 && atomic_load(&st->current_seq) != UINT64_MAX) {
+            CHECK_EQ(kill(s->pid, SIGSTOP), 0);
+            while (process_state(s->pid, NULL) != 'T')
+                sleep_us(100);
+            if (atomic_load(&st->current_seq) != UINT64_MAX)
+                break;
+            CHECK_EQ(kill(s->pid, SIGCONT), 0);
+        }
+        sleep_us(50);
+    }
+    sleep_us((long)s->stopped_ms * 1000);
+    CHECK_EQ(kill(s->pid, SIGCONT), 0);
+    return NULL;
+}
+
+/* One producer, stopped in the middle of a sample for stopped_ms while the
+ * caller waits in next(): the messages of the run, which ends normally. */
+static void wait_on_a_stopped_producer(int64_t stall_ms, unsigned stopped_ms,
+                                       struct messages *m, int *pid)
+{
+    rf_config *cfg = small_config(1, 640, 16, 32);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC_JPEG));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_STALL_WARNING_MS, stall_ms));
+    CHECK_OK(rf_config_set_message_handler(cfg, collect_message, m));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    test_pass_one_batch(l);
+    struct rf__segment seg = map_control_segment();
+    struct stopper s = {.seg = &seg, .stopped_ms = stopped_ms};
+    CHECK_EQ(pthread_create(&s.thread, NULL, stopper_main, &s), 0);
+    rf_batch b;
+    int rc, batches = 1;
+    while ((rc = rf_loader_next(l, &b)) == 1) {
+        batches++;
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    pthread_join(s.thread, NULL);
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(batches, 40);
+    *pid = s.pid;
+    rf_loader_close(l);
+    munmap(seg.header, seg.control_size);
+}
+
+/* A wait of 1.2 s with RF_PARAM_STALL_WARNING_MS 200 is reported past
+ * 0.2, 0.4 and 0.8 s (each time the wait doubles), naming the batch and
+ * the producer's sample, though RF_PARAM_QUIET is set; with 0, never. */
+TEST_CASE_LIMIT(test_long_wait_is_reported, "stop",
+                "a long wait is reported, naming the producer's sample", 30)
+{
+    struct messages m = {.count = 0};
+    int pid = 0;
+    wait_on_a_stopped_producer(200, 1200, &m, &pid);
+    printf("%d reports; the first:\n%.*s", m.count,
+           (int)(strchr(m.text, '\n') - m.text + 1), m.text);
+    CHECK_GE(m.count, 2);
+    CHECK_LE(m.count, 3); /* 1.6 s would be one more */
+    char producer[64];
+    snprintf(producer, sizeof(producer), "producer 0 (pid %d) is on sample ",
+             pid);
+    /* next() looks at the clock when it wakes, at least every 250 ms */
+    CHECK_CONTAINS(m.text, "the loop has waited 0.");
+    CHECK_CONTAINS(m.text, " of epoch 0; ");
+    CHECK_CONTAINS(m.text, producer);
+    CHECK_CONTAINS(m.text, "and has delivered nothing for ");
+    CHECK_CONTAINS(m.text, "set RF_PARAM_BATCH_TIMEOUT_MS");
+    CHECK_CONTAINS(m.text, "RF_PARAM_STALL_WARNING_MS");
+    struct messages none = {.count = 0};
+    wait_on_a_stopped_producer(0, 500, &none, &pid);
+    CHECK_EQ(none.count, 0);
+}
+
 /* ---- a batch that keeps crashing its producers ----------------------------
  */
 

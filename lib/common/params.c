@@ -22,7 +22,8 @@
 
 struct param_rule {
     rf_param param;
-    int old; /* its number in ringfeed 0.1 (ringfeed.h's ABI note) */
+    int old; /* its number in ringfeed 0.1 (ringfeed.h's ABI note), or
+                NEW_IN_0_2 */
     const char *name;
     rf_param_kind kind;
     int64_t def, min, max;
@@ -41,6 +42,8 @@ struct param_rule {
 /* clang-format on */
 
 #define POW2(n) (INT64_C(1) << (n))
+/* The `old` of a parameter that ringfeed 0.1 did not have */
+#define NEW_IN_0_2 0
 
 /* In increasing number, band by band (ringfeed.h). */
 static const struct param_rule rules[] = {
@@ -132,6 +135,10 @@ static const struct param_rule rules[] = {
            "long; 0 = never"),
     FLAG(RF_PARAM_QUIET, 39, "quiet", 0,
          "1: only count replaced producers; 0: report each"),
+    NUMBER(RF_PARAM_STALL_WARNING_MS, NEW_IN_0_2, "stall_warning_ms", 60000, 0,
+           POW2(40),
+           "report a wait of this long for one batch, and each doubling, "
+           "naming the producers' samples; 0 = never"),
     /* Processes */
     NUMBER(RF_PARAM_PRODUCERS, 6, "producers", 0, 0, 1024,
            "producer processes; 0 = this rank's CPU budget (affinity, "
@@ -155,7 +162,8 @@ static const struct param_rule rules[] = {
 static const struct param_rule *rule_of(rf_param param)
 {
     for (size_t i = 0; i < RULES; i++)
-        if (rules[i].param == param || rules[i].old == (int)param)
+        if (rules[i].param == param ||
+            (rules[i].old != NEW_IN_0_2 && rules[i].old == (int)param))
             return &rules[i];
     return NULL;
 }

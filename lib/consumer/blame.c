@@ -37,11 +37,11 @@ static bool sample_in_batch(const rf_loader *l, uint64_t seq, uint64_t sample)
     return false;
 }
 
-/* "sample 12 (/data/train/cls/a.jpg)" for messages: the consumer keeps
- * no dataset open, so a folder or pack is opened again from the fds the
- * producers get (rare: only when a sample ends the run). */
-static void describe_sample(const rf_loader *l, uint64_t index, char *out,
-                            size_t len)
+/* The consumer keeps no dataset open, so a folder or pack is opened
+ * again from the fds the producers get (rare: when a sample ends the run,
+ * or a wait is reported). */
+void rf__loader_describe_sample(const rf_loader *l, uint64_t index, char *out,
+                                size_t len)
 {
     rf_dataset *ds = NULL;
     char why[256];
@@ -66,7 +66,7 @@ static void describe_other_breakers(const rf_loader *l, uint64_t except,
     out[0] = '\0';
     for (uint32_t i = 0; i < n && i < 4 && used + 1 < len; i++) {
         char who[RF__SAMPLE_NAME_MAX];
-        describe_sample(l, others[i]->key, who, sizeof(who));
+        rf__loader_describe_sample(l, others[i]->key, who, sizeof(who));
         rf__format(out + used, len - used, "%s%s broke %u producer%s",
                    i == 0 ? "; also " : ", ", who, others[i]->deaths,
                    others[i]->deaths == 1 ? "" : "s");
@@ -81,7 +81,7 @@ static void describe_other_breakers(const rf_loader *l, uint64_t except,
 static int sample_breaks_run(rf_loader *l, const char *what, uint64_t sample)
 {
     char who[RF__SAMPLE_NAME_MAX], others[RF__DETAIL / 2];
-    describe_sample(l, sample, who, sizeof(who));
+    rf__loader_describe_sample(l, sample, who, sizeof(who));
     describe_other_breakers(l, sample, others, sizeof(others));
     return set_error(
         l, RF_E_PRODUCER_DIED,
@@ -93,6 +93,17 @@ static int sample_breaks_run(rf_loader *l, const char *what, uint64_t sample)
                        : "set RF_PARAM_ON_ERROR to RF_ON_ERROR_SKIP to leave "
                          "such samples out",
         others);
+}
+
+bool rf__loader_current_sample(const rf_loader *l, uint32_t p, uint64_t *sample)
+{
+    RF_ASSERT(p < l->producers);
+    const struct rf__producer_state *st = rf__segment_producer(&l->seg, p);
+    const uint64_t seq = rf__load_relaxed64(&st->current_seq);
+    if (seq == UINT64_MAX || !owes_batch(l, p, seq))
+        return false;
+    *sample = rf__load_relaxed64(&st->current_sample);
+    return sample_in_batch(l, seq, *sample);
 }
 
 /* Producer p crashed or timed out filling batch seq: the death is

@@ -1,8 +1,8 @@
 /*
  * loader-internal.h - the loader's private state, shared by the
  * consumer's files (loader.c, resolve.c, shared-memory.c, launch.c,
- * delivery.c, wait.c, deaths.c, deadlines.c, blame.c, messages.c) and
- * by nothing else. Each function below says which file owns it.
+ * delivery.c, wait.c, deaths.c, deadlines.c, stalls.c, blame.c,
+ * messages.c) and by nothing else. Each function below says which file owns it.
  *
  * Every slot is always in exactly one place, recorded in slot_info:
  * FREE (nothing left to issue), AT_PRODUCER p (an order is in p's EMPTY
@@ -109,6 +109,7 @@ struct rf_loader {
     uint64_t window_start_ns;     /* the window max_respawns counts in */
     uint64_t window_respawns;     /* replacements in it */
     uint64_t timeout_ns;          /* RF_PARAM_BATCH_TIMEOUT_MS; 0 = none */
+    uint64_t stall_ns;            /* RF_PARAM_STALL_WARNING_MS; 0 = never */
     uint64_t respawns;            /* producers replaced so far */
     struct rf__breakers breakers; /* crashes and time-outs per sample */
     uint32_t failed_starts;       /* crashes and time-outs in a row before
@@ -150,6 +151,11 @@ void rf__loader_note_stderr(rf_loader *l);
  * caller's stderr as the default handler does (see
  * rf_config_set_message_handler()); nothing under RF_PARAM_QUIET. */
 void rf__loader_report(rf_loader *l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* rf__loader_report(), even under RF_PARAM_QUIET (which silences the
+ * reports of replaced producers only). */
+void rf__loader_report_always(rf_loader *l, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* ---- resolve.c ----------------------------------------------------------- */
@@ -215,6 +221,26 @@ int rf__loader_collect_dead(rf_loader *l);
  * go on with a replacement, or the error that ends the run. */
 int rf__loader_charge_death(rf_loader *l, uint32_t p, uint64_t seq,
                             const char *what);
+
+/* The sample producer p is filling now, when its state record names a
+ * batch it owes and a sample of that batch (shared memory is checked
+ * against the loader's own record first); false otherwise. */
+bool rf__loader_current_sample(const rf_loader *l, uint32_t p,
+                               uint64_t *sample);
+
+/* "sample 12 (/data/train/cls/a.jpg)" for messages; opens the dataset
+ * again, so for rare events only. */
+void rf__loader_describe_sample(const rf_loader *l, uint64_t index, char *out,
+                                size_t len);
+
+/* ---- stalls.c ------------------------------------------------------------ */
+
+/* next() has waited since `started` for its batch: once the wait passes
+ * *report_after_ns (RF_PARAM_STALL_WARNING_MS at first; 0: never),
+ * reports the batch and the producers that owe batches, and doubles
+ * *report_after_ns. */
+void rf__loader_report_stall(rf_loader *l, uint64_t started,
+                             uint64_t *report_after_ns);
 
 /* ---- deadlines.c --------------------------------------------------------- */
 

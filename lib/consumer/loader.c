@@ -150,6 +150,7 @@ int rf_loader_next(rf_loader *l, rf_batch *batch)
     if (l->first_batch + l->delivered >= l->total_batches)
         return 0;
     const uint64_t start = rf__now_ns();
+    uint64_t report_after_ns = l->stall_ns; /* stalls.c */
     int rc;
     for (;;) {
         rc = rf__loader_drain_full_rings(l);
@@ -177,6 +178,7 @@ int rf_loader_next(rf_loader *l, rf_batch *batch)
         rc = rf__loader_wait_for_batches(l);
         if (rc < 0)
             break;
+        rf__loader_report_stall(l, start, &report_after_ns);
     }
     l->wait_ns += rf__now_ns() - start;
     return rc;

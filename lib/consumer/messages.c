@@ -32,18 +32,15 @@ static bool stderr_unchanged(const rf_loader *l)
            st.st_dev == l->stderr_dev && st.st_ino == l->stderr_ino;
 }
 
-/* Reports one event of the run to the caller's handler, else to the
+/* Hands one formatted report to the caller's handler, else to the
  * caller's stderr as the default handler does (see
  * rf_config_set_message_handler()). */
-void rf__loader_report(rf_loader *l, const char *fmt, ...)
+static void deliver(rf_loader *l, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+static void deliver(rf_loader *l, const char *fmt, va_list ap)
 {
-    if (l->quiet)
-        return;
     char text[RF__DETAIL + 16];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
     if (l->message_fn) {
         l->message_fn(l->message_user, text);
     } else if (stderr_unchanged(l)) {
@@ -56,4 +53,22 @@ void rf__loader_report(rf_loader *l, const char *fmt, ...)
                   n < (int)sizeof(line) ? (size_t)n : sizeof(line) - 1);
         (void)w;
     }
+}
+
+void rf__loader_report(rf_loader *l, const char *fmt, ...)
+{
+    if (l->quiet)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    deliver(l, fmt, ap);
+    va_end(ap);
+}
+
+void rf__loader_report_always(rf_loader *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    deliver(l, fmt, ap);
+    va_end(ap);
 }

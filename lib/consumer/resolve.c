@@ -244,6 +244,7 @@ int rf__loader_resolve(rf_loader *l, const rf_config *cfg)
     l->window_ns = (uint64_t)p[RF_PARAM_RESPAWN_WINDOW_S] * 1000000000u;
     l->window_start_ns = rf__now_ns();
     l->timeout_ns = (uint64_t)p[RF_PARAM_BATCH_TIMEOUT_MS] * 1000000u;
+    l->stall_ns = (uint64_t)p[RF_PARAM_STALL_WARNING_MS] * 1000000u;
     rf__failures_init(&l->failures, p, l->order.per_rank);
     return resolve_span(l);
 }

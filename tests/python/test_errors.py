@@ -197,6 +197,48 @@ def test_killed_producer_is_replaced_under_respawn(tmp_path_factory):
     assert messages and all("RF_" not in m for m in messages)
 
 
+def test_a_long_wait_names_the_file_in_hand(tmp_path):
+    """A loop left waiting (here: its one producer stopped, as a read from
+    a hung file system would leave it) hears, through on_message and in
+    keyword terms, which producer holds the batch up and the file it is
+    on. The producer is stopped while the loop runs, until it is caught
+    in the middle of a sample (large images: nearly always)."""
+    import threading
+    import time
+    root = str(tmp_path)
+    files = set(write_folder(root, 2, 6, sides=(500, 700)))
+
+    def stop_for_a_while(pid, delay):
+        time.sleep(delay)
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(0.6)
+        os.kill(pid, signal.SIGCONT)
+
+    for attempt in range(10):
+        messages = []
+        with ringfeed.Loader(root, 4, size=64, num_workers=1, epochs=20,
+                             dct_scaling=False, stall_warning_ms=200,
+                             on_message=messages.append) as loader:
+            batches = loader.batches()
+            next(batches)
+            pid = producers_of(os.getpid())[0]
+            stopper = threading.Thread(target=stop_for_a_while,
+                                       args=(pid, 0.05 + 0.01 * attempt))
+            stopper.start()
+            assert sum(1 for _ in batches) == len(loader) - 1
+            stopper.join()
+        assert messages, "a 0.6 s wait was not reported"
+        assert all("RF_" not in m for m in messages), messages
+        first = messages[0]
+        assert f"producer 0 (pid {pid})" in first, first
+        assert "batch_timeout_ms=" in first and "stall_warning_ms=" in first
+        if " is on sample " in first:
+            named = first.split(" is on sample ")[1].split(" (", 1)[1]
+            assert named.split(") and ")[0] in files, first
+            return
+    pytest.fail(f"never caught on a sample: {messages}")
+
+
 def test_fork_mode_refused_in_user_terms(tmp_path_factory):
     """start_mode="fork" in a process with a second thread is refused (a
     child of fork() could inherit a held lock); the message says what to
