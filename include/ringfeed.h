@@ -456,7 +456,10 @@ typedef enum rf_param {
                                          names the batch and what each
                                          producer that owes batches is on:
                                          its sample and file, and how long
-                                         since it last delivered. Only
+                                         since it last delivered. Calls
+                                         that a signal cut short (-EINTR)
+                                         and the next call make one wait.
+                                         Only
                                          reports (RF_PARAM_BATCH_TIMEOUT_MS
                                          is what replaces a stuck
                                          producer); not silenced by

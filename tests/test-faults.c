@@ -610,6 +610,10 @@ static void *stopper_main(void *arg)
 {
     struct stopper *s = arg;
     struct rf__producer_state *st = rf__segment_producer(s->seg, 0);
+    sigset_t alarm; /* the caller's timer signal is for next() */
+    sigemptyset(&alarm);
+    sigaddset(&alarm, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &alarm, NULL);
     for (;;) {
         s->pid = (int)atomic_load(&st->pid);
         if (s->pid > 0 && atomic_load(&st->current_seq) != UINT64_MAX) {
@@ -628,11 +632,14 @@ static void *stopper_main(void *arg)
 }
 
 /* One producer, stopped in the middle of a sample for stopped_ms while the
- * caller waits in next(): the messages of the run, which ends normally. */
+ * caller waits in next(): the messages of the run, which ends normally.
+ * With `interrupted`, a timer signal every 50 ms cuts each wait short
+ * (-EINTR), and the caller calls next() again, as Python does. */
 static void wait_on_a_stopped_producer(int64_t stall_ms, unsigned stopped_ms,
-                                       struct messages *m, int *pid)
+                                       bool interrupted, struct messages *m,
+                                       int *pid)
 {
-    rf_config *cfg = small_config(1, 640, 16, 32);
+    rf_config *cfg = small_config(1, 160, 16, 32);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC_JPEG));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_STALL_WARNING_MS, stall_ms));
     CHECK_OK(rf_config_set_message_handler(cfg, collect_message, m));
@@ -642,15 +649,28 @@ static void wait_on_a_stopped_producer(int64_t stall_ms, unsigned stopped_ms,
     struct rf__segment seg = map_control_segment();
     struct stopper s = {.seg = &seg, .stopped_ms = stopped_ms};
     CHECK_EQ(pthread_create(&s.thread, NULL, stopper_main, &s), 0);
+    const struct itimerval every = {{0, 50000}, {0, 50000}};
+    const struct itimerval off = {{0, 0}, {0, 0}};
+    if (interrupted) {
+        const struct sigaction sa = {.sa_handler = on_alarm}; /* no restart */
+        CHECK_EQ(sigaction(SIGALRM, &sa, NULL), 0);
+        CHECK_EQ(setitimer(ITIMER_REAL, &every, NULL), 0);
+    }
     rf_batch b;
-    int rc, batches = 1;
-    while ((rc = rf_loader_next(l, &b)) == 1) {
+    int rc, batches = 1, interruptions = 0;
+    while ((rc = rf_loader_next(l, &b)) == 1 || rc == -EINTR) {
+        if (rc == -EINTR) {
+            interruptions++;
+            continue;
+        }
         batches++;
         CHECK_OK(rf_loader_release(l, &b));
     }
+    CHECK_EQ(setitimer(ITIMER_REAL, &off, NULL), 0);
     pthread_join(s.thread, NULL);
     CHECK_EQ(rc, 0);
-    CHECK_EQ(batches, 40);
+    CHECK_EQ(batches, 10);
+    CHECK(!interrupted || interruptions >= 5);
     *pid = s.pid;
     rf_loader_close(l);
     munmap(seg.header, seg.control_size);
@@ -658,13 +678,14 @@ static void wait_on_a_stopped_producer(int64_t stall_ms, unsigned stopped_ms,
 
 /* A wait of 1.2 s with RF_PARAM_STALL_WARNING_MS 200 is reported past
  * 0.2, 0.4 and 0.8 s (each time the wait doubles), naming the batch and
- * the producer's sample, though RF_PARAM_QUIET is set; with 0, never. */
+ * the producer's sample, though RF_PARAM_QUIET is set; with 0, never; and
+ * as one wait when a timer signal cuts next() short every 50 ms. */
 TEST_CASE_LIMIT(test_long_wait_is_reported, "stop",
                 "a long wait is reported, naming the producer's sample", 30)
 {
     struct messages m = {.count = 0};
     int pid = 0;
-    wait_on_a_stopped_producer(200, 1200, &m, &pid);
+    wait_on_a_stopped_producer(200, 1200, false, &m, &pid);
     printf("%d reports; the first:\n%.*s", m.count,
            (int)(strchr(m.text, '\n') - m.text + 1), m.text);
     CHECK_GE(m.count, 2);
@@ -680,8 +701,13 @@ TEST_CASE_LIMIT(test_long_wait_is_reported, "stop",
     CHECK_CONTAINS(m.text, "set RF_PARAM_BATCH_TIMEOUT_MS");
     CHECK_CONTAINS(m.text, "RF_PARAM_STALL_WARNING_MS");
     struct messages none = {.count = 0};
-    wait_on_a_stopped_producer(0, 500, &none, &pid);
+    wait_on_a_stopped_producer(0, 500, false, &none, &pid);
     CHECK_EQ(none.count, 0);
+    /* one wait for one batch, however often a signal cuts next() short */
+    struct messages cut = {.count = 0};
+    wait_on_a_stopped_producer(200, 1200, true, &cut, &pid);
+    CHECK_GE(cut.count, 2);
+    CHECK_LE(cut.count, 3);
 }
 
 /* ---- a batch that keeps crashing its producers ----------------------------

@@ -110,6 +110,10 @@ struct rf_loader {
     uint64_t window_respawns;     /* replacements in it */
     uint64_t timeout_ns;          /* RF_PARAM_BATCH_TIMEOUT_MS; 0 = none */
     uint64_t stall_ns;            /* RF_PARAM_STALL_WARNING_MS; 0 = never */
+    uint64_t waiting_since_ns;    /* stalls.c: the wait for the next batch
+                                     began (0: none), across next() calls
+                                     a signal cut short */
+    uint64_t report_after_ns;     /* stalls.c: report once waited this long */
     uint64_t respawns;            /* producers replaced so far */
     struct rf__breakers breakers; /* crashes and time-outs per sample */
     uint32_t failed_starts;       /* crashes and time-outs in a row before
@@ -235,12 +239,17 @@ void rf__loader_describe_sample(const rf_loader *l, uint64_t index, char *out,
 
 /* ---- stalls.c ------------------------------------------------------------ */
 
-/* next() has waited since `started` for its batch: once the wait passes
- * *report_after_ns (RF_PARAM_STALL_WARNING_MS at first; 0: never),
- * reports the batch and the producers that owe batches, and doubles
- * *report_after_ns. */
-void rf__loader_report_stall(rf_loader *l, uint64_t started,
-                             uint64_t *report_after_ns);
+/* next() is about to wait for its batch: the wait's clock starts, unless
+ * it runs already (a next() that a signal cut short, called again). */
+void rf__loader_stall_begins(rf_loader *l);
+
+/* next() hands a batch out: the wait, if any, is over. */
+void rf__loader_stall_over(rf_loader *l);
+
+/* After a sleep in next(): once the wait has lasted RF_PARAM_STALL_WARNING_MS
+ * (0: never), and again each time it doubles, reports the batch awaited
+ * and the producers that owe batches. */
+void rf__loader_report_stall(rf_loader *l);
 
 /* ---- deadlines.c --------------------------------------------------------- */
 

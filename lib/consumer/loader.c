@@ -150,7 +150,6 @@ int rf_loader_next(rf_loader *l, rf_batch *batch)
     if (l->first_batch + l->delivered >= l->total_batches)
         return 0;
     const uint64_t start = rf__now_ns();
-    uint64_t report_after_ns = l->stall_ns; /* stalls.c */
     int rc;
     for (;;) {
         rc = rf__loader_drain_full_rings(l);
@@ -162,6 +161,7 @@ int rf_loader_next(rf_loader *l, rf_batch *batch)
         }
         uint32_t slot;
         if (rf__loader_take_ready(l, &slot)) {
+            rf__loader_stall_over(l);
             rc = rf__loader_fill_view(l, slot, batch);
             if (rc < 0)
                 set_fatal(l, rc);
@@ -175,10 +175,11 @@ int rf_loader_next(rf_loader *l, rf_batch *batch)
                            l->slots);
             break;
         }
+        rf__loader_stall_begins(l);
         rc = rf__loader_wait_for_batches(l);
+        rf__loader_report_stall(l); /* also when a signal cut it short */
         if (rc < 0)
             break;
-        rf__loader_report_stall(l, start, &report_after_ns);
     }
     l->wait_ns += rf__now_ns() - start;
     return rc;

@@ -5,8 +5,9 @@
  * producer that owes batches is on (its sample and file, and how long
  * since it last delivered). A job stuck on a hung read (a network file
  * system, a dying disk) then says where, instead of hanging in silence.
- * Reports only: deadlines.c is what replaces a stuck producer. Owns
- * nothing; next() keeps the time of the wait's next report.
+ * Reports only: deadlines.c is what replaces a stuck producer. Owns the
+ * loader's waiting_since_ns and report_after_ns: a wait is one batch's,
+ * across the next() calls that a signal cuts short.
  */
 #include "config.h"
 
@@ -76,13 +77,26 @@ static void describe_producers(const rf_loader *l, uint64_t now, char *out,
                    more == 1 ? "" : "s");
 }
 
-void rf__loader_report_stall(rf_loader *l, uint64_t started,
-                             uint64_t *report_after_ns)
+void rf__loader_stall_begins(rf_loader *l)
 {
-    const uint64_t now = rf__now_ns();
-    if (*report_after_ns == 0 || now - started < *report_after_ns)
+    if (l->waiting_since_ns != 0)
         return;
-    *report_after_ns *= 2;
+    l->waiting_since_ns = rf__now_ns();
+    l->report_after_ns = l->stall_ns;
+}
+
+void rf__loader_stall_over(rf_loader *l)
+{
+    l->waiting_since_ns = 0;
+}
+
+void rf__loader_report_stall(rf_loader *l)
+{
+    const uint64_t now = rf__now_ns(), started = l->waiting_since_ns;
+    if (l->report_after_ns == 0 || started == 0 ||
+        now - started < l->report_after_ns)
+        return;
+    l->report_after_ns *= 2;
     char awaited[64], producers[RF__DETAIL / 2];
     describe_awaited(l, awaited, sizeof(awaited));
     describe_producers(l, now, producers, sizeof(producers));
