@@ -1227,15 +1227,25 @@ struct stop_case {
     const char *where; /* where the stop finds the consumer */
 };
 
+static void count_message(void *user, const char *text)
+{
+    (void)text;
+    (*(int *)user)++;
+}
+
 /* The consumer, in a process group of its own with its producers: reads
  * every batch, checks each sample comes once, and exits with the number
- * of producers replaced, or 100 + a step that went wrong. */
+ * of producers replaced, or 100 + a step that went wrong (107: a long
+ * wait reported, at half the deadline: the stop is no wait). */
 #define STOP_SAMPLES 1280
 static int consume_with_deadline(const struct stop_case *c, int stepping_fd)
 {
     rf_config *cfg = small_config(2, c->samples, c->batch, 224);
+    int reports = 0;
     if (rf_config_set(cfg, RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC_JPEG) != 0 ||
-        rf_config_set(cfg, RF_PARAM_BATCH_TIMEOUT_MS, c->timeout_ms) != 0)
+        rf_config_set(cfg, RF_PARAM_BATCH_TIMEOUT_MS, c->timeout_ms) != 0 ||
+        rf_config_set(cfg, RF_PARAM_STALL_WARNING_MS, c->timeout_ms / 2) != 0 ||
+        rf_config_set_message_handler(cfg, count_message, &reports) != 0)
         return 101;
     rf_loader *l = NULL;
     char *why = NULL;
@@ -1267,6 +1277,8 @@ static int consume_with_deadline(const struct stop_case *c, int stepping_fd)
         rf_loader_stats(l, &st) != 0)
         return 105;
     rf_loader_close(l);
+    if (reports > 0)
+        return 107;
     return st.respawns < 100 ? (int)st.respawns : 99;
 }
 

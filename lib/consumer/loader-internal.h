@@ -263,7 +263,8 @@ int rf__loader_collect_stuck(rf_loader *l);
 int rf__loader_ms_to_deadline(const rf_loader *l, uint64_t now);
 
 /* A wait that began at `started`, allowed `allowed_ns`, took much longer:
- * the time the consumer was frozen counts against no producer. */
+ * the time the consumer was frozen counts against no producer, nor in the
+ * wait stalls.c reports. */
 void rf__loader_forgive_time_stopped(rf_loader *l, uint64_t started,
                                      uint64_t allowed_ns);
 

@@ -5,7 +5,8 @@
  * producer that owes batches is on (its sample and file, and how long
  * since it last delivered). A job stuck on a hung read (a network file
  * system, a dying disk) then says where, instead of hanging in silence.
- * Reports only: deadlines.c is what replaces a stuck producer. Owns the
+ * Reports only: deadlines.c is what replaces a stuck producer (and takes
+ * the time the whole job was frozen out of the wait). Owns the
  * loader's waiting_since_ns and report_after_ns: a wait is one batch's,
  * across the next() calls that a signal cuts short.
  */

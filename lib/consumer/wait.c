@@ -70,9 +70,8 @@ static int sleep_for_batches(rf_loader *l, uint64_t started)
         if (n < 0)
             rc = errno == EINTR ? -EINTR : -errno;
     }
-    if (l->timeout_ns != 0)
-        rf__loader_forgive_time_stopped(
-            l, started, l->spin_ns + (uint64_t)wait_ms * 1000000ull);
+    rf__loader_forgive_time_stopped(
+        l, started, l->spin_ns + (uint64_t)wait_ms * 1000000ull);
     rf__store_relaxed32(&bell->sleeping, 0);
     if (l->pfds[0].revents & POLLIN) {
         uint64_t count;
@@ -97,8 +96,8 @@ int rf__loader_wait_for_batches(rf_loader *l)
 {
     const uint64_t started = rf__now_ns();
     if (rf__spin_until(any_full_ring_ready, l, l->spin_ns)) {
-        if (l->timeout_ns != 0) /* a freeze may end a spin too */
-            rf__loader_forgive_time_stopped(l, started, l->spin_ns);
+        /* a freeze may end a spin too */
+        rf__loader_forgive_time_stopped(l, started, l->spin_ns);
         return 0;
     }
     return sleep_for_batches(l, started);
