@@ -613,9 +613,10 @@ static uint8_t *pil_resize(const char *path, const struct rf__crop *c,
 {
     char cmd[2048], window[128] = "";
     if (c->resized_width)
-        snprintf(window, sizeof(window), " %u %u %u %u",
-                 rf__crop_resized_width(c, width),
-                 rf__crop_resized_height(c, height), c->skip_x, c->skip_y);
+        snprintf(window, sizeof(window), " %llu %llu %llu %llu",
+                 (unsigned long long)rf__crop_resized_width(c, width),
+                 (unsigned long long)rf__crop_resized_height(c, height),
+                 (unsigned long long)c->skip_x, (unsigned long long)c->skip_y);
     /* %.17g: Python reads back the very doubles the decoder used */
     snprintf(cmd, sizeof(cmd),
              "%s '%s' '%s' %.17g %.17g %.17g %.17g %u %u %d %d%s", python,

@@ -1051,9 +1051,10 @@ static uint8_t *pil_resized(const char *path, const struct rf__crop *c)
     char script[1024], cmd[4096], window[128] = "";
     test_source_file(script, sizeof(script), "pil_reference.py");
     if (c->resized_width) /* eval: resized, then the window cut out */
-        snprintf(window, sizeof(window), " 0 %u %u %u %u",
-                 rf__crop_resized_width(c, OUT_W),
-                 rf__crop_resized_height(c, OUT_H), c->skip_x, c->skip_y);
+        snprintf(window, sizeof(window), " 0 %llu %llu %llu %llu",
+                 (unsigned long long)rf__crop_resized_width(c, OUT_W),
+                 (unsigned long long)rf__crop_resized_height(c, OUT_H),
+                 (unsigned long long)c->skip_x, (unsigned long long)c->skip_y);
     /* %.17g: Python reads back the very doubles the decoder used */
     snprintf(cmd, sizeof(cmd),
              "%s -W ignore '%s' '%s' %.17g %.17g %.17g %.17g %u %u %d%s",

@@ -270,8 +270,8 @@ static void check_box(const struct rf__transform_spec *t, uint32_t w,
 /* eval resizes the whole w x h image to rw x rh, as torchvision's Resize
  * does, and the output is the part from (sx, sy) on, its CenterCrop. */
 static void check_resize_then_crop(const struct rf__transform_spec *t,
-                                   uint32_t w, uint32_t h, uint32_t rw,
-                                   uint32_t rh, uint32_t sx, uint32_t sy)
+                                   uint32_t w, uint32_t h, uint64_t rw,
+                                   uint64_t rh, uint64_t sx, uint64_t sy)
 {
     struct rf__crop c;
     rf__transform_crop(t, 1, 2, 3, w, h, &c);
@@ -332,6 +332,12 @@ TEST_CASE(test_eval_smaller_than_crop, "eval", "image smaller than the crop")
     /* the short axis is resized to the output itself, no window */
     check_resize_then_crop(&t, 50, 50, 400, 114, 0, 7);
     check_resize_then_crop(&small, 80, 60, 266, 224, 21, 0);
+    /* Resize(65536) of a 1 x 70000 image: 65536 x 4,587,520,000, past 32
+     * bits; its centre 4 x 4 from (32766, 2293759998) */
+    const struct rf__transform_spec huge =
+        spec_of(RF_TRANSFORM_EVAL, 4, 4, 65536, 1);
+    check_resize_then_crop(&huge, 1, 70000, 65536, UINT64_C(4587520000), 32766,
+                           UINT64_C(2293759998));
 }
 
 TEST_CASE(test_none, "none", "the whole image")

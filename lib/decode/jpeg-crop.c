@@ -47,12 +47,12 @@ static void stored_interval(const double upright[2], uint32_t size,
 /* The output's window [skip, skip + out) of an upright axis resized to
  * `resized`, as the start of the window along a stored axis that may
  * run backwards. */
-static uint32_t stored_window(uint32_t resized, uint32_t skip, uint32_t out,
+static uint64_t stored_window(uint64_t resized, uint64_t skip, uint32_t out,
                               bool reverse)
 {
     /* a window inside the resized axis (rf__transform_crop's) */
     if (skip > resized || out > resized - skip)
-        return UINT32_MAX; /* refused by the plan */
+        return UINT64_MAX; /* refused by the plan */
     return reverse ? resized - skip - out : skip;
 }
 
@@ -63,9 +63,9 @@ static void stored_windows(struct rf__jpeg_job *job)
     const struct rf__jpeg_orientation *o = &job->orient;
     const uint32_t out_w = job->target->out_width;
     const uint32_t out_h = job->target->out_height;
-    const uint32_t up_resized[2] = {rf__crop_resized_width(c, out_w),
+    const uint64_t up_resized[2] = {rf__crop_resized_width(c, out_w),
                                     rf__crop_resized_height(c, out_h)};
-    const uint32_t up_skip[2] = {c->skip_x, c->skip_y};
+    const uint64_t up_skip[2] = {c->skip_x, c->skip_y};
     const uint32_t up_out[2] = {out_w, out_h};
     for (int axis = 0; axis < 2; axis++) {
         const int up = o->transpose ? 1 - axis : axis;

@@ -80,7 +80,7 @@ struct rf__jpeg_job {
     double box[4];        /* the crop in stored source pixels: x0 y0 x1 y1 */
     /* along stored x and y: what the box is resized to, and where the
      * output's part of that starts (rf__crop's window) */
-    uint32_t resized[2], first[2];
+    uint64_t resized[2], first[2];
     unsigned scale;            /* DCT scale M of M/8 */
     bool cmyk, inverted;       /* decoded as CMYK; Adobe's inverted values */
     uint32_t channels;         /* working channels: 1 or 3 */

@@ -151,18 +151,20 @@ int rf__resample_axis_plan(struct rf__resample_axis *axis, uint32_t in_size,
 
 int rf__resample_axis_plan_window(struct rf__resample_axis *axis,
                                   uint32_t in_size, double in0, double in1,
-                                  uint32_t resized, uint32_t first,
+                                  uint64_t resized, uint64_t first,
                                   uint32_t out_size)
 {
     /* PIL takes the box as four C floats */
     const float in0f = (float)in0, in1f = (float)in1;
-    /* `resized` may pass MAX_AXIS (a sliver of an image enlarged): only
-     * out_size pixels are planned, each from a centre inside the box */
+    /* `resized` may pass MAX_AXIS, even 2^32 (a sliver of an image
+     * enlarged): only out_size pixels are planned, each from a centre
+     * inside the box; below 2^53, it and first + o are exact doubles. */
     if (out_size == 0 || out_size > MAX_AXIS || in_size > MAX_AXIS ||
-        first > resized || out_size > resized - first || !(in1f > in0f) ||
-        !(in0f > -MAX_AXIS) || !(in1f < MAX_AXIS))
+        resized > (UINT64_C(1) << 53) || first > resized ||
+        out_size > resized - first || !(in1f > in0f) || !(in0f > -MAX_AXIS) ||
+        !(in1f < MAX_AXIS))
         return -EINVAL;
-    const double scale = (double)(in1f - in0f) / resized;
+    const double scale = (double)(in1f - in0f) / (double)resized;
     const double filterscale = scale < 1.0 ? 1.0 : scale;
     const double support = 1.0 * filterscale;
     const uint32_t ksize = ceil_u32(support) * 2 + 1;
@@ -172,8 +174,8 @@ int rf__resample_axis_plan_window(struct rf__resample_axis *axis,
     axis->ksize = ksize;
     axis->kpairs = (ksize + 1) / 2;
     for (uint32_t o = 0; o < out_size; o++)
-        plan_pixel(axis, o, in_size, in0f + (first + o + 0.5) * scale, support,
-                   filterscale);
+        plan_pixel(axis, o, in_size, in0f + ((double)(first + o) + 0.5) * scale,
+                   support, filterscale);
     split_all(axis);
     return 0;
 }

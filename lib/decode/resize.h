@@ -124,7 +124,7 @@ int rf__resample_axis_plan(struct rf__resample_axis *axis, uint32_t in_size,
  */
 int rf__resample_axis_plan_window(struct rf__resample_axis *axis,
                                   uint32_t in_size, double in0, double in1,
-                                  uint32_t resized, uint32_t first,
+                                  uint64_t resized, uint64_t first,
                                   uint32_t out_size);
 
 /*

@@ -267,12 +267,10 @@ static void train_crop(const struct rf__transform_spec *t, uint64_t seed,
  * on. torchvision pads an image smaller than the crop with zeros; we
  * resize the source to `out` instead, so a tiny image is stretched
  * rather than framed in black. */
-static void centre_axis(uint32_t out, uint64_t resized, uint32_t *resized_to,
-                        uint32_t *skip)
+static void centre_axis(uint32_t out, uint64_t resized, uint64_t *resized_to,
+                        uint64_t *skip)
 {
-    /* (a resized side past 32 bits, from a sliver of an image, is
-     * stretched as well: no resampler plan is that long) */
-    if (out > resized || resized > UINT32_MAX) {
+    if (out > resized) {
         *resized_to = out;
         *skip = 0;
         return;
@@ -281,8 +279,8 @@ static void centre_axis(uint32_t out, uint64_t resized, uint32_t *resized_to,
     const double offset = round_half_even((double)(resized - out) / 2.0);
     /* a non-empty crop inside the resized image */
     RF_ASSERT(out >= 1 && offset + out <= (double)resized);
-    *resized_to = (uint32_t)resized;
-    *skip = (uint32_t)offset;
+    *resized_to = resized;
+    *skip = (uint64_t)offset;
 }
 
 /* Resize(size) with an int size: the short side becomes `size`, the long
@@ -362,12 +360,12 @@ void rf__transform_from_params(struct rf__transform_spec *t,
                                         : default_resize(out_short);
 }
 
-uint32_t rf__crop_resized_width(const struct rf__crop *c, uint32_t out_w)
+uint64_t rf__crop_resized_width(const struct rf__crop *c, uint32_t out_w)
 {
     return c->resized_width ? c->resized_width : out_w;
 }
 
-uint32_t rf__crop_resized_height(const struct rf__crop *c, uint32_t out_h)
+uint64_t rf__crop_resized_height(const struct rf__crop *c, uint32_t out_h)
 {
     return c->resized_height ? c->resized_height : out_h;
 }

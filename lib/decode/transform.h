@@ -28,7 +28,8 @@
 struct rf__crop {
     double x, y, width, height;
     bool flip;
-    uint32_t resized_width, resized_height, skip_x, skip_y;
+    /* 64 bits: Resize(65536) of a 1-pixel-wide PNG 70000 high is 4.6e9 */
+    uint64_t resized_width, resized_height, skip_x, skip_y;
 };
 
 /* A plain box (no window), as an initialiser: RF_CROP_BOX(x, y, w, h, flip). */
@@ -39,8 +40,8 @@ struct rf__crop {
 
 /* The width and height the box is resized to before the output's part
  * is cut out: out_w x out_h for a plain box. */
-uint32_t rf__crop_resized_width(const struct rf__crop *c, uint32_t out_w);
-uint32_t rf__crop_resized_height(const struct rf__crop *c, uint32_t out_h);
+uint64_t rf__crop_resized_width(const struct rf__crop *c, uint32_t out_w);
+uint64_t rf__crop_resized_height(const struct rf__crop *c, uint32_t out_h);
 
 /* The part of the source image an out_w x out_h output shows, as a plain
  * box: the box itself, or the window's share of it. For choosing a DCT

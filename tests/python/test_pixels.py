@@ -113,3 +113,23 @@ def test_eval_is_torchvisions_resize_then_centre_crop(tmp_path_factory, size,
                     differ.append((os.path.basename(path), int(worst)))
     assert len(folder) == 160
     assert differ == [], f"{len(differ)} images differ (name, most)"
+
+
+def test_eval_of_a_sliver_enlarged_past_32_bits(tmp_path):
+    """Resize(65536) of a 1 x 70000 PNG is 65536 x 4,587,520,000 pixels,
+    which no one can make; its centre crop is still planned exactly (a
+    window of that resize) and is the middle of the image: a ramp 0..255
+    top to bottom gives 127 and 128 there."""
+    Image = pytest.importorskip("PIL.Image")
+    os.makedirs(tmp_path / "c")
+    for h in (65000, 70000):
+        ramp = (np.arange(h) * 256 // h).astype(np.uint8)
+        Image.fromarray(np.repeat(ramp[:, None, None], 3, axis=2)).save(
+            tmp_path / "c" / f"h{h}.png")
+    with ringfeed.Loader(str(tmp_path), 2, transform="eval", size=4,
+                         resize=65536, shuffle=False, layout="nhwc",
+                         num_workers=1) as loader:
+        images, _ = next(iter(loader))
+        for image in as_numpy(images):
+            assert image[:, :, 0].tolist() == [[127] * 4, [127] * 4,
+                                               [128] * 4, [128] * 4]
