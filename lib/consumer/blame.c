@@ -37,22 +37,13 @@ static bool sample_in_batch(const rf_loader *l, uint64_t seq, uint64_t sample)
     return false;
 }
 
-/* The consumer keeps no dataset open, so a folder or pack is opened
- * again from the fds the producers get (rare: when a sample ends the run,
- * or a wait is reported). */
 void rf__loader_describe_sample(const rf_loader *l, uint64_t index, char *out,
                                 size_t len)
 {
-    rf_dataset *ds = NULL;
-    char why[256];
-    if (l->params[RF_PARAM_SOURCE] == RF_SOURCE_PATH &&
-        rf__dataset_open_indexed(&ds, l->path, l->fds.data, l->fds.listing, why,
-                                 sizeof(why)) == 0) {
-        rf__dataset_describe(ds, index, out, len);
-        rf_dataset_close(ds);
-        return;
-    }
-    rf__format(out, len, "sample %llu", (unsigned long long)index);
+    if (l->described)
+        rf__dataset_describe(l->described, index, out, len);
+    else
+        rf__format(out, len, "sample %llu", (unsigned long long)index);
 }
 
 /* The other samples that broke producers, for the message that ends the

@@ -151,9 +151,9 @@ void rf__loader_forgive_time_stopped(rf_loader *l, uint64_t started,
         return;
     const uint64_t lost = now - started;
     /* nor against the wait stalls.c reports (the caller knows) */
-    if (l->waiting_since_ns != 0)
-        l->waiting_since_ns =
-            l->waiting_since_ns + lost < now ? l->waiting_since_ns + lost : now;
+    if (l->stall_call_ns != 0)
+        l->stall_call_ns =
+            l->stall_call_ns + lost < now ? l->stall_call_ns + lost : now;
     for (uint32_t p = 0; p < l->producers; p++) {
         struct producer_info *prod = &l->producer_info[p];
         if (prod->orders == 0)

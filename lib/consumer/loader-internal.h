@@ -106,20 +106,27 @@ struct rf_loader {
      * seventh day, while a loop of replacements still ends in the hour. */
     uint64_t max_respawns;
     uint64_t window_ns;
-    uint64_t window_start_ns;     /* the window max_respawns counts in */
-    uint64_t window_respawns;     /* replacements in it */
-    uint64_t timeout_ns;          /* RF_PARAM_BATCH_TIMEOUT_MS; 0 = none */
-    uint64_t stall_ns;            /* RF_PARAM_STALL_WARNING_MS; 0 = never */
-    uint64_t waiting_since_ns;    /* stalls.c: the wait for the next batch
-                                     began (0: none), across next() calls
-                                     a signal cut short */
-    uint64_t report_after_ns;     /* stalls.c: report once waited this long */
+    uint64_t window_start_ns; /* the window max_respawns counts in */
+    uint64_t window_respawns; /* replacements in it */
+    uint64_t timeout_ns;      /* RF_PARAM_BATCH_TIMEOUT_MS; 0 = none */
+    uint64_t stall_ns;        /* RF_PARAM_STALL_WARNING_MS; 0 = never */
+    /* stalls.c: the wait for the batch next() is to hand out */
+    uint64_t stall_waited_ns;     /* time it took in earlier next() calls */
+    uint64_t stall_call_ns;       /* when this call began waiting, or 0 */
+    uint64_t report_after_ns;     /* report once waited this long; 0: no wait
+                                     going on (or none to report) */
     uint64_t respawns;            /* producers replaced so far */
     struct rf__breakers breakers; /* crashes and time-outs per sample */
     uint32_t failed_starts;       /* crashes and time-outs in a row before
                                      taking up work (MAX_FAILED_STARTS) */
     uint64_t next_check_ns;       /* when next() looks at the producers again */
     uint32_t *owed; /* [slots] scratch: slots a dead producer held */
+
+    /* RF_SOURCE_PATH: the dataset over the producers' fds, opened by
+     * rf_loader_open() while its file system answers, so that messages
+     * name samples without touching it again (a report of a hung read
+     * must not hang on the same file system); NULL otherwise */
+    rf_dataset *described;
 
     struct rf__failures failures; /* samples that failed */
     bool skip_errors;             /* RF_ON_ERROR_SKIP */
@@ -147,6 +154,9 @@ static inline int set_fatal(rf_loader *l, int code)
 
 /* ---- messages.c ---------------------------------------------------------- */
 
+/* The longest message (a stall report naming four producers' files) */
+#define RF__MESSAGE_MAX 2048
+
 /* Remembers what fd 2 is now: the default message handler writes there
  * only while it is still that file. */
 void rf__loader_note_stderr(rf_loader *l);
@@ -168,6 +178,12 @@ void rf__loader_report_always(rf_loader *l, const char *fmt, ...)
  * producer and slot counts, rank and world size, the order and the span
  * of the run. Returns 0 or a negative code with l->error set. */
 int rf__loader_resolve(rf_loader *l, const rf_config *cfg);
+
+/* RF_SOURCE_PATH: opens l->described over the producers' fds (two more
+ * fds at most), to name samples in messages. Without it (out of memory,
+ * no fds to spare: loader.c asks only with two beyond the run's needs)
+ * messages give sample numbers only. */
+void rf__loader_keep_described(rf_loader *l);
 
 /* ---- shared-memory.c ----------------------------------------------------- */
 
@@ -232,8 +248,8 @@ int rf__loader_charge_death(rf_loader *l, uint32_t p, uint64_t seq,
 bool rf__loader_current_sample(const rf_loader *l, uint32_t p,
                                uint64_t *sample);
 
-/* "sample 12 (/data/train/cls/a.jpg)" for messages; opens the dataset
- * again, so for rare events only. */
+/* "sample 12 (/data/train/cls/a.jpg)" for messages, from the listing in
+ * memory (no file system access); "sample 12" without one. */
 void rf__loader_describe_sample(const rf_loader *l, uint64_t index, char *out,
                                 size_t len);
 
@@ -242,6 +258,10 @@ void rf__loader_describe_sample(const rf_loader *l, uint64_t index, char *out,
 /* next() is about to wait for its batch: the wait's clock starts, unless
  * it runs already (a next() that a signal cut short, called again). */
 void rf__loader_stall_begins(rf_loader *l);
+
+/* next() returns without a batch (a signal, an error): the wait stops
+ * counting until next() is called again. */
+void rf__loader_stall_pause(rf_loader *l);
 
 /* next() hands a batch out: the wait, if any, is over. */
 void rf__loader_stall_over(rf_loader *l);

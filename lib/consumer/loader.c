@@ -40,17 +40,20 @@ static int allocate_tables(rf_loader *l)
     return 0;
 }
 
+/* The fds the run still has to open: control, arena, eventfd, the
+ * helper, a pidfd per producer, and one for whatever the caller opens
+ * next. Not the dataset's listing and data fds: resolve.c opened them
+ * already, so rf__fds_free() counts them as taken. */
+static uint64_t fds_needed(const rf_loader *l)
+{
+    return 6 + (uint64_t)l->producers;
+}
+
 /* Refuses to start when the fd limit leaves too few for the ring: better
  * than an EMFILE from whichever call happens to come last. */
 static int check_fds(rf_loader *l)
 {
-    /* Still to be opened: control, arena, eventfd, the helper, a pidfd
-     * per producer, and one for whatever the caller opens next. Not the
-     * dataset's listing and data fds: resolve.c opened them before this
-     * runs, so rf__fds_free() counts them as taken already. blame.c's
-     * describe_sample() may open the dataset again (two more) only on its
-     * way to an error. */
-    const uint64_t needed = 6 + (uint64_t)l->producers;
+    const uint64_t needed = fds_needed(l);
     uint64_t limit = 0;
     const int free_fds = rf__fds_free(&limit);
     if ((uint64_t)free_fds >= needed)
@@ -63,13 +66,27 @@ static int check_fds(rf_loader *l)
                      (unsigned long long)limit);
 }
 
+/* The dataset that names samples in messages (two fds at most), when
+ * the fd limit leaves room for it beyond the run's own: a limit that
+ * just fits the run gets sample numbers in its messages instead. */
+static void keep_described(rf_loader *l)
+{
+    uint64_t limit = 0;
+    const int free_fds = rf__fds_free(&limit);
+    if (l->params[RF_PARAM_SOURCE] == RF_SOURCE_PATH &&
+        (uint64_t)free_fds >= fds_needed(l) + 2)
+        rf__loader_keep_described(l);
+}
+
 static int open_loader(rf_loader *l, const rf_config *cfg)
 {
     int rc = rf__loader_resolve(l, cfg);
     if (rc == 0)
         rc = check_fds(l);
-    if (rc == 0)
+    if (rc == 0) {
+        keep_described(l);
         rc = allocate_tables(l);
+    }
     if (rc == 0)
         rc = rf__loader_create_segments(l);
     if (rc < 0)
@@ -181,6 +198,8 @@ int rf_loader_next(rf_loader *l, rf_batch *batch)
         if (rc < 0)
             break;
     }
+    if (rc != 1)
+        rf__loader_stall_pause(l);
     l->wait_ns += rf__now_ns() - start;
     return rc;
 }
@@ -240,6 +259,7 @@ void rf_loader_close(rf_loader *l)
     if (l->helper_fd >= 0)
         close(l->helper_fd);
     rf__failures_free(&l->failures);
+    rf_dataset_close(l->described);
     free(l->producer_info);
     free(l->owed);
     free(l->pfds);

@@ -39,7 +39,7 @@ static void deliver(rf_loader *l, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
 static void deliver(rf_loader *l, const char *fmt, va_list ap)
 {
-    char text[RF__DETAIL + 16];
+    char text[RF__MESSAGE_MAX];
     vsnprintf(text, sizeof(text), fmt, ap);
     if (l->message_fn) {
         l->message_fn(l->message_user, text);

@@ -248,3 +248,12 @@ int rf__loader_resolve(rf_loader *l, const rf_config *cfg)
     rf__failures_init(&l->failures, p, l->order.per_rank);
     return resolve_span(l);
 }
+
+void rf__loader_keep_described(rf_loader *l)
+{
+    char ignored[RF__DETAIL];
+    if (l->fds.data < 0 ||
+        rf__dataset_open_indexed(&l->described, l->path, l->fds.data,
+                                 l->fds.listing, ignored, sizeof(ignored)) < 0)
+        l->described = NULL;
+}

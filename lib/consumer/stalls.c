@@ -7,8 +7,10 @@
  * system, a dying disk) then says where, instead of hanging in silence.
  * Reports only: deadlines.c is what replaces a stuck producer (and takes
  * the time the whole job was frozen out of the wait). Owns the
- * loader's waiting_since_ns and report_after_ns: a wait is one batch's,
- * across the next() calls that a signal cuts short.
+ * loader's stall_* fields and report_after_ns: a wait is one batch's,
+ * the time spent in next() calls until it comes (a call a signal cuts
+ * short and the next make one wait; the caller's time between them is
+ * not counted).
  */
 #include "config.h"
 
@@ -19,6 +21,9 @@
 
 /* Producers described one by one in a report; more are counted. */
 #define DESCRIBED_PRODUCERS 4
+/* The longest description of one producer: its sample's name and the
+ * words around it */
+#define PRODUCER_TEXT_MAX (RF__SAMPLE_NAME_MAX + 112)
 
 /* "batch 12 of epoch 3" (in order), or "a batch" (any order). */
 static void describe_awaited(const rf_loader *l, char *out, size_t len)
@@ -48,15 +53,16 @@ static void describe_producer(const rf_loader *l, uint32_t p, uint64_t now,
     }
     const double idle_s =
         now > prod->progress_ns ? (double)(now - prod->progress_ns) / 1e9 : 0;
-    if (*used + 1 < len)
-        rf__format(out + *used, len - *used,
-                   "; producer %u (pid %d) %s and has delivered nothing for "
-                   "%.1f s",
-                   p, (int)prod->child.pid, on, idle_s);
+    rf__format(out + *used, len - *used,
+               "; producer %u (pid %d) %s and has delivered nothing for "
+               "%.1f s",
+               p, (int)prod->child.pid, on, idle_s);
     *used += strlen(out + *used);
 }
 
-/* What the producers that owe batches are doing, for the report. */
+/* What the producers that owe batches are doing, for the report: as many
+ * descriptions as len holds (up to DESCRIBED_PRODUCERS), whole, with 48
+ * bytes always left for the count of the rest. */
 static void describe_producers(const rf_loader *l, uint64_t now, char *out,
                                size_t len)
 {
@@ -66,39 +72,71 @@ static void describe_producers(const rf_loader *l, uint64_t now, char *out,
     for (uint32_t p = 0; p < l->producers; p++) {
         if (l->producer_info[p].orders == 0)
             continue;
-        if (described == DESCRIBED_PRODUCERS) {
+        if (described == DESCRIBED_PRODUCERS ||
+            len - used < PRODUCER_TEXT_MAX + 48) {
             more++;
             continue;
         }
         describe_producer(l, p, now, out, len, &used);
         described++;
     }
-    if (more > 0 && used + 1 < len)
+    if (more > 0)
         rf__format(out + used, len - used, "; and %u more producer%s", more,
                    more == 1 ? "" : "s");
 }
 
 void rf__loader_stall_begins(rf_loader *l)
 {
-    if (l->waiting_since_ns != 0)
+    if (l->stall_ns == 0)
+        return;                    /* never reported */
+    if (l->report_after_ns == 0) { /* a new wait */
+        l->stall_waited_ns = 0;
+        l->report_after_ns = l->stall_ns;
+    }
+    if (l->stall_call_ns == 0)
+        l->stall_call_ns = rf__now_ns();
+}
+
+void rf__loader_stall_pause(rf_loader *l)
+{
+    if (l->stall_call_ns == 0)
         return;
-    l->waiting_since_ns = rf__now_ns();
-    l->report_after_ns = l->stall_ns;
+    l->stall_waited_ns += rf__now_ns() - l->stall_call_ns;
+    l->stall_call_ns = 0;
 }
 
 void rf__loader_stall_over(rf_loader *l)
 {
-    l->waiting_since_ns = 0;
+    l->report_after_ns = 0;
+    l->stall_call_ns = 0;
+}
+
+/* Time waited for the awaited batch inside next(), this call included. */
+static uint64_t waited_ns(const rf_loader *l, uint64_t now)
+{
+    return l->stall_waited_ns + (l->stall_call_ns != 0 && now > l->stall_call_ns
+                                     ? now - l->stall_call_ns
+                                     : 0);
+}
+
+/* The next report after a wait of `waited`: the first doubling past it,
+ * so that a wait that jumped several (a freeze, a slow call) gives one
+ * report, not a burst. */
+static void next_report_after(rf_loader *l, uint64_t waited)
+{
+    while (l->report_after_ns <= waited && l->report_after_ns < UINT64_MAX / 2)
+        l->report_after_ns *= 2;
+    if (l->report_after_ns <= waited)
+        l->report_after_ns = UINT64_MAX;
 }
 
 void rf__loader_report_stall(rf_loader *l)
 {
-    const uint64_t now = rf__now_ns(), started = l->waiting_since_ns;
-    if (l->report_after_ns == 0 || started == 0 ||
-        now - started < l->report_after_ns)
+    const uint64_t now = rf__now_ns(), waited = waited_ns(l, now);
+    if (l->report_after_ns == 0 || waited < l->report_after_ns)
         return;
-    l->report_after_ns *= 2;
-    char awaited[64], producers[RF__DETAIL / 2];
+    next_report_after(l, waited);
+    char awaited[64], producers[DESCRIBED_PRODUCERS * PRODUCER_TEXT_MAX + 48];
     describe_awaited(l, awaited, sizeof(awaited));
     describe_producers(l, now, producers, sizeof(producers));
     char remedy[160];
@@ -116,5 +154,5 @@ void rf__loader_report_stall(rf_loader *l)
         "the loop has waited %.1f s for %s%s. A read that hangs (a network "
         "file system) or a slow decode holds a batch up; %s "
         "(RF_PARAM_STALL_WARNING_MS sets when this is reported)",
-        (double)(now - started) / 1e9, awaited, producers, remedy);
+        (double)waited / 1e9, awaited, producers, remedy);
 }
