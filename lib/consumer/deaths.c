@@ -234,9 +234,10 @@ static int replace_producer(rf_loader *l, uint32_t p, const char *what)
         rc = rf__loader_give_order(l, l->owed[k], l->slot_info[l->owed[k]].seq);
     if (rc < 0)
         return rc;
-    rf__loader_report(l, "%s; replaced by pid %d, %u batch%s issued again",
-                      what, l->producer_info[p].child.pid, owed,
-                      owed == 1 ? "" : "es");
+    if (!l->quiet)
+        rf__loader_report(l, "%s; replaced by pid %d, %u batch%s issued again",
+                          what, l->producer_info[p].child.pid, owed,
+                          owed == 1 ? "" : "es");
     return 0;
 }
 

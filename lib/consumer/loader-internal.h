@@ -163,13 +163,9 @@ void rf__loader_note_stderr(rf_loader *l);
 
 /* Reports one event of the run to the caller's handler, else to the
  * caller's stderr as the default handler does (see
- * rf_config_set_message_handler()); nothing under RF_PARAM_QUIET. */
+ * rf_config_set_message_handler()). RF_PARAM_QUIET is the caller's
+ * to check: it silences replaced producers' reports only. */
 void rf__loader_report(rf_loader *l, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-/* rf__loader_report(), even under RF_PARAM_QUIET (which silences the
- * reports of replaced producers only). */
-void rf__loader_report_always(rf_loader *l, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* ---- resolve.c ----------------------------------------------------------- */
@@ -180,10 +176,10 @@ void rf__loader_report_always(rf_loader *l, const char *fmt, ...)
 int rf__loader_resolve(rf_loader *l, const rf_config *cfg);
 
 /* RF_SOURCE_PATH: opens l->described over the producers' fds (two more
- * fds at most), to name samples in messages. Without it (out of memory,
- * no fds to spare: loader.c asks only with two beyond the run's needs)
- * messages give sample numbers only. */
-void rf__loader_keep_described(rf_loader *l);
+ * fds at most), to name samples in messages, when the fd limit leaves
+ * two beyond the fds_needed the run still has to open. Without it (out
+ * of memory, no fds to spare) messages give sample numbers only. */
+void rf__loader_keep_described(rf_loader *l, uint64_t fds_needed);
 
 /* ---- shared-memory.c ----------------------------------------------------- */
 

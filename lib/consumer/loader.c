@@ -66,25 +66,13 @@ static int check_fds(rf_loader *l)
                      (unsigned long long)limit);
 }
 
-/* The dataset that names samples in messages (two fds at most), when
- * the fd limit leaves room for it beyond the run's own: a limit that
- * just fits the run gets sample numbers in its messages instead. */
-static void keep_described(rf_loader *l)
-{
-    uint64_t limit = 0;
-    const int free_fds = rf__fds_free(&limit);
-    if (l->params[RF_PARAM_SOURCE] == RF_SOURCE_PATH &&
-        (uint64_t)free_fds >= fds_needed(l) + 2)
-        rf__loader_keep_described(l);
-}
-
 static int open_loader(rf_loader *l, const rf_config *cfg)
 {
     int rc = rf__loader_resolve(l, cfg);
     if (rc == 0)
         rc = check_fds(l);
     if (rc == 0) {
-        keep_described(l);
+        rf__loader_keep_described(l, fds_needed(l));
         rc = allocate_tables(l);
     }
     if (rc == 0)

@@ -32,15 +32,16 @@ static bool stderr_unchanged(const rf_loader *l)
            st.st_dev == l->stderr_dev && st.st_ino == l->stderr_ino;
 }
 
-/* Hands one formatted report to the caller's handler, else to the
+/* Reports one event of the run to the caller's handler, else to the
  * caller's stderr as the default handler does (see
  * rf_config_set_message_handler()). */
-static void deliver(rf_loader *l, const char *fmt, va_list ap)
-    __attribute__((format(printf, 2, 0)));
-static void deliver(rf_loader *l, const char *fmt, va_list ap)
+void rf__loader_report(rf_loader *l, const char *fmt, ...)
 {
     char text[RF__MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
     if (l->message_fn) {
         l->message_fn(l->message_user, text);
     } else if (stderr_unchanged(l)) {
@@ -53,22 +54,4 @@ static void deliver(rf_loader *l, const char *fmt, va_list ap)
                   n < (int)sizeof(line) ? (size_t)n : sizeof(line) - 1);
         (void)w;
     }
-}
-
-void rf__loader_report(rf_loader *l, const char *fmt, ...)
-{
-    if (l->quiet)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    deliver(l, fmt, ap);
-    va_end(ap);
-}
-
-void rf__loader_report_always(rf_loader *l, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    deliver(l, fmt, ap);
-    va_end(ap);
 }

@@ -249,10 +249,13 @@ int rf__loader_resolve(rf_loader *l, const rf_config *cfg)
     return resolve_span(l);
 }
 
-void rf__loader_keep_described(rf_loader *l)
+void rf__loader_keep_described(rf_loader *l, uint64_t fds_needed)
 {
+    uint64_t limit = 0;
+    const int free_fds = rf__fds_free(&limit);
     char ignored[RF__DETAIL];
-    if (l->fds.data < 0 ||
+    if (l->params[RF_PARAM_SOURCE] != RF_SOURCE_PATH ||
+        (uint64_t)free_fds < fds_needed + 2 ||
         rf__dataset_open_indexed(&l->described, l->path, l->fds.data,
                                  l->fds.listing, ignored, sizeof(ignored)) < 0)
         l->described = NULL;

@@ -149,7 +149,7 @@ void rf__loader_report_stall(rf_loader *l)
                    "a producer that delivers nothing for %llu ms "
                    "(RF_PARAM_BATCH_TIMEOUT_MS) is replaced",
                    (unsigned long long)(l->timeout_ns / 1000000u));
-    rf__loader_report_always(
+    rf__loader_report(
         l,
         "the loop has waited %.1f s for %s%s. A read that hangs (a network "
         "file system) or a slow decode holds a batch up; %s "

@@ -91,11 +91,13 @@ class _Run:
         self.next_seq = (start_epoch * self.stats.batches_per_epoch
                          + start_batch)
         self.ring = self._map_arena()
-        # the whole ring as one tensor (tests ask it is_pinned()); batches
-        # are not views of it, see Loader._wrap()
-        self.arena = torch.from_numpy(self.ring) if torch is not None \
-            else self.ring
         self.held: Deque[_Held] = collections.deque()
+
+    @property
+    def arena(self) -> Any:
+        """The whole ring as one tensor (tests ask it is_pinned()); batches
+        are not views of it, see Loader._wrap()."""
+        return torch.from_numpy(self.ring) if torch is not None else self.ring
 
     def _map_arena(self) -> Any:
         """One numpy array over the whole ring, made once; each batch is a
@@ -175,7 +177,7 @@ class _Run:
             self.handle = ctypes.c_void_p()
             # the ring is unmapped now, or when the last view the caller
             # kept is gone
-            self.ring = self.arena = None
+            self.ring = None
 
 
 class _Config:

@@ -63,13 +63,10 @@ def _epoch_number(epoch: Any) -> int:
     """set_epoch()'s argument: a whole number (int, numpy integer) in the
     range the library runs, else ConfigError."""
     last = param("start_epoch").maximum
-    if isinstance(epoch, bool):
+    try:
+        number = _whole(epoch, "epoch")
+    except ConfigError:
         number = -1
-    else:
-        try:
-            number = operator.index(epoch)
-        except TypeError:
-            number = -1
     if not 0 <= number <= last:
         raise ConfigError(f"set_epoch({epoch!r}): an epoch is a whole number "
                           f"from 0 to {last}")
