@@ -13,7 +13,16 @@
 # Exits non-zero when a check fails or is skipped, or when an upload runs
 # under 90% of the bandwidth of a plain cudaMemcpyAsync from
 # cudaHostAlloc'd memory.
+#
+# GPU_CHECK_PARTS (default "tests sanitizer bench") picks the parts and
+# GPU_CHECK_SANITIZERS (default "memcheck racecheck synccheck") the
+# sanitizer's tools, for a device run that splits them
+# (tools/dev/gpu-session.sh runs the tests beside other checks and the
+# benchmarks alone).
 set -u
+parts=${GPU_CHECK_PARTS:-tests sanitizer bench}
+tools=${GPU_CHECK_SANITIZERS:-memcheck racecheck synccheck}
+wants() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$top/_build}" && pwd) || exit 2
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -56,8 +65,8 @@ for bin in "$RINGFEED_PRODUCER" "$build/tests/.libs/test-cuda" \
     fi
 done
 
-say "GPU tests"
-for t in tests/test-cuda examples/cuda-train; do
+wants tests && say "GPU tests"
+wants tests && for t in tests/test-cuda examples/cuda-train; do
     timeout --kill-after=10 300 "$build/$t" >"$build/$t.gpu-check.log" 2>&1
     status=$?
     case $status in
@@ -96,10 +105,12 @@ sanitize() {
         failed=1
     fi
 }
-if [ -n "$sanitizer" ]; then
+if ! wants sanitizer; then
+    :
+elif [ -n "$sanitizer" ]; then
     say "compute-sanitizer ($sanitizer)"
     for t in tests/test-cuda examples/cuda-train; do
-        for tool in memcheck racecheck synccheck; do
+        for tool in $tools; do
             sanitize "$tool" "$t"
         done
     done
@@ -114,7 +125,7 @@ bench() {
     name=$1
     shift
     say "ringfeed-bench --gpu $*"
-    out=$("$build/tools/ringfeed-bench" --gpu "$@" 2>&1)
+    out=$(timeout --kill-after=5 300 "$build/tools/ringfeed-bench" --gpu "$@" 2>&1)
     status=$?
     echo "$out"
     [ $status -eq 0 ] || failed=1
@@ -135,16 +146,19 @@ $(printf '%-26s %8s %8s %7s %8s %8s %10s' "$name" "${upload:--}" \
     *: | *:0.[0-8]*) failed=1 ;; # under 0.90, or no figure
     esac
 }
-bench "64x224x224x3" --batch 64 --size 224 --samples 10000 --epochs 2
-bench "256x224x224x3" --batch 256 --size 224 --samples 20000
-bench "32x128x128x3" --batch 32 --size 128 --samples 10000 --epochs 2
-bench "64x224x224x3, no step" --batch 64 --size 224 --samples 10000 \
-    --step-us 0
+run_benches() {
+    bench "64x224x224x3" --batch 64 --size 224 --samples 10000 --epochs 2
+    bench "256x224x224x3" --batch 256 --size 224 --samples 20000
+    bench "32x128x128x3" --batch 32 --size 128 --samples 10000 --epochs 2
+    bench "64x224x224x3, no step" --batch 64 --size 224 --samples 10000 \
+        --step-us 0
 
-say "figures (GB/s of the DMA; ratio = ringfeed / plain cudaMemcpyAsync)"
-printf '%-26s %8s %8s %7s %8s %8s %10s' shape upload plain ratio \
-    "copy/step" "GPU idle" "overlapped"
-echo "$summary"
+    say "figures (GB/s of the DMA; ratio = ringfeed / plain cudaMemcpyAsync)"
+    printf '%-26s %8s %8s %7s %8s %8s %10s' shape upload plain ratio \
+        "copy/step" "GPU idle" "overlapped"
+    echo "$summary"
+}
+wants bench && run_benches
 [ $failed -eq 0 ] && echo "gpu-check: all passed" ||
     echo "gpu-check: FAILED (see above)"
 exit $failed

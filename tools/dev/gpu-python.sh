@@ -17,8 +17,14 @@
 # figures and logs go to $OUT when it is set (the device tool's folder),
 # else to BUNDLE/python-out. WORKERS (default: the CPUs, at most 16) is
 # both loaders' worker count; STEPS (default 150) the timed steps of each
-# run. Exits 1 when a check failed or was skipped.
+# run; ROUNDS (default 2) the rounds of each. GPU_PYTHON_PARTS (default
+# "tests sanitizer train bench"; "data" makes only the dataset) picks the
+# parts, for a device run that splits them (tools/dev/gpu-session.sh).
+# Exits 1 when a check failed or was skipped.
 set -u
+parts=${GPU_PYTHON_PARTS:-tests sanitizer train bench}
+rounds=${ROUNDS:-2}
+wants() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bundle=$(cd "${1:-$top/_gpu}" 2>/dev/null && pwd) || {
     echo "gpu-python: no bundle ${1:-$top/_gpu}; make one with tools/dev/gpu-bundle.sh" >&2
@@ -35,7 +41,11 @@ mkdir -p "$out"
 say() { printf '\n== %s\n' "$*"; }
 
 export LD_LIBRARY_PATH="$bundle/build/.libs:$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PYTHONPATH="$top/python:$bundle/py${PYTHONPATH:+:$PYTHONPATH}"
+# The bundle's pytest only where the interpreter has none: its wheels
+# (typing_extensions, packaging) would shadow the machine's own.
+py=$top/python
+"$python" -c 'import pytest' 2>/dev/null || py=$py:$bundle/py
+export PYTHONPATH="$py${PYTHONPATH:+:$PYTHONPATH}"
 export RINGFEED_LIBRARY="$bundle/build/.libs/libringfeed.so"
 export RINGFEED_PRODUCER="$bundle/build/tools/ringfeed-producer"
 export RINGFEED_TOOLS="$bundle/build/tools" PYTHON="$python"
@@ -75,18 +85,23 @@ run_to() {
     return $status
 }
 
-say "GPU tests (tests/python/test_gpu.py, test_dtype.py)"
-run_to pytest-gpu 400 sh "$top/tests/test-package.sh" -q \
-    "$top/tests/python/test_gpu.py" "$top/tests/python/test_dtype.py"
-summary=$(grep '^# test-package.sh:' "$out/pytest-gpu.log")
-case $summary in
-*" 0 failed, 0 skipped") ;;
-*) failed=1 ;;
-esac
+run_tests() {
+    say "GPU tests (tests/python/test_gpu.py, test_dtype.py)"
+    run_to pytest-gpu 400 sh "$top/tests/test-package.sh" -q \
+        "$top/tests/python/test_gpu.py" "$top/tests/python/test_dtype.py"
+    summary=$(grep '^# test-package.sh:' "$out/pytest-gpu.log")
+    case $summary in
+    *" 0 failed, 0 skipped") ;;
+    *) failed=1 ;;
+    esac
+}
+wants tests && run_tests
 
 sanitizer=$(command -v compute-sanitizer ||
     ls "${CUDA_HOME:-/usr/local/cuda}"/bin/compute-sanitizer 2>/dev/null)
-if [ -n "$sanitizer" ]; then
+if ! wants sanitizer; then
+    :
+elif [ -n "$sanitizer" ]; then
     # python itself, not the producers it spawns (they never load CUDA)
     say "compute-sanitizer memcheck: three of the GPU tests"
     PYTHONDONTWRITEBYTECODE=1 run_to sanitizer 300 "$sanitizer" \
@@ -99,14 +114,19 @@ else
 fi
 
 # Made there, not carried (500 MB), and kept out of $OUT, which comes back.
+# A folder half made by a run that was cut off is made again.
 data=${TMPDIR:-/tmp}/ringfeed-gpu-python-data
-if [ ! -d "$data" ]; then
+if { wants data || wants train || wants bench; } && [ ! -d "$data" ]; then
     say "the dataset: 6,000 synthetic ImageNet-like JPEGs"
-    "$bundle/build/tools/ringfeed-synth" "$data" --images 6000 --classes 10 \
-        --jobs "$cpus" --quiet || exit 1
+    rm -rf "$data.part"
+    "$bundle/build/tools/ringfeed-synth" "$data.part" --images 6000 \
+        --classes 10 --jobs "$cpus" --quiet && mv "$data.part" "$data" ||
+        exit 1
 fi
 
-if "$python" -c 'import torchvision' 2>/dev/null; then
+if ! wants train; then
+    :
+elif "$python" -c 'import torchvision' 2>/dev/null; then
     say "examples/train.py with AMP: 30 steps, then resumed for 10"
     ck=$out/train.ckpt
     run_to train 300 "$python" "$top/examples/train.py" "$data" \
@@ -119,18 +139,21 @@ else
     say "examples/train.py: skipped, no torchvision here (its model)"
 fi
 
-say "ResNet-50 AMP steps: ringfeed device=cuda against DataLoader pin_memory=True, $workers workers"
-for round in 1 2; do
-    for loader in ringfeed torch; do
-        run_to "bench-$loader-$round" 300 "$python" \
-            "$top/tools/bench/bench_gpu_train.py" "$data" --loader "$loader" \
-            --workers "$workers" --steps "$steps" --batch 128 ||
-            continue
-        tail -n 1 "$out/bench-$loader-$round.log" \
-            >"$out/bench-$loader-$round.json"
+run_bench() {
+    say "ResNet-50 AMP steps: ringfeed device=cuda against DataLoader pin_memory=True, $workers workers"
+    round=0
+    while [ $round -lt "$rounds" ]; do
+        round=$((round + 1))
+        for loader in ringfeed torch; do
+            run_to "bench-$loader-$round" 300 "$python" \
+                "$top/tools/bench/bench_gpu_train.py" "$data" --loader "$loader" \
+                --workers "$workers" --steps "$steps" --batch 128 ||
+                continue
+            tail -n 1 "$out/bench-$loader-$round.log" \
+                >"$out/bench-$loader-$round.json"
+        done
     done
-done
-"$python" - "$out" <<'EOF'
+    "$python" - "$out" <<'EOF'
 import glob, json, os, statistics, sys
 rows = {}
 for path in sorted(glob.glob(os.path.join(sys.argv[1], "bench-*.json"))):
@@ -145,6 +168,8 @@ for loader, runs in rows.items():
         statistics.median(r["host_wait_s"] for r in runs),
         runs[0]["loader_kind"]))
 EOF
+}
+wants bench && run_bench
 
 echo
 [ $failed -eq 0 ] && echo "gpu-python: all passed" || echo "gpu-python: FAILED"
