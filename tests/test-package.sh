@@ -6,8 +6,9 @@
 #
 #     tests/test-package.sh [--list | PYTEST ARGUMENTS...]
 #
-# --list prints the tests' ids; other arguments go to pytest (-k WORD, a
-# test's id, -x...). Ends with the line tools/quickstart adds up,
+# --list prints the tests' ids; other arguments go to pytest (-k WORD, -x,
+# test files or ids, which then run alone). Ends with the line
+# tools/quickstart adds up,
 #
 #     # test-package.sh: N passed, N failed, N skipped
 #
@@ -84,10 +85,18 @@ trap 'exit 1' HUP INT TERM
 
 "$python" -c 'import sys; print(sys.argv[1], sys.executable, sys.version)' \
     "$name:"
+# Test files or ids among the arguments: those alone; else every test.
+everything=$tests
+for arg in "$@"; do
+    case $arg in
+    -*) ;;
+    *) [ -e "${arg%%::*}" ] && everything= ;;
+    esac
+done
 # A test that hangs prints every thread's stack after 5 minutes; the
 # program's time limit (tests/run-test.sh) ends the run.
 "$python" -m pytest -p no:cacheprovider -o faulthandler_timeout=300 \
-    -rfEs --junitxml="$work/report.xml" "$tests" "$@"
+    -rfEs --junitxml="$work/report.xml" ${everything:+"$everything"} "$@"
 status=$?
 
 # passed, failed (and errors), skipped, from the report.
