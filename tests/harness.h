@@ -43,6 +43,13 @@
  * RF_TEST_CASE_TIMEOUT_SCALE multiplies every case's time limit: a slow
  * machine or a sanitizer build may raise it (tools/quickstart sets 3 for
  * the sanitizer run).
+ *
+ * RF_TEST_IN_PROCESS=1 runs one case, named exactly ("topic/name"), in the
+ * program's own process, for a tool that follows one process and cannot
+ * attach to the cases' children (compute-sanitizer waits for them, and
+ * the case hangs): `RF_TEST_IN_PROCESS=1 compute-sanitizer prog
+ * "upload/timing events"`. Its failed CHECK or skip ends the program with
+ * that exit status; the time limit is the tool's caller's to set.
  */
 #ifndef RF_TEST_HARNESS_H
 #define RF_TEST_HARNESS_H
@@ -217,6 +224,42 @@ static inline int test_run_case(const struct test_case *c)
     return code == 0 ? 0 : code == TEST_SKIP ? 2 : 1;
 }
 
+/* RF_TEST_IN_PROCESS: the case named exactly by the one argument, run in
+ * this process between setup and teardown (see the top of this file). */
+static inline int test_run_in_process_(int argc, char **argv,
+                                       const struct test_case *cases, size_t n,
+                                       void (*setup)(void),
+                                       void (*teardown)(void))
+{
+    const struct test_case *c = NULL;
+    for (size_t i = 0; argc == 2 && i < n; i++) {
+        char full[256];
+        snprintf(full, sizeof(full), "%s/%s", cases[i].topic, cases[i].name);
+        if (strcmp(full, argv[1]) == 0)
+            c = &cases[i];
+    }
+    if (!c) {
+        printf("RF_TEST_IN_PROCESS=1 runs one case: give its whole "
+               "\"topic/name\" as the one argument (--list prints them)\n");
+        return 2;
+    }
+    const double start = test_seconds();
+    if (setup)
+        setup();
+    test_running_case = c;
+    c->run();
+    if (teardown)
+        teardown();
+    printf("PASS: %s/%s (%.1f s)\n", c->topic, c->name, test_seconds() - start);
+    return 0;
+}
+
+static inline bool test_in_process_(void)
+{
+    const char *v = getenv("RF_TEST_IN_PROCESS");
+    return v && strcmp(v, "1") == 0;
+}
+
 /* Runs the selected cases between setup and teardown (either may be NULL):
  * see TEST_MAIN_WITH. */
 static inline int test_main_with_(int argc, char **argv,
@@ -231,6 +274,8 @@ static inline int test_main_with_(int argc, char **argv,
             printf("%s/%s\n", cases[i].topic, cases[i].name);
         return 0;
     }
+    if (test_in_process_())
+        return test_run_in_process_(argc, argv, cases, n, setup, teardown);
     unsigned counts[3] = {0, 0, 0}; /* passed, failed, skipped */
     bool set_up = false;
     for (size_t i = 0; i < n; i++) {

@@ -14,7 +14,9 @@
 # 2. One at a time, for figures: ringfeed-bench --gpu in four shapes,
 #    examples/train.py with AMP (30 steps, then resumed for 10), ResNet-50
 #    AMP steps fed by ringfeed and by torch's DataLoader.
-# 3. With the time left: racecheck and synccheck on the C tests.
+# 3. With the time left: racecheck and synccheck on the C tests, side by
+#    side (each case of test-cuda is its own sanitizer run, in the
+#    program's own process: RF_TEST_IN_PROCESS in tests/harness.h).
 #
 # SESSION_S (default 390) bounds the whole run; each part gets at most
 # what is left. The logs go to $OUT/gpu-session.tar.gz (one file: the
@@ -76,8 +78,11 @@ part python-train-bench 150 env OUT="$logs/py-train-bench" \
     GPU_PYTHON_PARTS="train bench" sh "$python" "$bundle"
 
 note "with the time left: racecheck and synccheck"
-part c-race-sync 150 env GPU_CHECK_PARTS=sanitizer \
-    GPU_CHECK_SANITIZERS="racecheck synccheck" sh "$check" "$bundle/build"
+part c-racecheck 150 env GPU_CHECK_PARTS=sanitizer \
+    GPU_CHECK_SANITIZERS=racecheck sh "$check" "$bundle/build" &
+part c-synccheck 150 env GPU_CHECK_PARTS=sanitizer \
+    GPU_CHECK_SANITIZERS=synccheck sh "$check" "$bundle/build" &
+wait
 
 # The C checks' own logs lie in the build tree.
 for f in "$bundle"/build/tests/*.log "$bundle"/build/examples/*.log; do
@@ -85,13 +90,14 @@ for f in "$bundle"/build/tests/*.log "$bundle"/build/examples/*.log; do
 done
 
 failed=0
+for rc in "$logs"/*.rc; do
+    [ "$(cat "$rc")" = 0 ] || failed=1
+done
 {
     echo "gpu-session: $(($(date +%s) - start)) s in all"
     for rc in "$logs"/*.rc; do
         name=$(basename "$rc" .rc)
-        status=$(cat "$rc")
-        [ "$status" = 0 ] || failed=1
-        echo "== $name: exit $status"
+        echo "== $name: exit $(cat "$rc")"
         grep -hE '^(PASS|FAIL|SKIP|python )|passed|failed|gpu-check:|gpu-python:|loss|images/s' \
             "$logs/$name.log" 2>/dev/null | grep -v '^  ' | tail -n 25
     done
