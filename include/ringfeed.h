@@ -361,6 +361,20 @@ typedef enum rf_param {
     RF_PARAM_EXIF_ORIENTATION = 117, /* was 34; 1: apply the EXIF
                                         orientation tag; 0 (default, as
                                         torchvision): ignore it */
+    RF_PARAM_PILLOW = 118,           /* new in 0.2; eval: the Pillow
+                                        release whose resize eval matches
+                                        byte for byte (with
+                                        RF_PARAM_DCT_SCALING 0), 1..1000.
+                                        PIL resizes in two passes, each
+                                        rounded to 8 bits; Pillow 13
+                                        resizes the height first where it
+                                        loses more than twice as many
+                                        pixels as the width (images over
+                                        twice as tall as wide), Pillow 12
+                                        and older the width first always:
+                                        some pixels of those images differ
+                                        by 1. 13 (default): as Pillow 13;
+                                        12 or less: width first */
 
     /* ---- Bad input (128..143): what a sample that does not decode, or
      * would cost too much, does ---- */

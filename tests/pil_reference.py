@@ -9,14 +9,33 @@ Y1) to WIDTH x HEIGHT with BILINEAR (PIL's antialiased resampler), mirrors
 it when FLIP is 1, and writes the raw RGB bytes to stdout. torchvision's
 RandomResizedCrop on PIL images does exactly this.
 
-With RW RH SX SY the box is resized to RW x RH instead, and the WIDTH x
-HEIGHT from (SX, SY) on are cut out of that: torchvision's Resize then
-CenterCrop (ringfeed's eval) with the whole image as the box.
+With RW RH SX SY the box is resized to RW x RH instead, in Pillow 13's
+pass order (RF_PARAM_PILLOW's default), and the WIDTH x HEIGHT from
+(SX, SY) on are cut out of that: torchvision's Resize then CenterCrop
+(ringfeed's eval) with the whole image as the box.
 Exits 2 on bad arguments.
 """
 import sys
 
 from PIL import Image, ImageOps
+
+
+def resize_as_pillow13(im, box, size):
+    """Pillow 13's resize of the box to size, on any Pillow: the height
+    first where the image loses more than twice as many pixels along it
+    as along the width, else the width first (as every Pillow before 13
+    always does). One pass, a resize along one axis, is the same in every
+    release."""
+    width, height = im.size
+    x0, y0, x1, y1 = box
+    lost_x, lost_y = width - size[0], height - size[1]
+    if lost_y > 0 and lost_y > 2 * lost_x:
+        between = im.resize((width, size[1]), Image.BILINEAR,
+                            box=(0, y0, width, y1))
+        return between.resize(size, Image.BILINEAR, box=(x0, 0, x1, size[1]))
+    between = im.resize((size[0], height), Image.BILINEAR,
+                        box=(x0, 0, x1, height))
+    return between.resize(size, Image.BILINEAR, box=(0, y0, size[0], y1))
 
 
 def main(argv):
@@ -34,7 +53,7 @@ def main(argv):
             im = ImageOps.exif_transpose(im)
         im = im.convert("RGB")
         if window:
-            resized = im.resize(window[:2], Image.BILINEAR, box=box)
+            resized = resize_as_pillow13(im, box, window[:2])
             x, y = window[2:]
             out = resized.crop((x, y, x + size[0], y + size[1]))
         else:

@@ -1311,7 +1311,8 @@ static void test_exif(struct rf__jpeg_decoder *dec, bool against_pil)
                   .resized_width = 70,
                   .resized_height = 60,
                   .skip_x = 7,
-                  .skip_y = 5},
+                  .skip_y = 5,
+                  .y_first = rf__crop_pillow13_y_first(uw, uh, 70, 60)},
                  56,
                  48}};
             printf("  orientation %d:\n", o);

@@ -78,6 +78,7 @@ static const struct {
     {41, RF_PARAM_RESPAWN_WINDOW_S, 5},
     {42, RF_PARAM_DCT_SCALING, 3},
     {0, RF_PARAM_STALL_WARNING_MS, 5},
+    {0, RF_PARAM_PILLOW, 3},
 };
 
 #define PUBLISHED (sizeof(published) / sizeof(published[0]))

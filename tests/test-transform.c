@@ -69,7 +69,7 @@ static bool same_crop(const struct rf__crop *a, const struct rf__crop *b)
            a->height == b->height && a->flip == b->flip &&
            a->resized_width == b->resized_width &&
            a->resized_height == b->resized_height && a->skip_x == b->skip_x &&
-           a->skip_y == b->skip_y;
+           a->skip_y == b->skip_y && a->y_first == b->y_first;
 }
 
 TEST_CASE_LIMIT(test_params, "train", "torchvision's parameters", 10)
@@ -268,10 +268,13 @@ static void check_box(const struct rf__transform_spec *t, uint32_t w,
 }
 
 /* eval resizes the whole w x h image to rw x rh, as torchvision's Resize
- * does, and the output is the part from (sx, sy) on, its CenterCrop. */
+ * does, and the output is the part from (sx, sy) on, its CenterCrop. y
+ * first: Pillow 13's pass order, where the height loses more than twice
+ * as many pixels as the width. */
 static void check_resize_then_crop(const struct rf__transform_spec *t,
                                    uint32_t w, uint32_t h, uint64_t rw,
-                                   uint64_t rh, uint64_t sx, uint64_t sy)
+                                   uint64_t rh, uint64_t sx, uint64_t sy,
+                                   bool y_first)
 {
     struct rf__crop c;
     rf__transform_crop(t, 1, 2, 3, w, h, &c);
@@ -280,7 +283,8 @@ static void check_resize_then_crop(const struct rf__transform_spec *t,
                                   .resized_width = rw,
                                   .resized_height = rh,
                                   .skip_x = sx,
-                                  .skip_y = sy};
+                                  .skip_y = sy,
+                                  .y_first = y_first};
     CHECK(same_crop(&c, &want));
 }
 
@@ -308,11 +312,11 @@ TEST_CASE(test_eval_boxes, "eval", "boxes exact")
      * = 343; left = round(119 / 2) = 60 */
     check_box(&t, 500, 373, 60.0 * 500 / 343, 16.0 * 373 / 256,
               224.0 * 500 / 343, 224.0 * 373 / 256);
-    check_resize_then_crop(&t, 500, 375, 341, 256, 58, 16);
-    check_resize_then_crop(&t, 375, 500, 256, 341, 16, 58);
-    check_resize_then_crop(&t, 256, 256, 256, 256, 16, 16);
-    check_resize_then_crop(&t, 333, 1000, 256, 768, 16, 272);
-    check_resize_then_crop(&t, 500, 373, 343, 256, 60, 16);
+    check_resize_then_crop(&t, 500, 375, 341, 256, 58, 16, false);
+    check_resize_then_crop(&t, 375, 500, 256, 341, 16, 58, false);
+    check_resize_then_crop(&t, 256, 256, 256, 256, 16, 16, false);
+    check_resize_then_crop(&t, 333, 1000, 256, 768, 16, 272, true);
+    check_resize_then_crop(&t, 500, 373, 343, 256, 60, 16, false);
 }
 
 /* Output 100 high, 400 wide with resize 114: a square 50x50 image becomes
@@ -330,14 +334,50 @@ TEST_CASE(test_eval_smaller_than_crop, "eval", "image smaller than the crop")
         spec_of(RF_TRANSFORM_EVAL, 224, 224, 200, 1);
     check_box(&small, 80, 60, 21.0 * 80 / 266, 0, 224.0 * 80 / 266, 60);
     /* the short axis is resized to the output itself, no window */
-    check_resize_then_crop(&t, 50, 50, 400, 114, 0, 7);
-    check_resize_then_crop(&small, 80, 60, 266, 224, 21, 0);
+    check_resize_then_crop(&t, 50, 50, 400, 114, 0, 7, false);
+    check_resize_then_crop(&small, 80, 60, 266, 224, 21, 0, false);
     /* Resize(65536) of a 1 x 70000 image: 65536 x 4,587,520,000, past 32
      * bits; its centre 4 x 4 from (32766, 2293759998) */
     const struct rf__transform_spec huge =
         spec_of(RF_TRANSFORM_EVAL, 4, 4, 65536, 1);
     check_resize_then_crop(&huge, 1, 70000, 65536, UINT64_C(4587520000), 32766,
-                           UINT64_C(2293759998));
+                           UINT64_C(2293759998), false);
+}
+
+/* The pass order of RF_PARAM_PILLOW's release, by Pillow 13's rule (y
+ * first when the height loses more than twice the width's pixels) on
+ * either side of its edge, and never before 13. Resize(50), CenterCrop(40):
+ *  100x200 -> 50x100: loses 50 and 100, exactly twice: x first;
+ *  100x202 -> 50x101: loses 50 and 101: y first;
+ *  200x100 -> 100x50: the width loses more: x first;
+ *  40x300 -> 50x375: enlarged, nothing lost: x first. */
+TEST_CASE(test_eval_pass_order, "eval", "pass order of the Pillow release")
+{
+    struct rf__transform_spec t = spec_of(RF_TRANSFORM_EVAL, 40, 40, 50, 1);
+    CHECK_EQ(t.pillow, 13); /* the default */
+    const struct {
+        uint32_t w, h;
+        bool y_first;
+    } cases[] = {{100, 200, false},
+                 {100, 202, true},
+                 {200, 100, false},
+                 {40, 300, false}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct rf__crop c;
+        t.pillow = 13;
+        rf__transform_crop(&t, 1, 2, 3, cases[i].w, cases[i].h, &c);
+        CHECK_EQ(c.y_first, cases[i].y_first);
+        t.pillow = 12;
+        rf__transform_crop(&t, 1, 2, 3, cases[i].w, cases[i].h, &c);
+        CHECK(!c.y_first);
+    }
+    /* train crops are resized x first, whatever the release */
+    const struct rf__transform_spec train = train_spec();
+    for (uint64_t index = 0; index < 200; index++) {
+        struct rf__crop c;
+        rf__transform_crop(&train, 1, 2, index, 300, 900, &c);
+        CHECK(!c.y_first);
+    }
 }
 
 TEST_CASE(test_none, "none", "the whole image")

@@ -105,6 +105,9 @@ static const struct param_rule rules[] = {
          "full, PIL's pixels"),
     FLAG(RF_PARAM_EXIF_ORIENTATION, 34, "exif_orientation", 0,
          "1: apply the EXIF orientation tag; 0: ignore it, as torchvision"),
+    NUMBER(RF_PARAM_PILLOW, NEW_IN_0_2, "pillow", 13, 1, 1000,
+           "eval: resize in the pass order of this Pillow release; 13: y "
+           "first where it shrinks twice as much as x; 12 or less: x first"),
     /* Bad input */
     CHOICE(RF_PARAM_ON_ERROR, 28, "on_error", RF_ON_ERROR_FAIL,
            RF_ON_ERROR_FAIL, RF_ON_ERROR_SKIP, "fail skip",

@@ -73,6 +73,7 @@ int rf__image_resize_into(struct rf__resizer *rs, const struct rf__image *im,
         return -1;
     struct rf__resize_dest dest = rf__jpeg_target_dest(target);
     dest.mirror_x = crop->flip;
+    dest.y_first = crop->y_first;
     const int rc =
         rf__resizer_begin(rs, im->channels, span[2] - span[0], &dest);
     if (rc < 0) {

@@ -317,6 +317,7 @@ static void begin_resize(struct rf__jpeg_decoder *dec, struct rf__jpeg_job *job)
     const bool reverse_x = o->transpose ? o->reverse_y : o->reverse_x;
     struct rf__resize_dest dest = rf__jpeg_target_dest(job->target);
     dest.transpose = o->transpose;
+    dest.y_first = job->crop.y_first;
     dest.mirror_x = reverse_x != job->crop.flip;
     dest.mirror_y = o->transpose ? o->reverse_x : o->reverse_y;
     const int rc = rf__resizer_begin(&dec->resizer, job->channels,

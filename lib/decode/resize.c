@@ -317,7 +317,8 @@ int rf__resizer_begin(struct rf__resizer *rs, uint32_t channels,
         rs->simd = rs->simd_limit;
     rs->channels = channels;
     rs->input_width = input_width;
-    rs->vertical_first = dest->transpose;
+    /* upright y first is stored x first when the orientation transposes */
+    rs->vertical_first = dest->transpose != dest->y_first;
     int rc = dest_steps(rs, dest);
     if (rc < 0)
         return rc;

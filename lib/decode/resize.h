@@ -56,6 +56,9 @@ struct rf__resize_dest {
     uint32_t width, height, channels;
     rf_layout layout;
     bool transpose, mirror_x, mirror_y;
+    /* PIL resizes the upright image's y before its x (struct rf__crop's
+     * y_first): the pass order, and so the rounding between the passes */
+    bool y_first;
 };
 
 /* The SIMD code the passes run; every level computes the same bytes. */
@@ -77,10 +80,10 @@ struct rf__resizer {
     struct rf__resample_axis horizontal, vertical;
     uint32_t channels;    /* working channels of the rows pushed: 1 or 3 */
     uint32_t input_width; /* pixels of each row pushed */
-    /* PIL resizes the upright image's x first. When that is the stored
-     * image's y (a transposed orientation), rows are kept as pushed and
-     * resampled vertically first, so that the rounding between the passes
-     * is PIL's too. */
+    /* PIL resizes the upright image's x first, or its y where the crop
+     * says so (y_first). When the first is the stored image's y, rows are
+     * kept as pushed and resampled vertically first, so that the rounding
+     * between the passes is PIL's too. */
     bool vertical_first;
     uint32_t rows_in;     /* rows pushed so far */
     uint32_t rows_needed; /* rows the vertical pass reads */

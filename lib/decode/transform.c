@@ -296,6 +296,14 @@ static void whole_image(uint32_t width, uint32_t height, struct rf__crop *out)
     *out = (struct rf__crop)RF_CROP_BOX(0, 0, width, height, false);
 }
 
+bool rf__crop_pillow13_y_first(uint32_t width, uint32_t height,
+                               uint64_t resized_w, uint64_t resized_h)
+{
+    const int64_t lost_y = (int64_t)height - (int64_t)resized_h;
+    const int64_t lost_x = (int64_t)width - (int64_t)resized_w;
+    return lost_y > 0 && lost_y > lost_x * 2;
+}
+
 static void eval_crop(const struct rf__transform_spec *t, uint32_t width,
                       uint32_t height, struct rf__crop *out)
 {
@@ -307,6 +315,8 @@ static void eval_crop(const struct rf__transform_spec *t, uint32_t width,
     whole_image(width, height, out);
     centre_axis(t->out_width, resized_w, &out->resized_width, &out->skip_x);
     centre_axis(t->out_height, resized_h, &out->resized_height, &out->skip_y);
+    out->y_first = t->pillow >= 13 && rf__crop_pillow13_y_first(
+                                          width, height, resized_w, resized_h);
 }
 
 void rf__transform_crop(const struct rf__transform_spec *t, uint64_t seed,
@@ -358,6 +368,7 @@ void rf__transform_from_params(struct rf__transform_spec *t,
         t->out_height < t->out_width ? t->out_height : t->out_width;
     t->resize = params[RF_PARAM_RESIZE] ? (uint32_t)params[RF_PARAM_RESIZE]
                                         : default_resize(out_short);
+    t->pillow = (uint32_t)params[RF_PARAM_PILLOW];
 }
 
 uint64_t rf__crop_resized_width(const struct rf__crop *c, uint32_t out_w)

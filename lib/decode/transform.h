@@ -30,7 +30,19 @@ struct rf__crop {
     bool flip;
     /* 64 bits: Resize(65536) of a 1-pixel-wide PNG 70000 high is 4.6e9 */
     uint64_t resized_width, resized_height, skip_x, skip_y;
+    /* The box is resized along y first, then x, as Pillow 13 does where
+     * the height loses more than twice as many pixels as the width (eval
+     * with RF_PARAM_PILLOW 13 or more); x first otherwise, as Pillow 12
+     * and older always do. Each pass rounds to 8 bits, so the order
+     * moves some pixels by 1. */
+    bool y_first;
 };
+
+/* Whether Pillow 13 resizes a width x height image to resized_w x
+ * resized_h along y first (its Resample.c): when the height loses more
+ * than twice as many pixels as the width. */
+bool rf__crop_pillow13_y_first(uint32_t width, uint32_t height,
+                               uint64_t resized_w, uint64_t resized_h);
 
 /* A plain box (no window), as an initialiser: RF_CROP_BOX(x, y, w, h, flip). */
 #define RF_CROP_BOX(bx, by, bw, bh, bflip)                                     \
@@ -56,8 +68,9 @@ struct rf__transform_spec {
     rf_transform kind;
     uint32_t out_width, out_height;
     /* eval: the short side is resized to `resize`, then the centre
-     * out_width x out_height is cut out */
-    uint32_t resize;
+     * out_width x out_height is cut out, in the pass order of Pillow
+     * release `pillow` (RF_PARAM_PILLOW) */
+    uint32_t resize, pillow;
 };
 
 /* Fills *t from the parameters (RF_PARAM_TRANSFORM, HEIGHT, WIDTH,

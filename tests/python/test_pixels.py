@@ -90,17 +90,21 @@ def test_eval_is_torchvisions_resize_then_centre_crop(tmp_path_factory, size,
                                                       resize):
     """transform="eval" with dct_scaling=False gives, byte for byte, what
     torchvision's ImageFolder gives with Resize(resize), CenterCrop(size)
-    and PILToTensor(): the validation pixels of a torchvision recipe. The
-    folder's images (40 to 96 pixels a side, JPEG and PNG) are shrunk by
-    up to 3.4 times and enlarged, with odd and even sides."""
+    and PILToTensor(): the validation pixels of a torchvision recipe, with
+    pillow= the installed Pillow's release. The folder's images (40 to 96
+    pixels a side, JPEG and PNG) are shrunk by up to 3.4 times and
+    enlarged, with odd and even sides."""
     torchvision = pytest.importorskip("torchvision")
+    import PIL
     from torchvision import transforms as T
     root = dataset(tmp_path_factory)
+    # the installed Pillow's pass order (pillow=)
+    pillow = int(PIL.__version__.split(".")[0])
     folder = torchvision.datasets.ImageFolder(root, T.Compose(
         [T.Resize(resize), T.CenterCrop(size), T.PILToTensor()]))
     differ = []
     with ringfeed.Loader(root, 32, transform="eval", size=size, resize=resize,
-                         dct_scaling=False, shuffle=False,
+                         dct_scaling=False, pillow=pillow, shuffle=False,
                          layout="nchw") as loader:
         for batch in loader.batches():
             images, labels = as_numpy(batch.images), as_numpy(batch.labels)
@@ -113,6 +117,48 @@ def test_eval_is_torchvisions_resize_then_centre_crop(tmp_path_factory, size,
                     differ.append((os.path.basename(path), int(worst)))
     assert len(folder) == 160
     assert differ == [], f"{len(differ)} images differ (name, most)"
+
+
+@pytest.mark.parametrize("pillow", [12, 13])
+def test_eval_pass_order_of_the_pillow_release(tmp_path, pillow):
+    """pillow= picks the order of PIL's two passes, which round to 8 bits
+    in between: Pillow 13 resizes the height first where it loses more
+    than twice as many pixels as the width, 12 and older always the width
+    first. The reference is each order done as two one-axis resizes,
+    which every Pillow computes alike; images over twice as tall as wide,
+    JPEG and PNG, and two that are not (x first for both releases)."""
+    Image = pytest.importorskip("PIL.Image")
+    rng = np.random.default_rng(5)
+    root = tmp_path / "tall"
+    sides = [(40, 97), (41, 130), (33, 100), (60, 121), (90, 70), (50, 90)]
+    for i, (w, h) in enumerate(sides):
+        (root / f"c{i}").mkdir(parents=True)
+        pixels = rng.integers(0, 256, (h, w, 3)).astype(np.uint8)
+        ext = "png" if i % 2 else "jpg"
+        Image.fromarray(pixels, "RGB").save(root / f"c{i}" / f"a.{ext}",
+                                            quality=95)
+    size, resize = 24, 30
+    y_first_seen = 0
+    with ringfeed.Loader(str(root), 1, transform="eval", size=size,
+                         resize=resize, dct_scaling=False, pillow=pillow,
+                         shuffle=False, layout="nhwc") as loader:
+        for batch in loader.batches():
+            path = next((root / f"c{int(batch.labels[0])}").iterdir())
+            with Image.open(path) as im:
+                im = im.convert("RGB")
+            w, h = im.size
+            rw, rh = (resize, resize * h // w) if w <= h else \
+                (resize * w // h, resize)
+            y_first = pillow >= 13 and h - rh > 0 and h - rh > 2 * (w - rw)
+            y_first_seen += y_first
+            between = (w, rh) if y_first else (rw, h)
+            want = im.resize(between, Image.BILINEAR).resize(
+                (rw, rh), Image.BILINEAR)
+            left, top = round((rw - size) / 2.0), round((rh - size) / 2.0)
+            want = np.asarray(want.crop((left, top, left + size, top + size)))
+            got = as_numpy(batch.images)[0]
+            assert np.array_equal(got, want), (path.name, w, h, y_first)
+    assert y_first_seen == (4 if pillow >= 13 else 0)
 
 
 def test_eval_of_a_sliver_enlarged_past_32_bits(tmp_path):
