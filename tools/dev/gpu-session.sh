@@ -8,15 +8,18 @@
 #   sh tools/dev/gpu-session.sh [BUNDLE]       # there, carrying _gpu
 #
 # 1. Side by side, nothing timed: the C consumer's tests (test-cuda,
-#    cuda-train) then the same under compute-sanitizer memcheck; the
-#    Python package's GPU tests then three of them under memcheck; the
-#    6,000-image dataset the later parts read.
+#    cuda-train), the Python package's GPU tests, and the 6,000-image
+#    dataset the later parts read.
 # 2. One at a time, for figures: ringfeed-bench --gpu in four shapes,
 #    examples/train.py with AMP (30 steps, then resumed for 10), ResNet-50
 #    AMP steps fed by ringfeed and by torch's DataLoader.
-# 3. With the time left: racecheck and synccheck on the C tests, side by
-#    side (each case of test-cuda is its own sanitizer run, in the
-#    program's own process: RF_TEST_IN_PROCESS in tests/harness.h).
+# 3. With the time left, one at a time: compute-sanitizer's memcheck on
+#    three Python GPU tests, then memcheck, racecheck and synccheck on
+#    the C tests (each case of test-cuda its own sanitizer run, in the
+#    program's own process: RF_TEST_IN_PROCESS in tests/harness.h). On
+#    2026-11-27, with two or three sanitizers running at once, test-cuda's
+#    CUDA cases hung under each ("No attachable process found"); alone,
+#    on 2026-11-26, they had passed.
 #
 # SESSION_S (default 390) bounds the whole run; each part gets at most
 # what is left. The logs go to $OUT/gpu-session.tar.gz (one file: the
@@ -63,11 +66,10 @@ export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 check=$top/tools/dev/gpu-check.sh
 python=$top/tools/dev/gpu-python.sh
 
-note "side by side: the tests, memcheck, the dataset"
-part c-tests 170 env GPU_CHECK_PARTS="tests sanitizer" \
-    GPU_CHECK_SANITIZERS=memcheck sh "$check" "$bundle/build" &
-part python-tests 170 env OUT="$logs/py-tests" \
-    GPU_PYTHON_PARTS="tests sanitizer" sh "$python" "$bundle" &
+note "side by side: the tests, the dataset"
+part c-tests 120 env GPU_CHECK_PARTS=tests sh "$check" "$bundle/build" &
+part python-tests 120 env OUT="$logs/py-tests" GPU_PYTHON_PARTS=tests \
+    sh "$python" "$bundle" &
 part data 120 env OUT="$logs/py-data" GPU_PYTHON_PARTS=data \
     sh "$python" "$bundle" &
 wait
@@ -77,12 +79,13 @@ part c-bench 90 env GPU_CHECK_PARTS=bench sh "$check" "$bundle/build"
 part python-train-bench 150 env OUT="$logs/py-train-bench" \
     GPU_PYTHON_PARTS="train bench" sh "$python" "$bundle"
 
-note "with the time left: racecheck and synccheck"
-part c-racecheck 150 env GPU_CHECK_PARTS=sanitizer \
-    GPU_CHECK_SANITIZERS=racecheck sh "$check" "$bundle/build" &
-part c-synccheck 150 env GPU_CHECK_PARTS=sanitizer \
-    GPU_CHECK_SANITIZERS=synccheck sh "$check" "$bundle/build" &
-wait
+note "with the time left, one at a time: compute-sanitizer"
+part python-memcheck 120 env OUT="$logs/py-memcheck" \
+    GPU_PYTHON_PARTS=sanitizer sh "$python" "$bundle"
+for tool in memcheck racecheck synccheck; do
+    part "c-$tool" 150 env GPU_CHECK_PARTS=sanitizer \
+        GPU_CHECK_SANITIZERS="$tool" sh "$check" "$bundle/build"
+done
 
 # The C checks' own logs lie in the build tree.
 for f in "$bundle"/build/tests/*.log "$bundle"/build/examples/*.log; do
