@@ -1,7 +1,8 @@
 #!/bin/sh
 # test-tools.sh - ringfeed-pack and ringfeed-synth (and ringfeed-bench's
 # option checks) run as a user runs them: exit statuses, messages, and the
-# files they leave (or not).
+# files they leave (or not); and the C test harness's mode for
+# compute-sanitizer (RF_TEST_IN_PROCESS).
 #
 #     tests/test-tools.sh [--list | WORD...]   every case when none is named
 #
@@ -23,7 +24,8 @@ pack/names_kept_as_they_are pack/scan_and_memory_limits
 bench/options_without_effect bench/advice_in_its_flags
 jobs/same_output
 jobs/bad_value jobs/killed_worker synth/needs_an_image_per_class
-synth/killed_writes_no_partial_jpeg synth/workers_stop_with_parent"
+synth/killed_writes_no_partial_jpeg synth/workers_stop_with_parent
+harness/in_process_runs_one_case"
 
 # ---- setup --------------------------------------------------------------
 
@@ -750,6 +752,25 @@ case_synth_workers_stop_with_parent() {
     [ "$before" -eq "$after" ] ||
         fail "$((after - before)) files were written after the parent died"
     [ "$after" -lt 1000 ] || fail "the run was not stopped"
+}
+
+# RF_TEST_IN_PROCESS=1 (tests/harness.h, for compute-sanitizer) runs the
+# one case named whole, in the program's own process: its line and no
+# summary; a part of a name, or two names, is refused, not taken as a
+# selection of cases.
+case_harness_in_process_runs_one_case() {
+    program=$tools/../tests/test-ring
+    [ -x "$program" ] || fail "no $program (make check builds it)"
+    name=$("$program" --list | head -n 1)
+    RF_TEST_IN_PROCESS=1 run 0 "$program" "$name"
+    [ "$(wc -l <"$work/out")" -eq 1 ] || fail "not one line of output"
+    has "$work/out" "PASS: $name ("
+    lacks "$work/out" "# test-ring:"
+    RF_TEST_IN_PROCESS=1 run 2 "$program" ring/
+    has "$work/out" 'runs one case: give its whole "topic/name"'
+    RF_TEST_IN_PROCESS=1 run 2 "$program" "$name" "$name"
+    run 0 "$program" "$name" # without it, the usual run
+    has "$work/out" "# test-ring: 1 passed, 0 failed, 0 skipped"
 }
 
 # ---- the run ----------------------------------------------------------
