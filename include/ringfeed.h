@@ -370,11 +370,12 @@ typedef enum rf_param {
                                         resizes the height first where it
                                         loses more than twice as many
                                         pixels as the width (images over
-                                        twice as tall as wide), Pillow 12
-                                        and older the width first always:
-                                        some pixels of those images differ
-                                        by 1. 13 (default): as Pillow 13;
-                                        12 or less: width first */
+                                        twice as tall as wide, shrunk),
+                                        Pillow 12 and older the width
+                                        first always: some pixels of those
+                                        images differ by 1. 13 (default):
+                                        as Pillow 13; 12 or less: width
+                                        first */
 
     /* ---- Bad input (128..143): what a sample that does not decode, or
      * would cost too much, does ---- */

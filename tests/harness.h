@@ -45,11 +45,13 @@
  * the sanitizer run).
  *
  * RF_TEST_IN_PROCESS=1 runs one case, named exactly ("topic/name"), in the
- * program's own process, for a tool that follows one process and cannot
- * attach to the cases' children (compute-sanitizer waits for them, and
- * the case hangs): `RF_TEST_IN_PROCESS=1 compute-sanitizer prog
- * "upload/timing events"`. Its failed CHECK or skip ends the program with
- * that exit status; the time limit is the tool's caller's to set.
+ * program's own process, for a tool that watches one process:
+ * `RF_TEST_IN_PROCESS=1 compute-sanitizer prog "upload/timing events"`
+ * (on 2026-11-27 test-cuda's cases hung in their forked children under
+ * compute-sanitizer, with other sanitizer runs beside it; the cause was
+ * not established). Its failed CHECK or skip ends the program with that
+ * exit status; the time limit is the tool's caller's to set. A case that
+ * forks (or starts producers) still does.
  */
 #ifndef RF_TEST_HARNESS_H
 #define RF_TEST_HARNESS_H

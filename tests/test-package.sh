@@ -85,12 +85,19 @@ trap 'exit 1' HUP INT TERM
 
 "$python" -c 'import sys; print(sys.argv[1], sys.executable, sys.version)' \
     "$name:"
-# Test files or ids among the arguments: those alone; else every test.
+# Test files or ids among the arguments (a .py file or an id with ::,
+# not the value of an option such as -k): those alone; else every test.
 everything=$tests
+value=false
 for arg in "$@"; do
+    if $value; then
+        value=false
+        continue
+    fi
     case $arg in
+    -k | -m | -o | -p | --deselect | --ignore) value=true ;;
     -*) ;;
-    *) [ -e "${arg%%::*}" ] && everything= ;;
+    *.py | *.py::*) [ -e "${arg%%::*}" ] && everything= ;;
     esac
 done
 # A test that hangs prints every thread's stack after 5 minutes; the

@@ -350,7 +350,10 @@ TEST_CASE(test_eval_smaller_than_crop, "eval", "image smaller than the crop")
  *  100x200 -> 50x100: loses 50 and 100, exactly twice: x first;
  *  100x202 -> 50x101: loses 50 and 101: y first;
  *  200x100 -> 100x50: the width loses more: x first;
- *  40x300 -> 50x375: enlarged, nothing lost: x first. */
+ *  40x300 -> 50x375: enlarged, nothing lost: x first;
+ *  500x1000 -> 50x100 (lost 450 and 900): x first; with Resize(38),
+ *  shorter than the crop, 38x76 becomes 40x76 (lost 460 and 924): y
+ *  first, by the sizes actually resized to. */
 TEST_CASE(test_eval_pass_order, "eval", "pass order of the Pillow release")
 {
     struct rf__transform_spec t = spec_of(RF_TRANSFORM_EVAL, 40, 40, 50, 1);
@@ -361,7 +364,8 @@ TEST_CASE(test_eval_pass_order, "eval", "pass order of the Pillow release")
     } cases[] = {{100, 200, false},
                  {100, 202, true},
                  {200, 100, false},
-                 {40, 300, false}};
+                 {40, 300, false},
+                 {500, 1000, false}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct rf__crop c;
         t.pillow = 13;
@@ -371,6 +375,13 @@ TEST_CASE(test_eval_pass_order, "eval", "pass order of the Pillow release")
         rf__transform_crop(&t, 1, 2, 3, cases[i].w, cases[i].h, &c);
         CHECK(!c.y_first);
     }
+    const struct rf__transform_spec short_side =
+        spec_of(RF_TRANSFORM_EVAL, 40, 40, 38, 1);
+    struct rf__crop stretched;
+    rf__transform_crop(&short_side, 1, 2, 3, 500, 1000, &stretched);
+    CHECK_EQ(stretched.resized_width, 40);
+    CHECK_EQ(stretched.resized_height, 76);
+    CHECK(stretched.y_first);
     /* train crops are resized x first, whatever the release */
     const struct rf__transform_spec train = train_spec();
     for (uint64_t index = 0; index < 200; index++) {

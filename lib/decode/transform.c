@@ -315,8 +315,11 @@ static void eval_crop(const struct rf__transform_spec *t, uint32_t width,
     whole_image(width, height, out);
     centre_axis(t->out_width, resized_w, &out->resized_width, &out->skip_x);
     centre_axis(t->out_height, resized_h, &out->resized_height, &out->skip_y);
-    out->y_first = t->pillow >= 13 && rf__crop_pillow13_y_first(
-                                          width, height, resized_w, resized_h);
+    /* the sizes resized to: an axis shorter than the crop is resized to
+     * the crop instead (centre_axis) */
+    out->y_first = t->pillow >= 13 &&
+                   rf__crop_pillow13_y_first(width, height, out->resized_width,
+                                             out->resized_height);
 }
 
 void rf__transform_crop(const struct rf__transform_spec *t, uint64_t seed,

@@ -10,9 +10,10 @@
 # BUILD_DIR (default _build) is a build tree configured with CUDA, e.g. by
 # `tools/quickstart test` or `../configure --with-cuda`. compute-sanitizer
 # is looked for on PATH, then in $CUDA_HOME/bin (default /usr/local/cuda).
-# Exits non-zero when a check fails or is skipped, or when an upload runs
-# under 90% of the bandwidth of a plain cudaMemcpyAsync from
-# cudaHostAlloc'd memory.
+# Exits non-zero when a check fails or is skipped (under the sanitizer a
+# test-cuda case may skip for a second GPU, as it does without it, but
+# not for want of one), or when an upload runs under 90% of the
+# bandwidth of a plain cudaMemcpyAsync from cudaHostAlloc'd memory.
 #
 # GPU_CHECK_PARTS (default "tests sanitizer bench") picks the parts and
 # GPU_CHECK_SANITIZERS (default "memcheck racecheck synccheck") the
@@ -23,6 +24,18 @@ set -u
 parts=${GPU_CHECK_PARTS:-tests sanitizer bench}
 tools=${GPU_CHECK_SANITIZERS:-memcheck racecheck synccheck}
 wants() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# limit SECONDS: SECONDS, or what is left before GPU_DEADLINE (seconds
+# since the epoch; tools/dev/gpu-session.sh sets it) where that is less.
+# An outer timeout cannot end an inner one (each leads a process group of
+# its own), so every inner limit must end by the deadline itself.
+limit() {
+    left=$1
+    [ -n "${GPU_DEADLINE:-}" ] && left=$((GPU_DEADLINE - $(date +%s)))
+    [ "$left" -gt "$1" ] && left=$1
+    [ "$left" -lt 1 ] && left=1
+    echo "$left"
+}
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$top/_build}" && pwd) || exit 2
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -67,7 +80,7 @@ done
 
 wants tests && say "GPU tests"
 wants tests && for t in tests/test-cuda examples/cuda-train; do
-    timeout --kill-after=10 300 "$build/$t" >"$build/$t.gpu-check.log" 2>&1
+    timeout --kill-after=5 "$(limit 300)" "$build/$t" >"$build/$t.gpu-check.log" 2>&1
     status=$?
     case $status in
     0) result=PASS ;;
@@ -87,8 +100,10 @@ done
 sanitizer=$(command -v compute-sanitizer ||
     ls "${CUDA_HOME:-/usr/local/cuda}"/bin/compute-sanitizer 2>/dev/null)
 # sanitize TOOL PROGRAM [CASE]: PROGRAM (or test-cuda's CASE, in the
-# program's own process: the sanitizer cannot follow the harness's forked
-# children, and a case it waits for hangs) under TOOL; its log beside it.
+# program's own process rather than the harness's forked child) under
+# TOOL; its log beside it. On 2026-11-27 every CUDA case of test-cuda
+# hung under the sanitizer ("No attachable process found") with other
+# sanitizer runs beside it; the cause was not established.
 sanitize() {
     tool=$1
     t=$2
@@ -99,7 +114,7 @@ sanitize() {
     set -- ${3:+"$3"} # the program's argument
     echo "== $what" >>"$log"
     # shellcheck disable=SC2086 # $options: words
-    RF_TEST_IN_PROCESS=1 timeout --kill-after=10 300 "$sanitizer" \
+    RF_TEST_IN_PROCESS=1 timeout --kill-after=5 "$(limit 300)" "$sanitizer" \
         --target-processes application-only --error-exitcode 9 \
         --tool "$tool" $options \
         "$build/$(dirname "$t")/.libs/$(basename "$t")" "$@" \
@@ -109,7 +124,13 @@ sanitize() {
     case $status in
     0) echo "PASS: $what: $(grep -E '(ERROR|RACECHECK) SUMMARY' "$log.one" |
         sed 's/^=* *//')" ;;
-    77) echo "SKIP: $what: $(grep -v '^=====' "$log.one" | tail -n 1)" ;;
+    77)
+        why=$(grep -v '^=====' "$log.one" | tail -n 1)
+        echo "SKIP: $what: $why"
+        # skips for a second GPU or for none are the plain run's too; a
+        # GPU the sanitizer hides is a failure
+        case $why in *"0 CUDA devices"* | *"no CUDA device"*) failed=1 ;; esac
+        ;;
     *)
         echo "FAIL ($status): $what"
         grep -v '^convert' "$log.one" | tail -n 40
@@ -126,7 +147,7 @@ elif [ -n "$sanitizer" ]; then
     for tool in $tools; do
         : >"$build/tests/test-cuda.$tool.log"
         while IFS= read -r case; do
-            sanitize "$tool" tests/test-cuda "$case"
+            sanitize "$tool" tests/test-cuda "$case" </dev/null
         done <<EOF
 $cases
 EOF
@@ -144,7 +165,7 @@ bench() {
     name=$1
     shift
     say "ringfeed-bench --gpu $*"
-    out=$(timeout --kill-after=5 300 "$build/tools/ringfeed-bench" --gpu "$@" 2>&1)
+    out=$(timeout --kill-after=5 "$(limit 300)" "$build/tools/ringfeed-bench" --gpu "$@" 2>&1)
     status=$?
     echo "$out"
     [ $status -eq 0 ] || failed=1

@@ -55,7 +55,10 @@ part() {
         return
     fi
     note "$name: started (at most $seconds s)"
-    timeout --kill-after=5 "$seconds" "$@" >"$logs/$name.log" 2>&1
+    # the inner scripts' own limits end 10 s before this one
+    timeout --kill-after=5 "$seconds" env \
+        GPU_DEADLINE=$(($(date +%s) + seconds - 10)) "$@" \
+        >"$logs/$name.log" 2>&1
     echo $? >"$logs/$name.rc"
     note "$name: exit $(cat "$logs/$name.rc")"
 }
