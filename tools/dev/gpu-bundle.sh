@@ -6,6 +6,10 @@
 # Python half) but no package registry. Carry the folder there with the
 # working tree and run, from the tree's root:
 #
+#   sh tools/dev/gpu-session.sh _gpu               # all of it, ~6.5 min
+#
+# or the parts one after the other (longer than a 15-minute lease):
+#
 #   GPU_CHECK_NO_BUILD=1 LD_LIBRARY_PATH=$PWD/_gpu/lib \
 #       sh tools/dev/gpu-check.sh _gpu/build      # the C consumer
 #   sh tools/dev/gpu-python.sh _gpu                # the Python package
