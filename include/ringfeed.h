@@ -583,7 +583,9 @@ RF_API const char *rf_config_get_path(const rf_config *cfg);
  * (sample 4242); replaced by pid 43, 2 batches issued again"), a producer
  * count over the CPU budget, and a long wait in rf_loader_next()
  * (RF_PARAM_STALL_WARNING_MS: "the loop has waited 60.1 s for batch 2 of
- * epoch 2; producer 0 (pid 20642) is on sample 6 (...) ..."). `message`
+ * epoch 2; producer 0 (pid 20642), which is filling it, is on sample 6
+ * (...) ..."; in order, the producer filling the awaited batch is named
+ * first). `message`
  * is valid during the call only. Called from inside rf_loader_next() on
  * the caller's thread; it must not call the loader that reports. */
 typedef void (*rf_message_fn)(void *user, const char *message);

@@ -731,9 +731,10 @@ TEST_CASE_LIMIT(test_long_wait_is_reported, "stop",
     CHECK_LE(n, 4); /* 0.2, 0.4, 0.8; 1.6 when its batch comes late */
     for (int i = 1; i < n; i++) /* one a doubling, no bursts */
         CHECK(waits[i] > waits[i - 1] + 0.1);
-    char producer[64];
-    snprintf(producer, sizeof(producer), "producer 0 (pid %d) is on sample ",
-             s.pid);
+    char producer[96];
+    /* named as the one filling the awaited batch */
+    snprintf(producer, sizeof(producer),
+             "producer 0 (pid %d), which is filling it, is on sample ", s.pid);
     /* next() looks at the clock when it wakes, at least every 250 ms */
     CHECK_CONTAINS(m.text, "the loop has waited 0.");
     CHECK_CONTAINS(m.text, producer);

@@ -3,11 +3,11 @@
  * RF_PARAM_STALL_WARNING_MS for its batch, and again each time that wait
  * doubles, the caller is told which batch it waits for and what each
  * producer that owes batches is on (its sample and file, and how long
- * since it last delivered). A job stuck on a hung read (a network file
- * system, a dying disk) then says where, instead of hanging in silence.
- * Reports only: deadlines.c is what replaces a stuck producer (and takes
- * the time the whole job was frozen out of the wait). Owns the
- * loader's stall_* fields and report_after_ns: a wait is one batch's,
+ * since it last delivered), the one filling the awaited batch first. A job
+ * stuck on a hung read (a network file system, a dying disk) then says where,
+ * instead of hanging in silence. Reports only: deadlines.c is what replaces a
+ * stuck producer (and takes the time the whole job was frozen out of the wait).
+ * Owns the loader's stall_* fields and report_after_ns: a wait is one batch's,
  * the time spent in next() calls until it comes (a call a signal cuts
  * short and the next make one wait; the caller's time between them is
  * not counted).
@@ -23,7 +23,7 @@
 #define DESCRIBED_PRODUCERS 4
 /* The longest description of one producer: its sample's name and the
  * words around it */
-#define PRODUCER_TEXT_MAX (RF__SAMPLE_NAME_MAX + 112)
+#define PRODUCER_TEXT_MAX (RF__SAMPLE_NAME_MAX + 144)
 
 /* "batch 12 of epoch 3" (in order), or "a batch" (any order). */
 static void describe_awaited(const rf_loader *l, char *out, size_t len)
@@ -38,10 +38,25 @@ static void describe_awaited(const rf_loader *l, char *out, size_t len)
                (unsigned long long)(l->next_deliver / per_epoch));
 }
 
+/* The producer filling the awaited batch (in order: a slot it holds for
+ * that batch), or UINT32_MAX: in any order, or not handed out yet. */
+static uint32_t awaited_batch_producer(const rf_loader *l)
+{
+    if (!l->ordered)
+        return UINT32_MAX;
+    for (uint32_t s = 0; s < l->slots; s++)
+        if (l->slot_info[s].where == SLOT_AT_PRODUCER &&
+            l->slot_info[s].seq == l->next_deliver)
+            return l->slot_info[s].producer;
+    return UINT32_MAX;
+}
+
 /* "; producer 1 (pid 1234) is on sample 5 (a/b.jpg) and has delivered
- * nothing for 61 s" for producer p, appended at out + *used. */
-static void describe_producer(const rf_loader *l, uint32_t p, uint64_t now,
-                              char *out, size_t len, size_t *used)
+ * nothing for 61 s" for producer p, appended at out + *used; "producer 1
+ * (pid 1234), which is filling it, is on ..." when it fills the awaited
+ * batch. */
+static void describe_producer(const rf_loader *l, uint32_t p, bool filling,
+                              uint64_t now, char *out, size_t len, size_t *used)
 {
     const struct producer_info *prod = &l->producer_info[p];
     char on[RF__SAMPLE_NAME_MAX + 16] = "is between samples";
@@ -54,30 +69,38 @@ static void describe_producer(const rf_loader *l, uint32_t p, uint64_t now,
     const double idle_s =
         now > prod->progress_ns ? (double)(now - prod->progress_ns) / 1e9 : 0;
     rf__format(out + *used, len - *used,
-               "; producer %u (pid %d) %s and has delivered nothing for "
+               "; producer %u (pid %d)%s %s and has delivered nothing for "
                "%.1f s",
-               p, (int)prod->child.pid, on, idle_s);
+               p, (int)prod->child.pid, filling ? ", which is filling it," : "",
+               on, idle_s);
     *used += strlen(out + *used);
 }
 
-/* What the producers that owe batches are doing, for the report: as many
- * descriptions as len holds (up to DESCRIBED_PRODUCERS), whole, with 48
- * bytes always left for the count of the rest. */
+/* What the producers that owe batches are doing, for the report: the one
+ * filling the awaited batch first (with 16 producers it could otherwise
+ * be among those only counted), then as many descriptions as len holds
+ * (up to DESCRIBED_PRODUCERS in all), whole, with 48 bytes always left
+ * for the count of the rest. */
 static void describe_producers(const rf_loader *l, uint64_t now, char *out,
                                size_t len)
 {
     size_t used = 0;
     uint32_t described = 0, more = 0;
     out[0] = '\0';
+    const uint32_t filling = awaited_batch_producer(l);
+    if (filling != UINT32_MAX) {
+        describe_producer(l, filling, true, now, out, len, &used);
+        described++;
+    }
     for (uint32_t p = 0; p < l->producers; p++) {
-        if (l->producer_info[p].orders == 0)
+        if (l->producer_info[p].orders == 0 || p == filling)
             continue;
         if (described == DESCRIBED_PRODUCERS ||
             len - used < PRODUCER_TEXT_MAX + 48) {
             more++;
             continue;
         }
-        describe_producer(l, p, now, out, len, &used);
+        describe_producer(l, p, false, now, out, len, &used);
         described++;
     }
     if (more > 0)
