@@ -132,13 +132,20 @@ static inline double test_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* "topic/name", as --list prints it and arguments name it. */
+static inline void test_case_full_name(const struct test_case *c, char *out,
+                                       size_t len)
+{
+    snprintf(out, len, "%s/%s", c->topic, c->name);
+}
+
 static inline bool test_case_selected(const struct test_case *c, int argc,
                                       char **argv)
 {
     if (argc <= 1)
         return true;
     char full[256];
-    snprintf(full, sizeof(full), "%s/%s", c->topic, c->name);
+    test_case_full_name(c, full, sizeof(full));
     for (int i = 1; i < argc; i++)
         if (strstr(full, argv[i]))
             return true;
@@ -236,7 +243,7 @@ static inline int test_run_in_process_(int argc, char **argv,
     const struct test_case *c = NULL;
     for (size_t i = 0; argc == 2 && i < n; i++) {
         char full[256];
-        snprintf(full, sizeof(full), "%s/%s", cases[i].topic, cases[i].name);
+        test_case_full_name(&cases[i], full, sizeof(full));
         if (strcmp(full, argv[1]) == 0)
             c = &cases[i];
     }

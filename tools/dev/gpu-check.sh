@@ -23,20 +23,10 @@
 set -u
 parts=${GPU_CHECK_PARTS:-tests sanitizer bench}
 tools=${GPU_CHECK_SANITIZERS:-memcheck racecheck synccheck}
-wants() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
-
-# limit SECONDS: SECONDS, or what is left before GPU_DEADLINE (seconds
-# since the epoch; tools/dev/gpu-session.sh sets it) where that is less.
-# An outer timeout cannot end an inner one (each leads a process group of
-# its own), so every inner limit must end by the deadline itself.
-limit() {
-    left=$1
-    [ -n "${GPU_DEADLINE:-}" ] && left=$((GPU_DEADLINE - $(date +%s)))
-    [ "$left" -gt "$1" ] && left=$1
-    [ "$left" -lt 1 ] && left=1
-    echo "$left"
-}
 top=$(cd "$(dirname "$0")/../.." && pwd)
+# wants PART, limit SECONDS
+# shellcheck source=tools/dev/gpu-lib.sh
+. "$top/tools/dev/gpu-lib.sh"
 build=$(cd "${1:-$top/_build}" && pwd) || exit 2
 jobs=$(nproc 2>/dev/null || echo 2)
 failed=0

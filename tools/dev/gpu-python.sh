@@ -24,20 +24,10 @@
 set -u
 parts=${GPU_PYTHON_PARTS:-tests sanitizer train bench}
 rounds=${ROUNDS:-2}
-wants() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
-
-# limit SECONDS: SECONDS, or what is left before GPU_DEADLINE (seconds
-# since the epoch; tools/dev/gpu-session.sh sets it) where that is less.
-# An outer timeout cannot end an inner one (each leads a process group of
-# its own), so every inner limit must end by the deadline itself.
-limit() {
-    left=$1
-    [ -n "${GPU_DEADLINE:-}" ] && left=$((GPU_DEADLINE - $(date +%s)))
-    [ "$left" -gt "$1" ] && left=$1
-    [ "$left" -lt 1 ] && left=1
-    echo "$left"
-}
 top=$(cd "$(dirname "$0")/../.." && pwd)
+# wants PART, limit SECONDS
+# shellcheck source=tools/dev/gpu-lib.sh
+. "$top/tools/dev/gpu-lib.sh"
 bundle=$(cd "${1:-$top/_gpu}" 2>/dev/null && pwd) || {
     echo "gpu-python: no bundle ${1:-$top/_gpu}; make one with tools/dev/gpu-bundle.sh" >&2
     exit 2
