@@ -483,8 +483,10 @@ typedef enum rf_param {
 
     /* ---- Processes (160..175) ---- */
     RF_PARAM_PRODUCERS = 160,    /* was 6; producer processes, 0..1024;
-                                    0 (default) = one per CPU of the
-                                    affinity mask */
+                                    0 (default) = this rank's CPU
+                                    budget: affinity, container quota,
+                                    share of the node's ranks
+                                    (rf_loader_cpu_budget()) */
     RF_PARAM_SLOTS = 161,        /* was 7; batches in the ring, 0..65536;
                                     0 (default) = 3 per producer, at
                                     least 4: one being filled, one
@@ -496,8 +498,12 @@ typedef enum rf_param {
                                     before it sleeps in the kernel, in
                                     ns, 0..10^9; default 20000 */
     RF_PARAM_PIN_PRODUCERS = 164 /* was 18; 1 (default): pin producer i
-                                    to the i-th CPU of the affinity mask;
-                                    0: leave them alone */
+                                    to the i-th CPU of this rank's slice
+                                    of the affinity mask (not where the
+                                    mask is already the rank's own, or
+                                    ranks share CPUs: see
+                                    rf_loader_cpu_budget()); 0: leave
+                                    them alone */
 } rf_param;
 
 /* What kind of value a parameter takes, for a binding to pick its type. */

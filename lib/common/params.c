@@ -154,7 +154,8 @@ static const struct param_rule rules[] = {
     NUMBER(RF_PARAM_SPIN_NS, 17, "spin_ns", 20000, 0, 1000000000,
            "ns a waiting side spins before it sleeps in the kernel"),
     FLAG(RF_PARAM_PIN_PRODUCERS, 18, "pin_producers", 1,
-         "1: pin producer i to the i-th CPU of the affinity mask"),
+         "1: pin producer i to the i-th CPU of this rank's CPU budget "
+         "(where the budget pins at all)"),
 };
 
 #define RULES (sizeof(rules) / sizeof(rules[0]))
