@@ -215,9 +215,12 @@ TEST_CASE_LIMIT(test_jpeg_pack, "pack", "a pack of JPEG bytes", 30)
 }
 
 /* A decoder configured from the info's shape reads every sample: what
- * ringfeed-pack --verify does with it. */
+ * ringfeed-pack --verify does with it. Sample i is a zstd frame of
+ * synthetic sample i where i % zstd_every == 0 (add_zstd()): those come
+ * back as the very pixels packed. */
 static void check_decodes_with_shape(const char *path,
-                                     const rf_dataset_info *info)
+                                     const rf_dataset_info *info,
+                                     uint64_t zstd_every)
 {
     rf_config *cfg = rf_config_create();
     CHECK(cfg != NULL);
@@ -226,17 +229,26 @@ static void check_decodes_with_shape(const char *path,
     CHECK_OK(rf_config_set(cfg, RF_PARAM_CHANNELS, info->channels));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_LAYOUT, info->layout));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_TRANSFORM, RF_TRANSFORM_NONE));
-    uint8_t *pixels =
-        malloc((size_t)info->height * info->width * info->channels);
-    CHECK(pixels != NULL);
+    const size_t bytes = (size_t)info->height * info->width * info->channels;
+    uint8_t *pixels = malloc(bytes), *packed = malloc(bytes);
+    CHECK(pixels != NULL && packed != NULL);
     rf_dataset *ds = open_or_die(path);
+    uint64_t compared = 0;
     for (uint64_t i = 0; i < info->samples; i++) {
         const int rc = rf_dataset_decode(ds, cfg, 0, i, pixels);
         if (rc < 0)
             fprintf(stderr, "%s\n", rf_dataset_error(ds));
         CHECK_OK(rc);
+        if (i % zstd_every == 0) {
+            rf_synthetic_fill(3, i, 10, info->height, info->width, 3,
+                              info->layout, packed);
+            CHECK(memcmp(pixels, packed, bytes) == 0);
+            compared++;
+        }
     }
+    CHECK_EQ(compared, info->zstd_samples);
     rf_dataset_close(ds);
+    free(packed);
     free(pixels);
     rf_config_free(cfg);
 }
@@ -257,7 +269,7 @@ TEST_CASE_LIMIT(test_zstd_pack_with_dictionary, "pack",
     check_counts(&info, RF_DATASET_PACK, 6, 3, 0, 6);
     check_shape(&info, 12, 10, 3, RF_LAYOUT_NCHW);
     CHECK_EQ(info.dict_size, sizeof(dict));
-    check_decodes_with_shape(at("zstd.pack"), &info);
+    check_decodes_with_shape(at("zstd.pack"), &info, 1);
 }
 
 TEST_CASE_LIMIT(test_mixed_pack, "pack",
@@ -276,7 +288,7 @@ TEST_CASE_LIMIT(test_mixed_pack, "pack",
     check_counts(&info, RF_DATASET_PACK, 7, 4, 4, 3);
     check_shape(&info, 16, 16, 3, RF_LAYOUT_NHWC);
     CHECK_EQ(info.dict_size, 0);
-    check_decodes_with_shape(at("mixed.pack"), &info);
+    check_decodes_with_shape(at("mixed.pack"), &info, 3);
 }
 
 TEST_CASE_LIMIT(test_empty_pack, "pack", "an empty pack", 30)

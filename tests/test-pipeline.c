@@ -81,6 +81,15 @@ static void check_batch_content(const struct run_spec *s, const rf_batch *b,
                                 uint8_t *seen)
 {
     uint8_t expect[4096];
+    /* The batch describes itself as asked, so that the reference below
+     * comes from the spec and not from what the batch says it is. */
+    const uint32_t h = (uint32_t)s->height, w = (uint32_t)s->width;
+    const uint32_t ch = (uint32_t)s->channels;
+    CHECK_EQ(b->layout, (rf_layout)s->layout);
+    CHECK_EQ(b->height, h);
+    CHECK_EQ(b->width, w);
+    CHECK_EQ(b->channels, ch);
+    CHECK_EQ(b->sample_bytes, (size_t)h * w * ch);
     CHECK_LE(b->sample_bytes, sizeof(expect));
     CHECK_EQ(b->bytes, b->sample_bytes * b->samples);
     CHECK_EQ((uintptr_t)b->data % 4096, 0);
@@ -90,11 +99,35 @@ static void check_batch_content(const struct run_spec *s, const rf_batch *b,
         CHECK_EQ(seen[index], 0);
         seen[index] = 1;
         CHECK_EQ(b->labels[i], rf_synthetic_label(s->seed, index, 10));
-        rf_synthetic_fill(s->seed, index, 10, b->height, b->width, b->channels,
-                          b->layout, expect);
+        rf_synthetic_fill((uint64_t)s->seed, index, 10, h, w, ch,
+                          (rf_layout)s->layout, expect);
         CHECK(memcmp((const uint8_t *)b->data + i * b->sample_bytes, expect,
                      b->sample_bytes) == 0);
     }
+}
+
+/* NCHW is NHWC's planes: channel c of pixel p at c * h * w + p, and at
+ * p * channels + c in NHWC. Checks the synthetic fill's two layouts
+ * against each other, so that an NCHW run compared with the fill is
+ * compared with a transpose, not with whatever the fill does. */
+static void check_nchw_is_nhwc_planes(const struct run_spec *s, uint64_t index)
+{
+    uint8_t nchw[4096], nhwc[4096];
+    const uint32_t h = (uint32_t)s->height, w = (uint32_t)s->width;
+    const uint32_t ch = (uint32_t)s->channels;
+    const size_t pixels = (size_t)h * w;
+    CHECK_LE(pixels * ch, sizeof(nchw));
+    rf_synthetic_fill((uint64_t)s->seed, index, 10, h, w, ch, RF_LAYOUT_NCHW,
+                      nchw);
+    rf_synthetic_fill((uint64_t)s->seed, index, 10, h, w, ch, RF_LAYOUT_NHWC,
+                      nhwc);
+    bool planes_differ = false;
+    for (size_t p = 0; p < pixels; p++)
+        for (uint32_t c = 0; c < ch; c++) {
+            CHECK_EQ(nchw[c * pixels + p], nhwc[p * ch + c]);
+            planes_differ |= nhwc[p * ch + c] != nhwc[c];
+        }
+    CHECK(planes_differ); /* a constant image would prove nothing */
 }
 
 static uint64_t expected_batches(const struct run_spec *s)
@@ -264,6 +297,8 @@ TEST_CASE(test_nchw_layout, "delivery", "NCHW layout")
     s.layout = RF_LAYOUT_NCHW;
     struct run_result r;
     run(&s, &r);
+    for (uint64_t index = 0; index < 4; index++)
+        check_nchw_is_nhwc_planes(&s, index);
 }
 
 TEST_CASE(test_fork_mode_gives_spawn_modes_batches, "delivery",

@@ -205,31 +205,47 @@ static void run_closed(unsigned mask, rf_start_mode mode)
 }
 
 /* Kills one producer and reads batches until its replacement has been
- * reported (respawns counted). */
+ * reported (one more respawn counted). */
 static void kill_one_and_go_on(rf_loader *l)
 {
+    rf_stats st = {0};
+    CHECK_OK(rf_loader_stats(l, &st));
+    const uint64_t before = st.respawns;
     int pids[8];
     CHECK_GT(list_children(pids, 8), 0);
     CHECK_EQ(kill(pids[0], SIGKILL), 0);
     while (!process_gone(pids[0]))
         usleep(1000);
-    rf_stats st = {0};
     rf_batch b;
-    while (st.respawns == 0) {
+    while (st.respawns == before) {
         CHECK_EQ(rf_loader_next(l, &b), 1);
         CHECK_OK(rf_loader_release(l, &b));
         CHECK_OK(rf_loader_stats(l, &st));
     }
 }
 
+/* Everything the pipe holds now (its write end stays open). */
+static void read_pipe(int fd, char *text, size_t len)
+{
+    const int flags = fcntl(fd, F_GETFL);
+    CHECK_EQ(fcntl(fd, F_SETFL, flags | O_NONBLOCK), 0);
+    size_t used = 0;
+    ssize_t n;
+    while (used + 1 < len && (n = read(fd, text + used, len - 1 - used)) > 0)
+        used += (size_t)n;
+    text[used] = '\0';
+}
+
 /* fd 2 closed at open; a file the caller opens later lands on 2. The
  * default handler must leave it alone. Then the same with fd 2 open at
- * open (a pipe), closed and reused for a file afterwards. */
+ * open (a pipe), closed and reused for a file afterwards: there the
+ * handler must first have written to the pipe while it was fd 2, so that
+ * an empty file means it was spared, not that nothing was said. */
 static void default_handler_spares_callers_file(bool open_at_start)
 {
     keep_reporting();
+    int pipe_fds[2] = {-1, -1};
     if (open_at_start) {
-        int pipe_fds[2];
         CHECK_EQ(pipe(pipe_fds), 0);
         CHECK_EQ(dup2(pipe_fds[1], STDERR_FILENO), STDERR_FILENO);
     } else {
@@ -238,8 +254,14 @@ static void default_handler_spares_callers_file(bool open_at_start)
     rf_config *cfg = storm_config(RF_START_SPAWN);
     rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
-    if (open_at_start)
+    if (open_at_start) {
+        kill_one_and_go_on(l);
+        char said[4096];
+        read_pipe(pipe_fds[0], said, sizeof(said));
+        CHECK_CONTAINS(said, "ringfeed: ");
+        CHECK_CONTAINS(said, "replaced by pid");
         CHECK_EQ(close(STDERR_FILENO), 0);
+    }
     char path[] = "/tmp/rf-stdio-XXXXXX";
     const int fd = mkstemp(path);
     CHECK_EQ(fd, STDERR_FILENO);
@@ -249,6 +271,10 @@ static void default_handler_spares_callers_file(bool open_at_start)
     CHECK_EQ(sb.st_size, 0);
     rf_loader_close(l);
     unlink(path);
+    if (open_at_start) {
+        close(pipe_fds[0]);
+        close(pipe_fds[1]);
+    }
 }
 
 struct messages {

@@ -135,16 +135,16 @@ def test_explicit_keywords_default_to_the_table():
 
 
 def _out_of_range(p):
-    """A value of the right type that the table refuses, or None."""
+    """A value of the right type that the table refuses, or None for a
+    boolean (checked by type instead). A range of the whole int64 (seed=)
+    is refused below it: no 64-bit value lies there."""
     if p.kind == "choice":
         return "no-such-choice"
     if p.kind == "boolean":
         return None
     if p.maximum < (1 << 63) - 1:
         return p.maximum + 1
-    if p.minimum > -(1 << 63):
-        return p.minimum - 1
-    return None
+    return p.minimum - 1
 
 
 def _keywords():
@@ -155,6 +155,7 @@ def _keywords():
 def test_keyword_is_checked_against_the_table(tmp_path_factory, p):
     root = dataset(tmp_path_factory, "tiny")
     bad = _out_of_range(p)
+    assert bad is not None or p.kind == "boolean", p.keyword
     if bad is not None:
         batch, args = 4, {"size": 16}
         if p.keyword == "batch_size":
@@ -227,8 +228,14 @@ def test_seed_takes_any_64_bit_pattern(tmp_path_factory):
 
     assert order(-1) == order(2**64 - 1)
     assert order(2**63) == order(-2**63)
-    with pytest.raises(ringfeed.ConfigError):
-        ringfeed.Loader(root, 10, seed=2**64)
+    # and the seed is used, all 64 bits of it: the top bit alone moves
+    # the order, as does -1 against 0
+    assert order(-1) != order(0)
+    assert order(2**63) != order(0)
+    for bad in (2**64, -2**63 - 1):
+        with pytest.raises(ringfeed.ConfigError) as caught:
+            ringfeed.Loader(root, 10, seed=bad)
+        assert "seed=" in str(caught.value)
 
 
 def test_param_by_keyword_or_name():

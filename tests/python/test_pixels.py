@@ -68,10 +68,13 @@ def test_layouts_hold_the_same_pixels(tmp_path_factory):
     common = dict(transform="eval", size=SIZE, shuffle=False, batch_size=32)
     with ringfeed.Loader(root, layout="nhwc", **common) as a, \
             ringfeed.Loader(root, layout="nchw", **common) as b:
+        pairs = 0
         for (ia, la), (ib, lb) in zip(a, b):
             assert np.array_equal(as_numpy(la), as_numpy(lb))
             assert np.array_equal(as_numpy(ia).transpose(0, 3, 1, 2),
                                   as_numpy(ib))
+            pairs += 1
+        assert pairs == len(a) == len(b) > 1
 
 
 def test_classes_are_image_folders(tmp_path_factory):

@@ -70,7 +70,7 @@ def test_leaving_a_loop_early_keeps_one_slot(tmp_path_factory):
         assert stats["slots_with_user"] == 1, "more than the batch in hand"
         # and the loader goes on: the next loop yields batches
         rest = sum(len(labels) for _, labels in loader)
-        assert rest > 0
+        assert rest == 160  # the next epoch, whole
         assert loader.stats()["slots_with_user"] == 1  # its last batch
 
 
@@ -144,6 +144,9 @@ CTRL_C = textwrap.dedent("""
 
 
 def test_ctrl_c_raises_keyboard_interrupt_promptly():
+    """SIGINT while next() waits for a batch that will not come (its
+    producer is stopped) raises KeyboardInterrupt at once, and closes the
+    loader: the stopped producers are gone too."""
     proc = subprocess.Popen([sys.executable, "-c", CTRL_C], env=child_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -152,7 +155,11 @@ def test_ctrl_c_raises_keyboard_interrupt_promptly():
         assert first and first[0] == "pids", proc.stderr.read()
         pids = [int(p) for p in first[1:]]
         assert pids
-        time.sleep(0.3)  # the loop waits for a batch now
+        # Stop the producers, so that no batch comes again: a loop that
+        # saw SIGINT only when its next batch came would never raise.
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(0.5)  # the loop takes the batches ready, then waits
         assert proc.poll() is None
         sent = time.monotonic()
         proc.send_signal(signal.SIGINT)

@@ -53,19 +53,22 @@ def test_images_view_the_ring(tmp_path_factory, layout):
 
 def test_writing_the_view_writes_the_ring(tmp_path_factory):
     """The tensor is the slot's memory itself: a byte written through it is
-    there when read through a numpy view of the ring at that address."""
+    there when read through a view of the whole ring (the loader's own
+    mapping) at that offset."""
     import ctypes
     import numpy as np
     root = dataset(tmp_path_factory)
     with ringfeed.Loader(root, 8, size=32, num_workers=1) as loader:
+        base, size = ring_of(loader)
+        ring = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(base))
         for images, labels in loader:
-            address = images.data_ptr()
-            images.view(-1)[5] = 17
-            images.view(-1)[6] = 211
-            raw = np.ctypeslib.as_array(
-                (ctypes.c_uint8 * 8).from_address(address))
-            assert raw[5] == 17 and raw[6] == 211
-            labels[0] = 12345  # a copy: nothing to see in the ring
+            offset = images.data_ptr() - base
+            assert 0 <= offset and offset + images.numel() <= size
+            was = ring[offset + 5:offset + 7].copy()
+            new = (was + 101) % 256
+            images.view(-1)[5] = int(new[0])
+            images.view(-1)[6] = int(new[1])
+            assert ring[offset + 5] == new[0] and ring[offset + 6] == new[1]
             break
 
 
