@@ -687,7 +687,8 @@ RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp);
  *   RF_E_FORK_UNSAFE     called in a child of fork(): the loader is its
  *                        parent's (nothing is changed);
  *   -EINVAL              NULL loader or batch;
- *   -EINTR               a signal arrived while waiting; call again;
+ *   -EINTR               a signal arrived while waiting, or
+ *                        rf_loader_interrupt() was called; call again;
  *   -errno               poll() failed for another reason (-ENOMEM).
  * After any error other than -EINTR and RF_E_ALL_SLOTS_HELD the loader can
  * only be closed (releasing the batches still held first is allowed).
@@ -698,6 +699,22 @@ RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp);
  * the one that opened the loader.
  */
 RF_API int rf_loader_next(rf_loader *loader, rf_batch *batch);
+
+/*
+ * Cuts a wait in rf_loader_next() short from another thread (or a signal
+ * handler): the call waiting now returns -EINTR at once, or, when none
+ * waits, the first call that would wait returns -EINTR instead (a call
+ * that finds a batch ready still returns it). One interrupt ends one
+ * wait; nothing is lost (the loader goes on at the next call as after a
+ * signal). This is how a watchdog, or a binding's close() from another
+ * thread, stops a loop that waits for a batch: interrupt, wait until the
+ * looping thread has left next(), then rf_loader_close() (which must never
+ * run while another thread is inside a call on the loader). Returns 0,
+ * -EINVAL for NULL, or RF_E_FORK_UNSAFE in a child of fork(). Thread-safe
+ * and async-signal-safe: one atomic store and one write() to an eventfd.
+ * New in 0.2.
+ */
+RF_API int rf_loader_interrupt(rf_loader *loader);
 
 /*
  * Gives the batch's slot back so that producers can refill it. A batch may

@@ -235,6 +235,69 @@ TEST_CASE(test_close_under_periodic_signals, "close",
     CHECK_EQ(list_children(pids, 4), 0);
 }
 
+struct interrupter {
+    rf_loader *loader;
+    int delay_ms;
+    int rc;
+};
+
+static void *interrupt_later(void *arg)
+{
+    struct interrupter *in = arg;
+    usleep((useconds_t)in->delay_ms * 1000);
+    in->rc = rf_loader_interrupt(in->loader);
+    return NULL;
+}
+
+/* rf_loader_interrupt() from another thread ends a next() that waits for
+ * a batch that will not come (its producer stopped), at once; before any
+ * call it ends the first call that would wait, without the wait (calls
+ * that find a batch ready return it); and the run goes on after either,
+ * in order, when the producer does. */
+TEST_CASE(test_interrupt_from_another_thread, "next",
+          "rf_loader_interrupt() from another thread ends a wait")
+{
+    rf_loader *l = open_small(1, 2);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_EQ(b.sequence, 0);
+    CHECK_OK(rf_loader_release(l, &b));
+    int pids[4];
+    CHECK_EQ(list_children(pids, 4), 1);
+    CHECK_EQ(kill(pids[0], SIGSTOP), 0);
+    /* the batches already made come first, then the wait is cut short */
+    uint64_t next_seq = 1;
+    for (;;) {
+        CHECK_OK(rf_loader_interrupt(l));
+        const int rc = rf_loader_next(l, &b);
+        if (rc == -EINTR)
+            break;
+        CHECK_EQ(rc, 1);
+        CHECK_EQ(b.sequence, next_seq++);
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    CHECK_CONTAINS(rf_loader_error(l), "rf_loader_interrupt()");
+    /* the interrupt was one call's: next() now waits, until the thread */
+    struct interrupter in = {.loader = l, .delay_ms = 300, .rc = 1};
+    pthread_t thread;
+    CHECK_EQ(pthread_create(&thread, NULL, interrupt_later, &in), 0);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_EQ(rf_loader_next(l, &b), -EINTR);
+    const double waited = seconds_since(&t0);
+    pthread_join(thread, NULL);
+    CHECK_EQ(in.rc, 0);
+    CHECK_GE(waited * 1000, 250); /* it waited for the interrupt */
+    CHECK_LT(waited * 1000, 300 + 2000 * test_time_scale());
+    /* no batch lost: the producer goes on where it stopped */
+    CHECK_EQ(kill(pids[0], SIGCONT), 0);
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_EQ(b.sequence, next_seq);
+    CHECK_OK(rf_loader_release(l, &b));
+    rf_loader_close(l);
+    CHECK_EQ(rf_loader_interrupt(NULL), -EINVAL);
+}
+
 /* A batch of another loader is refused, even with the same slot and
  * sequence, instead of refilling a slot the caller still reads. */
 TEST_CASE(test_release_of_another_loaders_batch, "slots",

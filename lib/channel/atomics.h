@@ -51,6 +51,13 @@ static inline void rf__add_relaxed64(_Atomic uint64_t *p, uint64_t v)
 }
 
 /* Orders every earlier store before every later load (Dekker handshake). */
+/* Reads *p and clears it in one step: a flag set by one thread and taken
+ * by another, once (pairs with the setter's store_release). */
+static inline uint32_t rf__take32(_Atomic uint32_t *p)
+{
+    return atomic_exchange_explicit(p, 0, memory_order_acq_rel);
+}
+
 static inline void rf__fence_full(void)
 {
     atomic_thread_fence(memory_order_seq_cst);

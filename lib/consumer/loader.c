@@ -180,6 +180,10 @@ int rf_loader_next(rf_loader *l, rf_batch *batch)
                            l->slots);
             break;
         }
+        if (rf__take32(&l->interrupt)) { /* instead of waiting */
+            rc = set_error(l, -EINTR, "interrupted by rf_loader_interrupt()");
+            break;
+        }
         rf__loader_stall_begins(l);
         rc = rf__loader_wait_for_batches(l);
         rf__loader_report_stall(l); /* also when a signal cut it short */
@@ -190,6 +194,21 @@ int rf_loader_next(rf_loader *l, rf_batch *batch)
         rf__loader_stall_pause(l);
     l->wait_ns += rf__now_ns() - start;
     return rc;
+}
+
+int rf_loader_interrupt(rf_loader *l)
+{
+    if (!l)
+        return -EINVAL;
+    if (!owned_here(l)) /* no set_error(): another thread may be in next() */
+        return RF_E_FORK_UNSAFE;
+    rf__store_release32(&l->interrupt, 1);
+    /* Wakes a next() asleep in poll() on the bell (non-blocking: a
+     * saturated counter is still readable, so EAGAIN changes nothing). */
+    const uint64_t one = 1;
+    const ssize_t n = write(l->fds.bell, &one, sizeof(one));
+    (void)n;
+    return 0;
 }
 
 int rf_loader_release(rf_loader *l, const rf_batch *batch)

@@ -167,6 +167,7 @@ _PROTOTYPES = [
      [ctypes.POINTER(_vp), _vp, ctypes.POINTER(ctypes.c_void_p)]),
     ("rf_loader_next", ctypes.c_int, [_vp, ctypes.POINTER(Batch)]),
     ("rf_loader_release", ctypes.c_int, [_vp, ctypes.POINTER(Batch)]),
+    ("rf_loader_interrupt", ctypes.c_int, [_vp]),
     ("rf_loader_close", None, [_vp]),
     ("rf_loader_arena", ctypes.c_int,
      [_vp, ctypes.POINTER(_vp), ctypes.POINTER(ctypes.c_size_t)]),

@@ -8,6 +8,7 @@ import collections
 import ctypes
 import errno
 import os
+import threading
 import weakref
 from typing import Any, Callable, Deque, Dict, Optional
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from . import _capi
 from .batch import Batch
-from .errors import ConfigError, RingfeedError, from_code
+from .errors import ConfigError, LoaderClosed, RingfeedError, from_code
 from .params import param, user_terms
 from .source import Synthetic
 
@@ -47,6 +48,11 @@ class _Run:
     def __init__(self, cfg: "_Config", start_epoch: int, start_batch: int,
                  on_message: Callable[[str], None]) -> None:
         self.handle = ctypes.c_void_p()
+        # set by interrupt(): next() raises LoaderClosed instead of going on
+        self.closing = False
+        # the thread inside the library's next() now, if any (a callback
+        # from there must not close the loader under it)
+        self.in_next: Optional[int] = None
         # What on_message raised: ctypes would print and drop it; the loop
         # raises it at its next batch instead (a callback may mean to stop
         # the run, at a respawn say).
@@ -67,21 +73,26 @@ class _Run:
 
         self._message_fn = _capi.MESSAGE_FN(deliver)
         c = cfg.build(start_epoch, start_batch, self._message_fn)
+        # From the open on, any exception closes the loader: Ctrl-C while a
+        # slow file system is listed lands here, and nothing else holds
+        # the handle yet (the library writes it before it returns).
         try:
             err = ctypes.c_void_p()
-            rc = _capi.lib().rf_loader_open(ctypes.byref(self.handle), c,
-                                            ctypes.byref(err))
+            try:
+                rc = _capi.lib().rf_loader_open(ctypes.byref(self.handle), c,
+                                                ctypes.byref(err))
+            finally:
+                _capi.lib().rf_config_free(c)
             detail = _capi.take_message(err)
-        finally:
-            _capi.lib().rf_config_free(c)
-        if rc == _capi.E_FORK_UNSAFE:  # start_mode="fork" in this process
-            raise ConfigError(user_terms(detail), rc)
-        if rc < 0:
-            raise from_code(rc, detail)
-        try:
+            if rc == _capi.E_FORK_UNSAFE:  # start_mode="fork" here
+                raise ConfigError(user_terms(detail), rc)
+            if rc < 0:
+                raise from_code(rc, detail)
             self._attach(start_epoch, start_batch)
         except BaseException:
-            _capi.lib().rf_loader_close(self.handle)
+            if self.handle:
+                _capi.lib().rf_loader_close(self.handle)
+                self.handle = ctypes.c_void_p()
             raise
 
     def _attach(self, start_epoch: int, start_batch: int) -> None:
@@ -132,7 +143,17 @@ class _Run:
         c_batch = _capi.Batch()
         lib = _capi.lib()
         while True:
-            rc = lib.rf_loader_next(self.handle, ctypes.byref(c_batch))
+            if self.closing or not self.handle:
+                raise LoaderClosed(
+                    "the Loader was closed (by close(), in this thread or "
+                    "another, or at interpreter exit); open a new one")
+            self.in_next = threading.get_ident()
+            try:
+                rc = lib.rf_loader_next(self.handle, ctypes.byref(c_batch))
+            finally:
+                self.in_next = None
+            if self.closing:  # the batch, if any, goes with the loader
+                continue
             if rc == 1:
                 self.next_seq = max(self.next_seq, c_batch.sequence + 1)
                 return c_batch
@@ -141,6 +162,14 @@ class _Run:
             if rc != -errno.EINTR:
                 raise from_code(rc, lib.rf_loader_error(self.handle).decode(
                     errors="replace"))
+
+    def interrupt(self) -> None:
+        """From another thread, or a callback inside next(): next() stops
+        waiting and raises LoaderClosed, so that the loader can be closed
+        once that thread has left the library (rf_loader_interrupt())."""
+        self.closing = True
+        if self.handle:
+            _capi.lib().rf_loader_interrupt(self.handle)
 
     def release(self, held: _Held) -> None:
         """Gives the batch's slot back. A CPU batch's views are released

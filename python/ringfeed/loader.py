@@ -98,6 +98,8 @@ def _forked() -> None:
     """In a child of fork(): every loader is its parent's."""
     for loader in list(_live):
         loader._forked = True
+        # a thread of the parent may have held it; none runs here
+        loader._lock = threading.RLock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -184,6 +186,11 @@ class Loader:
                  **params: Any) -> None:
         self._run: Optional[_Run] = None
         self._uploader: Any = None
+        # Held while a loop takes a batch (the library's calls and the
+        # upload), and by close(): close() from another thread (a
+        # watchdog, the exit hook while a daemon thread iterates) first
+        # cuts that thread's wait short, then waits for it to leave.
+        self._lock = threading.RLock()
         # on the GPU, the prefetched batch's failure, raised at its turn
         self._deferred: Optional[RingfeedError] = None
         self._classes: Optional[List[str]] = None
@@ -420,17 +427,20 @@ class Loader:
         position = self._epoch * self._per_epoch + self._batch
         try:
             while position < end:
-                if self._device is not None:
-                    # The GPU tensors are torch's: the last batch's slot
-                    # goes back before the next is taken, its copy long
-                    # done (no host stall), whatever keep_batches= says.
-                    run.release_beyond(0)
-                held = self._take(run, prefetched, position, end)
-                if held is None:
-                    return
-                run.held.append(held)
-                if self._device is None:
-                    run.release_beyond(self._keep)
+                with self._lock:
+                    self._check_open()
+                    if self._device is not None:
+                        # The GPU tensors are torch's: the last batch's
+                        # slot goes back before the next is taken, its copy
+                        # long done (no host stall), whatever
+                        # keep_batches= says.
+                        run.release_beyond(0)
+                    held = self._take(run, prefetched, position, end)
+                    if held is None:
+                        return
+                    run.held.append(held)
+                    if self._device is None:
+                        run.release_beyond(self._keep)
                 position += 1
                 self._epoch, self._batch = divmod(position, self._per_epoch)
                 yield held.batch
@@ -438,8 +448,10 @@ class Loader:
             self.close()
             raise
         finally:
-            for held in prefetched:  # taken but never shown: give back
-                run.release(held)
+            with self._lock:
+                if run.handle:  # taken but never shown: give back
+                    for held in prefetched:
+                        run.release(held)
 
     def _take(self, run: _Run, prefetched: Deque[_Held], position: int,
               end: int) -> Optional[_Held]:
@@ -652,8 +664,31 @@ class Loader:
     def close(self) -> None:
         """Stops the producers and frees the ring. Batches still held are
         released (their Batch objects raise from then on). Safe to call
-        more than once, and from a child of fork() (where it frees only the
-        child's copy)."""
+        more than once, from a child of fork() (where it frees only the
+        child's copy), and from another thread than the loop's: a loop
+        waiting for a batch then raises LoaderClosed at once."""
+        if self._closed:
+            return
+        if self._forked or self._pid != os.getpid():
+            self._close_locked()  # the child's copy, which no loop uses
+            return
+        run = self._run
+        if run is not None and run.in_next == threading.get_ident():
+            # on_message called back from inside the library's next():
+            # closing here would free what that call is using. The call
+            # returns at once instead, and the loop closes the loader.
+            run.interrupt()
+            return
+        if not self._lock.acquire(blocking=False):
+            if run is not None:  # a loop takes a batch: cut its wait short
+                run.interrupt()
+            self._lock.acquire()
+        try:
+            self._close_locked()
+        finally:
+            self._lock.release()
+
+    def _close_locked(self) -> None:
         if self._closed:
             return
         self._closed = True

@@ -261,3 +261,160 @@ def test_close_unmaps_the_ring_without_the_garbage_collector(
             del loader
     finally:
         gc.enable()
+
+
+# ---- threads: close() from another thread, the exit hook, callbacks ----
+
+def new_producers(before, count):
+    """This process's producers not in `before`, once `count` have
+    started (a producer shows its name once the helper has started)."""
+    deadline = time.monotonic() + 10
+    while True:
+        pids = [p for p in producers_of(os.getpid()) if p not in before]
+        if len(pids) >= count or time.monotonic() > deadline:
+            assert len(pids) == count, pids
+            return pids
+        time.sleep(0.02)
+
+
+DAEMON_THREAD_AT_EXIT = textwrap.dedent("""
+    import sys, threading
+    import ringfeed
+    loader = ringfeed.Loader(sys.argv[1], 4, size=16, num_workers=1)
+    taken = threading.Semaphore(0)
+    def iterate():  # a background prefetcher, as prefetch_generator's
+        while True:
+            for images, labels in loader:
+                taken.release()
+    threading.Thread(target=iterate, daemon=True).start()
+    for _ in range(3):
+        taken.acquire()
+    print("exiting", flush=True)
+""")
+
+
+def test_a_daemon_thread_iterating_at_exit(tmp_path_factory):
+    """The exit hook closes a loader that a daemon thread is iterating:
+    the interpreter ends cleanly (it crashed in the library, or reported
+    a corrupted ring, when the hook closed the loader under that thread's
+    next())."""
+    root = dataset(tmp_path_factory, "tiny")
+    for _ in range(5):  # the crash came in about half the runs
+        done = run_python(DAEMON_THREAD_AT_EXIT, root)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["exiting"], done.stdout + done.stderr
+        assert "Error" not in done.stderr, done.stderr
+
+
+def test_close_from_another_thread_ends_a_waiting_loop(tmp_path_factory):
+    """close() from a watchdog thread while the loop waits for a batch that
+    will not come (its producer stopped): the loop raises LoaderClosed at
+    once, and the producers are gone."""
+    import threading
+    root = dataset(tmp_path_factory, "small")
+    before = set(producers_of(os.getpid()))  # other tests' loaders
+    loader = ringfeed.Loader(root, 8, size=16, num_workers=1)
+    pids = new_producers(before, 1)
+    raised: list = []
+
+    def loop() -> None:
+        try:
+            for _ in loader:
+                pass
+        except BaseException as e:  # what the loop raised, to look at
+            raised.append(e)
+
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    thread = threading.Thread(target=loop)
+    thread.start()
+    time.sleep(0.5)  # the loop takes the batches ready, then waits
+    assert thread.is_alive() and not raised
+    started = time.monotonic()
+    loader.close()
+    thread.join(10)
+    took = time.monotonic() - started
+    assert not thread.is_alive(), "the loop still waits after close()"
+    assert took < 5, f"close() took {took:.1f} s"
+    assert len(raised) == 1 and isinstance(raised[0], ringfeed.LoaderClosed), \
+        raised
+    assert loader.closed
+    assert not wait_gone(pids), f"producers {pids} outlived close()"
+
+
+def test_close_inside_the_loop_then_next_raises_loader_closed(
+        tmp_path_factory):
+    """close() in the loop's body (a preemption handler that saves and
+    closes): the loop's next step raises LoaderClosed, not a library
+    error."""
+    root = dataset(tmp_path_factory, "tiny")
+    loader = ringfeed.Loader(root, 4, size=16, num_workers=1)
+    steps = 0
+    with pytest.raises(ringfeed.LoaderClosed):
+        for images, labels in loader:
+            steps += 1
+            loader.close()
+    assert steps == 1
+
+
+def test_close_from_on_message_closes_after_the_call(tmp_path_factory):
+    """A message callback that closes the loader (at a producer's
+    replacement, say) runs inside the library's next(): the loader closes
+    when that call has returned, and the loop raises LoaderClosed."""
+    root = dataset(tmp_path_factory, "small")
+    said: list = []
+
+    def on_message(text: str) -> None:
+        said.append(text)
+        loader.close()
+
+    before = set(producers_of(os.getpid()))  # other tests' loaders
+    loader = ringfeed.Loader(root, 8, size=16, num_workers=1,
+                             on_message=on_message)
+    pids = new_producers(before, 1)
+    with pytest.raises(ringfeed.LoaderClosed):
+        for i, _ in enumerate(loader):
+            if i == 0:
+                os.kill(pids[0], signal.SIGKILL)
+    assert said and "replaced" in said[0], said
+    assert loader.closed
+    assert not (set(producers_of(os.getpid())) - before)
+
+
+CTRL_C_WHILE_MAKING = textwrap.dedent("""
+    import os, random, signal, sys, time
+    import ringfeed
+    signal.signal(signal.SIGALRM, signal.default_int_handler)
+    random.seed(int(sys.argv[2]))
+    made = interrupted = 0
+    for i in range(40):
+        signal.setitimer(signal.ITIMER_REAL, random.uniform(0.0005, 0.03))
+        try:
+            loader = ringfeed.Loader(sys.argv[1], 4, size=16, num_workers=2)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            made += 1
+            loader.close()
+        except KeyboardInterrupt:
+            interrupted += 1
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    import gc; gc.collect()
+    time.sleep(0.2)
+    children = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            children += f.read().split()
+    rings = [l for l in open("/proc/self/maps") if "memfd:ringfeed-" in l]
+    print(made, interrupted, len(children), len(rings))
+""")
+
+
+def test_ctrl_c_while_a_loader_is_made_leaves_nothing(tmp_path_factory):
+    """Ctrl-C (here SIGALRM raising KeyboardInterrupt) at random moments
+    of Loader(): its producers and ring go with the exception (they were
+    left running when it landed just after the library's open)."""
+    root = dataset(tmp_path_factory, "tiny")
+    done = run_python(CTRL_C_WHILE_MAKING, root, "1", timeout=120)
+    assert done.returncode == 0, done.stderr
+    made, interrupted, producers, rings = map(int, done.stdout.split())
+    assert interrupted > 0, "no Loader() was interrupted: nothing tested"
+    assert (producers, rings) == (0, 0), done.stdout
