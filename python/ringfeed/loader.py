@@ -14,6 +14,8 @@ from __future__ import annotations
 import atexit
 import collections
 import ctypes
+import difflib
+import inspect
 import logging
 import operator
 import os
@@ -82,6 +84,42 @@ def _size(size: Any) -> Tuple[int, int]:
         return _whole(size[0], "size"), _whole(size[1], "size")
     side = _whole(size, "size")
     return side, side
+
+
+# torch DataLoader's keywords that have no namesake here, and what does
+# their job (the first thing a user moving a loop over passes)
+_DATALOADER_KEYWORDS = {
+    "pin_memory": "device='cuda' (batches are uploaded from ringfeed's own "
+                  "pinned ring)",
+    "pin_memory_device": "device='cuda:N'",
+    "sampler": "shuffle=, seed=, and rank=/world_size= for shards",
+    "batch_sampler": "batch_size=, shuffle= and drop_last=",
+    "collate_fn": "nothing: producers write whole batches",
+    "persistent_workers": "nothing: producers live as long as the Loader",
+    "prefetch_factor": "slots= (batches in the ring)",
+    "worker_init_fn": "nothing: producers are ringfeed's own processes",
+    "generator": "seed=",
+    "timeout": "batch_timeout_ms=",
+    "multiprocessing_context": "start_mode=",
+    "in_order": "ordered=",
+}
+
+
+def _unknown_keyword(keyword: str, table: Dict[str, Any]) -> str:
+    """The TypeError's text for a keyword that is neither Loader's own nor
+    the library's: DataLoader's equivalent, else the nearest names."""
+    text = f"Loader() got an unexpected keyword argument {keyword!r}"
+    if keyword in _DATALOADER_KEYWORDS:
+        return (f"{text}: it is torch DataLoader's; here use "
+                f"{_DATALOADER_KEYWORDS[keyword]}")
+    own = [name for name in inspect.signature(Loader).parameters
+           if name not in ("self", "params")]
+    names = sorted(set(own) | set(table))
+    close = difflib.get_close_matches(keyword, names, n=3, cutoff=0.6)
+    if close:
+        return f"{text}; did you mean {' or '.join(close)}?"
+    return (f"{text}; help(ringfeed.Loader) lists its arguments, and "
+            "ringfeed.params() the library's keywords")
 
 
 def _close_all() -> None:
@@ -226,10 +264,11 @@ class Loader:
                     "producer processes, never in the training process; "
                     "pass None (this rank's CPU budget) or a count >= 1")
             wanted["num_workers"] = num_workers
+        if not isinstance(seed, bool) and hasattr(seed, "__index__"):
+            seed = operator.index(seed)  # np.uint64 as an int
         if isinstance(seed, int) and 1 << 63 <= seed < 1 << 64:
             wanted["seed"] = seed - (1 << 64)  # the same 64-bit pattern
-        values = self._convert(dict(wanted, size_height=height,
-                                    size_width=width))
+        values = self._convert(wanted, height, width)
         values["epochs"] = epochs or 0  # the run goes on; the Loader counts
         self._config = _Config(source, values)
         self._source = source
@@ -288,25 +327,23 @@ class Loader:
     # ---- arguments ------------------------------------------------------
 
     @staticmethod
-    def _convert(wanted: Dict[str, Any]) -> Dict[str, int]:
+    def _convert(wanted: Dict[str, Any], height: int,
+                 width: int) -> Dict[str, int]:
         """Python values to the library's numbers, each checked against the
         library's table; errors name the keyword."""
-        table = dict(by_keyword(), size_height=param("height"),
-                     size_width=param("width"))
+        table = by_keyword()
         values = {}
         for keyword, value in wanted.items():
             p = table.get(keyword)
-            if keyword.startswith("size_"):
-                keyword = "size"  # (height, width) come from size=
             if p is None:
-                close = [k for k in table if k.startswith(keyword[:4])]
-                raise TypeError(
-                    f"Loader() got an unexpected keyword argument "
-                    f"{keyword!r}" + (f"; did you mean {', '.join(close)}?"
-                                      if close else
-                                      "; ringfeed.params() lists them"))
+                raise TypeError(_unknown_keyword(keyword, table))
             try:
                 values[p.name] = p.convert(value, keyword)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
+        for name, side in (("height", height), ("width", width)):
+            try:  # both from size=
+                values[name] = param(name).convert(side, "size")
             except ValueError as e:
                 raise ConfigError(str(e)) from None
         return values

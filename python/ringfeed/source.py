@@ -5,6 +5,7 @@ either."""
 from __future__ import annotations
 
 import ctypes
+import operator
 import os
 from typing import Any, List
 
@@ -22,9 +23,19 @@ class Synthetic:
 
     def __init__(self, samples: int, classes: int = 1000, *,
                  jpeg: bool = True) -> None:
-        if samples < 1 or classes < 1:
+        counts = []
+        for name, value in (("samples", samples), ("classes", classes)):
+            try:
+                if isinstance(value, bool):
+                    raise TypeError
+                counts.append(operator.index(value))
+            except TypeError:
+                raise ConfigError(f"Synthetic({name}={value!r}): give a "
+                                  "whole number") from None
+        if counts[0] < 1 or counts[1] < 1:
             raise ConfigError("Synthetic needs samples >= 1 and classes >= 1")
-        self.samples, self.classes, self.jpeg = samples, classes, jpeg
+        self.samples, self.classes = counts
+        self.jpeg = bool(jpeg)
 
     def __repr__(self) -> str:
         return (f"Synthetic(samples={self.samples}, classes={self.classes}, "

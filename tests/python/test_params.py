@@ -243,3 +243,38 @@ def test_param_by_keyword_or_name():
     with pytest.raises(KeyError) as caught:
         ringfeed.param("no_such_thing")
     assert "ringfeed.params()" in str(caught.value)
+
+
+@pytest.mark.parametrize("keyword, says", [
+    ("pin_memory", "device='cuda'"),       # DataLoader's: what does its job
+    ("prefetch_factor", "slots="),
+    ("num_workrs", "did you mean num_workers?"),  # a typo: the nearest name
+    ("keep_batch", "did you mean keep_batches?"),  # the Loader's own too
+    ("size_height", "help(ringfeed.Loader)"),  # once silently ignored
+])
+def test_an_unknown_keyword_says_what_to_use(tmp_path_factory, keyword, says):
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(TypeError) as caught:
+        ringfeed.Loader(root, 4, size=16, **{keyword: 1})
+    assert f"unexpected keyword argument {keyword!r}" in str(caught.value)
+    assert says in str(caught.value)
+
+
+def test_numpy_integers_are_taken_as_ints(tmp_path_factory):
+    """A seed from numpy (np.uint64 up to 2**64 - 1, as a numpy Generator
+    gives) is the same 64-bit pattern as the int; Synthetic's counts take
+    numpy integers and refuse fractions with ConfigError."""
+    import numpy as np
+    root = dataset(tmp_path_factory, "tiny")
+
+    def order(seed):
+        with ringfeed.Loader(root, 10, size=16, seed=seed,
+                             num_workers=1) as loader:
+            return [i for b in loader.batches() for i in b.indices.tolist()]
+
+    assert order(np.uint64(2**64 - 1)) == order(-1)
+    assert order(np.int64(5)) == order(5)
+    assert ringfeed.Synthetic(np.int64(10), np.int32(3)).samples == 10
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Synthetic(10.5, 3)
+    assert "samples=10.5" in str(caught.value)
