@@ -48,6 +48,26 @@ def _from_environment() -> Optional[Tuple[int, int, str]]:
     return None
 
 
+def check_still_holds(rank: int, world: int, where: str) -> None:
+    """At a loop's start: the rank and world size taken when the Loader
+    was made, unless they were given, must be what an initialised
+    torch.distributed says now. A Loader made before init_process_group()
+    took 0 of 1 (or the launcher's), and every rank would read a shard
+    that is not its own, or the whole dataset: DistributedSampler
+    refuses to be made there, and this refuses to go on."""
+    if where == "arguments":
+        return
+    found = _from_torch()
+    if found is None or found[:2] == (rank, world):
+        return
+    raise ConfigError(
+        f"this Loader took rank {rank} of world_size {world} from {where} "
+        f"when it was made, but torch.distributed now says rank "
+        f"{found[0]} of {found[1]}: make the Loader after "
+        "torch.distributed.init_process_group(), or pass rank= and "
+        "world_size= to say which shard it reads")
+
+
 def rank_and_world(rank: Optional[int], world_size: Optional[int]
                    ) -> Tuple[int, int, str]:
     """(rank, world_size, where they came from): the arguments where

@@ -27,7 +27,7 @@ from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional,
 import numpy as np
 
 from . import _capi, _checkpoint
-from ._distributed import rank_and_world
+from ._distributed import check_still_holds, rank_and_world
 from ._run import _Config, _Held, _Run, copy_array
 from .batch import Batch
 from .errors import ConfigError, ForkError, LoaderClosed, RingfeedError
@@ -427,6 +427,7 @@ class Loader:
         """Like iterating, but yields Batch objects with the details:
         indices, epoch, number, skipped (see Batch)."""
         self._usable()
+        check_still_holds(self._rank, self._world, self._rank_from)
         if self._iterating:
             raise RingfeedError(
                 "this Loader is already being iterated: one loop at a time "

@@ -165,3 +165,51 @@ def test_rank_arguments_win(tmp_path_factory, monkeypatch):
                            for i in b.indices})
     assert all(len(s) == 11 for s in shards)
     assert len(set().union(*shards)) == 33
+
+
+MADE_BEFORE_INIT = textwrap.dedent("""
+    import sys
+    import torch.distributed as dist
+    import ringfeed
+    root, address, rank = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    early = ringfeed.Loader(root, 5, size=16, num_workers=1)  # 0 of 1
+    given = ringfeed.Loader(root, 5, size=16, num_workers=1, rank=0,
+                            world_size=1)  # every rank reads it all: meant
+    dist.init_process_group("gloo", init_method=address, rank=rank,
+                            world_size=2)
+    try:
+        next(iter(early))
+        print("early: no error")
+    except ringfeed.ConfigError as e:
+        print("early:", e)
+    print("given:", len(next(iter(given))[1]))
+    dist.barrier()
+    dist.destroy_process_group()
+""")
+
+
+def test_made_before_init_process_group_is_refused(tmp_path_factory):
+    """A Loader made before torch.distributed.init_process_group() took
+    rank 0 of 1: its first loop raises ConfigError saying what to do,
+    where every rank would otherwise read the whole dataset. rank= and
+    world_size= given stand."""
+    pytest.importorskip("torch.distributed")
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    root = dataset(tmp_path_factory, "odd")
+    address = f"tcp://127.0.0.1:{free_port()}"
+    env = child_env()  # no launcher: 0 of 1 by default
+    procs = [subprocess.Popen([sys.executable, "-c", MADE_BEFORE_INIT, root,
+                               address, str(r)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for r in range(2)]
+    for r, p in enumerate(procs):
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        early, given = out.splitlines()
+        assert early.startswith("early: this Loader took rank 0 of "
+                                "world_size 1 from default"), early
+        assert f"torch.distributed now says rank {r} of 2" in early
+        assert "init_process_group()" in early and "rank=" in early
+        assert given == "given: 5"
