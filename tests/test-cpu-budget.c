@@ -194,6 +194,8 @@ static void expect_ranks(int rank, int size, const char *from)
     CHECK_EQ(s, size);
     if (from)
         CHECK_CONTAINS(f, from);
+    else
+        CHECK(f == NULL);
 }
 
 TEST_CASE(local_ranks_from_each_launcher, "environment",
@@ -223,11 +225,32 @@ TEST_CASE(local_ranks_from_each_launcher, "environment",
     setenv("SLURM_NODEID", "0", 1);
     expect_ranks(2, 4, "SLURM");
     clear_launchers();
-    setenv("LOCAL_RANK", "4", 1); /* not below the size: ignored */
+    setenv("LOCAL_RANK", "4", 1); /* not below the size: ignored, said */
     setenv("LOCAL_WORLD_SIZE", "4", 1);
-    expect_ranks(-1, 0, NULL);
+    expect_ranks(-1, 0, "LOCAL_RANK is set without a LOCAL_WORLD_SIZE");
+    unsetenv("LOCAL_WORLD_SIZE"); /* Lightning's launcher sets it alone */
+    setenv("LOCAL_RANK", "1", 1);
+    expect_ranks(-1, 0, "LOCAL_RANK is set without a LOCAL_WORLD_SIZE");
+    setenv("SLURM_LOCALID", "1", 1); /* another launcher's pair still wins */
+    setenv("SLURM_NTASKS_PER_NODE", "2", 1);
+    expect_ranks(1, 2, "SLURM");
+    clear_launchers();
     setenv("LOCAL_RANK", "x", 1);
     expect_ranks(-1, 0, NULL);
+}
+
+/* A rank given without the node's size: the budget is the whole mask,
+ * and its description says why and what to set. */
+TEST_CASE(half_a_local_pair_is_described, "budget",
+          "a local rank without its size is described")
+{
+    struct rf__budget_input in = input(8, 8);
+    in.ranks_from = "LOCAL_RANK is set without a LOCAL_WORLD_SIZE above it";
+    struct rf__budget b;
+    rf__budget_compute(&in, &b);
+    CHECK_EQ(b.producers, 8);
+    CHECK_CONTAINS(b.why, "no local ranks (LOCAL_RANK is set without");
+    CHECK_CONTAINS(b.why, "set RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE");
 }
 
 static void write_text(const char *path, const char *text)

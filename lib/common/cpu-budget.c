@@ -103,7 +103,7 @@ static void take_slice(const struct rf__budget_input *in, int rank, int size,
 static void describe(const struct rf__budget_input *in, int rank, int size,
                      bool own, struct rf__budget *out)
 {
-    char mask[160], quota[RF__CGROUP_WHERE_MAX + 32] = "", ranks[96] = "";
+    char mask[160], quota[RF__CGROUP_WHERE_MAX + 32] = "", ranks[200] = "";
     char pinned[200] = ", not pinned";
     rf__budget_format_cpus(in->affinity, in->affinity_count, mask,
                            sizeof(mask));
@@ -116,6 +116,11 @@ static void describe(const struct rf__budget_input *in, int rank, int size,
     else if (size > 1)
         rf__format(ranks, sizeof(ranks), ", local rank %d of %d (%s)", rank,
                    size, in->ranks_from ? in->ranks_from : "set");
+    else if (in->local_rank < 0 && in->ranks_from)
+        rf__format(ranks, sizeof(ranks),
+                   ", no local ranks (%s: the node's ranks are not known; "
+                   "set RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE)",
+                   in->ranks_from);
     if (out->pin) {
         char list[160];
         rf__budget_format_cpus(out->cpus, out->cpu_count, list, sizeof(list));
@@ -201,34 +206,48 @@ static bool slurm_tasks_here(long *tasks)
 
 void rf__budget_local_ranks(int *rank, int *size, const char **from)
 {
-    static const char *const pairs[][3] = {
+    /* rank, size, the pair's name, and what is said when the rank is set
+     * but the pair is not usable (a launcher that sets LOCAL_RANK alone,
+     * as PyTorch Lightning's and many sbatch scripts do) */
+    static const char *const pairs[][4] = {
         {"RF_LOCAL_RANK", "RF_LOCAL_WORLD_SIZE",
-         "RF_LOCAL_RANK/RF_LOCAL_WORLD_SIZE"},
-        {"LOCAL_RANK", "LOCAL_WORLD_SIZE", "LOCAL_RANK/LOCAL_WORLD_SIZE"},
+         "RF_LOCAL_RANK/RF_LOCAL_WORLD_SIZE",
+         "RF_LOCAL_RANK is set without an RF_LOCAL_WORLD_SIZE above it"},
+        {"LOCAL_RANK", "LOCAL_WORLD_SIZE", "LOCAL_RANK/LOCAL_WORLD_SIZE",
+         "LOCAL_RANK is set without a LOCAL_WORLD_SIZE above it"},
         {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-         "OMPI_COMM_WORLD_LOCAL_RANK/_LOCAL_SIZE"},
+         "OMPI_COMM_WORLD_LOCAL_RANK/_LOCAL_SIZE",
+         "OMPI_COMM_WORLD_LOCAL_RANK is set without an "
+         "OMPI_COMM_WORLD_LOCAL_SIZE above it"},
         /* MPICH's and Intel MPI's Hydra launcher */
         {"MPI_LOCALRANKID", "MPI_LOCALNRANKS",
-         "MPI_LOCALRANKID/MPI_LOCALNRANKS"},
+         "MPI_LOCALRANKID/MPI_LOCALNRANKS",
+         "MPI_LOCALRANKID is set without an MPI_LOCALNRANKS above it"},
     };
     long r = 0, s = 0;
     *rank = -1;
     *size = 0;
     *from = NULL;
-    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
-        if (env_int(pairs[i][0], 0, INT_MAX, &r) &&
-            env_int(pairs[i][1], 1, INT_MAX, &s) && r < s) {
+    const char *half = NULL;
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+        const bool has_rank = env_int(pairs[i][0], 0, INT_MAX, &r);
+        if (has_rank && env_int(pairs[i][1], 1, INT_MAX, &s) && r < s) {
             *rank = (int)r;
             *size = (int)s;
             *from = pairs[i][2];
             return;
         }
+        if (has_rank && !half)
+            half = pairs[i][3];
+    }
     if (env_int("SLURM_LOCALID", 0, INT_MAX, &r) && slurm_tasks_here(&s) &&
         r < s) {
         *rank = (int)r;
         *size = (int)s;
         *from = "SLURM_LOCALID/SLURM_TASKS_PER_NODE";
+        return;
     }
+    *from = half; /* no local ranks: say why, where a rank was given */
 }
 
 /* Reads one small number from a sysfs file; -1 when it cannot. */

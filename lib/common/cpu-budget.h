@@ -40,7 +40,9 @@ struct rf__budget_input {
     const char *quota_where; /* the file that sets it */
     int local_rank;          /* this rank on the node; < 0: unknown */
     int local_size;          /* ranks on the node; < 1: unknown */
-    const char *ranks_from;  /* where they came from ("LOCAL_RANK") */
+    const char *ranks_from;  /* where they came from ("LOCAL_RANK"); with
+                                local_rank < 0, why there are none, or
+                                NULL */
     /* Topology of each CPU of the mask (same order), or NULL: its NUMA
      * node and its core (siblings share one); -1 where unknown. */
     const int *node_of;
@@ -68,7 +70,8 @@ void rf__budget_compute(const struct rf__budget_input *in,
  * _LOCAL_SIZE, or Slurm's SLURM_LOCALID with the tasks on this node
  * (SLURM_TASKS_PER_NODE at SLURM_NODEID, else SLURM_NTASKS_PER_NODE).
  * Sets *rank -1 and *size 0 when none is set or a pair is not a pair of
- * plain numbers with rank < size; *from names the variables used. */
+ * plain numbers with rank < size; *from names the variables used, or
+ * then says which rank was set without its size (NULL when none was). */
 void rf__budget_local_ranks(int *rank, int *size, const char **from);
 
 /* Reads the topology of `count` CPUs under sysfs_root ("" for the real
