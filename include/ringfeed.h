@@ -336,7 +336,9 @@ typedef enum rf_param {
     /* ---- Decode and augmentation (112..127), for RF_SOURCE_PATH and
      * RF_SOURCE_SYNTHETIC_JPEG ---- */
     RF_PARAM_TRANSFORM = 112,        /* was 24; rf_transform; default
-                                        RF_TRANSFORM_TRAIN */
+                                        RF_TRANSFORM_TRAIN. Not applied to
+                                        a pack's raw samples (see
+                                        RF_SAMPLE_ZSTD) */
     RF_PARAM_RESIZE = 113,           /* was 25; eval: short side before the
                                         centre crop, 0..65536; 0 (default)
                                         = 8/7 of the output size, i.e. 256
@@ -587,13 +589,16 @@ RF_API const char *rf_config_get_path(const rf_config *cfg);
  * while the run goes on: a producer replaced after it died ("producer
  * 1 (pid 42) was killed by signal 9 (Killed) while filling batch 17
  * (sample 4242); replaced by pid 43, 2 batches issued again"), a producer
- * count over the CPU budget, and a long wait in rf_loader_next()
+ * count over the CPU budget, a dataset whose raw samples the transform
+ * does not touch (at open: see RF_SAMPLE_ZSTD), and a long wait in
+ * rf_loader_next()
  * (RF_PARAM_STALL_WARNING_MS: "the loop has waited 60.1 s for batch 2 of
  * epoch 2; producer 0 (pid 20642), which is filling it, is on sample 6
  * (...) ..."; in order, the producer filling the awaited batch is named
  * first). `message`
- * is valid during the call only. Called from inside rf_loader_next() on
- * the caller's thread; it must not call the loader that reports. */
+ * is valid during the call only. Called from inside rf_loader_open() or
+ * rf_loader_next() on the caller's thread; it must not call the loader
+ * that reports. */
 typedef void (*rf_message_fn)(void *user, const char *message);
 
 /* Sets where a loader opened from cfg sends its messages: fn(user, text).
@@ -855,7 +860,15 @@ typedef enum rf_sample_kind {
                            name (the number and its name are the packed
                            format's since 0.1) */
     RF_SAMPLE_ZSTD = 2  /* a zstd frame holding exactly height x width x
-                           channels bytes in the packed file's layout */
+                           channels bytes in the packed file's layout
+                           (ringfeed-pack --raw), delivered as stored:
+                           no crop, resize or flip, whatever
+                           RF_PARAM_TRANSFORM and RF_PARAM_FLIP say. A
+                           loader opened on a dataset holding some, with
+                           RF_PARAM_TRANSFORM other than
+                           RF_TRANSFORM_NONE, says so once at open,
+                           through its message handler; setting
+                           RF_TRANSFORM_NONE silences it */
 } rf_sample_kind;
 
 typedef struct rf_dataset rf_dataset;

@@ -238,6 +238,54 @@ TEST_CASE_LIMIT(test_bad_rank_is_refused, "shards",
     CHECK_CONTAINS(why, "rank 4 is not below world size 4");
 }
 
+/* The order of n samples over `world` ranks in batches of `batch` with
+ * drop_last, which leaves no batch: open's reason. */
+static void no_batch_reason(uint64_t n, int64_t world, int64_t pad,
+                            int64_t batch, char *why, size_t len)
+{
+    int64_t params[RF__PARAMS] = {0};
+    params[RF_PARAM_SAMPLES] = (int64_t)n;
+    params[RF_PARAM_BATCH_SIZE] = batch;
+    params[RF_PARAM_WORLD_SIZE] = world;
+    params[RF_PARAM_SHARD_PAD] = pad;
+    params[RF_PARAM_DROP_LAST] = 1;
+    struct rf__order o;
+    CHECK_EQ(rf__order_init(&o, params, why, len), -EINVAL);
+}
+
+/* What leaves a batch: a batch size of at most each rank's samples,
+ * drop_last cleared, and shard_pad only where it is not set and gives
+ * each rank a whole batch (it used to be advised even when set); every
+ * parameter by its RF_PARAM_ name, which Python writes as its keyword. */
+TEST_CASE_LIMIT(test_no_batch_advice, "batches",
+                "no batch left: advice that would leave one", 10)
+{
+    char why[512];
+    no_batch_reason(10, 1, 1, 32, why, sizeof(why));
+    CHECK_CONTAINS(why, "10 samples with batch size 32 and "
+                        "RF_PARAM_DROP_LAST 1 leave no batch; set "
+                        "RF_PARAM_BATCH_SIZE to 10 (or less) or "
+                        "RF_PARAM_DROP_LAST to 0");
+    CHECK(strstr(why, "SHARD_PAD") == NULL);
+    /* set already: 16 over 2 ranks is 8 each, padded or not */
+    no_batch_reason(16, 2, 1, 9, why, sizeof(why));
+    CHECK_CONTAINS(why, "16 samples over 2 ranks (8 each) with batch size 9 "
+                        "and RF_PARAM_DROP_LAST 1 leave no batch; set "
+                        "RF_PARAM_BATCH_SIZE to 8 (or less) or "
+                        "RF_PARAM_DROP_LAST to 0");
+    CHECK(strstr(why, "SHARD_PAD") == NULL);
+    /* not set, but padding gives 8, still fewer than 9 */
+    no_batch_reason(16, 2, 0, 9, why, sizeof(why));
+    CHECK(strstr(why, "SHARD_PAD") == NULL);
+    /* not set, and padding gives each rank 9: a batch */
+    no_batch_reason(17, 2, 0, 9, why, sizeof(why));
+    CHECK_CONTAINS(why, "17 samples over 2 ranks (8 each) with batch size 9 "
+                        "and RF_PARAM_DROP_LAST 1 leave no batch; set "
+                        "RF_PARAM_BATCH_SIZE to 8 (or less), "
+                        "RF_PARAM_DROP_LAST to 0 or RF_PARAM_SHARD_PAD to 1 "
+                        "(9 each)");
+}
+
 int main(int argc, char **argv)
 {
     return TEST_MAIN(argc, argv);

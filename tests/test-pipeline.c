@@ -419,7 +419,8 @@ TEST_CASE(test_bad_rank_environment_refused, "ranks",
          "OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not"},
         {{"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2x"},
          "OMPI_COMM_WORLD_SIZE='2x'"},
-        {{"RANK=7", "WORLD_SIZE=20"}, "leave rank 7 none; set shard_pad"},
+        {{"RANK=7", "WORLD_SIZE=20"},
+         "leave rank 7 none; set RF_PARAM_SHARD_PAD to 1"},
     };
     char *err = NULL;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -17,11 +17,12 @@ set -u
 
 cases="write/concurrent_runs write/killed_leaves_nothing
 write/failure_leaves_nothing write/output_checked_first
-bad/skip_bad_decodes bad/empty_class_refused bad/counts_are_the_pack_s
-bad/names_escaped options/without_effect options/raw_full_scale
+bad/skip_bad_decodes bad/as_is_warns_what_cannot_decode
+bad/empty_class_refused bad/counts_are_the_pack_s bad/names_escaped options/without_effect options/raw_full_scale
 options/raw_shape_advice options/decode_limits pack/advice_in_its_flags
 pack/names_kept_as_they_are pack/scan_and_memory_limits
 bench/options_without_effect bench/advice_in_its_flags
+bench/raw_pack_as_stored
 jobs/same_output
 jobs/bad_value jobs/killed_worker synth/needs_an_image_per_class
 synth/killed_writes_no_partial_jpeg synth/workers_stop_with_parent
@@ -222,10 +223,51 @@ case_bad_skip_bad_decodes() {
     has "$work/out" "all good"
     # without --skip-bad the bytes go in as they are, with a warning
     run 0 "$pack" "$dir/source" "$dir/as-is.pack" --quiet
-    [ "$(count "$work/err" "is not a JPEG file; packed as is")" -eq 2 ] ||
-        fail "2 files should be said not to be JPEGs"
+    [ "$(count "$work/err" "is packed as is but will fail to decode")" -eq 2 ] ||
+        fail "2 files should be said to fail to decode"
+    has "$work/err" "a/fake.jpg) is packed as is but will fail to decode: not a JPEG file (starts with 78 0a"
     run 1 "$pack" --verify "$dir/as-is.pack"
     [ "$(count "$work/out" "bad: ")" -eq 3 ] || fail "3 bad samples expected"
+}
+
+# Without --skip-bad, the warning that a sample will fail to decode is
+# for bytes that no decoder of this build reads, told by their signature
+# as the library tells them: a PNG and a WebP decode where the library
+# was built with libpng and libwebp (it used to warn of every file that
+# was not a JPEG), and a BMP is named, with the formats that decode.
+case_bad_as_is_warns_what_cannot_decode() {
+    python=$(pil_python) || skip "no python3 with PIL to write PNG and WebP files"
+    dir=$work/as-is
+    mkdir -p "$dir/source/a"
+    "$python" -c 'import sys
+from PIL import Image
+image = Image.open(sys.argv[1]).convert("RGB")
+for format in ("png", "webp", "bmp"):
+    image.save(sys.argv[2] + "/image." + format, format.upper())' \
+        "$(first_image class_000)" "$dir/source/a" ||
+        fail "python3 could not write PNG, WebP and BMP files"
+    cp "$(first_image class_000)" "$dir/source/a/image.jpg"
+    run 1 "$pack" --verify "$dir/source"
+    cp "$work/out" "$dir/verify"
+    run 0 "$pack" "$dir/source" "$dir/x.pack" --quiet
+    has "$work/err" "a/image.bmp) is packed as is but will fail to decode: a BMP file: ringfeed decodes JPEG"
+    warned=1
+    for format in png webp; do
+        if grep -qF "a/image.$format): " "$dir/verify"; then
+            # this build decodes no such file: named, with what to install
+            has "$work/err" "a/image.$format) is packed as is but will fail to decode: a "
+            has "$work/err" "file: this ringfeed was built without lib$format"
+            warned=$((warned + 1))
+        else
+            lacks "$work/err" "a/image.$format)"
+        fi
+    done
+    [ "$(count "$work/err" "will fail to decode")" -eq $warned ] ||
+        fail "$warned samples should be said to fail to decode"
+    lacks "$work/err" "a/image.jpg)"
+    run 1 "$pack" --verify "$dir/x.pack"
+    [ "$(count "$work/out" "bad: ")" -eq $warned ] ||
+        fail "$warned bad samples expected"
 }
 
 # A class whose samples are all left out is refused, named, whether it is
@@ -306,7 +348,7 @@ case_bad_names_escaped() {
     has "$work/out" 'a/tab\there\x1b[2J.jpg): not a JPEG'
     has "$work/out" "a/c1\\xc2\\x9bx$(printf '\303\251')\\xff.jpg): not a JPEG"
     run 0 "$pack" "$dir/source" "$dir/as-is.pack" --quiet
-    has "$work/err" 'sample 1 (a/evil\nbad: sample 9 (zz.jpg): fake.jpg) is not'
+    has "$work/err" 'sample 1 (a/evil\nbad: sample 9 (zz.jpg): fake.jpg) is packed'
     [ "$(wc -l <"$work/err")" -eq 3 ] || fail "three warnings, one line each"
     run 0 "$pack" "$dir/source" "$dir/$(printf 'new\nline.pack')" --skip-bad \
         --quiet
@@ -574,6 +616,26 @@ case_bench_advice_in_its_flags() {
     ! grep -q RF_PARAM_ "$work/err" || fail "a C constant in: $(cat "$work/err")"
 }
 
+# A pack of raw samples is delivered as stored: ringfeed-bench takes
+# transform none for it (the library would otherwise say, at open, that
+# its default train does nothing to them) and refuses --transform; a
+# shape that is not the pack's is refused with every flag to change, each
+# once (--size stands for height and width).
+case_bench_raw_pack_as_stored() {
+    dir=$work/bench-raw
+    mkdir "$dir"
+    run 0 "$pack" "$work/ds" "$dir/raw.pack" --raw 32x32 --quiet
+    run 0 "$bench" --source "$dir/raw.pack" --size 32 --batch 8 --quiet
+    lacks "$work/err" "raw pixels"
+    run 2 "$bench" --source "$dir/raw.pack" --size 32 --batch 8 \
+        --transform eval --quiet
+    has "$work/err" "--transform would change nothing: every sample of"
+    run 1 "$bench" --source "$dir/raw.pack" --size 32 --batch 8 \
+        --layout nchw --quiet
+    has "$work/err" "use --size 32, --channels 3 and --layout nhwc to match"
+    no_c_terms "$work/err"
+}
+
 make_mixed_folder() {
     cp -rl "$work/ds" "$1"
     dd if="$(first_image class_000)" of="$1/class_001/img_cut.jpg" bs=1000 \
@@ -616,8 +678,8 @@ case_jobs_same_output() {
     same_with_jobs raw --raw 32x32 --dict-size 4096 --skip-bad --quiet
     has "$work/out" "with a dictionary"
     same_with_jobs as-is --quiet
-    [ "$(count "$work/err" "is not a JPEG file; packed as is")" -eq 1 ] ||
-        fail "1 file should be said not to be a JPEG"
+    # the PNG cut short is left to the decoder: its signature is a PNG's
+    lacks "$work/err" "img_png.jpg"
     for jobs in 1 3; do
         run 1 "$pack" --verify "$dir/source" --jobs $jobs
         grep '^bad: ' "$work/out" >"$dir/verify-$jobs"

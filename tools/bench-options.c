@@ -478,24 +478,29 @@ static void check_source_options(const struct bench_options *o)
  * ringfeed-pack) holds them decoded, resized and cropped when it was
  * packed; the decoder only decompresses them, so --transform or
  * --full-scale would change nothing, and the run would measure something
- * other than what was asked. Only a regular file can be such a pack: a
- * folder is not opened here (listing a million files twice would double
- * the start); a path that does not open is left to rf_loader_open(),
- * whose message says why. */
-static void check_raw_pack_options(const struct bench_options *o)
+ * other than what was asked. Without them the run takes transform none,
+ * which is what such a pack gets (the loader would otherwise say at open
+ * that its default transform does not apply). Only a regular file can be
+ * such a pack: a folder is not opened here (listing a million files twice
+ * would double the start); a path that does not open is left to
+ * rf_loader_open(), whose message says why. */
+static void check_raw_pack_options(struct bench_options *o)
 {
     struct stat st;
     rf_dataset *ds = NULL;
     rf_dataset_info info;
-    const bool transform = given(o, OPT_TRANSFORM);
-    if (o->source != RF_SOURCE_PATH ||
-        (!transform && !given(o, OPT_FULL_SCALE)) || stat(o->path, &st) != 0 ||
+    if (o->source != RF_SOURCE_PATH || stat(o->path, &st) != 0 ||
         !S_ISREG(st.st_mode) || rf_dataset_open(&ds, o->path, NULL) < 0)
         return;
     const int rc = rf_dataset_get_info(ds, &info);
     rf_dataset_close(ds);
     if (rc < 0 || info.samples == 0 || info.zstd_samples != info.samples)
         return;
+    const bool transform = given(o, OPT_TRANSFORM);
+    if (!transform && !given(o, OPT_FULL_SCALE)) {
+        o->transform = RF_TRANSFORM_NONE;
+        return;
+    }
     cli_die_usage(PROGRAM,
                   "--%s would change nothing: every sample of %s is raw "
                   "pixels (%ux%ux%u), decoded, resized and cropped when it "

@@ -89,18 +89,84 @@ static bool choice_of(const rf_param_info *info, const char *id, size_t n,
     return false;
 }
 
-/* "set --flag to value" as "use --flag value", in place. */
+/* The " to " after the flag that starts at p ("--flag to value"), or
+ * NULL when p is not a flag followed by " to ". */
+static char *to_after_flag(char *p)
+{
+    if (strncmp(p, "--", 2) != 0)
+        return NULL;
+    char *to = strstr(p + 2, " to ");
+    if (!to || memchr(p + 2, ' ', (size_t)(to - (p + 2))))
+        return NULL;
+    return to;
+}
+
+/* The next flag of a list after the value that starts at p ("32, --b to"
+ * or "3 and --c to"), or NULL where the list ends. */
+static char *next_listed_flag(char *p)
+{
+    static const char *const separators[] = {", --", " and --", " or --"};
+    p += strcspn(p, " ,;)");
+    for (size_t i = 0; i < sizeof(separators) / sizeof(*separators); i++) {
+        const size_t n = strlen(separators[i]);
+        if (strncmp(p, separators[i], n) == 0)
+            return p + n - 2;
+    }
+    return NULL;
+}
+
+/* "set --flag to value" as "use --flag value", in place, and so each
+ * flag listed after it ("set --a to 1, --b to 2 and --c to 3" as "use --a
+ * 1, --b 2 and --c 3"). */
 static void shorten_advice(char *text)
 {
     char *p;
     while ((p = strstr(text, "set --")) != NULL) {
-        char *to = strstr(p + 6, " to ");
-        if (!to || memchr(p + 6, ' ', (size_t)(to - (p + 6))))
+        char *to = to_after_flag(p + 4);
+        if (!to)
             break;  /* not "set --flag to ..." */
         p[0] = 'u'; /* "set" -> "use", in place */
         p[1] = 's';
         p[2] = 'e';
-        memmove(to + 1, to + 4, strlen(to + 4) + 1); /* " to " -> " " */
+        do {
+            memmove(to + 1, to + 4, strlen(to + 4) + 1); /* " to " -> " " */
+            p = next_listed_flag(to + 1);
+        } while (p && (to = to_after_flag(p)) != NULL);
+    }
+}
+
+/* The length of the list item "--flag" or "--flag value" at p. */
+static size_t item_length(const char *p)
+{
+    size_t n = 2 + strcspn(p + 2, " ,;)");
+    if (p[n] != ' ' || p[n + 1] == '-' || p[n + 1] == '(')
+        return n;
+    const size_t value = strcspn(p + n + 1, " ,;)");
+    static const char *const words[] = {"and", "or", "to"};
+    for (size_t i = 0; i < sizeof(words) / sizeof(*words); i++)
+        if (value == strlen(words[i]) &&
+            strncmp(p + n + 1, words[i], value) == 0)
+            return n;
+    return n + 1 + value;
+}
+
+/* An item said twice in a row said once: two parameters with one flag
+ * ("--size 32, --size 32 and --channels 3" as "--size 32 and --channels
+ * 3", from RF_PARAM_HEIGHT and RF_PARAM_WIDTH), in place. */
+static void drop_repeated_items(char *text)
+{
+    static const char *const separators[] = {", ", " and "};
+    for (char *p = strstr(text, "--"); p; p = strstr(p + 2, "--")) {
+        const size_t n = item_length(p);
+        for (size_t i = 0; i < sizeof(separators) / sizeof(*separators); i++) {
+            const size_t k = strlen(separators[i]);
+            char *next = p + n + k;
+            if (strncmp(p + n, separators[i], k) != 0 ||
+                strncmp(next, p, n) != 0 || item_length(next) != n)
+                continue;
+            memmove(p + n, next + n, strlen(next + n) + 1);
+            break;
+        }
     }
 }
 
@@ -177,6 +243,7 @@ void cli_user_terms(const char *text, const struct option *options,
         p += n ? n : 1;
     }
     shorten_advice(out);
+    drop_repeated_items(out);
 }
 
 rf_param_info cli_param_info(const char *program, rf_param param)

@@ -18,6 +18,7 @@
 #include <zstd.h>
 
 #include "cli.h"
+#include "decode/decode.h"
 #include "pack-progress.h"
 #include "pack-samples.h"
 #include "ringfeed-pack.h"
@@ -63,7 +64,7 @@ struct packer {
     struct pack_shape source_shape; /* all zero: no raw samples */
     uint32_t classes;               /* the source's */
     uint64_t *packed_per_class;     /* indexed by label */
-    uint64_t packed, not_jpeg, bytes;
+    uint64_t packed, undecodable, bytes;
     struct bad_samples bad;
     struct progress progress;
     /* Dictionary training: the pixels of `trained` samples so far. */
@@ -146,22 +147,23 @@ static void check_source_shape(const struct packer *pk)
         pk, "ringfeed-pack cannot resize them or change their layout");
 }
 
-/* Without --skip-bad, JPEG bytes go in as they are, even when they are
- * not a JPEG: the sample then fails when decoded, as it would from the
- * folder. Say so. */
-static void warn_if_not_jpeg(struct packer *pk, uint64_t i,
-                             const struct pool_result *r)
+/* Without --skip-bad, an image's bytes go in as they are, even when no
+ * decoder of this build reads them: the sample then fails when decoded,
+ * as it would from the folder. Say so, with the reason the decode would
+ * give, from the library's own test of the signature (PNG and WebP pass
+ * where the library was built with libpng and libwebp). */
+static void warn_if_undecodable(struct packer *pk, uint64_t i,
+                                const struct pool_result *r)
 {
-    const unsigned char *b = r->data;
-    if (r->size >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
+    char why[256];
+    if (rf__decode_check_signature(r->data, r->size, why, sizeof(why)) == 0)
         return;
-    if (pk->not_jpeg++ < MAX_BAD_LISTED) {
+    if (pk->undecodable++ < MAX_BAD_LISTED) {
         progress_clear(&pk->progress);
         cli_print_line(stderr,
-                       PROGRAM ": warning: sample %" PRIu64 " (%s) is not a "
-                               "JPEG file; packed as is, it will fail to "
-                               "decode",
-                       i, r->name);
+                       PROGRAM ": warning: sample %" PRIu64 " (%s) is packed "
+                               "as is but will fail to decode: %s",
+                       i, r->name, why);
     }
 }
 
@@ -179,7 +181,7 @@ static void take_sample(void *ctx, uint64_t i, const struct pool_result *r)
             raw_source_refused(
                 pk, "without --raw only JPEG samples go in as they are");
         if (!pk->o->skip_bad)
-            warn_if_not_jpeg(pk, i, r);
+            warn_if_undecodable(pk, i, r);
         add_sample(pk, RF_SAMPLE_JPEG, r);
     }
     progress_show(&pk->progress, i + 1);

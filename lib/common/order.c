@@ -100,6 +100,33 @@ uint64_t rf__sample_at(uint64_t seed, uint64_t epoch, uint64_t position,
     return v;
 }
 
+/* Each rank's samples are fewer than a batch, and drop_last drops that
+ * batch. The advice names what would leave one: a batch size of at most
+ * those samples, drop_last cleared, or, where it is not set and gives
+ * each rank a whole batch, RF_PARAM_SHARD_PAD. */
+static int no_batch_left(const struct rf__order *o, char *why, size_t why_len)
+{
+    const uint64_t padded = (o->samples + o->world - 1) / o->world;
+    char ranks[64] = "";
+    if (o->world > 1)
+        rf__format(ranks, sizeof(ranks), " over %u ranks (%llu each)", o->world,
+                   (unsigned long long)o->per_rank);
+    char others[128];
+    if (!o->pad_shards && padded >= o->batch_size)
+        rf__format(others, sizeof(others),
+                   ", RF_PARAM_DROP_LAST to 0 or RF_PARAM_SHARD_PAD to 1 "
+                   "(%llu each)",
+                   (unsigned long long)padded);
+    else
+        rf__format(others, sizeof(others), " or RF_PARAM_DROP_LAST to 0");
+    rf__format(why, why_len,
+               "%llu samples%s with batch size %u and RF_PARAM_DROP_LAST 1 "
+               "leave no batch; set RF_PARAM_BATCH_SIZE to %llu (or less)%s",
+               (unsigned long long)o->samples, ranks, o->batch_size,
+               (unsigned long long)o->per_rank, others);
+    return -EINVAL;
+}
+
 int rf__order_init(struct rf__order *o, const int64_t *params, char *why,
                    size_t why_len)
 {
@@ -125,19 +152,14 @@ int rf__order_init(struct rf__order *o, const int64_t *params, char *why,
         rf__format(
             why, why_len,
             "%llu samples over %u ranks leave rank %u none; set "
-            "shard_pad (each rank then gets %llu) or use fewer ranks",
+            "RF_PARAM_SHARD_PAD to 1 (each rank then gets %llu) or use fewer "
+            "ranks",
             (unsigned long long)o->samples, o->world, o->rank,
             (unsigned long long)((o->samples + o->world - 1) / o->world));
         return -EINVAL;
     }
-    if (o->batches_per_epoch == 0) {
-        rf__format(why, why_len,
-                   "%llu samples over %u ranks with batch size %u and "
-                   "drop_last leave no batch; lower the batch size, clear "
-                   "drop_last or set shard_pad",
-                   (unsigned long long)o->samples, o->world, o->batch_size);
-        return -EINVAL;
-    }
+    if (o->batches_per_epoch == 0)
+        return no_batch_left(o, why, why_len);
     return 0;
 }
 

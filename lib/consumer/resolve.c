@@ -163,8 +163,37 @@ static int check_decoder(rf_loader *l, const rf_dataset *ds)
     return rc;
 }
 
+/* A pack's zstd samples (ringfeed-pack --raw) are decompressed straight
+ * into the slot: the transform's crop, resize and flip never touch them.
+ * With a transform other than none, that would go unseen (two epochs the
+ * same bytes), so it is said once, at open. */
+static void report_raw_samples(rf_loader *l, const rf_dataset *ds)
+{
+    rf_dataset_info info;
+    if (l->params[RF_PARAM_TRANSFORM] == RF_TRANSFORM_NONE ||
+        rf_dataset_get_info(ds, &info) < 0 || info.zstd_samples == 0)
+        return;
+    char how_many[64];
+    if (info.zstd_samples == info.samples)
+        rf__format(how_many, sizeof(how_many), "all %llu samples",
+                   (unsigned long long)info.samples);
+    else
+        rf__format(how_many, sizeof(how_many), "%llu of the %llu samples",
+                   (unsigned long long)info.zstd_samples,
+                   (unsigned long long)info.samples);
+    /* the path cut at 1 KiB, so that the advice still fits a message */
+    rf__loader_report(l,
+                      "%s of '%.1024s' are raw pixels (zstd): they are "
+                      "delivered as stored, with no crop, resize or flip, "
+                      "whatever RF_PARAM_TRANSFORM and RF_PARAM_FLIP say; "
+                      "set RF_PARAM_TRANSFORM to RF_TRANSFORM_NONE to say "
+                      "so and silence this message",
+                      how_many, l->path);
+}
+
 /* RF_SOURCE_PATH: lists the dataset once (the producers map the listing),
- * takes its size and classes, and checks the decoders against it. */
+ * takes its size and classes, checks the decoders against it, and says
+ * when the transform does not apply to its samples. */
 static int open_dataset(rf_loader *l)
 {
     rf_dataset *ds = NULL;
@@ -187,8 +216,10 @@ static int open_dataset(rf_loader *l)
                          "file written from one",
                          l->path)
              : check_decoder(l, ds);
-    if (rc == 0)
+    if (rc == 0) {
+        report_raw_samples(l, ds);
         rc = rf__dataset_index_fd(ds, &l->fds.listing);
+    }
     if (rc == 0) {
         l->fds.data = rf__dataset_data_fd(ds);
         if (l->fds.data < 0)

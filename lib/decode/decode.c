@@ -73,13 +73,17 @@ static int check_raw_shape(const struct rf__decoder *d, const rf_dataset *ds,
     if (h == 0 || (h == t->out_height && w == t->out_width &&
                    c == t->channels && layout == t->layout))
         return 0;
+    /* every parameter by its own name, so that each reads as a keyword
+     * in Python (params.py's user_terms()) */
     rf__format(why, why_len,
                "the packed file holds %ux%ux%u %s samples but the loader is "
-               "configured for %ux%ux%u %s; set RF_PARAM_HEIGHT, WIDTH, "
-               "CHANNELS and LAYOUT to match",
+               "configured for %ux%ux%u %s; set RF_PARAM_HEIGHT to %u, "
+               "RF_PARAM_WIDTH to %u, RF_PARAM_CHANNELS to %u and "
+               "RF_PARAM_LAYOUT to %s to match",
                h, w, c, layout == RF_LAYOUT_NCHW ? "nchw" : "nhwc",
                t->out_height, t->out_width, t->channels,
-               t->layout == RF_LAYOUT_NCHW ? "nchw" : "nhwc");
+               t->layout == RF_LAYOUT_NCHW ? "nchw" : "nhwc", h, w, c,
+               layout == RF_LAYOUT_NCHW ? "RF_LAYOUT_NCHW" : "RF_LAYOUT_NHWC");
     return -EINVAL;
 }
 
@@ -255,8 +259,42 @@ static int decode_whole(struct rf__decoder *d, enum rf__image_format format,
                                  err_len);
 }
 
+/* Whether this build has the decoder of a format that has one. */
+static bool decoder_built(enum rf__image_format format)
+{
+#ifdef HAVE_PNG
+    if (format == RF_IMAGE_PNG)
+        return true;
+#endif
+#ifdef HAVE_WEBP
+    if (format == RF_IMAGE_WEBP)
+        return true;
+#endif
+    (void)format; /* built with neither */
+    return false;
+}
+
+int rf__decode_check_signature(const uint8_t *data, size_t size, char *why,
+                               size_t why_len)
+{
+    const enum rf__image_format format = rf__image_sniff(data, size);
+    switch (format) {
+    case RF_IMAGE_PNG:
+    case RF_IMAGE_WEBP:
+        return decoder_built(format) ? 0 : refuse_format(format, why, why_len);
+    case RF_IMAGE_GIF:
+    case RF_IMAGE_BMP:
+    case RF_IMAGE_TIFF:
+    case RF_IMAGE_PNM:
+        return refuse_format(format, why, why_len);
+    default:
+        return rf__jpeg_check_signature(data, size, why, why_len);
+    }
+}
+
 /* An encoded image, by its signature: what is not PNG, WebP or a format
- * named here goes to the JPEG decoder, which names what it is not. */
+ * named here goes to the JPEG decoder, which names what it is not
+ * (rf__decode_check_signature() tells the same formats apart). */
 static int decode_image(struct rf__decoder *d, const rf_sample_info *info,
                         uint64_t epoch, uint64_t index, uint8_t *dst, char *err,
                         size_t err_len)
@@ -291,8 +329,8 @@ static int decode_zstd(struct rf__decoder *d, const rf_sample_info *info,
     if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != d->sample_bytes) {
         rf__format(err, err_len,
                    "zstd frame declares %llu bytes but the sample shape "
-                   "needs %zu; repack with this shape or fix RF_PARAM_HEIGHT, "
-                   "WIDTH and CHANNELS",
+                   "needs %zu; repack with this shape or fix "
+                   "RF_PARAM_HEIGHT, RF_PARAM_WIDTH and RF_PARAM_CHANNELS",
                    declared, d->sample_bytes);
         return -1;
     }

@@ -33,4 +33,14 @@ int rf__decode_sample(struct rf__decoder *d, const rf_sample_info *info,
                       uint64_t epoch, uint64_t index, uint8_t *dst, char *err,
                       size_t err_len);
 
+/* Whether a decoder of this build reads an encoded image (an
+ * RF_SAMPLE_JPEG sample's bytes) with this signature: 0 for JPEG, and
+ * PNG and WebP where built with libpng and libwebp; else -1 with the
+ * reason its decode would fail with ("a GIF file: ringfeed decodes JPEG,
+ * PNG and WebP; convert it to one of those"). Only the first bytes are
+ * read: bytes that pass may still fail to decode. For ringfeed-pack,
+ * which packs such bytes without decoding them. */
+int rf__decode_check_signature(const uint8_t *data, size_t size, char *why,
+                               size_t why_len);
+
 #endif /* RF_DECODE_H */

@@ -221,8 +221,8 @@ static void hex_prefix(const uint8_t *data, size_t size, char *hex, size_t len)
 }
 
 /* Refuses what is plainly not a JPEG, naming what it looks like. */
-static int check_signature(const uint8_t *data, size_t size, char *why,
-                           size_t why_len)
+int rf__jpeg_check_signature(const uint8_t *data, size_t size, char *why,
+                             size_t why_len)
 {
     if (size == 0) {
         rf__format(why, why_len, "empty file (0 bytes): not a JPEG");
@@ -503,7 +503,7 @@ int rf__jpeg_decode(struct rf__jpeg_decoder *dec, const uint8_t *data,
         err = none;
         err_len = sizeof(none);
     }
-    if (check_signature(data, size, err, err_len) < 0 ||
+    if (rf__jpeg_check_signature(data, size, err, err_len) < 0 ||
         check_target(target, err, err_len) < 0)
         return -1;
     struct rf__jpeg_job job = {.data = data,

@@ -80,6 +80,13 @@ int rf__jpeg_decode(struct rf__jpeg_decoder *dec, const uint8_t *data,
                     const struct rf__jpeg_target *target, char *err,
                     size_t err_len);
 
+/* Refuses what is plainly not a JPEG by its first bytes, naming what it
+ * looks like: -1 with the reason in why ("not a JPEG file (starts with
+ * 47 49 46 38: GIF)", "empty file (0 bytes): not a JPEG"), else 0.
+ * rf__jpeg_decode() begins with it. */
+int rf__jpeg_check_signature(const uint8_t *data, size_t size, char *why,
+                             size_t why_len);
+
 /* The DCT scale numerator M (of M/8; 1, 2, 4 or 8) that rf__jpeg_decode()
  * uses for a crop of crop_w x crop_h source pixels and an output of
  * out_w x out_h: the smallest whose scaled crop still covers the output.

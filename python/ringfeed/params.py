@@ -153,10 +153,32 @@ _ENUM_PREFIXES = {"start_mode": "RF_START_",
                   "jpeg_warnings": "RF_JPEG_"}
 
 
+def _number_value(match: "re.Match[str]") -> str:
+    """"keyword= to 3" (or "keyword= 3", as the library writes a value
+    after a parameter) as ``keyword=3``; a boolean's 0 and 1 as False and
+    True."""
+    keyword, number = match.group(1), match.group(2)
+    p = by_keyword().get(keyword)
+    if p is not None and p.kind == "boolean" and number in ("0", "1"):
+        return f"{keyword}={number == '1'}"
+    return f"{keyword}={number}"
+
+
+def _one_size(match: "re.Match[str]") -> str:
+    """Height's and width's ``size=`` side by side as the one size=: with
+    their values, ``size=32`` for a square, else ``size=(32, 48)``."""
+    height, width = match.group(1), match.group(3)
+    if not height:
+        return "size="
+    return f"size={height}" if height == width else f"size=({height}, {width})"
+
+
 def user_terms(text: str) -> str:
     """A library message in Python's terms: RF_PARAM_ON_ERROR becomes the
     keyword ``on_error=``, and a choice's constant after it (RF_ON_ERROR_SKIP)
-    its name ('skip'); RF_PARAM_HEIGHT and _WIDTH become ``size=``."""
+    its name ('skip'); a number after it ("RF_PARAM_BATCH_SIZE to 8") its
+    value (``batch_size=8``; ``drop_last=True`` for a flag's 1);
+    RF_PARAM_HEIGHT and _WIDTH become ``size=``, one for the two."""
     last: List[Optional[Param]] = [None]
 
     def rewrite(match: "re.Match[str]") -> str:
@@ -188,6 +210,8 @@ def user_terms(text: str) -> str:
 
     text = _C_TERM.sub(rewrite, text)
     text = re.sub(r"\b(\w+)= to ('[^']*')", r"\1=\2", text)  # set x= to 'v'
+    text = re.sub(r"\b(\w+)= (?:to )?(\d+)\b", _number_value, text)
+    text = re.sub(r"\bsize=(\d*)(, | and )size=(\d*)", _one_size, text)
     # "jpeg_warnings lenient", as the library names a choice in prose
     for p in params():
         if p.kind == "choice" and p.keyword and p.keyword + " " in text:

@@ -3,8 +3,10 @@ Python's terms (keywords, never a C constant)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
+import subprocess
 
 import pytest
 
@@ -409,3 +411,82 @@ def test_a_loader_inside_a_dataloader_says_what_to_do(tmp_path_factory):
             next(iter(wrapped))
         assert "in place of the DataLoader" in str(caught.value)
         assert sum(len(labels) for _, labels in loader) == 30
+
+
+@pytest.fixture(scope="module")
+def raw_pack(tmp_path_factory):
+    """A pack of raw 32x32x3 samples (ringfeed-pack --raw, layout nhwc)
+    of a folder of 2 classes of 4 images."""
+    tools = os.environ.get("RINGFEED_TOOLS")
+    pack = os.path.join(tools or "", "ringfeed-pack")
+    if not tools or not os.access(pack, os.X_OK):
+        pytest.skip("set RINGFEED_TOOLS to the build's tools (ringfeed-pack)")
+    root = str(tmp_path_factory.mktemp("raw"))
+    write_folder(os.path.join(root, "source"), 2, 4, seed=31)
+    path = os.path.join(root, "raw.pack")
+    subprocess.run([pack, os.path.join(root, "source"), path, "--raw",
+                    "32x32", "--quiet"], check=True, capture_output=True)
+    return path
+
+
+def test_raw_pack_shape_names_each_keyword(raw_pack):
+    """A raw pack read with the Loader's default layout (nchw; packs are
+    nhwc): the message names every keyword to set, with its value, never a
+    C name (it used to say "set size=, WIDTH, CHANNELS and LAYOUT")."""
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(raw_pack, 4, size=32)
+    text = str(caught.value)
+    assert_user_terms(text)
+    for c_name in ("WIDTH", "CHANNELS", "LAYOUT"):
+        assert c_name not in text, text
+    assert "set size=32, channels=3 and layout='nhwc' to match" in text, text
+
+
+def test_raw_pack_under_a_transform_is_said(raw_pack, caplog):
+    """transform='train' (the default) does nothing to a pack's raw
+    samples: a warning at construction says so, naming transform='none',
+    which silences it."""
+    with caplog.at_level(logging.WARNING, logger="ringfeed"):
+        with ringfeed.Loader(raw_pack, 4, size=32, layout="nhwc") as loader:
+            assert sum(len(labels) for _, labels in loader) == 8
+    said = [r.getMessage() for r in caplog.records
+            if r.name == "ringfeed" and "raw pixels" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "all 8 samples of " in said[0]
+    assert "no crop, resize or flip" in said[0]
+    assert "flip=" in said[0]
+    assert "set transform='none' to say so" in said[0]
+    assert_user_terms(said[0])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ringfeed"):
+        ringfeed.Loader(raw_pack, 4, size=32, layout="nhwc",
+                        transform="none").close()
+    assert not [r for r in caplog.records if "raw pixels" in r.getMessage()]
+
+
+def test_no_batch_left_advises_what_would_leave_one(tmp_path_factory,
+                                                    monkeypatch):
+    """30 samples over 2 ranks are 15 each, fewer than a batch of 16 that
+    drop_last drops: the message names the keywords with their values,
+    and shard_pad=True only where it is not set and would give each rank
+    a batch (it used to advise it even when set, the default)."""
+    for name in ("RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, 16, size=16, rank=0, world_size=2,
+                        drop_last=True)
+    text = str(caught.value)
+    assert_user_terms(text)
+    assert ("30 samples over 2 ranks (15 each) with batch size 16 and "
+            "drop_last=True leave no batch; set batch_size=15 (or less) or "
+            "drop_last=False") in text, text
+    assert "shard_pad" not in text
+    odd = dataset(tmp_path_factory, "odd")  # 33: 16 each, 17 padded
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(odd, 17, size=16, rank=0, world_size=2,
+                        drop_last=True, shard_pad=False)
+    text = str(caught.value)
+    assert_user_terms(text)
+    assert ("set batch_size=16 (or less), drop_last=False or "
+            "shard_pad=True (17 each)") in text, text
