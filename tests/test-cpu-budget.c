@@ -249,6 +249,7 @@ TEST_CASE(half_a_local_pair_is_described, "budget",
     struct rf__budget b;
     rf__budget_compute(&in, &b);
     CHECK_EQ(b.producers, 8);
+    CHECK(b.ranks_unknown == in.ranks_from); /* said at open (resolve.c) */
     CHECK_CONTAINS(b.why, "no local ranks (LOCAL_RANK is set without");
     CHECK_CONTAINS(b.why, "set RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE");
 }

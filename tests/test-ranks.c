@@ -158,6 +158,48 @@ TEST_CASE(two_ranks_slurm, "ranks", "2 ranks of Slurm share the mask")
     ranks_share_the_mask("slurm", 2);
 }
 
+struct said {
+    int count;
+    char text[2048];
+};
+
+static void keep_message(void *user, const char *message)
+{
+    struct said *s = user;
+    if (s->count++ == 0)
+        snprintf(s->text, sizeof(s->text), "%s", message);
+}
+
+/* LOCAL_RANK without LOCAL_WORLD_SIZE (PyTorch Lightning's launcher):
+ * the node's ranks are not known, and the loader says so once at open,
+ * naming the variable and what to set; a complete pair says nothing. */
+TEST_CASE(local_rank_alone_is_said, "ranks",
+          "a local rank without its size is said at open")
+{
+    /* each case runs in a process of its own: the environment is its */
+    setenv("LOCAL_RANK", "1", 1);
+    unsetenv("LOCAL_WORLD_SIZE");
+    unsetenv("RF_LOCAL_RANK");
+    unsetenv("SLURM_LOCALID");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    unsetenv("MPI_LOCALRANKID");
+    struct said s = {0};
+    rf_config *cfg =
+        TEST_CONFIG({RF_PARAM_SAMPLES, 64}, {RF_PARAM_PRODUCERS, 1});
+    CHECK_OK(rf_config_set_message_handler(cfg, keep_message, &s));
+    rf_loader *l = test_open_loader(cfg);
+    rf_loader_close(l);
+    CHECK_EQ(s.count, 1);
+    CHECK_CONTAINS(s.text, "LOCAL_RANK is set without a LOCAL_WORLD_SIZE");
+    CHECK_CONTAINS(s.text, "set RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE");
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    s.count = 0;
+    l = test_open_loader(cfg);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    CHECK_EQ(s.count, 0);
+}
+
 /* Writes text into a cgroup file; false when it cannot. */
 static bool write_cgroup(const char *folder, const char *file, const char *text)
 {

@@ -156,6 +156,8 @@ void rf__budget_compute(const struct rf__budget_input *in,
          * them; the scheduler spreads them better. */
         out->pin = share >= 1 && out->cpu_count > 0;
     }
+    out->ranks_unknown =
+        !ranked && !own && in->local_rank < 0 ? in->ranks_from : NULL;
     describe(in, rank, size, own, out);
 }
 

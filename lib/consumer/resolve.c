@@ -24,6 +24,13 @@
 static int64_t resolve_producers(rf_loader *l)
 {
     rf__budget_of_process(&l->budget);
+    if (l->budget.ranks_unknown)
+        rf__loader_report(l,
+                          "%s, so this rank's CPU budget is the whole mask "
+                          "(%s), as if it ran alone on the node: set "
+                          "RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE so that "
+                          "the node's ranks share its CPUs",
+                          l->budget.ranks_unknown, l->budget.why);
     const int64_t asked = l->params[RF_PARAM_PRODUCERS];
     if (asked == 0)
         return l->budget.producers;
@@ -121,7 +128,7 @@ static int resolve_span(rf_loader *l)
             l, -EINVAL,
             "cannot resume at batch %llu of epoch %llu: an epoch "
             "has %llu batches and the run %llu epochs; set "
-            "RF_PARAM_START_BATCH and START_EPOCH inside them (the "
+            "RF_PARAM_START_BATCH and RF_PARAM_START_EPOCH inside them (the "
             "checkpoint's batch size and dataset must be this run's)",
             (unsigned long long)start_batch, (unsigned long long)start_epoch,
             (unsigned long long)per_epoch, (unsigned long long)epochs);
