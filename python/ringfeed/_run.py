@@ -10,7 +10,7 @@ import errno
 import os
 import threading
 import weakref
-from typing import Any, Callable, Deque, Dict, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional
 
 import numpy as np
 
@@ -24,6 +24,13 @@ try:
     import torch
 except ImportError:  # numpy arrays instead
     torch = None  # type: ignore[assignment]
+
+
+def _unmap_if_kept(base: int, size: int, kept: List[bool]) -> None:
+    """The ring array's finalizer: unmaps the ring if the library handed
+    the mapping over (else rf_loader_close() unmapped it)."""
+    if kept[0]:
+        _capi.munmap(base, size)
 
 
 class _Held:
@@ -48,6 +55,9 @@ class _Run:
     def __init__(self, cfg: "_Config", start_epoch: int, start_batch: int,
                  on_message: Callable[[str], None]) -> None:
         self.handle = ctypes.c_void_p()
+        self.ring: Any = None
+        # whether the ring's mapping is the array's (rf_loader_keep_arena)
+        self._arena_kept = [False]
         # set by interrupt(): next() raises LoaderClosed instead of going on
         self.closing = False
         # the thread inside the library's next() now, if any (a callback
@@ -91,6 +101,15 @@ class _Run:
             self._attach(start_epoch, start_batch)
         except BaseException:
             if self.handle:
+                if self.ring is not None and not self._arena_kept[0]:
+                    # cut short between the array and the hand-over: hand
+                    # it over now (idempotent), or the array's finalizer
+                    # would leave the mapping, or close() would unmap it
+                    # under the array
+                    try:
+                        self._hand_over_arena()
+                    except Exception:  # the array goes with this run
+                        pass
                 _capi.lib().rf_loader_close(self.handle)
                 self.handle = ctypes.c_void_p()
             raise
@@ -101,8 +120,8 @@ class _Run:
         # the sequence number of the batch next() hands out next
         self.next_seq = (start_epoch * self.stats.batches_per_epoch
                          + start_batch)
-        self.ring = self._map_arena()
         self.held: Deque[_Held] = collections.deque()
+        self._map_arena()
 
     @property
     def arena(self) -> Any:
@@ -110,15 +129,17 @@ class _Run:
         are not views of it, see Loader._wrap()."""
         return torch.from_numpy(self.ring) if torch is not None else self.ring
 
-    def _map_arena(self) -> Any:
-        """One numpy array over the whole ring, made once; each batch is a
-        slice of it. The memory stays mapped until the last view is gone."""
+    def _map_arena(self) -> None:
+        """self.ring: one numpy array over the whole ring, made once; each
+        batch is a slice of it. The memory stays mapped until the last view
+        is gone: the array's finalizer unmaps it, once the library has
+        handed the mapping over. The array and its finalizer come first,
+        so that an exception (Ctrl-C) at any point leaves the mapping to
+        exactly one owner (see __init__)."""
         base, size = ctypes.c_void_p(), ctypes.c_size_t()
         lib = _capi.lib()
         rc = lib.rf_loader_arena(self.handle, ctypes.byref(base),
                                  ctypes.byref(size))
-        if rc == 0:
-            rc = lib.rf_loader_keep_arena(self.handle)
         if rc < 0:
             raise from_code(rc, lib.rf_loader_error(self.handle).decode())
         if not base.value:
@@ -126,12 +147,23 @@ class _Run:
         self.base, self.size = base.value, size.value
         ring = (ctypes.c_uint8 * self.size).from_address(self.base)
         array = np.frombuffer(memoryview(ring), dtype=np.uint8)
-        unmap = weakref.finalize(array, _capi.munmap, self.base, self.size)
+        unmap = weakref.finalize(array, _unmap_if_kept, self.base, self.size,
+                                 self._arena_kept)
         # Not at exit: finalizers run there before atexit's loader close,
         # which may still have to wait for a copy from the ring and
         # unregister it; the process's exit unmaps it anyway.
         unmap.atexit = False
-        return array
+        self.ring = array
+        self._hand_over_arena()
+
+    def _hand_over_arena(self) -> None:
+        """rf_loader_keep_arena(): the mapping outlives close(), for the
+        array's finalizer to unmap. Idempotent."""
+        lib = _capi.lib()
+        rc = lib.rf_loader_keep_arena(self.handle)
+        if rc < 0:
+            raise from_code(rc, lib.rf_loader_error(self.handle).decode())
+        self._arena_kept[0] = True
 
     def next(self) -> Optional[_capi.Batch]:
         """The next C batch, or None at the end; raises on failure. A
