@@ -26,8 +26,9 @@ static int64_t resolve_producers(rf_loader *l)
     rf__budget_of_process(&l->budget);
     if (l->budget.ranks_unknown)
         rf__loader_report(l,
-                          "%s, so this rank takes all %d CPUs of its mask, "
-                          "as if it ran alone on the node: set "
+                          "%s, so this rank's CPU budget is all %d CPUs the "
+                          "process may use, as if it ran alone on the node: "
+                          "set "
                           "RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE so that "
                           "the node's ranks share them",
                           l->budget.ranks_unknown, l->budget.producers);

@@ -60,9 +60,9 @@ class _Run:
         self._arena_kept = [False]
         # set by interrupt(): next() raises LoaderClosed instead of going on
         self.closing = False
-        # the thread inside the library's next() now, if any (a callback
-        # from there must not close the loader under it)
-        self.in_next: Optional[int] = None
+        # interrupt() may come from any thread: it and close() take this,
+        # so that it never reaches a handle rf_loader_close() freed
+        self._guard = threading.Lock()
         # What on_message raised: ctypes would print and drop it; the loop
         # raises it at its next batch instead (a callback may mean to stop
         # the run, at a respawn say).
@@ -145,15 +145,22 @@ class _Run:
         if not base.value:
             raise RingfeedError("the library gave no ring to map")
         self.base, self.size = base.value, size.value
-        ring = (ctypes.c_uint8 * self.size).from_address(self.base)
-        array = np.frombuffer(memoryview(ring), dtype=np.uint8)
-        unmap = weakref.finalize(array, _unmap_if_kept, self.base, self.size,
-                                 self._arena_kept)
-        # Not at exit: finalizers run there before atexit's loader close,
-        # which may still have to wait for a copy from the ring and
-        # unregister it; the process's exit unmaps it anyway.
-        unmap.atexit = False
-        self.ring = array
+        ring = array = None
+        try:
+            ring = (ctypes.c_uint8 * self.size).from_address(self.base)
+            array = np.frombuffer(memoryview(ring), dtype=np.uint8)
+            unmap = weakref.finalize(array, _unmap_if_kept, self.base,
+                                     self.size, self._arena_kept)
+            # Not at exit: finalizers run there before atexit's loader
+            # close, which may still have to wait for a copy from the ring
+            # and unregister it; the process's exit unmaps it anyway.
+            unmap.atexit = False
+            self.ring = array
+        except BaseException:
+            # not left in the traceback's frame over memory that
+            # rf_loader_close() is about to unmap
+            ring = array = None
+            raise
         self._hand_over_arena()
 
     def _hand_over_arena(self) -> None:
@@ -179,11 +186,7 @@ class _Run:
                 raise LoaderClosed(
                     "the Loader was closed (by close(), in this thread or "
                     "another, or at interpreter exit); open a new one")
-            self.in_next = threading.get_ident()
-            try:
-                rc = lib.rf_loader_next(self.handle, ctypes.byref(c_batch))
-            finally:
-                self.in_next = None
+            rc = lib.rf_loader_next(self.handle, ctypes.byref(c_batch))
             if self.closing:  # the batch, if any, goes with the loader
                 continue
             if rc == 1:
@@ -200,8 +203,9 @@ class _Run:
         waiting and raises LoaderClosed, so that the loader can be closed
         once that thread has left the library (rf_loader_interrupt())."""
         self.closing = True
-        if self.handle:
-            _capi.lib().rf_loader_interrupt(self.handle)
+        with self._guard:
+            if self.handle:
+                _capi.lib().rf_loader_interrupt(self.handle)
 
     def release(self, held: _Held) -> None:
         """Gives the batch's slot back. A CPU batch's views are released
@@ -234,8 +238,9 @@ class _Run:
                     held.pending.copied.synchronize()
         finally:
             self.held.clear()
-            _capi.lib().rf_loader_close(self.handle)
-            self.handle = ctypes.c_void_p()
+            with self._guard:
+                handle, self.handle = self.handle, ctypes.c_void_p()
+            _capi.lib().rf_loader_close(handle)
             # the ring is unmapped now, or when the last view the caller
             # kept is gone
             self.ring = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import ctypes
 import difflib
 import inspect
@@ -30,7 +31,8 @@ from . import _capi, _checkpoint
 from ._distributed import check_still_holds, rank_and_world
 from ._run import _Config, _Held, _Run, copy_array
 from .batch import Batch
-from .errors import ConfigError, ForkError, LoaderClosed, RingfeedError
+from .errors import (ConfigError, ForkError, LoaderClosed, RingfeedError,
+                     from_code)
 from .params import by_keyword, param, user_terms
 from .source import Synthetic, class_names
 
@@ -229,6 +231,10 @@ class Loader:
         # watchdog, the exit hook while a daemon thread iterates) first
         # cuts that thread's wait short, then waits for it to leave.
         self._lock = threading.RLock()
+        # the thread holding _lock for a loop, and a close() that thread
+        # asked for meanwhile (a signal handler, on_message): see _busy()
+        self._taking: Optional[int] = None
+        self._close_pending = False
         # on the GPU, the prefetched batch's failure, raised at its turn
         self._deferred: Optional[RingfeedError] = None
         self._classes: Optional[List[str]] = None
@@ -265,7 +271,7 @@ class Loader:
                     "pass None (this rank's CPU budget) or a count >= 1")
             wanted["num_workers"] = num_workers
         if not isinstance(seed, bool) and hasattr(seed, "__index__"):
-            seed = operator.index(seed)  # np.uint64 as an int
+            seed = wanted["seed"] = operator.index(seed)  # np.uint64, ...
         if isinstance(seed, int) and 1 << 63 <= seed < 1 << 64:
             wanted["seed"] = seed - (1 << 64)  # the same 64-bit pattern
         values = self._convert(wanted, height, width)
@@ -355,6 +361,10 @@ class Loader:
         self._close_run()
         run = self._run = _Run(self._config, self._epoch, self._batch,
                                self._on_message)
+        if self._closed:  # a guard: close() waits for _lock, held here
+            self._close_run()
+            raise LoaderClosed("the Loader was closed while it restarted "
+                               "its producers; open a new one")
         stats = run.stats
         self._per_epoch = int(stats.batches_per_epoch)
         self._samples = int(stats.dataset_samples)
@@ -435,8 +445,9 @@ class Loader:
         if self._left_early and self._batch:
             self._epoch, self._batch = self._epoch + 1, 0
         self._left_early = False
-        self._restart_if_elsewhere()
-        run = self._usable()
+        with self._busy():
+            self._restart_if_elsewhere()
+            run = self._usable()
         if self._epochs is None:
             end = (self._epoch + 1) * self._per_epoch
         else:
@@ -465,7 +476,7 @@ class Loader:
         position = self._epoch * self._per_epoch + self._batch
         try:
             while position < end:
-                with self._lock:
+                with self._busy():
                     self._check_open()
                     if self._device is not None:
                         # The GPU tensors are torch's: the last batch's
@@ -522,6 +533,8 @@ class Loader:
         as on the CPU, after the batch in hand has been handed over."""
         try:
             c_batch = run.next()
+        except LoaderClosed:
+            raise  # a close() asked for meanwhile: not this batch's
         except RingfeedError as e:
             self._deferred = e
             return
@@ -648,9 +661,12 @@ class Loader:
         wait_s (time the loop waited for batches), elapsed_s, producers,
         slots, where the slots are, failed_samples, respawns, and
         batches_per_epoch, samples, rank, world_size, cpu_budget."""
-        run = self._usable()
         s = _capi.Stats()
-        _capi.lib().rf_loader_stats(run.handle, ctypes.byref(s))
+        with self._busy():  # not under a close() from another thread
+            run = self._usable()
+            rc = _capi.lib().rf_loader_stats(run.handle, ctypes.byref(s))
+            if rc < 0:
+                raise from_code(rc, "rf_loader_stats() failed")
         return {"batches": s.batches, "samples": s.samples, "bytes": s.bytes,
                 "wait_s": s.wait_ns / 1e9, "elapsed_s": s.elapsed_ns / 1e9,
                 "producers": s.producers, "slots": s.slots,
@@ -667,9 +683,10 @@ class Loader:
     def cpu_budget(self) -> str:
         """Where the number of producers and their CPUs came from: "4 CPUs:
         affinity 0-15, quota 4.00 (...), local rank 1 of 4 (...)"."""
-        run = self._usable()
         out = ctypes.create_string_buffer(512)
-        _capi.lib().rf_loader_cpu_budget(run.handle, out, len(out))
+        with self._busy():
+            run = self._usable()
+            _capi.lib().rf_loader_cpu_budget(run.handle, out, len(out))
         return user_terms(out.value.decode(errors="replace"))
 
     def sample_errors(self) -> List[Tuple[int, int, str]]:
@@ -677,9 +694,10 @@ class Loader:
         under on_error="skip", once per sample with its first failure
         (however many epochs it failed in), oldest first; the first 1,024
         samples are kept."""
-        run = self._usable()
         errors = (_capi.SampleError * 1024)()
-        n = _capi.lib().rf_loader_sample_errors(run.handle, errors, 1024)
+        with self._busy():
+            run = self._usable()
+            n = _capi.lib().rf_loader_sample_errors(run.handle, errors, 1024)
         return [(e.index, e.epoch, user_terms(e.message.decode(
             errors="replace"))) for e in errors[:min(n, 1024)]]
 
@@ -710,21 +728,49 @@ class Loader:
         if self._forked or self._pid != os.getpid():
             self._close_locked()  # the child's copy, which no loop uses
             return
-        run = self._run
-        if run is not None and run.in_next == threading.get_ident():
-            # on_message called back from inside the library's next():
-            # closing here would free what that call is using. The call
-            # returns at once instead, and the loop closes the loader.
-            run.interrupt()
+        if self._taking == threading.get_ident():
+            # This thread is taking a batch: a signal handler or on_message
+            # (called back from inside the library's next()) runs in it.
+            # Closing here would free what that work is using; it stops at
+            # once instead, and closes the loader on its way out (_busy).
+            self._close_pending = True
+            if self._run is not None:
+                self._run.interrupt()
             return
-        if not self._lock.acquire(blocking=False):
-            if run is not None:  # a loop takes a batch: cut its wait short
+        # Another thread may be taking a batch, maybe waiting for one: cut
+        # its wait short (again, should it restart its producers) until
+        # it has left.
+        while not self._lock.acquire(timeout=0.05):
+            run = self._run
+            if run is not None:
                 run.interrupt()
-            self._lock.acquire()
         try:
             self._close_locked()
         finally:
             self._lock.release()
+
+    @contextlib.contextmanager
+    def _busy(self) -> Iterator[None]:
+        """Holds _lock while this thread works in the library for a loop.
+        A close() from this same thread meanwhile is put off until the
+        work is left (see close()); then the loader closes, and when the
+        work had not failed otherwise, LoaderClosed is raised."""
+        self._lock.acquire()
+        outer, self._taking = self._taking, threading.get_ident()
+        closed_now = False
+        try:
+            yield
+        finally:
+            self._taking = outer
+            self._lock.release()
+            if outer is None and self._close_pending:
+                self._close_pending = False
+                self.close()
+                closed_now = True
+        if closed_now:
+            raise LoaderClosed("the Loader was closed (close() from a signal "
+                               "handler or on_message while it took a "
+                               "batch)")
 
     def _close_locked(self) -> None:
         if self._closed:
