@@ -1035,28 +1035,32 @@ TEST_CASE(test_helper_not_executable_is_refused, "start",
 }
 
 /* A new executable script from the template path (mkstemp's XXXXXX) that
- * exits 127 at once, as a helper whose shared library is missing does. */
-static void write_helper_that_exits_127(char *path)
+ * exits with `status` at once: 127 as a helper whose shared library is
+ * missing does, 0 as another program named by RINGFEED_PRODUCER may. */
+static void write_helper_that_exits(char *path, int status)
 {
     const int fd = mkstemp(path);
     CHECK(fd >= 0);
-    static const char script[] = "#!/bin/sh\nexit 127\n";
-    CHECK_EQ(write(fd, script, sizeof(script) - 1),
-             (ssize_t)(sizeof(script) - 1));
+    char script[64];
+    const int n =
+        snprintf(script, sizeof(script), "#!/bin/sh\nexit %d\n", status);
+    CHECK_EQ(write(fd, script, (size_t)n), (ssize_t)n);
     close(fd);
     CHECK_EQ(chmod(path, 0755), 0);
 }
 
-/* A helper that runs but dies before attaching, as one whose shared
- * library is missing does (the dynamic loader exits with 127): three in a
- * row end the run naming the helper, not a thousand respawns ending in
- * advice about the OOM killer. Policy fail says the same at once. */
-TEST_CASE(test_helper_that_cannot_start_is_named, "start",
-          "helper that cannot start is named")
+/* A helper that runs but ends before attaching, as one whose shared
+ * library is missing does (the dynamic loader exits with 127), or another
+ * program that exits 0 (RINGFEED_PRODUCER=/bin/true): three in a row end
+ * the run naming the helper, not a thousand respawns ending in advice
+ * about the OOM killer. Policy fail says the same at once. */
+static void helper_that_cannot_start_is_named(int status)
 {
     char path[] = "/tmp/rf-cannot-start-XXXXXX";
-    write_helper_that_exits_127(path);
+    write_helper_that_exits(path, status);
     char *saved = use_helper(path);
+    char ended[64];
+    snprintf(ended, sizeof(ended), "exited with status %d at start", status);
     for (int policy = 0; policy < 2; policy++) {
         rf_config *cfg = rf_config_create();
         CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 2));
@@ -1068,7 +1072,7 @@ TEST_CASE(test_helper_that_cannot_start_is_named, "start",
         rf_config_free(cfg);
         CHECK_EQ(next_until_error(l), RF_E_PRODUCER_DIED);
         const char *msg = rf_loader_error(l);
-        CHECK_CONTAINS(msg, "exited with status 127 at start");
+        CHECK_CONTAINS(msg, ended);
         CHECK_CONTAINS(msg, path);
         CHECK_CONTAINS(msg, "--help' runs");
         rf_stats st;
@@ -1084,6 +1088,18 @@ TEST_CASE(test_helper_that_cannot_start_is_named, "start",
     }
     unlink(path);
     restore_helper(saved);
+}
+
+TEST_CASE(test_helper_that_cannot_start_is_named, "start",
+          "helper that cannot start is named")
+{
+    helper_that_cannot_start_is_named(127);
+}
+
+TEST_CASE(test_helper_that_exits_at_once_is_named, "start",
+          "another program as the helper, exiting 0, is named")
+{
+    helper_that_cannot_start_is_named(0);
 }
 
 /* Waits until producer 0 has attached with a pid other than `old`. */
@@ -1464,7 +1480,7 @@ TEST_CASE(test_helper_replaced_during_run, "start",
     const char *installed = getenv("RINGFEED_PRODUCER");
     CHECK(installed != NULL);
     copy_executable(installed, helper);
-    write_helper_that_exits_127(broken);
+    write_helper_that_exits(broken, 127);
     char *saved = use_helper(helper);
     rf_loader *l =
         TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_SAMPLES, 4000},

@@ -267,16 +267,22 @@ int rf__loader_handle_death(rf_loader *l, uint32_t p, int pid, const char *how,
     const bool took_up_work =
         attached && (prod->has_delivered || seq != UINT64_MAX);
     const bool crashed = crashed_or_timed_out(prod->child.status, timed_out);
+    /* A producer ends cleanly only at its stop order, which close() sends:
+     * one that exits 0 before it took up work is not a producer of this
+     * loader (RINGFEED_PRODUCER pointing at another program). */
+    const bool failed_start =
+        crashed || (!took_up_work && prod->child.status != -1 &&
+                    WIFEXITED(prod->child.status));
     if (!l->respawn) {
         (void)reclaim_slots(l, p); /* the ring keeps its full count */
-        if (!attached && crashed)
+        if (!attached && failed_start)
             return fail_to_start(l, what, 1, false);
         return set_error(l, RF_E_PRODUCER_DIED,
                          "%s; set RF_PARAM_ON_PRODUCER_DEATH to "
                          "RF_ON_DEATH_RESPAWN to replace it",
                          what);
     }
-    if (producers_cannot_start(l, took_up_work, crashed))
+    if (producers_cannot_start(l, took_up_work, failed_start))
         return fail_to_start(l, what, l->failed_starts, attached);
     rc = crashed ? rf__loader_charge_death(l, p, seq, what) : 0;
     if (rc < 0)
