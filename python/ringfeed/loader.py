@@ -126,9 +126,17 @@ def _unknown_keyword(keyword: str, table: Dict[str, Any]) -> str:
 
 def _close_all() -> None:
     """At interpreter exit: every loader still open is closed, so no
-    producer outlives the program's own cleanup."""
+    producer outlives the program's own cleanup; but not one that another
+    thread is taking a batch from (a daemon thread waiting in the
+    library): waking that thread would run it into the interpreter's
+    finalization, and the producers end with the process anyway (the
+    kernel signals them when their parent goes)."""
     for loader in list(_live):
-        loader.close()
+        if loader._lock.acquire(blocking=False):
+            try:
+                loader.close()
+            finally:
+                loader._lock.release()
 
 
 atexit.register(_close_all)
