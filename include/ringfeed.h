@@ -561,14 +561,16 @@ RF_API rf_config *rf_config_create(void);
 RF_API void rf_config_free(rf_config *cfg);
 
 /* Sets one parameter, given by its number or by its 0.1 number (see the
- * ABI note above). Returns 0, or -EINVAL when the parameter is unknown or
- * the value is out of its range, [min, max] of rf_param_info
- * (rf_config_error() says which and what is allowed). Nothing is changed
- * on error. */
+ * ABI note above). Returns 0, or -EINVAL when cfg is NULL, the parameter
+ * is unknown or the value is out of its range, [min, max] of
+ * rf_param_info (rf_config_error() says which and what is allowed).
+ * Nothing is changed on error. */
 RF_API int rf_config_set(rf_config *cfg, rf_param param, int64_t value);
 
 /* Reads one parameter, given by its number or by its 0.1 number, into
- * *value. Returns 0 or -EINVAL (unknown param). */
+ * *value. Returns 0 or -EINVAL (cfg or value NULL, or an unknown param;
+ * but for a NULL cfg, rf_config_error() says which). The parameters are
+ * never changed. */
 RF_API int rf_config_get(const rf_config *cfg, rf_param param, int64_t *value);
 
 /* The detail of the last failed call on cfg, or "" when none. The string
@@ -577,7 +579,8 @@ RF_API const char *rf_config_error(const rf_config *cfg);
 
 /* Sets the dataset to read (a folder of class folders or a packed file)
  * and RF_PARAM_SOURCE to RF_SOURCE_PATH. The path is copied; it must be
- * shorter than 4096 bytes (else -ENAMETOOLONG); NULL or "" is -EINVAL.
+ * shorter than 4096 bytes (else -ENAMETOOLONG); NULL or "" is -EINVAL, as
+ * is a NULL cfg.
  * Whether it exists is checked by rf_loader_open(). */
 RF_API int rf_config_set_path(rf_config *cfg, const char *path);
 
@@ -884,10 +887,11 @@ typedef struct rf_sample_info {
 } rf_sample_info;
 
 /* Opens a folder of class folders or a packed file, read-only. Returns 0,
- * -ENOENT, -ENOTDIR, RF_E_CORRUPT_SAMPLE (a packed file whose header or
- * index is damaged: a size or offset beyond the file, an entry above
- * 1 GiB, a checksum that does not match), or -errno; on error *errp (if errp is
- * not NULL) gets a malloc'd detail. On success *out is the caller's, to free
+ * -EINVAL (out or path is NULL), -ENOENT, -ENOTDIR, RF_E_CORRUPT_SAMPLE (a
+ * packed file whose header or index is damaged: a size or offset beyond the
+ * file, an entry above 1 GiB, a checksum that does not match), or -errno; on
+ * error *errp (if errp is not NULL) gets a malloc'd detail, and *out (if out
+ * is not NULL) is NULL. On success *out is the caller's, to free
  * with rf_dataset_close(). Listing a folder reads directories only, never the
  * files. Not thread-safe; open one per thread. After fork() parent and
  * child may each go on using it: reads use pread() and fresh file
@@ -912,7 +916,7 @@ RF_API uint32_t rf_dataset_classes(const rf_dataset *ds);
  * cannot be read, too: it needs only the index. Returns 0, -ERANGE
  * (label not below rf_dataset_classes()), -ENOENT (a packed file with no
  * named sample of that label), or -EINVAL
- * (out is NULL or len is 0). Scans the index: O(samples). Thread-safety
+ * (ds or out is NULL, or len is 0). Scans the index: O(samples). Thread-safety
  * and fork: as rf_dataset_size(), a pure read of the dataset. */
 RF_API int rf_dataset_class_name(const rf_dataset *ds, uint32_t label,
                                  char *out, size_t len);
@@ -960,7 +964,8 @@ typedef struct rf_dataset_info {
  * rf_dataset_size(), a pure read of the dataset. */
 RF_API int rf_dataset_get_info(const rf_dataset *ds, rf_dataset_info *out);
 
-/* Reads sample `index` into *info. Returns 0, -ERANGE, RF_E_CORRUPT_SAMPLE
+/* Reads sample `index` into *info. Returns 0, -EINVAL (ds or info is
+ * NULL), -ERANGE, RF_E_CORRUPT_SAMPLE
  * (a packed sample whose checksum does not match; a folder entry that is
  * not a regular file, or is above 1 GiB), or -errno of the open or read,
  * with the detail, naming the sample, in rf_dataset_error(). info's data
@@ -972,8 +977,11 @@ RF_API int rf_dataset_read(rf_dataset *ds, uint64_t index,
 /* Decodes sample `index` the way a producer would for `epoch` under cfg
  * (source shape, layout, transform, limits), into dst (height x width x
  * channels bytes). Returns 0, RF_E_CORRUPT_SAMPLE (the sample does not
- * decode), rf_dataset_read()'s errors, or -EINVAL / -ENOMEM when cfg's
- * shape does not fit the dataset or memory runs out; the reason is in
+ * decode), rf_dataset_read()'s errors, -EINVAL when ds, cfg or dst is NULL
+ * or cfg's shape does not fit the dataset (as rf_loader_open() would
+ * refuse it: RF_PARAM_CHANNELS other than 1 or 3 for JPEG samples, a
+ * packed file's raw shape not matched; the reason names the parameter),
+ * or -ENOMEM when memory runs out; the reason (but for a NULL ds) is in
  * rf_dataset_error(). cfg is read during the call only; dst is the
  * caller's. One thread at a time (see rf_dataset_open()). */
 RF_API int rf_dataset_decode(rf_dataset *ds, const rf_config *cfg,
@@ -1000,8 +1008,9 @@ typedef struct rf_pack_writer rf_pack_writer;
  * x channels in layout, within the ranges of RF_PARAM_HEIGHT, WIDTH and
  * CHANNELS (a loader must be configured for the pack's shape to read it);
  * pass zeros when the file holds JPEGs only.
- * Returns 0, -EINVAL (a shape no loader takes, or a dictionary above
- * 64 MiB, more than readers accept), -EISDIR (path is a folder),
+ * Returns 0, -EINVAL (out or path NULL, a shape no loader takes, dict NULL
+ * with dict_size > 0, or a dictionary above 64 MiB, more than readers
+ * accept), -EISDIR (path is a folder),
  * -EEXIST (path is something other than a regular file), or the -errno of
  * creating the file in path's folder (-ENOENT, -EACCES, ...), so that a path
  * that cannot be written fails here, before any work; with a malloc'd detail
@@ -1017,17 +1026,19 @@ RF_API int rf_pack_writer_create(rf_pack_writer **out, const char *path,
 /* Replaces the zstd dictionary given to rf_pack_writer_create() (NULL or
  * 0 bytes: none), before the first sample is added: a tool can create the
  * writer first, so that a bad output path is found before it trains a
- * dictionary on the samples. Returns 0, -EINVAL once a sample has been
- * added, for dict NULL with dict_size > 0, or for a dictionary above
- * 64 MiB (more than readers accept), or -ENOMEM; the detail is in
- * rf_pack_writer_error(). On any error the dictionary set before stays.
- * dict is copied, and stays the caller's. */
+ * dictionary on the samples. Returns 0, -EINVAL for a NULL w, once a
+ * sample has been added, for dict NULL with dict_size > 0, or for a
+ * dictionary above 64 MiB (more than readers accept), or -ENOMEM; the
+ * detail (but for a NULL w) is in rf_pack_writer_error(). On any error
+ * the dictionary set before stays. dict is copied, and stays the
+ * caller's. */
 RF_API int rf_pack_writer_set_dictionary(rf_pack_writer *w, const void *dict,
                                          size_t dict_size);
 
 /* Appends one sample; name (may be NULL) is kept for error messages.
- * Refused with -EINVAL, among others: a zstd sample that is not one whole
- * frame, names another dictionary, or goes into a pack without a shape;
+ * Refused with -EINVAL, among others: a NULL w; a zstd sample that is not
+ * one whole frame, names another dictionary, or goes into a pack without a
+ * shape;
  * a JPEG sample in a pack whose shape has 2 or 4 channels (a JPEG decodes
  * to 1 or 3, so no loader could decode it); a sample above 1 GiB (the cap
  * on a folder's files too). Returns 0 or -errno (the
@@ -1077,8 +1088,8 @@ RF_API int64_t rf_synthetic_label(uint64_t seed, uint64_t index,
  * index): short side 256..500, aspect 3/4..4/3, and the file is 40-150
  * KB. Whatever the size, half the images (by seed and index) are 4:4:4 at
  * quality 95, the rest 4:2:0 at quality 90. The same arguments give the
- * same bytes. Returns 0, -EINVAL (only one of width and height is 0, or
- * one is above 65535), -ENOMEM or -EIO. Thread-safe. */
+ * same bytes. Returns 0, -EINVAL (jpeg or size is NULL, only one of width
+ * and height is 0, or one is above 65535), -ENOMEM or -EIO. Thread-safe. */
 RF_API int rf_synthetic_jpeg(uint64_t seed, uint64_t index, uint32_t width,
                              uint32_t height, void **jpeg, size_t *size);
 

@@ -232,6 +232,8 @@ void rf_config_free(rf_config *cfg)
 
 int rf_config_set(rf_config *cfg, rf_param param, int64_t value)
 {
+    if (!cfg)
+        return -EINVAL;
     const struct param_rule *r = rule_of(param);
     if (!r) {
         rf__format(cfg->error, sizeof(cfg->error),
@@ -254,9 +256,28 @@ int rf_config_set(rf_config *cfg, rf_param param, int64_t value)
 
 int rf_config_get(const rf_config *cfg, rf_param param, int64_t *value)
 {
-    const struct param_rule *r = rule_of(param);
-    if (!r)
+    if (!cfg)
         return -EINVAL;
+    /* The detail of a failed get is kept like any other (ringfeed.h: the
+     * last failed call on cfg). Every rf_config comes from
+     * rf_config_create(), never a const object, so writing its error
+     * text through this pointer is defined; the parameters stay as they
+     * are. */
+    char *error = ((rf_config *)cfg)->error;
+    const struct param_rule *r = rule_of(param);
+    if (!r) {
+        rf__format(error, sizeof(cfg->error),
+                   "rf_config_get: %d is not a parameter of this ringfeed "
+                   "version",
+                   (int)param);
+        return -EINVAL;
+    }
+    if (!value) {
+        rf__format(error, sizeof(cfg->error),
+                   "rf_config_get: value is NULL; pass where to write %s",
+                   r->name);
+        return -EINVAL;
+    }
     *value = cfg->params[r->param];
     return 0;
 }
@@ -268,6 +289,8 @@ const char *rf_config_error(const rf_config *cfg)
 
 int rf_config_set_path(rf_config *cfg, const char *path)
 {
+    if (!cfg)
+        return -EINVAL;
     if (!path || !*path) {
         rf__format(cfg->error, sizeof(cfg->error),
                    "rf_config_set_path: the path is empty");

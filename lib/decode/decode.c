@@ -87,6 +87,26 @@ static int check_raw_shape(const struct rf__decoder *d, const rf_dataset *ds,
     return -EINVAL;
 }
 
+/* Only a pack of zstd samples (it has a raw shape) holds other than
+ * encoded images, and those decode to 1 or 3 channels: any other count
+ * is the configuration's mistake, said before any sample is read. ds is
+ * NULL for the synthetic JPEG source. */
+static int check_image_channels(const struct rf__decoder *d,
+                                const rf_dataset *ds, char *why, size_t why_len)
+{
+    uint32_t h = 0, w = 0, c = 0;
+    rf_layout layout = RF_LAYOUT_NHWC;
+    if (ds)
+        rf__dataset_raw_shape(ds, &h, &w, &c, &layout);
+    if (h != 0 || d->target.channels == 1 || d->target.channels == 3)
+        return 0;
+    rf__format(why, why_len,
+               "JPEG samples decode to 1 or 3 channels, not %u; set "
+               "RF_PARAM_CHANNELS",
+               d->target.channels);
+    return -EINVAL;
+}
+
 static int load_dictionary(struct rf__decoder *d, const rf_dataset *ds,
                            char *why, size_t why_len)
 {
@@ -127,6 +147,8 @@ int rf__decoder_new(struct rf__decoder **out, const int64_t *params,
         rf__format(why, why_len, "out of memory for the decoders");
         rc = -ENOMEM;
     }
+    if (rc == 0)
+        rc = check_image_channels(d, ds, why, why_len);
     if (rc == 0 && ds)
         rc = check_raw_shape(d, ds, why, why_len);
     if (rc == 0 && ds)
@@ -385,16 +407,28 @@ int rf__decode_sample(struct rf__decoder *d, const rf_sample_info *info,
 int rf_dataset_decode(rf_dataset *ds, const rf_config *cfg, uint64_t epoch,
                       uint64_t index, void *dst)
 {
+    if (!ds)
+        return -EINVAL;
     size_t len = 0;
     char *why = rf__dataset_error_buffer(ds, &len);
-    rf_sample_info info;
-    int rc = rf_dataset_read(ds, index, &info);
-    if (rc < 0)
-        return rc;
+    if (!cfg || !dst) {
+        rf__format(why, len, "rf_dataset_decode: %s is NULL",
+                   !cfg ? "cfg" : "dst");
+        return -EINVAL;
+    }
+    /* The configuration is checked against the dataset first (as
+     * rf_loader_open() does, through the same rf__decoder_new()), so that
+     * its mistakes are -EINVAL, never blamed on a sample. */
     struct rf__decoder *d = NULL;
-    rc = rf__decoder_new(&d, cfg->params, ds, why, len);
+    int rc = rf__decoder_new(&d, cfg->params, ds, why, len);
     if (rc < 0)
         return rc;
+    rf_sample_info info;
+    rc = rf_dataset_read(ds, index, &info);
+    if (rc < 0) {
+        rf__decoder_free(d);
+        return rc;
+    }
     char reason[RF__DETAIL];
     rc = rf__decode_sample(d, &info, epoch, index, dst, reason, sizeof(reason));
     rf__decoder_free(d);

@@ -80,6 +80,15 @@ int rf__dataset_open_indexed(rf_dataset **out, const char *path, int data_fd,
 
 int rf_dataset_open(rf_dataset **out, const char *path, char **errp)
 {
+    if (out)
+        *out = NULL;
+    if (!out || !path) {
+        if (errp)
+            *errp = strdup(!out ? "rf_dataset_open: out is NULL"
+                                : "rf_dataset_open: path is NULL; pass a "
+                                  "folder of class folders or a packed file");
+        return -EINVAL;
+    }
     char why[RF__DETAIL];
     const int rc =
         rf__dataset_open_indexed(out, path, -1, -1, why, sizeof(why));
@@ -135,6 +144,8 @@ int rf_dataset_class_name(const rf_dataset *ds, uint32_t label, char *out,
     if (!out || len == 0)
         return -EINVAL;
     out[0] = '\0';
+    if (!ds)
+        return -EINVAL;
     if (label >= ds->classes)
         return -ERANGE;
     for (uint64_t i = 0; i < ds->samples; i++) {
@@ -274,6 +285,15 @@ int rf__dataset_sample_failed(rf_dataset *ds, const char *who, const char *what,
 
 int rf_dataset_read(rf_dataset *ds, uint64_t index, rf_sample_info *info)
 {
+    if (!ds)
+        return -EINVAL;
+    if (!info) {
+        rf__format(ds->error, sizeof(ds->error),
+                   "rf_dataset_read: info is NULL; pass where to describe "
+                   "sample %llu",
+                   (unsigned long long)index);
+        return -EINVAL;
+    }
     if (index >= ds->samples) {
         rf__format(ds->error, sizeof(ds->error),
                    "sample %llu of %s: out of range; it has %llu samples",

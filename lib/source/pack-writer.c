@@ -103,6 +103,19 @@ static int check_dictionary_size(const char *path, size_t dict_size, char *why,
     return -EINVAL;
 }
 
+/* A dictionary of dict_size bytes at dict: none (0 bytes), or one readers
+ * accept; create and set_dictionary alike. */
+static int check_dictionary(const char *path, const void *dict,
+                            size_t dict_size, char *why, size_t why_len)
+{
+    if (dict_size > 0 && !dict) {
+        rf__format(why, why_len, "%s: a %zu-byte dictionary at NULL", path,
+                   dict_size);
+        return -EINVAL;
+    }
+    return check_dictionary_size(path, dict_size, why, why_len);
+}
+
 /* Says that the writer's copy of a dictionary could not be allocated;
  * returns -ENOMEM. */
 static int no_memory_for_dictionary(const char *path, size_t dict_size,
@@ -124,7 +137,7 @@ static int writer_setup(rf_pack_writer *w, const char *path, uint32_t height,
     int rc =
         check_writer_shape(path, height, width, channels, layout, why, why_len);
     if (rc == 0)
-        rc = check_dictionary_size(path, dict_size, why, why_len);
+        rc = check_dictionary(path, dict, dict_size, why, why_len);
     if (rc < 0)
         return rc;
     if (dict_size > 0 && buffer_append(&w->dict, dict, dict_size) < 0)
@@ -161,6 +174,11 @@ int rf_pack_writer_create(rf_pack_writer **out, const char *path,
                           char **errp)
 {
     char why[RF__DETAIL];
+    if (!out || !path) {
+        give_detail(errp, !out ? "rf_pack_writer_create: out is NULL"
+                               : "rf_pack_writer_create: path is NULL");
+        return -EINVAL;
+    }
     *out = NULL;
     rf_pack_writer *w = calloc(1, sizeof(*w));
     if (!w) {
@@ -308,6 +326,8 @@ static int reserve_entry(rf_pack_writer *w, const char *name,
 int rf_pack_writer_add(rf_pack_writer *w, rf_sample_kind kind, const void *data,
                        size_t size, int64_t label, const char *name)
 {
+    if (!w)
+        return -EINVAL;
     struct rf__pack_entry e = {.offset = w->end,
                                .label = label,
                                .size = (uint32_t)size,
@@ -347,6 +367,8 @@ const char *rf_pack_writer_error(const rf_pack_writer *w)
 int rf_pack_writer_set_dictionary(rf_pack_writer *w, const void *dict,
                                   size_t dict_size)
 {
+    if (!w)
+        return -EINVAL;
     if (w->header.samples > 0) {
         /* frames already added were checked against the old one */
         rf__format(w->error, sizeof(w->error),
@@ -355,14 +377,8 @@ int rf_pack_writer_set_dictionary(rf_pack_writer *w, const void *dict,
                    w->file.path, (unsigned long long)w->header.samples);
         return -EINVAL;
     }
-    if (dict_size > 0 && !dict) {
-        rf__format(w->error, sizeof(w->error),
-                   "%s: a %zu-byte dictionary at NULL", w->file.path,
-                   dict_size);
-        return -EINVAL;
-    }
-    if (check_dictionary_size(w->file.path, dict_size, w->error,
-                              sizeof(w->error)) < 0)
+    if (check_dictionary(w->file.path, dict, dict_size, w->error,
+                         sizeof(w->error)) < 0)
         return -EINVAL;
     /* Made aside: a failure leaves the old dictionary and its ID. */
     struct byte_buffer copy = {0};

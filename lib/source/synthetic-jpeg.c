@@ -425,6 +425,13 @@ int rf_synthetic_jpeg(uint64_t seed, uint64_t index, uint32_t width,
 {
     struct stream s = {rf__mix64(rf__mix64(seed, 0x4a504547ull), index), 0};
     struct painting p = {.width = width, .height = height};
+    if (!jpeg || !size) {
+        if (jpeg)
+            *jpeg = NULL;
+        if (size)
+            *size = 0;
+        return -EINVAL;
+    }
     *jpeg = NULL;
     *size = 0;
     if ((width == 0) != (height == 0) || width > MAX_SIDE || height > MAX_SIDE)
