@@ -148,22 +148,10 @@ static int resolve_span(rf_loader *l)
 }
 
 /* Checks now what the producers would otherwise find out one sample at a
- * time: that the decoders accept this shape for this dataset. */
+ * time: that the decoders accept this shape for this dataset (the checks
+ * are rf__decoder_new()'s, which rf_dataset_decode() makes too). */
 static int check_decoder(rf_loader *l, const rf_dataset *ds)
 {
-    const int64_t channels = l->params[RF_PARAM_CHANNELS];
-    uint32_t raw_height = 0, raw_width = 0, raw_channels = 0;
-    rf_layout raw_layout = RF_LAYOUT_NHWC;
-    if (ds)
-        rf__dataset_raw_shape(ds, &raw_height, &raw_width, &raw_channels,
-                              &raw_layout);
-    /* Only a pack of zstd samples (it has a raw shape) holds other than
-     * JPEGs. */
-    if (raw_height == 0 && channels != 1 && channels != 3)
-        return set_error(l, -EINVAL,
-                         "JPEG samples decode to 1 or 3 channels, not %lld; "
-                         "set RF_PARAM_CHANNELS",
-                         (long long)channels);
     struct rf__decoder *d = NULL;
     const int rc =
         rf__decoder_new(&d, l->params, ds, l->error, sizeof(l->error));
