@@ -22,7 +22,9 @@ bad/empty_class_refused bad/counts_are_the_pack_s bad/names_escaped options/with
 options/raw_shape_advice options/decode_limits pack/advice_in_its_flags
 pack/names_kept_as_they_are pack/scan_and_memory_limits
 bench/options_without_effect bench/advice_in_its_flags
-bench/raw_pack_as_stored
+bench/raw_pack_as_stored bench/gpu_options_need_gpu bench/json_alone
+bench/messages_in_its_flags bench/detail_without_errno_name
+output/unwritable options/value_not_an_option
 jobs/same_output
 jobs/bad_value jobs/killed_worker synth/needs_an_image_per_class
 synth/killed_writes_no_partial_jpeg synth/workers_stop_with_parent
@@ -592,6 +594,12 @@ case_bench_options_without_effect() {
         run 2 "$bench" --source synthetic $option --quiet
         has "$work/err" "${option%% *} applies to a PATH or synthetic-jpeg"
     done
+    for option in "--max-pixels 5" "--max-scans 2" \
+        "--max-decode-memory 2000000" "--jpeg-warnings strict"; do
+        # shellcheck disable=SC2086 # $option is an option and its value
+        run 2 "$bench" --source synthetic $option --quiet
+        has "$work/err" "${option%% *} applies to a PATH or synthetic-jpeg"
+    done
     run 2 "$bench" --source "$work/ds" --max-error-ppm 5000 --quiet
     has "$work/err" "--max-error-ppm limits --on-error skip"
     run 0 "$bench" --source "$work/ds" --transform eval --full-scale \
@@ -614,6 +622,98 @@ case_bench_advice_in_its_flags() {
         --max-error-ppm 1 --quiet
     has "$work/err" "more than --max-error-ppm allows"
     ! grep -q RF_PARAM_ "$work/err" || fail "a C constant in: $(cat "$work/err")"
+}
+
+# --gpu's own options are refused without it (they were taken, and
+# changed nothing), each named.
+case_bench_gpu_options_need_gpu() {
+    for option in "--device 0" "--depth 3" "--step-us 5"; do
+        # shellcheck disable=SC2086 # $option is an option and its value
+        run 2 "$bench" --source empty --samples 16 --batch 8 $option --quiet
+        has "$work/err" "${option% *} applies to --gpu only"
+    done
+}
+
+# With --json, stdout is the JSON object alone, and it holds --verify's
+# counts (the verifier's line of text used to come before it).
+case_bench_json_alone() {
+    run 0 "$bench" --source "$work/ds" --verify --json --batch 8 --quiet
+    if command -v python3 >/dev/null; then
+        python3 -c 'import json, sys
+report = json.load(sys.stdin)
+assert report["verified"] == 24 and report["missing"] == 0, report' \
+            <"$work/out" || fail "stdout is not the JSON report"
+    else
+        [ "$(head -c 1 "$work/out")" = "{" ] || fail "stdout is not JSON"
+        has "$work/out" '"verified": 24'
+    fi
+    lacks "$work/out" "verified:"
+    run 0 "$bench" --source "$work/ds" --verify --batch 8 --quiet
+    has "$work/out" "verified: 24 samples, 0 missing"
+}
+
+# The loader's messages come in the bench's flags, as its errors do (the
+# library's own handler named RF_PARAM_PRODUCERS); the decode limits are
+# flags of the bench too, and named in the advice.
+case_bench_messages_in_its_flags() {
+    if taskset -c 0 true 2>/dev/null; then
+        run 0 taskset -c 0 "$bench" --source empty --samples 16 --batch 8 \
+            --producers 2 --quiet
+    else # more producers than this process's CPUs
+        run 0 "$bench" --source empty --samples 16 --batch 8 \
+            --producers $(($(nproc) + 1)) --quiet
+    fi
+    has "$work/err" "producers asked for (--producers), more than"
+    lacks "$work/err" "ringfeed: "
+    no_c_terms "$work/err"
+    run 1 "$bench" --source "$work/ds" --batch 8 --max-pixels 5 --quiet
+    has "$work/err" "is above the limit of 5; raise --max-pixels"
+    no_c_terms "$work/err"
+}
+
+# An error with an errno's code gives the library's detail alone: it said
+# "No such file or directory: cannot open dataset ..." of a folder that
+# exists, for a class folder without images.
+case_bench_detail_without_errno_name() {
+    dir=$work/empty-class-bench
+    mkdir -p "$dir/a" "$dir/b"
+    cp "$(first_image class_000)" "$dir/a/"
+    run 1 "$bench" --source "$dir" --quiet
+    has "$work/err" "ringfeed-bench: cannot open dataset '$dir': "
+    has "$work/err" "1 class folder without image files"
+    lacks "$work/err" "No such file or directory"
+}
+
+# Output that cannot be written is a failure (each tool exited 0).
+case_output_unwritable() {
+    [ -w /dev/full ] || skip "no /dev/full"
+    for command in "$bench --source empty --samples 16 --batch 8 --json" \
+        "$pack --verify $work/ds --jobs 1" "$synth --help" "$bench --help"; do
+        # shellcheck disable=SC2086 # a command and its arguments
+        $command --quiet >/dev/full 2>"$work/err"
+        status=$?
+        [ $status -eq 1 ] ||
+            fail "exit status $status, expected 1: $command >/dev/full"
+        tool=${command%% *}
+        has "$work/err" "${tool##*/}: cannot write the output: No space left"
+    done
+}
+
+# An option's value is never the next option: '--source --quiet' took
+# '--quiet' as the dataset's path (exit 1); --source=--x still gives one.
+case_options_value_not_an_option() {
+    run 2 "$bench" --source --quiet
+    has "$work/err" "--source wants a value, and '--quiet' is an option"
+    run 2 "$bench" --quiet --source
+    has "$work/err" "--source wants a value"
+    run 2 "$pack" --verify --quiet
+    has "$work/err" "--verify wants a value, and '--quiet' is an option"
+    run 2 "$synth" "$work/synth-x" --images --classes 3
+    has "$work/err" "--images wants a value"
+    run 1 "$bench" --source=--quiet --quiet
+    has "$work/err" "cannot open dataset '--quiet'"
+    run 2 "$bench" --quiet=1
+    has "$work/err" "--quiet takes no value"
 }
 
 # A pack of raw samples is delivered as stored: ringfeed-bench takes

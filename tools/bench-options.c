@@ -63,6 +63,15 @@
       FROM_TABLE, FROM_TABLE, FROM_TABLE,                                      \
       "--on-error skip: end the run once one epoch's failures exceed this "    \
       "share, per million")                                                    \
+    X(MAX_PIXELS, "max-pixels", max_pixels, RF_PARAM_MAX_PIXELS, FROM_TABLE,   \
+      FROM_TABLE, FROM_TABLE,                                                  \
+      "a PATH or synthetic-jpeg: refuse images with more pixels")              \
+    X(MAX_SCANS, "max-scans", max_scans, RF_PARAM_MAX_SCANS, FROM_TABLE,       \
+      FROM_TABLE, FROM_TABLE,                                                  \
+      "a PATH or synthetic-jpeg: refuse progressive JPEGs with more scans")    \
+    X(MAX_DECODE_MEMORY, "max-decode-memory", max_decode_memory,               \
+      RF_PARAM_MAX_DECODE_MEMORY, FROM_TABLE, FROM_TABLE, FROM_TABLE,          \
+      "a PATH or synthetic-jpeg: refuse JPEGs whose decode needs more bytes")  \
     X(DEVICE, "device", device, NO_PARAM, 0, 1023, 0,                          \
       "--gpu: the CUDA device")                                                \
     X(DEPTH, "depth", depth, NO_PARAM, 0, 64, 0,                               \
@@ -88,6 +97,10 @@
     X(FULL_SCALE, "full-scale", no_argument, "", NO_PARAM,                     \
       "a PATH or synthetic-jpeg: decode every JPEG in full, never at a "       \
       "smaller DCT scale (RF_PARAM_DCT_SCALING 0): PIL's pixels, slower")      \
+    X(JPEG_WARNINGS, "jpeg-warnings", required_argument, "W",                  \
+      RF_PARAM_JPEG_WARNINGS,                                                  \
+      "a PATH or synthetic-jpeg: damaged JPEGs: pil: PIL's verdicts; "         \
+      "lenient: accept all; strict: any libjpeg warning fails")                \
     X(SEED, "seed", required_argument, "N", RF_PARAM_SEED,                     \
       "sample order and content, 0..2^64-1")                                   \
     X(LAYOUT, "layout", required_argument, "L", RF_PARAM_LAYOUT,               \
@@ -283,6 +296,8 @@ static struct bench_options default_options(void)
     o.transform = (rf_transform)param_info(RF_PARAM_TRANSFORM).default_value;
     o.on_error = (rf_on_error)param_info(RF_PARAM_ON_ERROR).default_value;
     o.layout = (rf_layout)param_info(RF_PARAM_LAYOUT).default_value;
+    o.jpeg_warnings =
+        (rf_jpeg_verdict)param_info(RF_PARAM_JPEG_WARNINGS).default_value;
     return o;
 }
 
@@ -353,6 +368,10 @@ static void apply_other_option(struct bench_options *o, int code,
         o->on_error =
             (rf_on_error)parse_choice("on-error", RF_PARAM_ON_ERROR, arg);
         break;
+    case OPT_JPEG_WARNINGS:
+        o->jpeg_warnings = (rf_jpeg_verdict)parse_choice(
+            "jpeg-warnings", RF_PARAM_JPEG_WARNINGS, arg);
+        break;
     case OPT_SEED:
         o->seed = cli_parse_uint(PROGRAM, "seed", arg, 0, UINT64_MAX);
         break;
@@ -383,38 +402,11 @@ static void apply_other_option(struct bench_options *o, int code,
     case OPT_HELP:
     case 'h':
         print_usage();
-        exit(EXIT_SUCCESS);
+        exit(cli_finish_output(PROGRAM, EXIT_SUCCESS));
     }
 }
 
-/* After getopt_long() returned '?': optopt is the option that lacks its
- * value, a short option that does not exist, or 0 when the long option
- * in text is unknown or ambiguous. */
-static void reject_option(const char *text) __attribute__((noreturn));
-
-static void reject_option(const char *text)
-{
-    if (optopt > OPT_FIRST_)
-        cli_die_usage(PROGRAM, "--%s wants a value",
-                      long_options[optopt - OPT_FIRST_ - 1].name);
-    if (optopt != 0)
-        cli_die_usage(PROGRAM, "unknown option '-%c'", optopt);
-    cli_die_usage(PROGRAM, "unknown or ambiguous option '%s'", text);
-}
-
 /* ---- options that cannot go together ------------------------------------ */
-
-/* --gpu has its own report and no verification. */
-static void check_gpu_options(const struct bench_options *o)
-{
-#ifndef RF_BENCH_GPU
-    if (o->gpu)
-        cli_die_usage(PROGRAM, "--gpu: this ringfeed-bench was built without "
-                               "CUDA; configure --with-cuda");
-#endif
-    if (o->gpu && (o->verify || o->json))
-        cli_die_usage(PROGRAM, "--gpu goes with neither --verify nor --json");
-}
 
 _Static_assert(OPT_HELP - OPT_FIRST_ <= 64, "bench_options.given has 64 bits");
 
@@ -438,13 +430,35 @@ static const char *option_name(enum option_id id)
     return long_options[id - OPT_FIRST_ - 1].name;
 }
 
+/* --gpu has its own report and no verification; its own options would
+ * change nothing without it. */
+static void check_gpu_options(const struct bench_options *o)
+{
+    static const enum option_id gpu_only[] = {OPT_DEVICE, OPT_DEPTH,
+                                              OPT_STEP_US};
+    enum option_id id;
+#ifndef RF_BENCH_GPU
+    if (o->gpu)
+        cli_die_usage(PROGRAM, "--gpu: this ringfeed-bench was built without "
+                               "CUDA; configure --with-cuda");
+#endif
+    if (o->gpu && (o->verify || o->json))
+        cli_die_usage(PROGRAM, "--gpu goes with neither --verify nor --json");
+    if (!o->gpu && (id = first_given(o, gpu_only, COUNT_OF(gpu_only))))
+        cli_die_usage(PROGRAM,
+                      "--%s applies to --gpu only, and would change nothing "
+                      "without it: add --gpu, or drop it",
+                      option_name(id));
+}
+
 /* Options that would change nothing for the source given are refused,
  * so that a run never measures something other than what was asked. */
 static void check_source_options(const struct bench_options *o)
 {
-    static const enum option_id decoding[] = {OPT_TRANSFORM, OPT_ON_ERROR,
-                                              OPT_FULL_SCALE, OPT_MAX_ERRORS,
-                                              OPT_MAX_ERROR_PPM};
+    static const enum option_id decoding[] = {
+        OPT_TRANSFORM,  OPT_ON_ERROR,          OPT_FULL_SCALE,
+        OPT_MAX_ERRORS, OPT_MAX_ERROR_PPM,     OPT_MAX_PIXELS,
+        OPT_MAX_SCANS,  OPT_MAX_DECODE_MEMORY, OPT_JPEG_WARNINGS};
     static const enum option_id skip_limits[] = {OPT_MAX_ERRORS,
                                                  OPT_MAX_ERROR_PPM};
     static const enum option_id own_count[] = {OPT_SAMPLES, OPT_CLASSES};
@@ -513,10 +527,7 @@ void bench_parse_options(int argc, char **argv, struct bench_options *o)
 {
     int code;
     *o = default_options();
-    opterr = 0; /* getopt's messages name argv[0], a libtool path */
-    while ((code = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
-        if (code == '?')
-            reject_option(argv[optind - 1]);
+    while ((code = cli_next_option(PROGRAM, argc, argv, long_options)) != -1) {
         if (code > OPT_FIRST_)
             o->given |= UINT64_C(1) << (code - OPT_FIRST_ - 1);
         if (!apply_number_option(o, code, optarg))
@@ -566,6 +577,10 @@ int bench_configure(rf_config *cfg, const struct bench_options *o)
         {RF_PARAM_MAX_ERROR_PPM, o->max_error_ppm},
         {RF_PARAM_DCT_SCALING, !o->full_scale},
         {RF_PARAM_SPIN_NS, o->spin_ns},
+        {RF_PARAM_MAX_PIXELS, o->max_pixels},
+        {RF_PARAM_MAX_SCANS, o->max_scans},
+        {RF_PARAM_MAX_DECODE_MEMORY, o->max_decode_memory},
+        {RF_PARAM_JPEG_WARNINGS, o->jpeg_warnings},
     };
     if (o->path && rf_config_set_path(cfg, o->path) < 0) {
         fprintf(stderr, PROGRAM ": %s\n", rf_config_error(cfg));

@@ -34,15 +34,19 @@ struct bench_options {
     int64_t spin_ns;
     int64_t max_errors;    /* --on-error skip: RF_PARAM_MAX_ERRORS */
     int64_t max_error_ppm; /* and RF_PARAM_MAX_ERROR_PPM */
-    int64_t device;        /* --gpu: CUDA device */
-    int64_t depth;         /* --gpu: device buffers; 0: the library's choice */
-    int64_t step_us;       /* --gpu: the stand-in step; -1: 3 uploads */
+    int64_t max_pixels;    /* the decode limits, a PATH or synthetic-jpeg */
+    int64_t max_scans;
+    int64_t max_decode_memory;
+    int64_t device;  /* --gpu: CUDA device */
+    int64_t depth;   /* --gpu: device buffers; 0: the library's choice */
+    int64_t step_us; /* --gpu: the stand-in step; -1: 3 uploads */
     uint64_t seed;
     rf_source_kind source;
     const char *path; /* RF_SOURCE_PATH: a folder or packed file */
     rf_transform transform;
     rf_on_error on_error;
     rf_layout layout;
+    rf_jpeg_verdict jpeg_warnings;
     bool unordered;
     bool fork_mode;
     bool full_scale;

@@ -195,7 +195,7 @@ int bench_report(const struct bench_options *o, const struct bench_run *run,
     /* A run cut short leaves epochs unfinished: not worth a verdict. */
     if (verifier && run->error == 0) {
         verifier_finish(verifier);
-        errors += verifier_report(verifier);
+        errors += verifier_report(verifier, !o->json);
     }
     if (o->json)
         print_json(o, run, run->error == 0 ? verifier : NULL, errors);

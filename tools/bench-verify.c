@@ -356,11 +356,12 @@ void verifier_finish(struct verifier *v)
     }
 }
 
-uint64_t verifier_report(const struct verifier *v)
+uint64_t verifier_report(const struct verifier *v, bool counts)
 {
-    printf("verified: %" PRIu64 " samples, %" PRIu64 " missing, %" PRIu64
-           " duplicated, %" PRIu64 " corrupt\n",
-           v->verified, v->missing, v->duplicated, v->corrupt);
+    if (counts)
+        printf("verified: %" PRIu64 " samples, %" PRIu64 " missing, %" PRIu64
+               " duplicated, %" PRIu64 " corrupt\n",
+               v->verified, v->missing, v->duplicated, v->corrupt);
     if (v->out_of_order > 0 || v->malformed > 0)
         fprintf(stderr,
                 PROGRAM ": verify: %" PRIu64 " batches out of order, %" PRIu64

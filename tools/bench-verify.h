@@ -7,6 +7,7 @@
 #ifndef RINGFEED_TOOLS_BENCH_VERIFY_H
 #define RINGFEED_TOOLS_BENCH_VERIFY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <ringfeed.h>
@@ -34,8 +35,11 @@ int verify_batch(struct verifier *v, const rf_batch *b);
 /* After the last batch: epochs left open, or never begun, lack samples. */
 void verifier_finish(struct verifier *v);
 
-/* Prints the verdict; returns how many problems were found. */
-uint64_t verifier_report(const struct verifier *v);
+/* Prints the verdict: the counts on stdout when counts is true (--json
+ * has them in its object, and its stdout is that object alone), batches
+ * out of order or malformed on stderr. Returns how many problems were
+ * found. */
+uint64_t verifier_report(const struct verifier *v, bool counts);
 
 void verifier_counts(const struct verifier *v, struct verify_counts *out);
 

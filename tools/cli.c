@@ -154,15 +154,67 @@ int64_t cli_parse_int(const char *program, const char *option, const char *text,
     return value;
 }
 
+/* The long option whose code is code, or NULL. */
+static const struct option *option_with_code(const struct option *options,
+                                             int code)
+{
+    for (size_t i = 0; options[i].name; i++)
+        if (options[i].val == code)
+            return &options[i];
+    return NULL;
+}
+
+/* After getopt_long() returned '?' for text, the word it stopped at:
+ * optopt is the code of a long option that lacks its value or was given
+ * one it does not take, a short option that does not exist, or 0 when
+ * the long option is unknown or ambiguous. */
+static void reject_option(const char *program, const char *text,
+                          const struct option *options)
+    __attribute__((noreturn));
+
+static void reject_option(const char *program, const char *text,
+                          const struct option *options)
+{
+    const bool long_form = strncmp(text, "--", 2) == 0;
+    const struct option *o =
+        long_form && optopt != 0 ? option_with_code(options, optopt) : NULL;
+    if (o && o->has_arg == required_argument)
+        cli_die_usage(program, "--%s wants a value", o->name);
+    if (o)
+        cli_die_usage(program, "--%s takes no value: '%s'", o->name, text);
+    if (optopt != 0 && !long_form)
+        cli_die_usage(program, "unknown option '-%c'", optopt);
+    cli_die_usage(program, "unknown or ambiguous option '%s'", text);
+}
+
 int cli_next_option(const char *program, int argc, char **argv,
                     const struct option *long_options)
 {
+    int index = -1;
     opterr = 0; /* getopt's messages name argv[0], a libtool path */
-    const int code = getopt_long(argc, argv, "h", long_options, NULL);
+    const int code = getopt_long(argc, argv, "h", long_options, &index);
     if (code == '?')
-        cli_die_usage(program, "unknown option, or one without its value: '%s'",
-                      argv[optind - 1]);
+        reject_option(program, argv[optind - 1], long_options);
+    /* A value of its own word that starts with "--" is the next option,
+     * which the user meant as one: "--source --quiet" lacks its value.
+     * ("--source=--odd" is taken as written.) */
+    if (index >= 0 && optarg && optarg == argv[optind - 1] &&
+        strncmp(optarg, "--", 2) == 0)
+        cli_die_usage(program, "--%s wants a value, and '%s' is an option",
+                      long_options[index].name, optarg);
     return code;
+}
+
+int cli_finish_output(const char *program, int status)
+{
+    /* fflush() says why it failed; an error of an earlier write (the
+     * buffer written when it filled) only leaves ferror() set. */
+    const int err = fflush(stdout) != 0 ? errno : ferror(stdout) ? EIO : 0;
+    if (err == 0)
+        return status;
+    fprintf(stderr, "%s: cannot write the output: %s\n", program,
+            strerror(err));
+    return CLI_EXIT_FAILED;
 }
 
 double cli_now_s(void)

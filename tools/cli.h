@@ -46,11 +46,22 @@ int64_t cli_parse_int(const char *program, const char *option, const char *text,
                       int64_t min, int64_t max);
 
 /* getopt_long() with -h as the only short option, for the tools whose
- * long options all map to single codes: returns the next code, or -1 at
- * the end; an unknown option, or one without its value, is a usage
- * error. */
+ * long options all map to distinct codes: returns the next code, or -1
+ * at the end. A usage error names what is wrong: an unknown option, an
+ * option without its value, a value given to an option that takes none.
+ * The next word is never taken as a value when it starts with "--"
+ * ("--source --quiet" lacks its value; "--source=--odd" still gives
+ * one). */
 int cli_next_option(const char *program, int argc, char **argv,
                     const struct option *long_options);
+
+/* For a tool about to end with status: stdout flushed and checked, so
+ * that output lost to a full disk, a closed pipe or /dev/full is not a
+ * success. Returns status, or, when stdout could not be written, says
+ * "PROGRAM: cannot write the output: <reason>" on stderr and returns
+ * CLI_EXIT_FAILED. Each tool's main() returns through it, and --help
+ * exits through it. */
+int cli_finish_output(const char *program, int status);
 
 /* Writes text to out with its control characters escaped: \n, \t, \r,
  * \\ for a backslash, \xNN for the others. Names of files and samples

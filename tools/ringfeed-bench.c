@@ -39,12 +39,51 @@ static const struct cli_alias aliases[] = {
     {NULL, NULL},
 };
 
-/* A library error, with its advice in this tool's flags. */
+/* A library error, with its advice in this tool's flags. An RF_E_* code
+ * says what kind of failure it was, and goes before the detail, which
+ * says where; for a -errno code the library's detail is a sentence of
+ * its own that gives the cause (with the system's reason where a call
+ * failed), and the errno's name would mislead ("No such file or
+ * directory" for a class folder without images, which exists). */
 static void print_failure(int rc, const char *detail)
 {
     char text[2048];
+    if (!detail || !*detail) {
+        cli_print_line(stderr, PROGRAM ": %s", rf_strerror(rc));
+        return;
+    }
     cli_user_terms(detail, bench_long_options(), aliases, text, sizeof(text));
-    cli_print_line(stderr, PROGRAM ": %s: %s", rf_strerror(rc), text);
+    if (rc > RF_E_ABI) /* the RF_E_* codes start at RF_E_ABI, downwards */
+        cli_print_line(stderr, PROGRAM ": %s", text);
+    else
+        cli_print_line(stderr, PROGRAM ": %s: %s", rf_strerror(rc), text);
+}
+
+struct progress {
+    bool shown;
+    double started;
+    double last_drawn;
+    int width; /* characters on screen, to erase them at the end */
+};
+
+static void progress_erase(const struct progress *p)
+{
+    if (p->shown && p->width > 0)
+        fprintf(stderr, "\r%*s\r", p->width, "");
+}
+
+/* The loader's messages (more producers than CPUs, a producer replaced, a
+ * long wait), in this tool's flags as its errors are, on a line of their
+ * own: the progress line, if drawn, is taken away first and drawn again
+ * at its next update. */
+static void print_message(void *user, const char *message)
+{
+    struct progress *progress = user;
+    char text[2048];
+    progress_erase(progress);
+    progress->width = 0;
+    cli_user_terms(message, bench_long_options(), aliases, text, sizeof(text));
+    cli_print_line(stderr, PROGRAM ": %s", text);
 }
 
 static int start_loader(const rf_config *cfg, rf_loader **loader,
@@ -56,14 +95,15 @@ static int start_loader(const rf_config *cfg, rf_loader **loader,
     run->opened_at = cli_now_s();
     run->startup_s = run->opened_at - start;
     if (rc < 0)
-        print_failure(rc, detail ? detail : "no detail");
+        print_failure(rc, detail);
     free(detail);
     return rc < 0 ? EXIT_RUN_FAILED : EXIT_SUCCESS;
 }
 
-/* Returns an exit status: a bad configuration is a usage error. */
+/* Returns an exit status: a bad configuration is a usage error. The
+ * loader's messages go through print_message(), with progress. */
 static int open_loader(const struct bench_options *o, rf_loader **loader,
-                       struct bench_run *run)
+                       struct bench_run *run, struct progress *progress)
 {
     rf_config *cfg = rf_config_create();
     if (!cfg) {
@@ -71,18 +111,14 @@ static int open_loader(const struct bench_options *o, rf_loader **loader,
         return EXIT_RUN_FAILED;
     }
     int status = bench_configure(cfg, o) < 0 ? EXIT_USAGE : EXIT_SUCCESS;
+    if (status == EXIT_SUCCESS &&
+        rf_config_set_message_handler(cfg, print_message, progress) < 0)
+        status = EXIT_RUN_FAILED;
     if (status == EXIT_SUCCESS)
         status = start_loader(cfg, loader, run);
     rf_config_free(cfg);
     return status;
 }
-
-struct progress {
-    bool shown;
-    double started;
-    double last_drawn;
-    int width; /* characters on screen, to erase them at the end */
-};
 
 static void progress_update(struct progress *p, const rf_loader *loader)
 {
@@ -97,12 +133,6 @@ static void progress_update(struct progress *p, const rf_loader *loader)
                                 stats.batches, rate);
     if (printed - 1 > p->width) /* - 1: the \r takes no room */
         p->width = printed - 1;
-}
-
-static void progress_erase(const struct progress *p)
-{
-    if (p->shown && p->width > 0)
-        fprintf(stderr, "\r%*s\r", p->width, "");
 }
 
 /* Retries a wait that a signal interrupted, as the API asks. */
@@ -141,16 +171,18 @@ static int consume_all(rf_loader *loader, struct verifier *verifier,
 }
 
 static void run_to_end(rf_loader *loader, struct verifier *verifier,
-                       const struct bench_options *o, struct bench_run *run)
+                       const struct bench_options *o, struct bench_run *run,
+                       struct progress *progress)
 {
-    struct progress progress = {
+    *progress = (struct progress){
         .shown = cli_progress_shown(o->quiet || o->json ? -1 : 0),
         .started = run->opened_at,
         .last_drawn = run->opened_at,
     };
-    run->error = consume_all(loader, verifier, &progress);
+    run->error = consume_all(loader, verifier, progress);
     run->elapsed_s = cli_now_s() - run->opened_at;
-    progress_erase(&progress);
+    progress_erase(progress);
+    *progress = (struct progress){0}; /* nothing on screen any more */
     rf_loader_stats(loader, &run->stats);
     rf_loader_cpu_budget(loader, run->cpu_budget, sizeof(run->cpu_budget));
     const size_t room = sizeof(run->failures) / sizeof(run->failures[0]);
@@ -188,23 +220,24 @@ int main(int argc, char **argv)
     struct bench_run run = {0};
     struct verifier *verifier = NULL;
     rf_loader *loader = NULL;
+    struct progress progress = {0}; /* none while the loader opens */
     int status = EXIT_RUN_FAILED;
 
     bench_parse_options(argc, argv, &opts);
     /* Before the loader opens, so that its set-up is not timed. */
     if (opts.verify && !(verifier = verifier_create(&opts)))
         goto out;
-    status = open_loader(&opts, &loader, &run);
+    status = open_loader(&opts, &loader, &run, &progress);
     if (status != EXIT_SUCCESS)
         goto out;
     if (opts.gpu) {
         status = run_gpu(&opts, &loader);
         goto out;
     }
-    run_to_end(loader, verifier, &opts, &run);
+    run_to_end(loader, verifier, &opts, &run, &progress);
     status = bench_report(&opts, &run, verifier);
 out:
     rf_loader_close(loader);
     verifier_free(verifier);
-    return status;
+    return cli_finish_output(PROGRAM, status);
 }

@@ -359,7 +359,7 @@ static void apply_option(struct pack_options *o, int code, const char *arg)
         break;
     case 'h':
         print_usage();
-        exit(EXIT_SUCCESS);
+        exit(cli_finish_output(PROGRAM, EXIT_SUCCESS));
     default:
         parse_decode_option(o, (unsigned)(code - OPT_DECODE), arg);
         break;
@@ -453,5 +453,6 @@ int main(int argc, char **argv)
 {
     struct pack_options o;
     parse_options(argc, argv, &o);
-    return o.verify ? pack_verify(&o) : pack_build(&o);
+    return cli_finish_output(PROGRAM,
+                             o.verify ? pack_verify(&o) : pack_build(&o));
 }

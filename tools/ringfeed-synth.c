@@ -105,7 +105,7 @@ static void apply_option(struct synth_options *o, int code, const char *arg)
         break;
     case 'h':
         print_usage();
-        exit(EXIT_SUCCESS);
+        exit(cli_finish_output(PROGRAM, EXIT_SUCCESS));
     default:
         cli_die_usage(PROGRAM, "unexpected option code %d", code);
     }
@@ -398,5 +398,5 @@ int main(int argc, char **argv)
     if (!ok)
         return CLI_EXIT_FAILED;
     print_summary(&o, counts, cli_now_s() - start);
-    return 0;
+    return cli_finish_output(PROGRAM, EXIT_SUCCESS);
 }
