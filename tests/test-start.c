@@ -155,6 +155,18 @@ TEST_CASE(test_jpeg_channels_refused_at_open, "dataset",
     rf_config_free(cfg);
 }
 
+/* The synthetic JPEG source has no dataset: its check is the loader's. */
+TEST_CASE(test_synthetic_jpeg_channels_refused_at_open, "dataset",
+          "synthetic JPEGs into 2 channels")
+{
+    rf_config *cfg = TEST_CONFIG({RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC_JPEG},
+                                 {RF_PARAM_CHANNELS, 2});
+    char *err = test_open_refused(cfg, -EINVAL);
+    CHECK_CONTAINS(err, "1 or 3 channels, not 2");
+    free(err);
+    rf_config_free(cfg);
+}
+
 TEST_CASE(test_missing_dataset, "dataset",
           "a missing or empty dataset is named")
 {

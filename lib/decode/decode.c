@@ -89,15 +89,18 @@ static int check_raw_shape(const struct rf__decoder *d, const rf_dataset *ds,
 
 /* Only a pack of zstd samples (it has a raw shape) holds other than
  * encoded images, and those decode to 1 or 3 channels: any other count
- * is the configuration's mistake, said before any sample is read. ds is
- * NULL for the synthetic JPEG source. */
+ * is the configuration's mistake, said before any sample is read. Without
+ * a dataset the caller knows its samples: the synthetic JPEG source is
+ * checked at open (resolve.c), and the zstd fuzzer feeds frames of any
+ * channel count. */
 static int check_image_channels(const struct rf__decoder *d,
                                 const rf_dataset *ds, char *why, size_t why_len)
 {
     uint32_t h = 0, w = 0, c = 0;
     rf_layout layout = RF_LAYOUT_NHWC;
-    if (ds)
-        rf__dataset_raw_shape(ds, &h, &w, &c, &layout);
+    if (!ds)
+        return 0;
+    rf__dataset_raw_shape(ds, &h, &w, &c, &layout);
     if (h != 0 || d->target.channels == 1 || d->target.channels == 3)
         return 0;
     rf__format(why, why_len,
