@@ -12,7 +12,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,35 +20,18 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "scratch.h"
 #include "test.h"
 
-/* The scratch folder every case writes below (setup() makes it, in the
- * parent; teardown() removes it, whatever the cases left). */
+/* The scratch folder every case writes below (scratch_setup() makes it,
+ * in the parent; scratch_teardown() removes it, whatever the cases
+ * left). */
 static char scratch[512];
 
 /* scratch/name, in test.h's rotating buffers. */
 #define at(name) test_path(scratch, "%s", name)
 
-static void setup(void)
-{
-    const char *tmp = getenv("TMPDIR");
-    snprintf(scratch, sizeof(scratch), "%s/rf-api-args-XXXXXX",
-             tmp && *tmp ? tmp : "/tmp");
-    CHECK(mkdtemp(scratch) != NULL);
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag,
-                        struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    return flag == FTW_DP ? rmdir(path) : unlink(path);
-}
-
-static void teardown(void)
-{
-    nftw(scratch, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
+SCRATCH_FOLDER_FIXTURE(scratch, "api-args")
 
 /* A pack at path of two small synthetic JPEGs (24 x 16), opened. */
 static rf_dataset *jpeg_pack(const char *path)
@@ -228,5 +210,5 @@ TEST_CASE_LIMIT(test_synthetic_jpeg_null, "synthetic", "NULL jpeg or size", 10)
 
 int main(int argc, char **argv)
 {
-    return TEST_MAIN_WITH(argc, argv, setup, teardown);
+    return TEST_MAIN_WITH(argc, argv, scratch_setup, scratch_teardown);
 }

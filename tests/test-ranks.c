@@ -158,18 +158,6 @@ TEST_CASE(two_ranks_slurm, "ranks", "2 ranks of Slurm share the mask")
     ranks_share_the_mask("slurm", 2);
 }
 
-struct said {
-    int count;
-    char text[2048];
-};
-
-static void keep_message(void *user, const char *message)
-{
-    struct said *s = user;
-    if (s->count++ == 0)
-        snprintf(s->text, sizeof(s->text), "%s", message);
-}
-
 /* LOCAL_RANK without LOCAL_WORLD_SIZE (PyTorch Lightning's launcher):
  * the node's ranks are not known, and the loader says so once at open,
  * naming the variable and what to set; a complete pair says nothing. */
@@ -183,15 +171,15 @@ TEST_CASE(local_rank_alone_is_said, "ranks",
     unsetenv("SLURM_LOCALID");
     unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
     unsetenv("MPI_LOCALRANKID");
-    struct said s = {0};
+    struct test_messages s = {0};
     rf_config *cfg =
         TEST_CONFIG({RF_PARAM_SAMPLES, 64}, {RF_PARAM_PRODUCERS, 1});
-    CHECK_OK(rf_config_set_message_handler(cfg, keep_message, &s));
+    CHECK_OK(rf_config_set_message_handler(cfg, test_collect_message, &s));
     rf_loader *l = test_open_loader(cfg);
     rf_loader_close(l);
     CHECK_EQ(s.count, 1);
-    CHECK_CONTAINS(s.text, "LOCAL_RANK is set without a LOCAL_WORLD_SIZE");
-    CHECK_CONTAINS(s.text, "set RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE");
+    CHECK_CONTAINS(s.last, "LOCAL_RANK is set without a LOCAL_WORLD_SIZE");
+    CHECK_CONTAINS(s.last, "set RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE");
     setenv("LOCAL_WORLD_SIZE", "2", 1);
     s.count = 0;
     l = test_open_loader(cfg);

@@ -390,31 +390,19 @@ TEST_CASE(test_zstd_pack, "pack", "zstd frames, one of a wrong size")
     rf_config_free(cfg);
 }
 
-/* The loader's messages: how many, and the last. */
-struct messages {
-    int count;
-    char last[2048];
-};
-
-static void collect_message(void *user, const char *text)
-{
-    struct messages *m = user;
-    m->count++;
-    rf__format(m->last, sizeof(m->last), "%s", text);
-}
-
 /* Opens a loader over the pack with this transform, takes one batch
  * (whose pixels are the stored ones, whatever the transform) and returns
  * the messages it sent. */
-static struct messages open_raw_pack(const char *path, rf_transform transform)
+static struct test_messages open_raw_pack(const char *path,
+                                          rf_transform transform)
 {
-    struct messages m = {0};
+    struct test_messages m = {0};
     rf_config *cfg =
         TEST_CONFIG({RF_PARAM_HEIGHT, 8}, {RF_PARAM_WIDTH, 8},
                     {RF_PARAM_TRANSFORM, transform}, {RF_PARAM_BATCH_SIZE, 3},
                     {RF_PARAM_SHUFFLE, 0});
     CHECK_OK(rf_config_set_path(cfg, path));
-    CHECK_OK(rf_config_set_message_handler(cfg, collect_message, &m));
+    CHECK_OK(rf_config_set_message_handler(cfg, test_collect_message, &m));
     rf_loader *l = test_open_loader(cfg);
     rf_batch b;
     CHECK_EQ(rf_loader_next(l, &b), 1);
@@ -446,7 +434,7 @@ TEST_CASE(test_zstd_pack_transform_said, "pack",
     CHECK_OK(rf_pack_writer_finish(w, NULL));
     const rf_transform said[] = {RF_TRANSFORM_TRAIN, RF_TRANSFORM_EVAL};
     for (size_t i = 0; i < sizeof(said) / sizeof(said[0]); i++) {
-        const struct messages m = open_raw_pack(path, said[i]);
+        const struct test_messages m = open_raw_pack(path, said[i]);
         CHECK_EQ(m.count, 1);
         CHECK_CONTAINS(m.last, "all 6 samples of '");
         CHECK_CONTAINS(m.last, path);

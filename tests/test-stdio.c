@@ -277,23 +277,11 @@ static void default_handler_spares_callers_file(bool open_at_start)
     }
 }
 
-struct messages {
-    int count;
-    char last[1024];
-};
-
-static void collect(void *user, const char *message)
-{
-    struct messages *m = user;
-    m->count++;
-    snprintf(m->last, sizeof(m->last), "%s", message);
-}
-
 TEST_CASE(handler_gets_replacements, "messages", "handler gets replacements")
 {
-    struct messages m = {0};
+    struct test_messages m = {0};
     rf_config *cfg = storm_config(RF_START_SPAWN);
-    CHECK_OK(rf_config_set_message_handler(cfg, collect, &m));
+    CHECK_OK(rf_config_set_message_handler(cfg, test_collect_message, &m));
     rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
     kill_one_and_go_on(l);
@@ -305,14 +293,15 @@ TEST_CASE(handler_gets_replacements, "messages", "handler gets replacements")
     /* RF_PARAM_QUIET silences the handler too. */
     m.count = 0;
     cfg = storm_config(RF_START_SPAWN);
-    CHECK_OK(rf_config_set_message_handler(cfg, collect, &m));
+    CHECK_OK(rf_config_set_message_handler(cfg, test_collect_message, &m));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
     l = test_open_loader(cfg);
     rf_config_free(cfg);
     kill_one_and_go_on(l);
     CHECK_EQ(m.count, 0);
     rf_loader_close(l);
-    CHECK_EQ(rf_config_set_message_handler(NULL, collect, &m), -EINVAL);
+    CHECK_EQ(rf_config_set_message_handler(NULL, test_collect_message, &m),
+             -EINVAL);
 }
 
 TEST_CASE(closed_0_spawn, "closed", "fd 0 closed, spawn")

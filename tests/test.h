@@ -226,4 +226,19 @@ static inline void test_finish_pack(rf_pack_writer *w)
     CHECK_OK(rc);
 }
 
+/* What a loader's message handler received: how many messages, and the
+ * last (cut at its size). rf_config_set_message_handler(cfg,
+ * test_collect_message, &messages). */
+struct test_messages {
+    int count;
+    char last[2048];
+};
+
+static inline void test_collect_message(void *user, const char *text)
+{
+    struct test_messages *m = user;
+    m->count++;
+    snprintf(m->last, sizeof(m->last), "%s", text);
+}
+
 #endif /* RF_TEST_H */

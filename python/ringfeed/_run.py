@@ -10,7 +10,7 @@ import errno
 import os
 import threading
 import weakref
-from typing import Any, Callable, Deque, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -219,10 +219,40 @@ class _Run:
             held.pending.copied.synchronize()  # the DMA read the slot
         _capi.lib().rf_loader_release(self.handle, ctypes.byref(held.c_batch))
 
+    def read_stats(self) -> _capi.Stats:
+        """rf_loader_stats(): the counters now."""
+        s = _capi.Stats()
+        rc = _capi.lib().rf_loader_stats(self.handle, ctypes.byref(s))
+        if rc < 0:
+            raise from_code(rc, "rf_loader_stats() failed")
+        return s
+
+    def cpu_budget(self) -> str:
+        """rf_loader_cpu_budget()'s line, in Python's terms."""
+        out = ctypes.create_string_buffer(512)
+        _capi.lib().rf_loader_cpu_budget(self.handle, out, len(out))
+        return user_terms(out.value.decode(errors="replace"))
+
+    def sample_errors(self) -> List[Tuple[int, int, str]]:
+        """rf_loader_sample_errors(): (index, epoch, message) of the first
+        1,024 samples that failed."""
+        errors = (_capi.SampleError * 1024)()
+        n = _capi.lib().rf_loader_sample_errors(self.handle, errors, 1024)
+        return [(e.index, e.epoch, user_terms(e.message.decode(
+            errors="replace"))) for e in errors[:min(n, 1024)]]
+
     def release_beyond(self, keep: int) -> None:
         """Gives back the oldest held batches until `keep` are held."""
         while len(self.held) > keep:
             self.release(self.held.popleft())
+
+    def free_child_copy(self) -> None:
+        """In a child of fork(): frees this process's copy of the loader
+        only (the producers and ring are the parent's)."""
+        with self._guard:
+            handle, self.handle = self.handle, ctypes.c_void_p()
+        if handle:
+            _capi.lib().rf_loader_close(handle)
 
     def close(self) -> None:
         """Stops the producers. Waits for the copies still reading the ring

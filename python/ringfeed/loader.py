@@ -14,9 +14,6 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
-import ctypes
-import difflib
-import inspect
 import logging
 import operator
 import os
@@ -28,12 +25,12 @@ from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional,
 import numpy as np
 
 from . import _capi, _checkpoint
+from ._arguments import epoch_number, library_values, size_pair, whole
 from ._distributed import check_still_holds, rank_and_world
 from ._run import _Config, _Held, _Run, copy_array
 from .batch import Batch
-from .errors import (ConfigError, ForkError, LoaderClosed, RingfeedError,
-                     from_code)
-from .params import by_keyword, param, user_terms
+from .errors import ConfigError, ForkError, LoaderClosed, RingfeedError
+from .params import param
 from .source import Synthetic, class_names
 
 try:
@@ -49,79 +46,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 _live: "weakref.WeakSet[Loader]" = weakref.WeakSet()
 _live_lock = threading.Lock()
-
-
-def _whole(value: Any, keyword: str) -> int:
-    """A whole number (int, numpy integer), else ConfigError naming the
-    keyword."""
-    if isinstance(value, bool):
-        raise ConfigError(f"{keyword}={value!r} is not a whole number")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise ConfigError(f"{keyword}={value!r} is not a whole number"
-                          ) from None
-
-
-def _epoch_number(epoch: Any) -> int:
-    """set_epoch()'s argument: a whole number (int, numpy integer) in the
-    range the library runs, else ConfigError."""
-    last = param("start_epoch").maximum
-    try:
-        number = _whole(epoch, "epoch")
-    except ConfigError:
-        number = -1
-    if not 0 <= number <= last:
-        raise ConfigError(f"set_epoch({epoch!r}): an epoch is a whole number "
-                          f"from 0 to {last}")
-    return number
-
-
-def _size(size: Any) -> Tuple[int, int]:
-    """size= as (height, width): one whole number, or two."""
-    if isinstance(size, (tuple, list)):
-        if len(size) != 2:
-            raise ConfigError(f"size={size!r}: give one side (224) or "
-                              "(height, width)")
-        return _whole(size[0], "size"), _whole(size[1], "size")
-    side = _whole(size, "size")
-    return side, side
-
-
-# torch DataLoader's keywords that have no namesake here, and what does
-# their job (the first thing a user moving a loop over passes)
-_DATALOADER_KEYWORDS = {
-    "pin_memory": "device='cuda' (batches are uploaded from ringfeed's own "
-                  "pinned ring)",
-    "pin_memory_device": "device='cuda:N'",
-    "sampler": "shuffle=, seed=, and rank=/world_size= for shards",
-    "batch_sampler": "batch_size=, shuffle= and drop_last=",
-    "collate_fn": "nothing: producers write whole batches",
-    "persistent_workers": "nothing: producers live as long as the Loader",
-    "prefetch_factor": "slots= (batches in the ring)",
-    "worker_init_fn": "nothing: producers are ringfeed's own processes",
-    "generator": "seed=",
-    "timeout": "batch_timeout_ms=",
-    "multiprocessing_context": "start_mode=",
-    "in_order": "ordered=",
-}
-
-
-def _unknown_keyword(keyword: str, table: Dict[str, Any]) -> str:
-    """The TypeError's text for a keyword that is neither Loader's own nor
-    the library's: DataLoader's equivalent, else the nearest names."""
-    text = f"Loader() got an unexpected keyword argument {keyword!r}"
-    if keyword in _DATALOADER_KEYWORDS:
-        return (f"{text}: it is torch DataLoader's; here use "
-                f"{_DATALOADER_KEYWORDS[keyword]}")
-    own = [name for name in inspect.signature(Loader).parameters
-           if name not in ("self", "params")]
-    names = sorted(set(own) | set(table))
-    close = difflib.get_close_matches(keyword, names, n=3, cutoff=0.6)
-    if close:
-        return f"{text}; did you mean {' or '.join(close)}?"
-    return (f"{text}; help(ringfeed.Loader) lists its arguments, and "
-            "ringfeed.params() the library's keywords")
 
 
 def _close_all() -> None:
@@ -251,13 +175,13 @@ class Loader:
         self._pid = os.getpid()
         if not isinstance(source, Synthetic):
             source = os.fspath(source)
-        height, width = _size(size)
+        height, width = size_pair(size)
         if epochs is not None:
-            epochs = _whole(epochs, "epochs")
+            epochs = whole(epochs, "epochs")
             if epochs < 1:
                 raise ConfigError(f"epochs={epochs}: give None (one epoch "
                                   "per for loop) or a count >= 1")
-        keep_batches = _whole(keep_batches, "keep_batches")
+        keep_batches = whole(keep_batches, "keep_batches")
         if keep_batches < 1:
             raise ConfigError(f"keep_batches={keep_batches} must be >= 1")
         if on_message is not None and not callable(on_message):
@@ -271,7 +195,7 @@ class Loader:
             seed=seed, drop_last=drop_last, layout=layout, on_error=on_error,
             rank=self._rank, world_size=self._world, **params)
         if num_workers is not None:
-            num_workers = _whole(num_workers, "num_workers")
+            num_workers = whole(num_workers, "num_workers")
             if num_workers < 1:
                 raise ConfigError(
                     f"num_workers={num_workers}: ringfeed always decodes in "
@@ -282,7 +206,7 @@ class Loader:
             seed = wanted["seed"] = operator.index(seed)  # np.uint64, ...
         if isinstance(seed, int) and 1 << 63 <= seed < 1 << 64:
             wanted["seed"] = seed - (1 << 64)  # the same 64-bit pattern
-        values = self._convert(wanted, height, width)
+        values = library_values(wanted, height, width, Loader)
         values["epochs"] = epochs or 0  # the run goes on; the Loader counts
         self._config = _Config(source, values)
         self._source = source
@@ -338,30 +262,6 @@ class Loader:
     def __deepcopy__(self, memo: Dict[int, Any]) -> "Loader":
         return self.__copy__()
 
-    # ---- arguments ------------------------------------------------------
-
-    @staticmethod
-    def _convert(wanted: Dict[str, Any], height: int,
-                 width: int) -> Dict[str, int]:
-        """Python values to the library's numbers, each checked against the
-        library's table; errors name the keyword."""
-        table = by_keyword()
-        values = {}
-        for keyword, value in wanted.items():
-            p = table.get(keyword)
-            if p is None:
-                raise TypeError(_unknown_keyword(keyword, table))
-            try:
-                values[p.name] = p.convert(value, keyword)
-            except ValueError as e:
-                raise ConfigError(str(e)) from None
-        for name, side in (("height", height), ("width", width)):
-            try:  # both from size=
-                values[name] = param(name).convert(side, "size")
-            except ValueError as e:
-                raise ConfigError(str(e)) from None
-        return values
-
     # ---- the run --------------------------------------------------------
 
     def _open_run(self) -> _Run:
@@ -369,10 +269,6 @@ class Loader:
         self._close_run()
         run = self._run = _Run(self._config, self._epoch, self._batch,
                                self._on_message)
-        if self._closed:  # a guard: close() waits for _lock, held here
-            self._close_run()
-            raise LoaderClosed("the Loader was closed while it restarted "
-                               "its producers; open a new one")
         stats = run.stats
         self._per_epoch = int(stats.batches_per_epoch)
         self._samples = int(stats.dataset_samples)
@@ -593,7 +489,7 @@ class Loader:
         goes on with its own epoch, and state_dict() records the loop's
         position until then. Raises ConfigError for an epoch that is not
         a whole number from 0 to 2**30, LoaderClosed after close()."""
-        epoch = _epoch_number(epoch)
+        epoch = epoch_number(epoch)
         self._check_open()
         if self._iterating:
             # the running loop's batches are already on their way, and its
@@ -669,12 +565,8 @@ class Loader:
         wait_s (time the loop waited for batches), elapsed_s, producers,
         slots, where the slots are, failed_samples, respawns, and
         batches_per_epoch, samples, rank, world_size, cpu_budget."""
-        s = _capi.Stats()
         with self._busy():  # not under a close() from another thread
-            run = self._usable()
-            rc = _capi.lib().rf_loader_stats(run.handle, ctypes.byref(s))
-            if rc < 0:
-                raise from_code(rc, "rf_loader_stats() failed")
+            s = self._usable().read_stats()
         return {"batches": s.batches, "samples": s.samples, "bytes": s.bytes,
                 "wait_s": s.wait_ns / 1e9, "elapsed_s": s.elapsed_ns / 1e9,
                 "producers": s.producers, "slots": s.slots,
@@ -691,23 +583,16 @@ class Loader:
     def cpu_budget(self) -> str:
         """Where the number of producers and their CPUs came from: "4 CPUs:
         affinity 0-15, quota 4.00 (...), local rank 1 of 4 (...)"."""
-        out = ctypes.create_string_buffer(512)
         with self._busy():
-            run = self._usable()
-            _capi.lib().rf_loader_cpu_budget(run.handle, out, len(out))
-        return user_terms(out.value.decode(errors="replace"))
+            return self._usable().cpu_budget()
 
     def sample_errors(self) -> List[Tuple[int, int, str]]:
         """(index, epoch, message) for each sample that has failed so far
         under on_error="skip", once per sample with its first failure
         (however many epochs it failed in), oldest first; the first 1,024
         samples are kept."""
-        errors = (_capi.SampleError * 1024)()
         with self._busy():
-            run = self._usable()
-            n = _capi.lib().rf_loader_sample_errors(run.handle, errors, 1024)
-        return [(e.index, e.epoch, user_terms(e.message.decode(
-            errors="replace"))) for e in errors[:min(n, 1024)]]
+            return self._usable().sample_errors()
 
     @property
     def classes(self) -> List[str]:
@@ -787,9 +672,8 @@ class Loader:
         with _live_lock:
             _live.discard(self)
         if self._forked or self._pid != os.getpid():
-            if self._run is not None and self._run.handle:
-                _capi.lib().rf_loader_close(self._run.handle)
-                self._run.handle = ctypes.c_void_p()
+            if self._run is not None:
+                self._run.free_child_copy()
             return
         self._close_run()
 

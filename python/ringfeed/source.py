@@ -5,11 +5,11 @@ either."""
 from __future__ import annotations
 
 import ctypes
-import operator
 import os
 from typing import Any, List
 
 from . import _capi
+from ._arguments import whole
 from .errors import ConfigError, from_code
 
 __all__ = ["Synthetic", "class_names"]
@@ -23,18 +23,10 @@ class Synthetic:
 
     def __init__(self, samples: int, classes: int = 1000, *,
                  jpeg: bool = True) -> None:
-        counts = []
-        for name, value in (("samples", samples), ("classes", classes)):
-            try:
-                if isinstance(value, bool):
-                    raise TypeError
-                counts.append(operator.index(value))
-            except TypeError:
-                raise ConfigError(f"Synthetic({name}={value!r}): give a "
-                                  "whole number") from None
-        if counts[0] < 1 or counts[1] < 1:
+        self.samples = whole(samples, "samples")
+        self.classes = whole(classes, "classes")
+        if self.samples < 1 or self.classes < 1:
             raise ConfigError("Synthetic needs samples >= 1 and classes >= 1")
-        self.samples, self.classes = counts
         self.jpeg = bool(jpeg)
 
     def __repr__(self) -> str:

@@ -1,0 +1,113 @@
+"""The Loader's arguments checked and turned into the library's numbers:
+whole numbers, size=, set_epoch()'s epoch, and the keywords of the
+library's table, with errors that name the keyword to change (and, for an
+unknown keyword, what to use instead). Nothing here is public."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import operator
+from typing import Any, Callable, Dict, Iterable, Tuple
+
+from .errors import ConfigError
+from .params import Param, by_keyword, param
+
+
+def whole(value: Any, keyword: str) -> int:
+    """A whole number (int, numpy integer), else ConfigError naming the
+    keyword."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{keyword}={value!r} is not a whole number")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ConfigError(f"{keyword}={value!r} is not a whole number"
+                          ) from None
+
+
+def epoch_number(epoch: Any) -> int:
+    """set_epoch()'s argument: a whole number (int, numpy integer) in the
+    range the library runs, else ConfigError."""
+    last = param("start_epoch").maximum
+    try:
+        number = whole(epoch, "epoch")
+    except ConfigError:
+        number = -1
+    if not 0 <= number <= last:
+        raise ConfigError(f"set_epoch({epoch!r}): an epoch is a whole number "
+                          f"from 0 to {last}")
+    return number
+
+
+def size_pair(size: Any) -> Tuple[int, int]:
+    """size= as (height, width): one whole number, or two."""
+    if isinstance(size, (tuple, list)):
+        if len(size) != 2:
+            raise ConfigError(f"size={size!r}: give one side (224) or "
+                              "(height, width)")
+        return whole(size[0], "size"), whole(size[1], "size")
+    side = whole(size, "size")
+    return side, side
+
+
+def library_values(wanted: Dict[str, Any], height: int, width: int,
+                   loader: Callable[..., Any]) -> Dict[str, int]:
+    """Python values to the library's numbers, each checked against the
+    library's table; errors name the keyword. `loader` (the Loader class)
+    gives its own keywords, looked at only to name the nearest ones to an
+    unknown keyword."""
+    table = by_keyword()
+    values = {}
+    for keyword, value in wanted.items():
+        p = table.get(keyword)
+        if p is None:
+            own = [name for name in inspect.signature(loader).parameters
+                   if name not in ("self", "params")]
+            raise TypeError(_unknown_keyword(keyword, table, own))
+        values[p.name] = _checked(p, value, keyword)
+    for name, side in (("height", height), ("width", width)):
+        values[name] = _checked(param(name), side, "size")  # both from size=
+    return values
+
+
+def _checked(p: Param, value: Any, keyword: str) -> int:
+    try:
+        return p.convert(value, keyword)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+# torch DataLoader's keywords that have no namesake here, and what does
+# their job (the first thing a user moving a loop over passes)
+_DATALOADER_KEYWORDS = {
+    "pin_memory": "device='cuda' (batches are uploaded from ringfeed's own "
+                  "pinned ring)",
+    "pin_memory_device": "device='cuda:N'",
+    "sampler": "shuffle=, seed=, and rank=/world_size= for shards",
+    "batch_sampler": "batch_size=, shuffle= and drop_last=",
+    "collate_fn": "nothing: producers write whole batches",
+    "persistent_workers": "nothing: producers live as long as the Loader",
+    "prefetch_factor": "slots= (batches in the ring)",
+    "worker_init_fn": "nothing: producers are ringfeed's own processes",
+    "generator": "seed=",
+    "timeout": "batch_timeout_ms=",
+    "multiprocessing_context": "start_mode=",
+    "in_order": "ordered=",
+}
+
+
+def _unknown_keyword(keyword: str, table: Dict[str, Param],
+                     own: Iterable[str]) -> str:
+    """The TypeError's text for a keyword that is neither Loader's own nor
+    the library's: DataLoader's equivalent, else the nearest names."""
+    text = f"Loader() got an unexpected keyword argument {keyword!r}"
+    if keyword in _DATALOADER_KEYWORDS:
+        return (f"{text}: it is torch DataLoader's; here use "
+                f"{_DATALOADER_KEYWORDS[keyword]}")
+    names = sorted(set(own) | set(table))
+    close = difflib.get_close_matches(keyword, names, n=3, cutoff=0.6)
+    if close:
+        return f"{text}; did you mean {' or '.join(close)}?"
+    return (f"{text}; help(ringfeed.Loader) lists its arguments, and "
+            "ringfeed.params() the library's keywords")
