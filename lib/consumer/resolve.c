@@ -148,17 +148,11 @@ static int resolve_span(rf_loader *l)
 }
 
 /* Checks now what the producers would otherwise find out one sample at a
- * time: that the decoders accept this shape for this dataset (the checks
- * are rf__decoder_new()'s, which rf_dataset_decode() makes too), or, for
- * the synthetic JPEG source (no dataset), that JPEGs can fill it. */
+ * time: that the decoders accept this shape for this dataset, or for the
+ * synthetic JPEG source (the checks are rf__decoder_new()'s, which
+ * rf_dataset_decode() makes too). */
 static int check_decoder(rf_loader *l, const rf_dataset *ds)
 {
-    const int64_t channels = l->params[RF_PARAM_CHANNELS];
-    if (!ds && channels != 1 && channels != 3)
-        return set_error(l, -EINVAL,
-                         "JPEG samples decode to 1 or 3 channels, not %lld; "
-                         "set RF_PARAM_CHANNELS",
-                         (long long)channels);
     struct rf__decoder *d = NULL;
     const int rc =
         rf__decoder_new(&d, l->params, ds, l->error, sizeof(l->error));

@@ -87,21 +87,23 @@ static int check_raw_shape(const struct rf__decoder *d, const rf_dataset *ds,
     return -EINVAL;
 }
 
-/* Only a pack of zstd samples (it has a raw shape) holds other than
- * encoded images, and those decode to 1 or 3 channels: any other count
- * is the configuration's mistake, said before any sample is read. Without
- * a dataset the caller knows its samples: the synthetic JPEG source is
- * checked at open (resolve.c), and the zstd fuzzer feeds frames of any
- * channel count. */
+/* Encoded images decode to 1 or 3 channels: any other count is the
+ * configuration's mistake, said before any sample is read. They are all
+ * a dataset without a raw shape holds (only a pack of zstd samples has
+ * one), or, without a dataset, all the synthetic JPEG source makes (the
+ * zstd fuzzer, with no dataset and another source, feeds frames of any
+ * channel count). */
 static int check_image_channels(const struct rf__decoder *d,
-                                const rf_dataset *ds, char *why, size_t why_len)
+                                const int64_t *params, const rf_dataset *ds,
+                                char *why, size_t why_len)
 {
     uint32_t h = 0, w = 0, c = 0;
     rf_layout layout = RF_LAYOUT_NHWC;
-    if (!ds)
-        return 0;
-    rf__dataset_raw_shape(ds, &h, &w, &c, &layout);
-    if (h != 0 || d->target.channels == 1 || d->target.channels == 3)
+    if (ds)
+        rf__dataset_raw_shape(ds, &h, &w, &c, &layout);
+    const bool images_only =
+        ds ? h == 0 : params[RF_PARAM_SOURCE] == RF_SOURCE_SYNTHETIC_JPEG;
+    if (!images_only || d->target.channels == 1 || d->target.channels == 3)
         return 0;
     rf__format(why, why_len,
                "JPEG samples decode to 1 or 3 channels, not %u; set "
@@ -151,7 +153,7 @@ int rf__decoder_new(struct rf__decoder **out, const int64_t *params,
         rc = -ENOMEM;
     }
     if (rc == 0)
-        rc = check_image_channels(d, ds, why, why_len);
+        rc = check_image_channels(d, params, ds, why, why_len);
     if (rc == 0 && ds)
         rc = check_raw_shape(d, ds, why, why_len);
     if (rc == 0 && ds)
