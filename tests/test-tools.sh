@@ -24,6 +24,7 @@ pack/names_kept_as_they_are pack/scan_and_memory_limits
 bench/options_without_effect bench/advice_in_its_flags
 bench/raw_pack_as_stored bench/gpu_options_need_gpu bench/json_alone
 bench/messages_in_its_flags bench/detail_without_errno_name
+bench/policy_options bench/stall_in_its_flags bench/verify_one_rank
 output/unwritable options/value_not_an_option
 jobs/same_output
 jobs/bad_value jobs/killed_worker synth/needs_an_image_per_class
@@ -734,6 +735,60 @@ case_bench_raw_pack_as_stored() {
         --layout nchw --quiet
     has "$work/err" "use --size 32, --channels 3 and --layout nhwc to match"
     no_c_terms "$work/err"
+}
+
+# The loader's policies have flags of the bench's (its messages named
+# RF_PARAM_BATCH_TIMEOUT_MS and others the bench could not set), each
+# refused where it would change nothing, and --verify's reference decode
+# follows them.
+case_bench_policy_options() {
+    run 2 "$bench" --source "$work/ds" --resize 300 --quiet
+    has "$work/err" "--resize applies to --transform eval"
+    for option in "--min-scale-ppm 500000" "--no-flip"; do
+        # shellcheck disable=SC2086 # $option is an option and its value
+        run 2 "$bench" --source "$work/ds" --transform eval $option --quiet
+        has "$work/err" "${option%% *} applies to --transform train"
+    done
+    run 2 "$bench" --source synthetic --no-flip --quiet
+    has "$work/err" "--no-flip applies to a PATH or synthetic-jpeg"
+    run 2 "$bench" --source "$work/ds" --on-producer-death fail \
+        --max-respawns 3 --quiet
+    has "$work/err" "--max-respawns limits --on-producer-death respawn"
+    run 2 "$bench" --source "$work/ds" --on-producer-death never --quiet
+    has "$work/err" "--on-producer-death wants respawn or fail, not 'never'"
+    run 0 "$bench" --source "$work/ds" --transform eval --resize 300 \
+        --verify --batch 8 --quiet
+    has "$work/out" "verified: 24 samples, 0 missing"
+    run 0 "$bench" --source "$work/ds" --no-flip --min-scale-ppm 500000 \
+        --on-producer-death fail --batch-timeout-ms 60000 --verify --batch 8 \
+        --quiet
+    has "$work/out" "verified: 24 samples, 0 missing"
+    dir=$work/bench-raw-policy
+    mkdir "$dir"
+    run 0 "$pack" "$work/ds" "$dir/raw.pack" --raw 32x32 --quiet
+    run 2 "$bench" --source "$dir/raw.pack" --size 32 --no-flip --quiet
+    has "$work/err" "--no-flip would change nothing: every sample of"
+}
+
+# A wait past --stall-warning-ms is reported, its advice in the bench's
+# flags (the remedy read "set RF_PARAM_BATCH_TIMEOUT_MS to have ...").
+case_bench_stall_in_its_flags() {
+    run 0 "$bench" --source "$work/ds" --stall-warning-ms 1 --batch 16 --quiet
+    has "$work/err" "the loop has waited"
+    has "$work/err" "--batch-timeout-ms, when set, replaces a producer"
+    has "$work/err" "(--stall-warning-ms sets when this is reported)"
+    no_c_terms "$work/err"
+}
+
+# Under a launcher's RANK and WORLD_SIZE the loader hands out one rank's
+# share; --verify counted the others' samples as missing and failed.
+case_bench_verify_one_rank() {
+    run 0 env RANK=1 WORLD_SIZE=3 "$bench" --source "$work/ds" --verify \
+        --epochs 2 --batch 4 --quiet
+    has "$work/out" "verified: 16 samples, 0 missing, 0 duplicated, 0 corrupt"
+    run 0 env RANK=2 WORLD_SIZE=5 "$bench" --source synthetic --samples 50 \
+        --verify --unordered --batch 4 --quiet
+    has "$work/out" "verified: 10 samples, 0 missing, 0 duplicated, 0 corrupt"
 }
 
 make_mixed_folder() {

@@ -21,7 +21,7 @@
 #include "cli-terms.h"
 
 /* Help texts start in this column after "  --", so that they line up. */
-#define HELP_COLUMN 16
+#define HELP_COLUMN 19
 
 /* In a NUMBER_OPTIONS row: this bound or default is the parameter's, from
  * the library's table. No option's own value is INT64_MIN. */
@@ -72,6 +72,29 @@
     X(MAX_DECODE_MEMORY, "max-decode-memory", max_decode_memory,               \
       RF_PARAM_MAX_DECODE_MEMORY, FROM_TABLE, FROM_TABLE, FROM_TABLE,          \
       "a PATH or synthetic-jpeg: refuse JPEGs whose decode needs more bytes")  \
+    X(RESIZE, "resize", resize, RF_PARAM_RESIZE, FROM_TABLE, FROM_TABLE,       \
+      FROM_TABLE,                                                              \
+      "--transform eval: the short side before the centre crop; 0 = 8/7 of "   \
+      "--size")                                                                \
+    X(MIN_SCALE_PPM, "min-scale-ppm", min_scale_ppm, RF_PARAM_MIN_SCALE_PPM,   \
+      FROM_TABLE, FROM_TABLE, FROM_TABLE,                                      \
+      "--transform train: the smallest crop's area, per million of the "       \
+      "image's")                                                               \
+    X(BATCH_TIMEOUT_MS, "batch-timeout-ms", batch_timeout_ms,                  \
+      RF_PARAM_BATCH_TIMEOUT_MS, FROM_TABLE, FROM_TABLE, FROM_TABLE,           \
+      "kill and replace a producer that owes batches and delivers none this "  \
+      "long; 0 = never")                                                       \
+    X(STALL_WARNING_MS, "stall-warning-ms", stall_warning_ms,                  \
+      RF_PARAM_STALL_WARNING_MS, FROM_TABLE, FROM_TABLE, FROM_TABLE,           \
+      "report a wait this long for one batch, and each doubling; 0 = never")   \
+    X(MAX_RESPAWNS, "max-respawns", max_respawns, RF_PARAM_MAX_RESPAWNS,       \
+      FROM_TABLE, FROM_TABLE, FROM_TABLE,                                      \
+      "--on-producer-death respawn: end the run once more producers were "     \
+      "replaced within --respawn-window-s")                                    \
+    X(RESPAWN_WINDOW_S, "respawn-window-s", respawn_window_s,                  \
+      RF_PARAM_RESPAWN_WINDOW_S, FROM_TABLE, FROM_TABLE, FROM_TABLE,           \
+      "--on-producer-death respawn: the window --max-respawns counts in, in "  \
+      "seconds")                                                               \
     X(DEVICE, "device", device, NO_PARAM, 0, 1023, 0,                          \
       "--gpu: the CUDA device")                                                \
     X(DEPTH, "depth", depth, NO_PARAM, 0, 64, 0,                               \
@@ -101,6 +124,11 @@
       RF_PARAM_JPEG_WARNINGS,                                                  \
       "a PATH or synthetic-jpeg: damaged JPEGs: pil: PIL's verdicts; "         \
       "lenient: accept all; strict: any libjpeg warning fails")                \
+    X(NO_FLIP, "no-flip", no_argument, "", NO_PARAM,                           \
+      "--transform train: flip no sample (RF_PARAM_FLIP 0)")                   \
+    X(ON_PRODUCER_DEATH, "on-producer-death", required_argument, "P",          \
+      RF_PARAM_ON_PRODUCER_DEATH,                                              \
+      "a dead producer: respawn: replace it and go on; fail: end the run")     \
     X(SEED, "seed", required_argument, "N", RF_PARAM_SEED,                     \
       "sample order and content, 0..2^64-1")                                   \
     X(LAYOUT, "layout", required_argument, "L", RF_PARAM_LAYOUT,               \
@@ -298,6 +326,9 @@ static struct bench_options default_options(void)
     o.layout = (rf_layout)param_info(RF_PARAM_LAYOUT).default_value;
     o.jpeg_warnings =
         (rf_jpeg_verdict)param_info(RF_PARAM_JPEG_WARNINGS).default_value;
+    o.on_producer_death =
+        (rf_on_producer_death)param_info(RF_PARAM_ON_PRODUCER_DEATH)
+            .default_value;
     return o;
 }
 
@@ -371,6 +402,13 @@ static void apply_other_option(struct bench_options *o, int code,
     case OPT_JPEG_WARNINGS:
         o->jpeg_warnings = (rf_jpeg_verdict)parse_choice(
             "jpeg-warnings", RF_PARAM_JPEG_WARNINGS, arg);
+        break;
+    case OPT_NO_FLIP:
+        o->no_flip = true;
+        break;
+    case OPT_ON_PRODUCER_DEATH:
+        o->on_producer_death = (rf_on_producer_death)parse_choice(
+            "on-producer-death", RF_PARAM_ON_PRODUCER_DEATH, arg);
         break;
     case OPT_SEED:
         o->seed = cli_parse_uint(PROGRAM, "seed", arg, 0, UINT64_MAX);
@@ -458,7 +496,8 @@ static void check_source_options(const struct bench_options *o)
     static const enum option_id decoding[] = {
         OPT_TRANSFORM,  OPT_ON_ERROR,          OPT_FULL_SCALE,
         OPT_MAX_ERRORS, OPT_MAX_ERROR_PPM,     OPT_MAX_PIXELS,
-        OPT_MAX_SCANS,  OPT_MAX_DECODE_MEMORY, OPT_JPEG_WARNINGS};
+        OPT_MAX_SCANS,  OPT_MAX_DECODE_MEMORY, OPT_JPEG_WARNINGS,
+        OPT_RESIZE,     OPT_MIN_SCALE_PPM,     OPT_NO_FLIP};
     static const enum option_id skip_limits[] = {OPT_MAX_ERRORS,
                                                  OPT_MAX_ERROR_PPM};
     static const enum option_id own_count[] = {OPT_SAMPLES, OPT_CLASSES};
@@ -488,15 +527,47 @@ static void check_source_options(const struct bench_options *o)
                       option_name(id), o->path);
 }
 
+/* A transform's own options would change nothing under another one; the
+ * respawn limits nothing when a dead producer ends the run. */
+static void check_policy_options(const struct bench_options *o)
+{
+    static const enum option_id train_only[] = {OPT_MIN_SCALE_PPM, OPT_NO_FLIP};
+    static const enum option_id respawn_limits[] = {OPT_MAX_RESPAWNS,
+                                                    OPT_RESPAWN_WINDOW_S};
+    enum option_id id;
+    char name[32];
+    if (o->transform != RF_TRANSFORM_EVAL && given(o, OPT_RESIZE))
+        cli_die_usage(PROGRAM,
+                      "--resize applies to --transform eval, and would change "
+                      "nothing for --transform %s: add --transform eval, or "
+                      "drop it",
+                      bench_choice_name(RF_PARAM_TRANSFORM, o->transform, name,
+                                        sizeof(name)));
+    if (o->transform != RF_TRANSFORM_TRAIN &&
+        (id = first_given(o, train_only, COUNT_OF(train_only))))
+        cli_die_usage(PROGRAM,
+                      "--%s applies to --transform train, and would change "
+                      "nothing for --transform %s: drop it",
+                      option_name(id),
+                      bench_choice_name(RF_PARAM_TRANSFORM, o->transform, name,
+                                        sizeof(name)));
+    if (o->on_producer_death != RF_ON_DEATH_RESPAWN &&
+        (id = first_given(o, respawn_limits, COUNT_OF(respawn_limits))))
+        cli_die_usage(PROGRAM,
+                      "--%s limits --on-producer-death respawn, and would "
+                      "change nothing with fail: drop it",
+                      option_name(id));
+}
+
 /* A pack whose samples are all raw pixels (zstd frames: --raw of
  * ringfeed-pack) holds them decoded, resized and cropped when it was
- * packed; the decoder only decompresses them, so --transform or
- * --full-scale would change nothing, and the run would measure something
- * other than what was asked. Without them the run takes transform none,
- * which is what such a pack gets (the loader would otherwise say at open
- * that its default transform does not apply). Only a regular file can be
- * such a pack: a folder is not opened here (listing a million files twice
- * would double the start); a path that does not open is left to
+ * packed; the decoder only decompresses them, so --transform,
+ * --full-scale or a transform's own options would change nothing, and the run
+ * would measure something other than what was asked. Without them the run takes
+ * transform none, which is what such a pack gets (the loader would otherwise
+ * say at open that its default transform does not apply). Only a regular file
+ * can be such a pack: a folder is not opened here (listing a million files
+ * twice would double the start); a path that does not open is left to
  * rf_loader_open(), whose message says why. */
 static void check_raw_pack_options(struct bench_options *o)
 {
@@ -510,8 +581,11 @@ static void check_raw_pack_options(struct bench_options *o)
     rf_dataset_close(ds);
     if (rc < 0 || info.samples == 0 || info.zstd_samples != info.samples)
         return;
-    const bool transform = given(o, OPT_TRANSFORM);
-    if (!transform && !given(o, OPT_FULL_SCALE)) {
+    static const enum option_id decoding[] = {OPT_TRANSFORM, OPT_FULL_SCALE,
+                                              OPT_RESIZE, OPT_MIN_SCALE_PPM,
+                                              OPT_NO_FLIP};
+    const enum option_id id = first_given(o, decoding, COUNT_OF(decoding));
+    if (!id) {
         o->transform = RF_TRANSFORM_NONE;
         return;
     }
@@ -519,8 +593,8 @@ static void check_raw_pack_options(struct bench_options *o)
                   "--%s would change nothing: every sample of %s is raw "
                   "pixels (%ux%ux%u), decoded, resized and cropped when it "
                   "was packed; drop it, or pack the JPEG folder without --raw",
-                  transform ? "transform" : "full-scale", o->path, info.height,
-                  info.width, info.channels);
+                  option_name(id), o->path, info.height, info.width,
+                  info.channels);
 }
 
 void bench_parse_options(int argc, char **argv, struct bench_options *o)
@@ -538,6 +612,7 @@ void bench_parse_options(int argc, char **argv, struct bench_options *o)
     check_gpu_options(o);
     check_source_options(o);
     check_raw_pack_options(o);
+    check_policy_options(o);
 }
 
 /* ---- the configuration -------------------------------------------------- */
@@ -581,6 +656,14 @@ int bench_configure(rf_config *cfg, const struct bench_options *o)
         {RF_PARAM_MAX_SCANS, o->max_scans},
         {RF_PARAM_MAX_DECODE_MEMORY, o->max_decode_memory},
         {RF_PARAM_JPEG_WARNINGS, o->jpeg_warnings},
+        {RF_PARAM_RESIZE, o->resize},
+        {RF_PARAM_MIN_SCALE_PPM, o->min_scale_ppm},
+        {RF_PARAM_FLIP, !o->no_flip},
+        {RF_PARAM_BATCH_TIMEOUT_MS, o->batch_timeout_ms},
+        {RF_PARAM_STALL_WARNING_MS, o->stall_warning_ms},
+        {RF_PARAM_ON_PRODUCER_DEATH, o->on_producer_death},
+        {RF_PARAM_MAX_RESPAWNS, o->max_respawns},
+        {RF_PARAM_RESPAWN_WINDOW_S, o->respawn_window_s},
     };
     if (o->path && rf_config_set_path(cfg, o->path) < 0) {
         fprintf(stderr, PROGRAM ": %s\n", rf_config_error(cfg));

@@ -37,6 +37,12 @@ struct bench_options {
     int64_t max_pixels;    /* the decode limits, a PATH or synthetic-jpeg */
     int64_t max_scans;
     int64_t max_decode_memory;
+    int64_t resize;           /* --transform eval: RF_PARAM_RESIZE */
+    int64_t min_scale_ppm;    /* --transform train: RF_PARAM_MIN_SCALE_PPM */
+    int64_t batch_timeout_ms; /* the watch on producers */
+    int64_t stall_warning_ms;
+    int64_t max_respawns; /* --on-producer-death respawn's limit */
+    int64_t respawn_window_s;
     int64_t device;  /* --gpu: CUDA device */
     int64_t depth;   /* --gpu: device buffers; 0: the library's choice */
     int64_t step_us; /* --gpu: the stand-in step; -1: 3 uploads */
@@ -47,6 +53,8 @@ struct bench_options {
     rf_on_error on_error;
     rf_layout layout;
     rf_jpeg_verdict jpeg_warnings;
+    rf_on_producer_death on_producer_death;
+    bool no_flip; /* --transform train: RF_PARAM_FLIP 0 */
     bool unordered;
     bool fork_mode;
     bool full_scale;

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli-terms.h"
+
 /* Only the first few verification failures are described one by one; the
  * counts at the end cover the rest. */
 #define MAX_FAILURES_DESCRIBED 10
@@ -38,7 +40,8 @@ struct verifier {
     bool check_pixels; /* false for the empty source, which has none */
     bool ordered;
     size_t sample_bytes;
-    uint64_t samples_per_epoch;
+    uint64_t samples_per_epoch; /* in the source: indices 0..this-1 */
+    uint64_t rank_samples;      /* of each epoch, this rank's share */
     uint64_t batch_size;
     uint64_t batches_per_epoch;
     uint64_t epochs;
@@ -87,6 +90,7 @@ static void verifier_expect(struct verifier *v, const struct bench_options *o)
     v->ordered = !o->unordered;
     v->sample_bytes = (size_t)o->size * (size_t)o->size * (size_t)o->channels;
     v->samples_per_epoch = (uint64_t)o->samples;
+    v->rank_samples = v->samples_per_epoch;
     v->batch_size = (uint64_t)o->batch;
     v->batches_per_epoch = bench_ceil_div(v->samples_per_epoch, v->batch_size);
     v->epochs = (uint64_t)o->epochs;
@@ -105,6 +109,7 @@ static int open_dataset_for(struct verifier *v, const struct bench_options *o)
         return rc;
     }
     v->samples_per_epoch = rf_dataset_size(v->dataset);
+    v->rank_samples = v->samples_per_epoch;
     v->batches_per_epoch = bench_ceil_div(v->samples_per_epoch, v->batch_size);
     v->config = rf_config_create();
     return v->config ? bench_configure(v->config, o) : -ENOMEM;
@@ -131,6 +136,19 @@ no_memory:
     fprintf(stderr, PROGRAM ": no memory for --verify\n");
     verifier_free(v);
     return NULL;
+}
+
+void verifier_bind(struct verifier *v, const rf_loader *loader)
+{
+    rf_stats stats;
+    if (rf_loader_stats(loader, &stats) < 0 || stats.world_size <= 1)
+        return;
+    /* The bench sets no RF_PARAM_SHARD_PAD: the table's default says
+     * whether ranks are padded to ceil(N/W) or cut to floor(N/W). */
+    const rf_param_info pad = cli_param_info(PROGRAM, RF_PARAM_SHARD_PAD);
+    const uint64_t n = v->samples_per_epoch, w = stats.world_size;
+    v->rank_samples = pad.default_value ? bench_ceil_div(n, w) : n / w;
+    v->batches_per_epoch = bench_ceil_div(v->rank_samples, v->batch_size);
 }
 
 static void describe_failure(struct verifier *v, const char *fmt, ...)
@@ -180,7 +198,7 @@ static bool position_is_consistent(struct verifier *v, const rf_batch *b)
 static uint64_t samples_in_batch(const struct verifier *v, uint64_t number)
 {
     const uint64_t first = number * v->batch_size;
-    const uint64_t left = v->samples_per_epoch - first;
+    const uint64_t left = v->rank_samples - first;
     return left < v->batch_size ? left : v->batch_size;
 }
 
@@ -217,8 +235,7 @@ static bool batch_is_checkable(struct verifier *v, const rf_batch *b)
 /* Ends the bookkeeping of one epoch: whatever did not arrive is missing. */
 static void close_epoch(struct verifier *v, struct epoch_seen *rec)
 {
-    const uint64_t missing =
-        v->samples_per_epoch - rec->distinct - rec->skipped;
+    const uint64_t missing = v->rank_samples - rec->distinct - rec->skipped;
     if (missing > 0)
         describe_failure(v,
                          "epoch %" PRIu64 ": %" PRIu64 " samples never arrived",
@@ -352,7 +369,7 @@ void verifier_finish(struct verifier *v)
     if (v->epochs_opened < v->epochs) {
         const uint64_t never = v->epochs - v->epochs_opened;
         describe_failure(v, "%" PRIu64 " epochs never began", never);
-        v->missing += never * v->samples_per_epoch;
+        v->missing += never * v->rank_samples;
     }
 }
 

@@ -25,6 +25,11 @@ struct verify_counts {
  * the loader opens, so that its set-up is not timed. */
 struct verifier *verifier_create(const struct bench_options *o);
 
+/* After the loader opens: a run sharded over ranks (RANK and WORLD_SIZE
+ * set by a launcher) hands this rank its share of each epoch alone, so
+ * that share is what the counts expect. */
+void verifier_bind(struct verifier *v, const rf_loader *loader);
+
 /* NULL is fine. */
 void verifier_free(struct verifier *v);
 

@@ -234,6 +234,8 @@ int main(int argc, char **argv)
         status = run_gpu(&opts, &loader);
         goto out;
     }
+    if (verifier)
+        verifier_bind(verifier, loader);
     run_to_end(loader, verifier, &opts, &run, &progress);
     status = bench_report(&opts, &run, verifier);
 out:

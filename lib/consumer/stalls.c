@@ -165,8 +165,8 @@ void rf__loader_report_stall(rf_loader *l)
     char remedy[160];
     if (l->timeout_ns == 0)
         rf__format(remedy, sizeof(remedy),
-                   "set RF_PARAM_BATCH_TIMEOUT_MS to have a producer that "
-                   "delivers nothing that long replaced");
+                   "RF_PARAM_BATCH_TIMEOUT_MS, when set, replaces a "
+                   "producer that delivers nothing that long");
     else
         rf__format(remedy, sizeof(remedy),
                    "a producer that delivers nothing for %llu ms "
