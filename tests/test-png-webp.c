@@ -666,6 +666,76 @@ TEST_CASE_LIMIT(test_png_truncated, "png", "truncated files refused", 60)
     free(b.data);
 }
 
+/* `b` cut by 12 to 20 bytes (IEND, then IDAT's CRC, then zlib's Adler-32)
+ * decodes to the whole file's pixels; cut by `lost` bytes, a row is gone
+ * and the file refused. With PIL, every cut up to 32 bytes gets PIL's
+ * verdict and, when taken, PIL's pixels. */
+static void check_cut_after_last_row(const struct blob *b, size_t lost,
+                                     const char *what)
+{
+    struct rf__image whole, im;
+    char err[256] = "";
+    CHECK_EQ(decode(PNG, b, &default_limits, 3, &whole, err, sizeof(err), NULL),
+             0);
+    for (size_t cut = 12; cut <= 20; cut++) {
+        struct blob c = {b->data, b->size - cut, 0};
+        if (decode(PNG, &c, &default_limits, 3, &im, err, sizeof(err), NULL) !=
+            0) {
+            fprintf(stderr, "%s, %zu bytes cut: %s\n", what, cut, err);
+            CHECK(!"a file whole to its last row was refused");
+        }
+        CHECK_EQ(image_bytes(&im), image_bytes(&whole));
+        CHECK(memcmp(im.pixels, whole.pixels, image_bytes(&im)) == 0);
+        free((void *)im.pixels);
+    }
+    const size_t whole_bytes = image_bytes(&whole);
+    free((void *)whole.pixels);
+    struct blob short_of_a_row = {b->data, b->size - lost, 0};
+    check_refused(PNG, &short_of_a_row, "ends early");
+    if (!have_python())
+        return;
+    for (size_t cut = 12; cut <= 32; cut++) {
+        struct blob c = {b->data, b->size - cut, 0};
+        char path[512];
+        write_temp(&c, path, sizeof(path));
+        const int rc =
+            decode(PNG, &c, &default_limits, 3, &im, err, sizeof(err), NULL);
+        uint8_t *pil = pil_pixels(path, "RGB", whole_bytes);
+        unlink(path);
+        printf("  %s, %zu bytes cut: PIL %s it, ringfeed %s it\n", what, cut,
+               pil ? "takes" : "refuses", rc == 0 ? "takes" : "refuses");
+        CHECK_EQ(rc == 0, pil != NULL);
+        if (rc == 0) {
+            CHECK(memcmp(im.pixels, pil, whole_bytes) == 0);
+            free((void *)im.pixels);
+        }
+        free(pil);
+    }
+}
+
+/* PIL stops reading once it has every row, so a file cut after them is
+ * taken, however little of IDAT's CRC or the zlib stream's checksum is
+ * left; libpng alone would refuse it. */
+TEST_CASE_LIMIT(test_png_cut_after_last_row, "png",
+                "cut after the last row taken, as PIL", 120)
+{
+    struct blob b = rgb_png(300, 200);
+    check_cut_after_last_row(&b, 200, "RGB cut after its last row");
+    free(b.data);
+    /* Adam7, its last pass with and without the last row */
+    const uint32_t heights[] = {23, 24};
+    for (size_t i = 0; i < 2; i++) {
+        const struct png_spec s = {.width = 37,
+                                   .height = heights[i],
+                                   .color_type = PNG_COLOR_TYPE_RGB,
+                                   .bit_depth = 8,
+                                   .interlaced = true};
+        b = make_png(&s);
+        check_cut_after_last_row(&b, 60, "Adam7 cut after its last row");
+        free(b.data);
+    }
+}
+
 TEST_CASE_LIMIT(test_png_damaged, "png", "damaged files refused", 60)
 {
     struct blob b = rgb_png(64, 48);
@@ -1335,6 +1405,7 @@ static void no_png(void)
 #define test_png_interlaced no_png
 #define test_png_colour_chunks no_png
 #define test_png_truncated no_png
+#define test_png_cut_after_last_row no_png
 #define test_png_damaged no_png
 #define test_png_pil_verdicts no_png
 #define test_png_limits no_png

@@ -8,7 +8,9 @@
  * kept: the CRC of every chunk before the first IDAT is checked here,
  * IDAT's never (PIL reads it unchecked); unknown critical chunks are
  * skipped; palette indices past PLTE are grey (i, i, i), PIL's default
- * palette.
+ * palette. A file cut short after its last row (in the zlib stream's
+ * checksum, IDAT's CRC or IEND) is taken, as PIL, which stops reading
+ * once it has every row, takes it.
  *
  * libpng reports an error by calling a function that must not return: the
  * error function below keeps the message and longjmps back to decode(),
@@ -35,16 +37,18 @@
  * few rows (counted apart) plus the inflate window and tables. */
 #define LIBPNG_FIXED_BYTES (64u << 10)
 
-struct rf__png_decoder {
-    struct rf__image_buffer pixels;
-    png_bytep *rows;         /* one pointer per row of the current image */
-    char reason[REASON_LEN]; /* libpng's last error */
-};
+/* libpng's reads of IDAT data, set here so that read_input() knows them. */
+#define IDAT_READ_SIZE 8192u
 
-/* The bytes being decoded, read by read_input(). */
+/* The bytes being decoded, read by read_input(), and how far the rows
+ * got (count_row()). */
 struct png_input {
     const uint8_t *data;
     size_t size, pos;
+    bool ran_out;       /* libpng asked for bytes past the end */
+    bool bytewise_tail; /* IDAT read a byte at a time near the end, so that
+                           zlib gets every byte a cut file has */
+    uint64_t rows_done, rows_expected; /* rows (of every pass) decoded */
 };
 
 /* How rows come out of libpng, and what finish() still does to them. */
@@ -54,6 +58,13 @@ struct png_plan {
     uint32_t sample_bytes;     /* 2 for 16-bit grey, clipped after; else 1 */
     uint32_t out_channels;     /* 1 or 3 */
     size_t raw_row_bytes;      /* a row as stored, for the memory estimate */
+};
+
+struct rf__png_decoder {
+    struct rf__image_buffer pixels;
+    png_bytep *rows;         /* one pointer per row of the current image */
+    struct png_plan plan;    /* the current image's */
+    char reason[REASON_LEN]; /* libpng's last error */
 };
 
 struct rf__png_decoder *rf__png_decoder_new(void)
@@ -92,11 +103,42 @@ static void on_warning(png_structp png, png_const_charp message)
 static void read_input(png_structp png, png_bytep out, size_t count)
 {
     struct png_input *in = png_get_io_ptr(png);
-    if (count > in->size - in->pos)
+    if (count > in->size - in->pos) {
+        in->ran_out = true;
         png_error(png, "the file ends early (a truncated PNG); copy it "
                        "again or leave it out");
+    }
     memcpy(out, in->data + in->pos, count);
     in->pos += count;
+    /* no IDAT read from here on can ask for more than the file has */
+    if (in->bytewise_tail && in->size - in->pos < IDAT_READ_SIZE)
+        png_set_compression_buffer_size(png, 1);
+}
+
+/* A user transform that changes nothing: libpng calls it once a row's
+ * data is whole, before it looks for what follows the last row. */
+/* NOLINTNEXTLINE(readability-non-const-parameter): libpng's type */
+static void count_row(png_structp png, png_row_infop row, png_bytep data)
+{
+    (void)row;
+    (void)data;
+    struct png_input *in = png_get_io_ptr(png);
+    in->rows_done++;
+}
+
+/* The rows libpng decodes: with Adam7, those of each pass that has
+ * columns (libpng skips the others, as PNG_PASS_COLS says). */
+static uint64_t rows_expected(png_structp png, png_infop info)
+{
+    const uint32_t width = png_get_image_width(png, info);
+    const uint32_t height = png_get_image_height(png, info);
+    if (png_get_interlace_type(png, info) == PNG_INTERLACE_NONE)
+        return height;
+    uint64_t rows = 0;
+    for (int pass = 0; pass < 7; pass++)
+        if (PNG_PASS_COLS(width, pass) != 0)
+            rows += PNG_PASS_ROWS(height, pass);
+    return rows;
 }
 
 /* Unknown chunks, critical ones included, are skipped as PIL skips
@@ -279,38 +321,73 @@ static void finish(struct rf__png_decoder *dec, const struct png_plan *plan,
 
 /* Everything libpng may longjmp out of. Returns 0, or -1 with the reason
  * in err (a refusal) or in dec->reason (libpng's error; *libpng_failed).
- * No local is read after the longjmp. */
+ * An error after every row was decoded (libpng looking for the end of
+ * the zlib stream and IDAT's CRC) is no failure: PIL never reads that
+ * far. No local is read after the longjmp. */
 static int decode(struct rf__png_decoder *dec, png_structp png, png_infop info,
                   struct png_input *in, const struct rf__image_limits *limits,
                   uint32_t channels, struct rf__image *out, char *err,
                   size_t err_len, volatile bool *libpng_failed)
 {
     if (setjmp(png_jmpbuf(png))) {
+        if (in->rows_expected && in->rows_done == in->rows_expected) {
+            finish(dec, &dec->plan, out);
+            return 0;
+        }
         *libpng_failed = true;
         return -1;
     }
     png_set_read_fn(png, in, read_input);
+    png_set_compression_buffer_size(png, IDAT_READ_SIZE);
+    png_set_read_user_transform_fn(png, count_row);
     /* ringfeed's pixel limit is the rule, not libpng's 1M-wide default */
     png_set_user_limits(png, PNG_UINT_31_MAX, PNG_UINT_31_MAX);
     png_set_crc_action(png, PNG_CRC_QUIET_USE, PNG_CRC_QUIET_USE);
     png_set_read_user_chunk_fn(png, NULL, skip_unknown_chunk);
     png_read_info(png, info);
     pad_palette(png, info);
-    const struct png_plan plan = plan_transforms(png, info, channels);
-    if (rf__image_check_limits(limits, "PNG", plan.width, plan.height,
-                               memory_needed(&plan), err, err_len) < 0)
+    dec->plan = plan_transforms(png, info, channels);
+    const struct png_plan *plan = &dec->plan;
+    if (rf__image_check_limits(limits, "PNG", plan->width, plan->height,
+                               memory_needed(plan), err, err_len) < 0)
         return -1;
     png_read_update_info(png, info);
-    if (png_get_rowbytes(png, info) != decoded_row_bytes(&plan))
+    if (png_get_rowbytes(png, info) != decoded_row_bytes(plan))
         png_error(png, "libpng's rows are not the planned size (a bug)");
-    png_bytep *rows = reserve_rows(dec, &plan);
+    png_bytep *rows = reserve_rows(dec, plan);
     if (!rows)
         png_error(png, "out of memory for the image");
+    in->rows_expected = rows_expected(png, info);
     png_read_image(png, rows);
     /* no png_read_end(): what follows the pixels (even a missing IEND)
      * does not change them, and PIL does not insist on it either */
-    finish(dec, &plan, out);
+    finish(dec, plan, out);
     return 0;
+}
+
+/* One try at the file with a libpng of its own. */
+static int decode_once(struct rf__png_decoder *dec, struct png_input *in,
+                       const struct rf__image_limits *limits, uint32_t channels,
+                       struct rf__image *out, char *err, size_t err_len)
+{
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, dec,
+                                             on_error, on_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!info) {
+        png_destroy_read_struct(&png, NULL, NULL);
+        rf__format(err, err_len, "out of memory for libpng");
+        return -1;
+    }
+    volatile bool libpng_failed = false;
+    dec->reason[0] = '\0';
+    const int rc = decode(dec, png, info, in, limits, channels, out, err,
+                          err_len, &libpng_failed);
+    png_destroy_read_struct(&png, &info, NULL);
+    free(dec->rows);
+    dec->rows = NULL;
+    if (rc < 0 && libpng_failed)
+        rf__format(err, err_len, "PNG: %s", dec->reason);
+    return rc;
 }
 
 int rf__png_decode(struct rf__png_decoder *dec, const uint8_t *data,
@@ -325,23 +402,18 @@ int rf__png_decode(struct rf__png_decoder *dec, const uint8_t *data,
     }
     if (check_header_crcs(data, size, err, err_len) < 0)
         return -1;
-    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, dec,
-                                             on_error, on_warning);
-    png_infop info = png ? png_create_info_struct(png) : NULL;
-    if (!info) {
-        png_destroy_read_struct(&png, NULL, NULL);
-        rf__format(err, err_len, "out of memory for libpng");
+    struct png_input in = {.data = data, .size = size};
+    const int rc = decode_once(dec, &in, limits, channels, out, err, err_len);
+    if (rc == 0 || !in.ran_out)
+        return rc;
+    /* Cut short. libpng reads IDAT in pieces, and a piece that runs past
+     * the end never reaches zlib: once more with the last pieces a byte
+     * each, so that rows the file holds whole are decoded (rare files,
+     * decoded twice). */
+    struct png_input again = {
+        .data = data, .size = size, .bytewise_tail = true};
+    if (decode_once(dec, &again, limits, channels, out, err, err_len) < 0)
         return -1;
-    }
-    struct png_input in = {data, size, 0};
-    volatile bool libpng_failed = false;
-    dec->reason[0] = '\0';
-    const int rc = decode(dec, png, info, &in, limits, channels, out, err,
-                          err_len, &libpng_failed);
-    png_destroy_read_struct(&png, &info, NULL);
-    free(dec->rows);
-    dec->rows = NULL;
-    if (rc < 0 && libpng_failed)
-        rf__format(err, err_len, "PNG: %s", dec->reason);
-    return rc;
+    err[0] = '\0'; /* the first try's reason */
+    return 0;
 }
