@@ -25,6 +25,7 @@ bench/options_without_effect bench/advice_in_its_flags
 bench/raw_pack_as_stored bench/gpu_options_need_gpu bench/json_alone
 bench/messages_in_its_flags bench/detail_without_errno_name
 bench/policy_options bench/stall_in_its_flags bench/verify_one_rank
+bench/non_square_size
 output/unwritable options/value_not_an_option
 jobs/same_output
 jobs/bad_value jobs/killed_worker synth/needs_an_image_per_class
@@ -789,6 +790,39 @@ case_bench_verify_one_rank() {
     run 0 env RANK=2 WORLD_SIZE=5 "$bench" --source synthetic --samples 50 \
         --verify --unordered --batch 4 --quiet
     has "$work/out" "verified: 10 samples, 0 missing, 0 duplicated, 0 corrupt"
+}
+
+# --size HxW sets a height and width of their own (--size set both to
+# one value, so a raw pack of 24x32 samples could not be read, and the
+# advice said "use --size 24, --size 32"); the advice, --verify and the
+# report follow the two sides.
+case_bench_non_square_size() {
+    dir=$work/bench-non-square
+    mkdir "$dir"
+    run 0 "$pack" "$work/ds" "$dir/raw.pack" --raw 24x32 --quiet
+    run 1 "$bench" --source "$dir/raw.pack" --size 24 --batch 8 --quiet
+    has "$work/err" "use --size 24x32, --channels 3 and --layout nhwc to match"
+    no_c_terms "$work/err"
+    run 0 "$bench" --source "$dir/raw.pack" --size 24x32 --verify --batch 8 \
+        --quiet
+    has "$work/out" "verified: 24 samples, 0 missing, 0 duplicated, 0 corrupt"
+    has "$work/out" "(24x32x3 nhwc, "
+    run 0 "$bench" --source "$work/ds" --size 24x32 --transform eval \
+        --layout nchw --verify --batch 8 --quiet
+    has "$work/out" "verified: 24 samples, 0 missing, 0 duplicated, 0 corrupt"
+    run 0 "$bench" --source synthetic --samples 16 --size 8x12 --verify \
+        --json --batch 8 --quiet
+    has "$work/out" '"height": 8, "width": 12'
+    has "$work/out" '"verified": 16'
+    run 0 "$bench" --source synthetic --samples 16 --size 8 --json --batch 8 \
+        --quiet
+    has "$work/out" '"height": 8, "width": 8'
+    for size in 24x x32 24x32x3 0x8 8x-1 abc; do
+        run 2 "$bench" --source synthetic --size "$size" --quiet
+        has "$work/err" "--size wants N or HxW (height x width), each in 1.."
+    done
+    run 0 "$bench" --help
+    has "$work/out" "--size N|HxW"
 }
 
 make_mixed_folder() {

@@ -48,8 +48,6 @@
       "passes over the samples")                                               \
     X(SAMPLES, "samples", samples, RF_PARAM_SAMPLES, FROM_TABLE, FROM_TABLE,   \
       FROM_TABLE, "samples per epoch; refused with a PATH, which has its own") \
-    X(SIZE, "size", size, RF_PARAM_HEIGHT, FROM_TABLE, FROM_TABLE, FROM_TABLE, \
-      "image height and width in pixels")                                      \
     X(CHANNELS, "channels", channels, RF_PARAM_CHANNELS, FROM_TABLE,           \
       FROM_TABLE, FROM_TABLE, "bytes per pixel")                               \
     X(CLASSES, "classes", classes, RF_PARAM_CLASSES, FROM_TABLE, FROM_TABLE,   \
@@ -104,12 +102,17 @@
       "batch's uploads")
 
 /* The other options: X(ID, name, has_arg, metavar, param, help), where
- * param is the parameter whose default --help shows, or NO_PARAM. */
+ * param is the parameter whose default --help shows, or NO_PARAM. --size
+ * sets two parameters, RF_PARAM_HEIGHT and RF_PARAM_WIDTH (parse_size()),
+ * and shows their defaults. */
 #define OTHER_OPTIONS(X)                                                       \
     X(SOURCE, "source", required_argument, "KIND", RF_PARAM_SOURCE,            \
       "synthetic; empty: indices only, no pixels; synthetic-jpeg: synthetic "  \
       "images through the JPEG path; or the PATH of a folder of class "        \
       "folders or of a packed file")                                           \
+    X(SIZE, "size", required_argument, "N|HxW", RF_PARAM_HEIGHT,               \
+      "image height and width in pixels: N for both, or HxW (height x "        \
+      "width, e.g. 24x32)")                                                    \
     X(TRANSFORM, "transform", required_argument, "T", RF_PARAM_TRANSFORM,      \
       "a PATH or synthetic-jpeg: train: random-resized crop + flip; eval: "    \
       "resize + centre crop; none: the whole image resized (stretched) to "    \
@@ -285,6 +288,15 @@ static const char *other_default(const struct other_option *o, char *text,
     const rf_param_info info = param_info(o->param);
     if (info.kind == RF_PARAM_KIND_CHOICE)
         return bench_choice_name(o->param, info.default_value, text, len);
+    if (o->param == RF_PARAM_HEIGHT) { /* --size: HxW when they differ */
+        const int64_t width = param_info(RF_PARAM_WIDTH).default_value;
+        if (width == info.default_value)
+            snprintf(text, len, "%" PRId64, width);
+        else
+            snprintf(text, len, "%" PRId64 "x%" PRId64, info.default_value,
+                     width);
+        return text;
+    }
     /* The seed: the tool takes its 64-bit pattern, unsigned. */
     snprintf(text, len, "%" PRIu64, (uint64_t)info.default_value);
     return text;
@@ -319,6 +331,8 @@ static struct bench_options default_options(void)
 #define NUMBER_DEFAULT_(id, name, field, ...) o.field = resolved(OPT_##id).def;
     NUMBER_OPTIONS(NUMBER_DEFAULT_)
 #undef NUMBER_DEFAULT_
+    o.height = param_info(RF_PARAM_HEIGHT).default_value;
+    o.width = param_info(RF_PARAM_WIDTH).default_value;
     o.seed = (uint64_t)param_info(RF_PARAM_SEED).default_value;
     o.source = (rf_source_kind)param_info(RF_PARAM_SOURCE).default_value;
     o.transform = (rf_transform)param_info(RF_PARAM_TRANSFORM).default_value;
@@ -362,6 +376,44 @@ static void parse_source(struct bench_options *o, const char *arg)
     o->path = arg;
 }
 
+/* One side of --size, n bytes of decimal digits at text, into *out;
+ * false unless it lies within info's range. */
+static bool parse_side(const char *text, size_t n, const rf_param_info *info,
+                       int64_t *out)
+{
+    int64_t value = 0;
+    if (n == 0 || n > 10) /* 10 digits: beyond any side, within int64_t */
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (text[i] < '0' || text[i] > '9')
+            return false;
+        value = value * 10 + (text[i] - '0');
+    }
+    *out = value;
+    return value >= info->min && value <= info->max;
+}
+
+/* --size N (height and width) or HxW, as ringfeed-pack's --raw: each side
+ * within its parameter's range. */
+static void parse_size(struct bench_options *o, const char *arg)
+{
+    const rf_param_info height = param_info(RF_PARAM_HEIGHT);
+    const rf_param_info width = param_info(RF_PARAM_WIDTH);
+    const size_t n = strcspn(arg, "x");
+    const bool ok = arg[n] == '\0'
+                        ? parse_side(arg, n, &height, &o->height) &&
+                              parse_side(arg, n, &width, &o->width)
+                        : parse_side(arg, n, &height, &o->height) &&
+                              parse_side(arg + n + 1, strlen(arg + n + 1),
+                                         &width, &o->width);
+    if (!ok)
+        cli_die_usage(PROGRAM,
+                      "--size wants N or HxW (height x width), each in "
+                      "%" PRId64 "..%" PRId64 ", not '%s'",
+                      height.min > width.min ? height.min : width.min,
+                      height.max < width.max ? height.max : width.max, arg);
+}
+
 static int64_t parse_number(enum option_id id, const char *arg)
 {
     const struct number_option n = resolved(id);
@@ -390,6 +442,9 @@ static void apply_other_option(struct bench_options *o, int code,
     switch (code) {
     case OPT_SOURCE:
         parse_source(o, arg);
+        break;
+    case OPT_SIZE:
+        parse_size(o, arg);
         break;
     case OPT_TRANSFORM:
         o->transform =
@@ -638,8 +693,8 @@ int bench_configure(rf_config *cfg, const struct bench_options *o)
         {RF_PARAM_SAMPLES, o->samples},
         /* The library takes the seed as its 64-bit pattern. */
         {RF_PARAM_SEED, (int64_t)o->seed},
-        {RF_PARAM_HEIGHT, o->size},
-        {RF_PARAM_WIDTH, o->size},
+        {RF_PARAM_HEIGHT, o->height},
+        {RF_PARAM_WIDTH, o->width},
         {RF_PARAM_CHANNELS, o->channels},
         {RF_PARAM_CLASSES, o->classes},
         {RF_PARAM_LAYOUT, o->layout},

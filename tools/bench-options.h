@@ -28,7 +28,8 @@ struct bench_options {
     int64_t slots;
     int64_t epochs;
     int64_t samples;
-    int64_t size;
+    int64_t height; /* --size N or HxW */
+    int64_t width;
     int64_t channels;
     int64_t classes;
     int64_t spin_ns;

@@ -47,7 +47,7 @@ static void print_summary(const struct bench_options *o,
     printf(
         "%" PRIu64 " samples in %" PRIu64 " batches of %" PRId64 " (%" PRId64
         "x%" PRId64 "x%" PRId64 " %s, %s) in %.3f s\n",
-        s->samples, s->batches, o->batch, o->size, o->size, o->channels,
+        s->samples, s->batches, o->batch, o->height, o->width, o->channels,
         bench_choice_name(RF_PARAM_LAYOUT, o->layout, layout, sizeof(layout)),
         o->source == RF_SOURCE_PATH
             ? o->path
@@ -172,7 +172,10 @@ static void print_json(const struct bench_options *o,
     json_busy_shares(&first, run);
     json_f64(&first, "startup_s", run->startup_s);
     json_u64(&first, "batch", (uint64_t)o->batch);
-    json_u64(&first, "size", (uint64_t)o->size);
+    json_u64(&first, "height", (uint64_t)o->height);
+    json_u64(&first, "width", (uint64_t)o->width);
+    if (o->height == o->width) /* as before HxW: for the readers of "size" */
+        json_u64(&first, "size", (uint64_t)o->height);
     json_u64(&first, "channels", (uint64_t)o->channels);
     json_name(
         &first, "layout",

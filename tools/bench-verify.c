@@ -80,15 +80,16 @@ void verifier_free(struct verifier *v)
 static void verifier_expect(struct verifier *v, const struct bench_options *o)
 {
     v->seed = o->seed;
-    v->height = (uint32_t)o->size;
-    v->width = (uint32_t)o->size;
+    v->height = (uint32_t)o->height;
+    v->width = (uint32_t)o->width;
     v->channels = (uint32_t)o->channels;
     v->classes = (uint32_t)o->classes;
     v->layout = o->layout;
     v->check_pixels =
         o->source == RF_SOURCE_SYNTHETIC || o->source == RF_SOURCE_PATH;
     v->ordered = !o->unordered;
-    v->sample_bytes = (size_t)o->size * (size_t)o->size * (size_t)o->channels;
+    v->sample_bytes =
+        (size_t)o->height * (size_t)o->width * (size_t)o->channels;
     v->samples_per_epoch = (uint64_t)o->samples;
     v->rank_samples = v->samples_per_epoch;
     v->batch_size = (uint64_t)o->batch;

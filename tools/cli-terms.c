@@ -150,22 +150,51 @@ static size_t item_length(const char *p)
     return n + 1 + value;
 }
 
-/* An item said twice in a row said once: two parameters with one flag
- * ("--size 32, --size 32 and --channels 3" as "--size 32 and --channels
- * 3", from RF_PARAM_HEIGHT and RF_PARAM_WIDTH), in place. */
+/* The length of the flag ("--size") of the list item at p. */
+static size_t flag_length(const char *p)
+{
+    return 2 + strcspn(p + 2, " ,;)");
+}
+
+/* Whether the n bytes at p are decimal digits, at least one. */
+static bool all_digits(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isdigit((unsigned char)p[i]))
+            return false;
+    return n > 0;
+}
+
+/* Two items in a row with one flag, two parameters behind it (RF_PARAM_HEIGHT
+ * and RF_PARAM_WIDTH, both --size), said as one, in place: "--size 32,
+ * --size 32 and --channels 3" as "--size 32 and --channels 3", and
+ * "--size 24, --size 32" as "--size 24x32" (the values in the order listed:
+ * the library lists a height before its width, as --size HxW takes them). */
 static void drop_repeated_items(char *text)
 {
     static const char *const separators[] = {", ", " and "};
     for (char *p = strstr(text, "--"); p; p = strstr(p + 2, "--")) {
-        const size_t n = item_length(p);
+        const size_t n = item_length(p), flag = flag_length(p);
         for (size_t i = 0; i < sizeof(separators) / sizeof(*separators); i++) {
             const size_t k = strlen(separators[i]);
             char *next = p + n + k;
             if (strncmp(p + n, separators[i], k) != 0 ||
-                strncmp(next, p, n) != 0 || item_length(next) != n)
+                flag_length(next) != flag || strncmp(next, p, flag) != 0)
                 continue;
-            memmove(p + n, next + n, strlen(next + n) + 1);
-            break;
+            const size_t next_n = item_length(next);
+            if (next_n == n && strncmp(next, p, n) == 0) {
+                memmove(p + n, next + n, strlen(next + n) + 1);
+                break;
+            }
+            /* "--size 24, --size 32": the second value joins the first */
+            if (n > flag + 1 && next_n > flag + 1 &&
+                all_digits(p + flag + 1, n - flag - 1) &&
+                all_digits(next + flag + 1, next_n - flag - 1)) {
+                p[n] = 'x';
+                memmove(p + n + 1, next + flag + 1,
+                        strlen(next + flag + 1) + 1);
+                break;
+            }
         }
     }
 }

@@ -29,7 +29,10 @@ struct cli_alias {
  * as a word of its own (after a space or '(', before a space, a
  * punctuation mark or the end: not inside a path) and has an underscore
  * (a one-word name such as "seed" is an ordinary word as well). Names the
- * tool has no flag for are left as they are. */
+ * tool has no flag for are left as they are. Two parameters with one
+ * flag (height and width, both --size), listed one after the other, are
+ * said once: "--size 32" for two equal values, "--size 24x32" for two
+ * numbers that differ (in the order listed). */
 void cli_user_terms(const char *text, const struct option *options,
                     const struct cli_alias *aliases, char *out, size_t len);
 

@@ -202,7 +202,7 @@ static int run_gpu(const struct bench_options *o, rf_loader **loader)
         .step_us = o->step_us,
         .batches = bench_ceil_div((uint64_t)o->samples, (uint64_t)o->batch) *
                    (uint64_t)o->epochs,
-        .batch_bytes = (size_t)o->batch * (size_t)o->size * (size_t)o->size *
+        .batch_bytes = (size_t)o->batch * (size_t)o->height * (size_t)o->width *
                        (size_t)o->channels,
         .batch = (uint32_t)o->batch,
     };
