@@ -25,7 +25,7 @@ bench/options_without_effect bench/advice_in_its_flags
 bench/raw_pack_as_stored bench/gpu_options_need_gpu bench/json_alone
 bench/messages_in_its_flags bench/detail_without_errno_name
 bench/policy_options bench/stall_in_its_flags bench/verify_one_rank
-bench/non_square_size
+bench/non_square_size bench/skipped_in_its_flags
 output/unwritable options/value_not_an_option
 jobs/same_output
 jobs/bad_value jobs/killed_worker synth/needs_an_image_per_class
@@ -823,6 +823,22 @@ case_bench_non_square_size() {
     done
     run 0 "$bench" --help
     has "$work/out" "--size N|HxW"
+}
+
+# The summary's list of samples left out gives their reasons in the
+# bench's flags, as the run's errors do (it said "jpeg_warnings lenient
+# accepts it").
+case_bench_skipped_in_its_flags() {
+    dir=$work/bench-skipped/a
+    mkdir -p "$dir"
+    dd if="$(first_image class_000)" of="$dir/cut.jpg" bs=1000 count=1 \
+        2>/dev/null
+    cp "$(first_image class_001)" "$dir/"
+    run 0 "$bench" --source "${dir%/a}" --on-error skip \
+        --max-error-ppm 1000000 --size 32 --quiet
+    has "$work/out" "skipped       1 samples"
+    has "$work/out" "(--jpeg-warnings lenient accepts it"
+    no_c_terms "$work/out"
 }
 
 make_mixed_folder() {

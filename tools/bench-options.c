@@ -168,11 +168,20 @@ static const struct option long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-const struct option *bench_long_options(void)
-{
-    return long_options;
-}
 /* clang-format on */
+
+/* The parameters whose flag is not their name with dashes. */
+static const struct cli_alias aliases[] = {
+    {"batch_size", "batch"},
+    {"height", "size"},
+    {"width", "size"},
+    {NULL, NULL},
+};
+
+void bench_user_terms(const char *text, char *out, size_t len)
+{
+    cli_user_terms(text, long_options, aliases, out, len);
+}
 
 struct number_option {
     const char *name;

@@ -86,7 +86,9 @@ static inline uint64_t bench_ceil_div(uint64_t a, uint64_t b)
     return a / b + (a % b != 0);
 }
 
-/* The long options, for messages in the tool's terms (cli-terms.h). */
-const struct option *bench_long_options(void);
+/* The library's message text in the bench's flags (cli_user_terms()),
+ * into out (len bytes, always terminated): every message of the
+ * library's that the bench prints goes through it. */
+void bench_user_terms(const char *text, char *out, size_t len);
 
 #endif

@@ -71,9 +71,12 @@ static void print_summary(const struct bench_options *o,
            " distinct, a file counted once per epoch it failed in); the "
            "first:\n",
            s->failed_samples, run->failed_distinct);
-    for (size_t i = 0; i < run->failures_listed; i++)
+    for (size_t i = 0; i < run->failures_listed; i++) {
+        char text[sizeof(run->failures[i].message) + 256]; /* flags grow */
+        bench_user_terms(run->failures[i].message, text, sizeof(text));
         cli_print_line(stdout, "    epoch %" PRIu64 ": %s",
-                       run->failures[i].epoch, run->failures[i].message);
+                       run->failures[i].epoch, text);
+    }
 }
 
 /* Writes "key": with the comma that JSON needs before every key but the

@@ -23,21 +23,12 @@
 #include <stdlib.h>
 
 #include "bench-options.h"
-#include "cli-terms.h"
 #include "bench-report.h"
 #include "bench-verify.h"
 #include "cli.h"
 #ifdef RF_BENCH_GPU
 #include "bench-gpu.h"
 #endif
-
-/* The parameters whose flag is not their name with dashes. */
-static const struct cli_alias aliases[] = {
-    {"batch_size", "batch"},
-    {"height", "size"},
-    {"width", "size"},
-    {NULL, NULL},
-};
 
 /* A library error, with its advice in this tool's flags. An RF_E_* code
  * says what kind of failure it was, and goes before the detail, which
@@ -52,7 +43,7 @@ static void print_failure(int rc, const char *detail)
         cli_print_line(stderr, PROGRAM ": %s", rf_strerror(rc));
         return;
     }
-    cli_user_terms(detail, bench_long_options(), aliases, text, sizeof(text));
+    bench_user_terms(detail, text, sizeof(text));
     if (rc > RF_E_ABI) /* the RF_E_* codes start at RF_E_ABI, downwards */
         cli_print_line(stderr, PROGRAM ": %s", text);
     else
@@ -82,7 +73,7 @@ static void print_message(void *user, const char *message)
     char text[2048];
     progress_erase(progress);
     progress->width = 0;
-    cli_user_terms(message, bench_long_options(), aliases, text, sizeof(text));
+    bench_user_terms(message, text, sizeof(text));
     cli_print_line(stderr, PROGRAM ": %s", text);
 }
 
