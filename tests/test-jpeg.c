@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <jpeglib.h>
@@ -1078,6 +1079,74 @@ static void test_memory_limit(struct rf__jpeg_decoder *dec,
     free(big.px);
 }
 
+/* Sanitizers whose allocator aborts on a failed allocation instead of
+ * returning NULL (and whose shadow memory fills any cap). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ALLOCATOR_ABORTS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||     \
+    __has_feature(memory_sanitizer)
+#define ALLOCATOR_ABORTS 1
+#endif
+#endif
+
+/* The address space this process has mapped, in bytes. */
+static uint64_t mapped_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    CHECK(f);
+    char line[128];
+    CHECK(fgets(line, sizeof(line), f));
+    fclose(f);
+    char *end = NULL;
+    const unsigned long long pages = strtoull(line, &end, 10);
+    CHECK(end != line);
+    return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A progressive file whose 24 MiB of coefficients fit the decode memory
+ * limit but not the process's address space (capped, in this case's own
+ * process, at what it maps plus 8 MiB): libjpeg's allocation fails, and
+ * the reason blames the process's memory, not the file. */
+static void test_out_of_memory(struct rf__jpeg_decoder *dec,
+                               const struct rf__jpeg_options *opt)
+{
+#ifdef ALLOCATOR_ABORTS
+    (void)dec;
+    (void)opt;
+    TEST_SKIP_BECAUSE("a sanitizer's allocator aborts instead of failing");
+#else
+    const struct image big = make_image(2048, 2048, 3);
+    struct blob prog444 = tj_encode(&big, TJSAMP_444, 75, TJFLAG_PROGRESSIVE);
+    struct rlimit old;
+    CHECK_EQ(getrlimit(RLIMIT_AS, &old), 0);
+    const rlim_t cap = (rlim_t)mapped_bytes() + (8u << 20);
+    if (old.rlim_max != RLIM_INFINITY && old.rlim_max < cap)
+        TEST_SKIP_BECAUSE("the hard RLIMIT_AS leaves no room to test");
+    const struct rlimit capped = {cap, old.rlim_max};
+    CHECK_EQ(setrlimit(RLIMIT_AS, &capped), 0);
+    struct chooser ch = {.whole = true};
+    uint8_t *px =
+        decode_with(dec, &prog444, opt, &ch, 64, 64, 3, RF_LAYOUT_NHWC);
+    CHECK_EQ(setrlimit(RLIMIT_AS, &old), 0);
+    CHECK(px == NULL);
+    printf("  refused: %s\n", reason);
+    CHECK_CONTAINS(reason, "the process ran out of memory decoding this "
+                           "progressive JPEG of 2048 x 2048 pixels (the file "
+                           "is not at fault)");
+    CHECK_CONTAINS(reason, "ulimit -v");
+    CHECK_CONTAINS(reason, "RF_PARAM_MAX_DECODE_MEMORY");
+    CHECK_CONTAINS(reason, "RF_PARAM_MAX_PIXELS");
+    CHECK(strstr(reason, "damaged") == NULL);
+    /* with the memory back, the same file decodes */
+    px = decode_with(dec, &prog444, opt, &ch, 64, 64, 3, RF_LAYOUT_NHWC);
+    CHECK(px != NULL);
+    free(px);
+    free(prog444.data);
+    free(big.px);
+#endif
+}
+
 /* libjpeg-turbo's 8-bit library cannot write a 12-bit file; the header
  * of one is enough, since decoding stops at it: the SOF precision byte
  * of an 8-bit file set to 12. */
@@ -1424,6 +1493,9 @@ BAD_INPUT_CASE(case_corrupt_entropy, "corrupt entropy-coded data",
                corrupt_entropy)
 BAD_INPUT_CASE(case_limits, "pixel and scan limits", test_limits)
 BAD_INPUT_CASE(case_memory_limit, "decode memory limit", test_memory_limit)
+BAD_INPUT_CASE(case_out_of_memory,
+               "out of memory: the process's limit, not the file",
+               test_out_of_memory)
 BAD_INPUT_CASE(case_12_bit, "12-bit", test_12_bit)
 BAD_INPUT_CASE(case_bad_crops, "empty and outside crops, 2 channels",
                test_bad_crops)

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -840,6 +841,65 @@ TEST_CASE_LIMIT(test_png_limits, "png", "limits refuse before allocating", 60)
     free(b.data);
 }
 
+/* Sanitizers whose allocator aborts on a failed allocation instead of
+ * returning NULL (and whose shadow memory fills any cap). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ALLOCATOR_ABORTS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||     \
+    __has_feature(memory_sanitizer)
+#define ALLOCATOR_ABORTS 1
+#endif
+#endif
+
+/* The address space this process has mapped, in bytes. */
+static uint64_t mapped_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    CHECK(f);
+    char line[128];
+    CHECK(fgets(line, sizeof(line), f));
+    fclose(f);
+    char *end = NULL;
+    const unsigned long long pages = strtoull(line, &end, 10);
+    CHECK(end != line);
+    return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A PNG of 5000 x 5000 whose 72 MiB of pixels fit the limits but not the
+ * address space (capped, in this case's own process, at what it maps
+ * plus 16 MiB): the reason blames the process's memory, not the file. */
+TEST_CASE_LIMIT(test_png_out_of_memory, "png",
+                "out of memory: the process's limit, not the file", 60)
+{
+#ifdef ALLOCATOR_ABORTS
+    TEST_SKIP_BECAUSE("a sanitizer's allocator aborts instead of failing");
+#else
+    struct blob big = huge_png_header(5000, 5000);
+    struct rlimit old;
+    CHECK_EQ(getrlimit(RLIMIT_AS, &old), 0);
+    const rlim_t cap = (rlim_t)mapped_bytes() + (16u << 20);
+    if (old.rlim_max != RLIM_INFINITY && old.rlim_max < cap)
+        TEST_SKIP_BECAUSE("the hard RLIMIT_AS leaves no room to test");
+    const struct rlimit capped = {cap, old.rlim_max};
+    CHECK_EQ(setrlimit(RLIMIT_AS, &capped), 0);
+    struct rf__image im;
+    char err[512] = "";
+    const int rc =
+        decode(PNG, &big, &default_limits, 3, &im, err, sizeof(err), NULL);
+    CHECK_EQ(setrlimit(RLIMIT_AS, &old), 0);
+    CHECK_EQ(rc, -1);
+    printf("  refused: %s\n", err);
+    CHECK_CONTAINS(err, "the process ran out of memory decoding this PNG of "
+                        "5000 x 5000 pixels, which needs 72 MiB (the file is "
+                        "not at fault)");
+    CHECK_CONTAINS(err, "ulimit -v");
+    CHECK_CONTAINS(err, "RF_PARAM_MAX_DECODE_MEMORY");
+    CHECK_CONTAINS(err, "RF_PARAM_MAX_PIXELS");
+    free(big.data);
+#endif
+}
+
 /* One decoder over images of every size and kind in turn: the buffer it
  * reuses never leaks one image into the next. */
 TEST_CASE_LIMIT(test_png_reuse, "png", "one decoder reused over many images",
@@ -1406,6 +1466,7 @@ static void no_png(void)
 #define test_png_colour_chunks no_png
 #define test_png_truncated no_png
 #define test_png_cut_after_last_row no_png
+#define test_png_out_of_memory no_png
 #define test_png_damaged no_png
 #define test_png_pil_verdicts no_png
 #define test_png_limits no_png

@@ -55,6 +55,17 @@ static void on_error(j_common_ptr cinfo)
         rf__jpeg_raise(dec, "premature end of data: the file is truncated");
     case JERR_NO_IMAGE:
         rf__jpeg_raise(dec, "no image in the JPEG data (truncated header?)");
+    case JERR_OUT_OF_MEMORY: /* malloc failed: the process, not the file */
+        /* kept under RF__JPEG_REASON_LEN at 65535 x 65535 */
+        rf__jpeg_raise(
+            dec,
+            "the process ran out of memory decoding this %sJPEG of %u x %u "
+            "pixels (the file is not at fault); raise its memory limit "
+            "(ulimit -v, the container's limit), or lower "
+            "RF_PARAM_MAX_DECODE_MEMORY or RF_PARAM_MAX_PIXELS to refuse "
+            "such images",
+            dec->cinfo.progressive_mode ? "progressive " : "",
+            dec->cinfo.image_width, dec->cinfo.image_height);
     case JERR_NO_BACKING_STORE: /* libjpeg's own count, past ours */
         rf__jpeg_raise(dec,
                        "decoding this JPEG needs more than the limit of %llu "

@@ -319,6 +319,33 @@ static void finish(struct rf__png_decoder *dec, const struct png_plan *plan,
 
 /* ---- one image --------------------------------------------------------- */
 
+/* An allocation failed: the process's memory, not the file, is at fault;
+ * the plan's size is that of the image, or 0 before its header. */
+static void out_of_memory(const struct png_plan *plan, char *err,
+                          size_t err_len)
+{
+    char size[96] = "";
+    if (plan->width != 0)
+        rf__format(
+            size, sizeof(size), " of %u x %u pixels, which needs %llu MiB",
+            plan->width, plan->height,
+            (unsigned long long)((memory_needed(plan) + (1u << 20) - 1) >> 20));
+    rf__format(err, err_len,
+               "PNG: the process ran out of memory decoding this PNG%s (the "
+               "file is not at fault); raise its memory limit (ulimit -v, "
+               "the container's limit), or lower RF_PARAM_MAX_DECODE_MEMORY "
+               "or RF_PARAM_MAX_PIXELS to refuse such images",
+               size);
+}
+
+/* libpng's words for a failed allocation of its own ("Out of memory",
+ * "Insufficient memory ..."). */
+static bool says_out_of_memory(const char *reason)
+{
+    return strstr(reason, "ut of memory") != NULL ||
+           strstr(reason, "nsufficient memory") != NULL;
+}
+
 /* Everything libpng may longjmp out of. Returns 0, or -1 with the reason
  * in err (a refusal) or in dec->reason (libpng's error; *libpng_failed).
  * An error after every row was decoded (libpng looking for the end of
@@ -355,8 +382,10 @@ static int decode(struct rf__png_decoder *dec, png_structp png, png_infop info,
     if (png_get_rowbytes(png, info) != decoded_row_bytes(plan))
         png_error(png, "libpng's rows are not the planned size (a bug)");
     png_bytep *rows = reserve_rows(dec, plan);
-    if (!rows)
-        png_error(png, "out of memory for the image");
+    if (!rows) {
+        out_of_memory(plan, err, err_len);
+        return -1;
+    }
     in->rows_expected = rows_expected(png, info);
     png_read_image(png, rows);
     /* no png_read_end(): what follows the pixels (even a missing IEND)
@@ -373,9 +402,10 @@ static int decode_once(struct rf__png_decoder *dec, struct png_input *in,
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, dec,
                                              on_error, on_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
+    memset(&dec->plan, 0, sizeof(dec->plan));
     if (!info) {
         png_destroy_read_struct(&png, NULL, NULL);
-        rf__format(err, err_len, "out of memory for libpng");
+        out_of_memory(&dec->plan, err, err_len);
         return -1;
     }
     volatile bool libpng_failed = false;
@@ -385,7 +415,9 @@ static int decode_once(struct rf__png_decoder *dec, struct png_input *in,
     png_destroy_read_struct(&png, &info, NULL);
     free(dec->rows);
     dec->rows = NULL;
-    if (rc < 0 && libpng_failed)
+    if (rc < 0 && libpng_failed && says_out_of_memory(dec->reason))
+        out_of_memory(&dec->plan, err, err_len);
+    else if (rc < 0 && libpng_failed)
         rf__format(err, err_len, "PNG: %s", dec->reason);
     return rc;
 }
