@@ -25,7 +25,7 @@ bench/options_without_effect bench/advice_in_its_flags
 bench/raw_pack_as_stored bench/gpu_options_need_gpu bench/json_alone
 bench/messages_in_its_flags bench/detail_without_errno_name
 bench/policy_options bench/stall_in_its_flags bench/verify_one_rank
-bench/non_square_size bench/skipped_in_its_flags
+bench/non_square_size bench/skipped_in_its_flags bench/rank_flags
 output/unwritable options/value_not_an_option
 jobs/same_output
 jobs/bad_value jobs/killed_worker synth/needs_an_image_per_class
@@ -839,6 +839,30 @@ case_bench_skipped_in_its_flags() {
     has "$work/out" "skipped       1 samples"
     has "$work/out" "(--jpeg-warnings lenient accepts it"
     no_c_terms "$work/out"
+}
+
+# --rank and --world-size set the shard (the message about a bad RANK
+# in the environment said to set RF_PARAM_RANK and RF_PARAM_WORLD_SIZE,
+# which the bench had no flags for); they override the environment, and
+# --verify expects that rank's share.
+case_bench_rank_flags() {
+    run 1 env RANK=abc WORLD_SIZE=2 "$bench" --samples 8 --size 8 --quiet
+    has "$work/err" "RANK='abc' is not a number"
+    has "$work/err" "fix it, or set --rank and --world-size"
+    no_c_terms "$work/err"
+    run 0 "$bench" --source "$work/ds" --rank 1 --world-size 3 --verify \
+        --epochs 2 --batch 4 --quiet
+    has "$work/out" "verified: 16 samples, 0 missing, 0 duplicated, 0 corrupt"
+    run 0 env RANK=abc WORLD_SIZE=2 "$bench" --source synthetic --samples 50 \
+        --rank 2 --world-size 5 --verify --unordered --batch 4 --quiet
+    has "$work/out" "verified: 10 samples, 0 missing, 0 duplicated, 0 corrupt"
+    run 1 "$bench" --samples 8 --size 8 --rank 3 --world-size 3 --quiet
+    has "$work/err" "rank 3 is not below world size 3; set --rank and"
+    no_c_terms "$work/err"
+    run 2 "$bench" --rank -2 --quiet
+    has "$work/err" "--rank wants an integer in -1.."
+    run 2 "$bench" --world-size -1 --quiet
+    has "$work/err" "--world-size wants an integer in 0.."
 }
 
 make_mixed_folder() {

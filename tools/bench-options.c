@@ -93,6 +93,13 @@
       RF_PARAM_RESPAWN_WINDOW_S, FROM_TABLE, FROM_TABLE, FROM_TABLE,           \
       "--on-producer-death respawn: the window --max-respawns counts in, in "  \
       "seconds")                                                               \
+    X(RANK, "rank", rank, RF_PARAM_RANK, FROM_TABLE, FROM_TABLE, FROM_TABLE,   \
+      "run this rank's share of each epoch, 0..--world-size - 1; -1 = $RANK, " \
+      "else $OMPI_COMM_WORLD_RANK, else 0")                                    \
+    X(WORLD_SIZE, "world-size", world_size, RF_PARAM_WORLD_SIZE, FROM_TABLE,   \
+      FROM_TABLE, FROM_TABLE,                                                  \
+      "ranks sharing each epoch; 0 = $WORLD_SIZE, else "                       \
+      "$OMPI_COMM_WORLD_SIZE, else 1")                                         \
     X(DEVICE, "device", device, NO_PARAM, 0, 1023, 0,                          \
       "--gpu: the CUDA device")                                                \
     X(DEPTH, "depth", depth, NO_PARAM, 0, 64, 0,                               \
@@ -728,6 +735,8 @@ int bench_configure(rf_config *cfg, const struct bench_options *o)
         {RF_PARAM_ON_PRODUCER_DEATH, o->on_producer_death},
         {RF_PARAM_MAX_RESPAWNS, o->max_respawns},
         {RF_PARAM_RESPAWN_WINDOW_S, o->respawn_window_s},
+        {RF_PARAM_RANK, o->rank},
+        {RF_PARAM_WORLD_SIZE, o->world_size},
     };
     if (o->path && rf_config_set_path(cfg, o->path) < 0) {
         fprintf(stderr, PROGRAM ": %s\n", rf_config_error(cfg));

@@ -44,9 +44,11 @@ struct bench_options {
     int64_t stall_warning_ms;
     int64_t max_respawns; /* --on-producer-death respawn's limit */
     int64_t respawn_window_s;
-    int64_t device;  /* --gpu: CUDA device */
-    int64_t depth;   /* --gpu: device buffers; 0: the library's choice */
-    int64_t step_us; /* --gpu: the stand-in step; -1: 3 uploads */
+    int64_t rank;       /* RF_PARAM_RANK; -1: from the environment */
+    int64_t world_size; /* RF_PARAM_WORLD_SIZE; 0: from the environment */
+    int64_t device;     /* --gpu: CUDA device */
+    int64_t depth;      /* --gpu: device buffers; 0: the library's choice */
+    int64_t step_us;    /* --gpu: the stand-in step; -1: 3 uploads */
     uint64_t seed;
     rf_source_kind source;
     const char *path; /* RF_SOURCE_PATH: a folder or packed file */
