@@ -26,6 +26,7 @@ bench/raw_pack_as_stored bench/gpu_options_need_gpu bench/json_alone
 bench/messages_in_its_flags bench/detail_without_errno_name
 bench/policy_options bench/stall_in_its_flags bench/verify_one_rank
 bench/non_square_size bench/skipped_in_its_flags bench/rank_flags
+bench/source_path_refused
 output/unwritable options/value_not_an_option
 jobs/same_output
 jobs/bad_value jobs/killed_worker synth/needs_an_image_per_class
@@ -863,6 +864,22 @@ case_bench_rank_flags() {
     has "$work/err" "--rank wants an integer in -1.."
     run 2 "$bench" --world-size -1 --quiet
     has "$work/err" "--world-size wants an integer in 0.."
+}
+
+# A --source path the library refuses before opening anything (empty,
+# or longer than it keeps) is a usage error naming --source (it named
+# rf_config_set_path, a C function).
+case_bench_source_path_refused() {
+    for verify in "" --verify; do
+        # shellcheck disable=SC2086 # $verify is an option, or none
+        run 2 "$bench" --source '' $verify --quiet
+        has "$work/err" "--source wants synthetic, empty, synthetic-jpeg or the PATH"
+        lacks "$work/err" "rf_config"
+    done
+    long=$(printf '%5000s' '' | tr ' ' a)
+    run 2 "$bench" --source "$long" --quiet
+    has "$work/err" "ringfeed-bench: --source: the path is 5000 bytes; the limit"
+    lacks "$work/err" "rf_config"
 }
 
 make_mixed_folder() {

@@ -379,10 +379,36 @@ static int64_t parse_choice(const char *option, rf_param param,
     cli_usage_failure(PROGRAM);
 }
 
+/* An empty --source names nothing: says which it takes, and exits. */
+static void refuse_empty_source(const rf_param_info *info)
+    __attribute__((noreturn));
+
+static void refuse_empty_source(const rf_param_info *info)
+{
+    char kinds[256] = "", word[64];
+    size_t used = 0;
+    for (int64_t v = info->min; v <= info->max; v++) {
+        if (v == RF_SOURCE_PATH ||
+            !word_at(info->choices, v - info->min, word, sizeof(word)))
+            continue;
+        const int n = snprintf(kinds + used, sizeof(kinds) - used, "%s%s",
+                               used ? ", " : "", word);
+        if (n < 0 || (size_t)n >= sizeof(kinds) - used)
+            break;
+        used += (size_t)n;
+    }
+    cli_die_usage(PROGRAM,
+                  "--source wants %s or the PATH of a dataset, not an empty "
+                  "string",
+                  kinds);
+}
+
 /* A source kind by name (other than "path"), or else a dataset path. */
 static void parse_source(struct bench_options *o, const char *arg)
 {
     const rf_param_info info = param_info(RF_PARAM_SOURCE);
+    if (*arg == '\0')
+        refuse_empty_source(&info);
     const int64_t kind = choice_value(&info, arg);
     if (kind >= 0 && kind != RF_SOURCE_PATH) {
         o->source = (rf_source_kind)kind;
@@ -739,7 +765,12 @@ int bench_configure(rf_config *cfg, const struct bench_options *o)
         {RF_PARAM_WORLD_SIZE, o->world_size},
     };
     if (o->path && rf_config_set_path(cfg, o->path) < 0) {
-        fprintf(stderr, PROGRAM ": %s\n", rf_config_error(cfg));
+        /* The library's reason names its function; the user set --source. */
+        static const char function[] = "rf_config_set_path: ";
+        const char *why = rf_config_error(cfg);
+        if (strncmp(why, function, sizeof(function) - 1) == 0)
+            why += sizeof(function) - 1;
+        cli_print_line(stderr, PROGRAM ": --source: %s", why);
         return -EINVAL;
     }
     for (size_t i = 0; i < COUNT_OF(settings); i++) {
