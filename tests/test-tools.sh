@@ -26,7 +26,7 @@ bench/raw_pack_as_stored bench/gpu_options_need_gpu bench/json_alone
 bench/messages_in_its_flags bench/detail_without_errno_name
 bench/policy_options bench/stall_in_its_flags bench/verify_one_rank
 bench/non_square_size bench/skipped_in_its_flags bench/rank_flags
-bench/source_path_refused
+bench/source_path_refused bench/not_a_dataset
 output/unwritable options/value_not_an_option
 jobs/same_output
 jobs/bad_value jobs/killed_worker synth/needs_an_image_per_class
@@ -880,6 +880,24 @@ case_bench_source_path_refused() {
     run 2 "$bench" --source "$long" --quiet
     has "$work/err" "ringfeed-bench: --source: the path is 5000 bytes; the limit"
     lacks "$work/err" "rf_config"
+}
+
+# A --source that is not a dataset (a text file, a JPEG) is said to be
+# one that does not open; it was put as "a sample could not be read or
+# decoded", of a run that had read no sample.
+case_bench_not_a_dataset() {
+    dir=$work/bench-not-a-dataset
+    mkdir "$dir"
+    echo hi >"$dir/notpack"
+    run 1 "$bench" --source "$dir/notpack" --quiet
+    has "$work/err" "ringfeed-bench: cannot open dataset '$dir/notpack': "
+    has "$work/err" "not a ringfeed packed file"
+    lacks "$work/err" "a sample could not be read"
+    image=$(first_image class_000)
+    run 1 "$bench" --source "$image" --quiet
+    has "$work/err" "ringfeed-bench: cannot open dataset '$image': "
+    has "$work/err" "(a JPEG file)"
+    lacks "$work/err" "a sample could not be read"
 }
 
 make_mixed_folder() {

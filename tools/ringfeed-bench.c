@@ -35,8 +35,13 @@
  * says where; for a -errno code the library's detail is a sentence of
  * its own that gives the cause (with the system's reason where a call
  * failed), and the errno's name would mislead ("No such file or
- * directory" for a class folder without images, which exists). */
-static void print_failure(int rc, const char *detail)
+ * directory" for a class folder without images, which exists). So for
+ * RF_E_CORRUPT_SAMPLE from rf_loader_open() (opening): no sample has
+ * been read yet, and it is the dataset that does not open (a file that
+ * is not a pack, a damaged header or index), which the detail says
+ * ("cannot open dataset '...': ... not a ringfeed packed file"); the
+ * code's description, of a sample, would mislead. */
+static void print_failure(int rc, const char *detail, bool opening)
 {
     char text[2048];
     if (!detail || !*detail) {
@@ -44,7 +49,8 @@ static void print_failure(int rc, const char *detail)
         return;
     }
     bench_user_terms(detail, text, sizeof(text));
-    if (rc > RF_E_ABI) /* the RF_E_* codes start at RF_E_ABI, downwards */
+    /* the RF_E_* codes start at RF_E_ABI, downwards */
+    if (rc > RF_E_ABI || (opening && rc == RF_E_CORRUPT_SAMPLE))
         cli_print_line(stderr, PROGRAM ": %s", text);
     else
         cli_print_line(stderr, PROGRAM ": %s: %s", rf_strerror(rc), text);
@@ -86,7 +92,7 @@ static int start_loader(const rf_config *cfg, rf_loader **loader,
     run->opened_at = cli_now_s();
     run->startup_s = run->opened_at - start;
     if (rc < 0)
-        print_failure(rc, detail);
+        print_failure(rc, detail, true);
     free(detail);
     return rc < 0 ? EXIT_RUN_FAILED : EXIT_SUCCESS;
 }
@@ -138,7 +144,7 @@ static int next_batch(rf_loader *loader, rf_batch *batch)
 
 static int loader_failure(const rf_loader *loader, int rc)
 {
-    print_failure(rc, rf_loader_error(loader));
+    print_failure(rc, rf_loader_error(loader), false);
     return rc;
 }
 
