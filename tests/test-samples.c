@@ -834,6 +834,76 @@ TEST_CASE(test_long_path_keeps_the_reason, "bad",
     remove_tree(long_base);
 }
 
+/* Makes `levels` folders named `name`, each in the one before, below
+ * the folder open as fd; returns their fds, deepest last (paths this
+ * long cannot be named whole: the kernel refuses them). */
+static void make_nested(int fd, const char *name, int levels, int *fds)
+{
+    for (int i = 0; i < levels; i++) {
+        CHECK_EQ(mkdirat(fd, name, 0755), 0);
+        fd = openat(fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(fd >= 0);
+        fds[i] = fd;
+    }
+}
+
+/* Removes what make_nested() made, deepest first, below the folder
+ * open as fd. */
+static void remove_nested(int fd, const char *name, int levels, const int *fds)
+{
+    for (int i = levels - 1; i >= 0; i--) {
+        close(fds[i]);
+        CHECK_EQ(unlinkat(i ? fds[i - 1] : fd, name, AT_REMOVEDIR), 0);
+    }
+}
+
+/* A class folder nested so deep that its path passes 4096 bytes is
+ * refused with the reason and the advice whole, the path cut in its
+ * middle instead (the message was cut at about 1 KB, mid-path). */
+TEST_CASE(test_deep_folder_keeps_the_reason, "bad",
+          "a folder too deep to list keeps the reason")
+{
+    enum { LEVELS = 41 };
+    char folder[400], cls[450], name[101];
+    rf__format(folder, sizeof(folder), "%s/deep", base);
+    CHECK_EQ(mkdir(folder, 0755), 0);
+    rf__format(cls, sizeof(cls), "%s/c", folder);
+    CHECK_EQ(mkdir(cls, 0755), 0);
+    void *jpeg = NULL;
+    size_t size = 0;
+    CHECK_OK(rf_synthetic_jpeg(9, 1, 64, 48, &jpeg, &size));
+    char file[500];
+    rf__format(file, sizeof(file), "%s/a.jpg", cls);
+    write_file(file, jpeg, size);
+    free(jpeg);
+    memset(name, 'd', 100);
+    name[100] = '\0';
+    const int cls_fd = open(cls, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    CHECK(cls_fd >= 0);
+    int fds[LEVELS];
+    make_nested(cls_fd, name, LEVELS, fds);
+    rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set_path(cfg, folder));
+    rf_loader *l = NULL;
+    char *err = NULL;
+    const int rc = rf_loader_open(&l, cfg, &err);
+    rf_loader_close(l); /* NULL, unless it opened */
+    rf_config_free(cfg);
+    /* removed before the checks: teardown's nftw() cannot name them */
+    remove_nested(cls_fd, name, LEVELS, fds);
+    close(cls_fd);
+    CHECK_EQ(rc, -ENAMETOOLONG);
+    CHECK(err);
+    printf("  %s\n", err);
+    CHECK_CONTAINS(err, "cannot open dataset");
+    CHECK_CONTAINS(err, "/c/dddd");
+    CHECK_CONTAINS(err, "...");
+    CHECK_CONTAINS(err, "dddd: cannot list it: File name too long; fix it or "
+                        "move it out of the dataset");
+    free(err);
+    remove_tree(folder);
+}
+
 static void setup(void)
 {
     scratch_make(base, sizeof(base), "samples");

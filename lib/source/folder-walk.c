@@ -193,14 +193,34 @@ static int walk_no_memory(struct walker *w)
     return -ENOMEM;
 }
 
-/* A failed system call on the folder being walked (or `name` in it). */
+/* The room a failing path may have: the dataset's folder, the folder
+ * below it and a name in it. */
+#define FAILED_PATH_MAX (2 * (MAX_NAME + 1) + 256)
+
+/* A failed system call on the folder being walked (or `name` in it). A
+ * long path gives way in its middle, so that the reason and the advice
+ * after it always fit: in half of w->why, since callers put their own
+ * words before it in a buffer of the same size ("cannot open dataset
+ * '/data/train': ..."). */
 static int walk_failed(struct walker *w, const char *what, const char *name,
                        int error)
 {
-    rf__format(w->why, w->why_len,
-               "%s%s%s%s%s: %s: %s; fix it or move it out of the dataset",
-               w->root, w->path_length ? "/" : "", w->path, name ? "/" : "",
-               name ? name : "", what, strerror(error));
+    char path[FAILED_PATH_MAX];
+    rf__format(path, sizeof(path), "%s%s%s%s%s", w->root,
+               w->path_length ? "/" : "", w->path, name ? "/" : "",
+               name ? name : "");
+    char reason[256];
+    rf__format(reason, sizeof(reason),
+               ": %s: %s; fix it or move it out of the dataset", what,
+               strerror(error));
+    const size_t reason_length = strlen(reason);
+    const size_t target = w->why_len / 2;
+    size_t room = target > reason_length + 64 ? target - reason_length : 64;
+    if (room > sizeof(path))
+        room = sizeof(path);
+    char shown[FAILED_PATH_MAX];
+    rf__copy_elided(shown, room, path);
+    rf__format(w->why, w->why_len, "%s%s", shown, reason);
     return -error;
 }
 
