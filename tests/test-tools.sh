@@ -26,7 +26,7 @@ bench/raw_pack_as_stored bench/gpu_options_need_gpu bench/json_alone
 bench/messages_in_its_flags bench/detail_without_errno_name
 bench/policy_options bench/stall_in_its_flags bench/verify_one_rank
 bench/non_square_size bench/skipped_in_its_flags bench/rank_flags
-bench/source_path_refused bench/not_a_dataset
+bench/source_path_refused bench/not_a_dataset bench/verify_unopened
 output/unwritable options/value_not_an_option
 jobs/same_output
 jobs/bad_value jobs/killed_worker synth/needs_an_image_per_class
@@ -898,6 +898,30 @@ case_bench_not_a_dataset() {
     has "$work/err" "ringfeed-bench: cannot open dataset '$image': "
     has "$work/err" "(a JPEG file)"
     lacks "$work/err" "a sample could not be read"
+}
+
+# A --source that does not open gets the same message and status with
+# --verify as without (the verifier opens the dataset first, and said
+# "--verify: /nope: No such file or directory": it is --source that is
+# wrong).
+case_bench_verify_unopened() {
+    dir=$work/bench-verify-unopened
+    mkdir "$dir"
+    echo hi >"$dir/notpack"
+    long=$(printf '%5000s' '' | tr ' ' a)
+    for source in "$dir/nope" "$dir/notpack" "$long"; do
+        "$bench" --source "$source" --quiet >/dev/null 2>"$dir/plain.err"
+        status=$?
+        [ $status -ne 0 ] || fail "a --source that does not open ran"
+        run $status "$bench" --source "$source" --verify --quiet
+        cmp -s "$dir/plain.err" "$work/err" ||
+            fail "--verify says otherwise: $(cat "$dir/plain.err")"
+        lacks "$work/err" "--verify"
+        case $source in
+        "$long") has "$work/err" "--source: the path is 5000 bytes" ;;
+        *) has "$work/err" "ringfeed-bench: cannot open dataset '$source': " ;;
+        esac
+    done
 }
 
 make_mixed_folder() {

@@ -7,6 +7,7 @@
  * or, for a dataset, by rf_dataset_decode() with the loader's own
  * configuration.
  */
+#define _GNU_SOURCE /* asprintf() */
 #include "bench-verify.h"
 
 #include <errno.h>
@@ -98,14 +99,20 @@ static void verifier_expect(struct verifier *v, const struct bench_options *o)
 }
 
 /* The dataset gives the sample count, the labels and (decoded with the
- * loader's own configuration) the pixels to expect. */
-static int open_dataset_for(struct verifier *v, const struct bench_options *o)
+ * loader's own configuration) the pixels to expect. When it does not
+ * open, *unopened gets the message, unsaid (see verifier_create()). */
+static int open_dataset_for(struct verifier *v, const struct bench_options *o,
+                            char **unopened)
 {
     char *detail = NULL;
     const int rc = rf_dataset_open(&v->dataset, o->path, &detail);
     if (rc < 0) {
-        cli_print_line(stderr, PROGRAM ": --verify: %s",
-                       detail ? detail : rf_strerror(rc));
+        if (asprintf(unopened, "--verify: %s",
+                     detail ? detail : rf_strerror(rc)) < 0) {
+            *unopened = NULL; /* no memory to keep it: said now */
+            cli_print_line(stderr, PROGRAM ": --verify: %s",
+                           detail ? detail : rf_strerror(rc));
+        }
         free(detail);
         return rc;
     }
@@ -116,13 +123,14 @@ static int open_dataset_for(struct verifier *v, const struct bench_options *o)
     return v->config ? bench_configure(v->config, o) : -ENOMEM;
 }
 
-struct verifier *verifier_create(const struct bench_options *o)
+struct verifier *verifier_create(const struct bench_options *o, char **unopened)
 {
+    *unopened = NULL;
     struct verifier *v = calloc(1, sizeof(*v));
     if (!v)
         goto no_memory;
     verifier_expect(v, o);
-    if (o->source == RF_SOURCE_PATH && open_dataset_for(v, o) < 0)
+    if (o->source == RF_SOURCE_PATH && open_dataset_for(v, o, unopened) < 0)
         goto fail;
     if (v->check_pixels) {
         v->expected = malloc(v->sample_bytes);

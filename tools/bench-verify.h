@@ -22,8 +22,14 @@ struct verify_counts {
 };
 
 /* A verifier for the run o describes; NULL after saying why. Made before
- * the loader opens, so that its set-up is not timed. */
-struct verifier *verifier_create(const struct bench_options *o);
+ * the loader opens, so that its set-up is not timed. When the dataset
+ * (--source PATH) does not open it says nothing: it returns NULL with
+ * *unopened set to its message (malloc'd, the caller's to free), for the
+ * loader's open to say why in the words it uses without --verify (it is
+ * --source that is wrong), and *unopened to be said if the loader opens
+ * it after all. Otherwise *unopened is NULL. */
+struct verifier *verifier_create(const struct bench_options *o,
+                                 char **unopened);
 
 /* After the loader opens: a run sharded over ranks (RANK and WORLD_SIZE
  * set by a launcher) hands this rank its share of each epoch alone, so

@@ -216,15 +216,24 @@ int main(int argc, char **argv)
     struct bench_options opts;
     struct bench_run run = {0};
     struct verifier *verifier = NULL;
+    char *unopened = NULL; /* --verify could not open the dataset */
     rf_loader *loader = NULL;
     struct progress progress = {0}; /* none while the loader opens */
     int status = EXIT_RUN_FAILED;
 
     bench_parse_options(argc, argv, &opts);
-    /* Before the loader opens, so that its set-up is not timed. */
-    if (opts.verify && !(verifier = verifier_create(&opts)))
+    /* Before the loader opens, so that its set-up is not timed. A dataset
+     * that does not open is the loader's to refuse, in the words it uses
+     * without --verify; the verifier's own are for one that opens for the
+     * loader after all. */
+    if (opts.verify && !(verifier = verifier_create(&opts, &unopened)) &&
+        !unopened)
         goto out;
     status = open_loader(&opts, &loader, &run, &progress);
+    if (status == EXIT_SUCCESS && unopened) {
+        cli_print_line(stderr, PROGRAM ": %s", unopened);
+        status = EXIT_RUN_FAILED;
+    }
     if (status != EXIT_SUCCESS)
         goto out;
     if (opts.gpu) {
@@ -238,5 +247,6 @@ int main(int argc, char **argv)
 out:
     rf_loader_close(loader);
     verifier_free(verifier);
+    free(unopened);
     return cli_finish_output(PROGRAM, status);
 }
