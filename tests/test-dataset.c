@@ -594,6 +594,43 @@ TEST_CASE(test_folder_errors, "folder",
     printf("folder: missing, flat and empty folders refused with reasons\n");
 }
 
+/* A listing that runs out of file descriptors names the process's limit
+ * as what to change, not the dataset: RLIMIT_NOFILE lowered in this
+ * case's own process, and every descriptor under it taken but one (the
+ * dataset's own), so that the walk's first open fails with EMFILE. */
+TEST_CASE(test_folder_out_of_fds, "folder",
+          "out of fds: the advice is the open-files limit")
+{
+    make_dir(at("fds"));
+    make_dir(at("fds/c"));
+    make_file("fds/c/a.jpg");
+    struct rlimit old;
+    CHECK_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+    const struct rlimit low = {64, old.rlim_max};
+    CHECK_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+    int taken[64], count = 0;
+    for (int fd; (fd = dup(0)) >= 0;)
+        taken[count++] = fd;
+    CHECK_EQ(errno, EMFILE);
+    CHECK(count > 0);
+    close(taken[--count]); /* one left, for the dataset's own */
+    rf_dataset *ds = NULL;
+    char *why = NULL;
+    const int rc = rf_dataset_open(&ds, at("fds"), &why);
+    while (count > 0)
+        close(taken[--count]);
+    CHECK_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+    CHECK(why);
+    printf("  %s\n", why);
+    CHECK_EQ(rc, -EMFILE);
+    CHECK_CONTAINS(why, "Too many open files; the process has the 64 files "
+                        "open that its limit allows: raise its open-files "
+                        "limit (ulimit -n");
+    CHECK(strstr(why, "move it out of the dataset") == NULL);
+    free(why);
+    remove_tree(at("fds"));
+}
+
 /* ---- the folder index --------------------------------------------------- */
 
 static int open_with_listing(const void *bytes, size_t size, char *why,

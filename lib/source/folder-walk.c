@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -193,6 +194,42 @@ static int walk_no_memory(struct walker *w)
     return -ENOMEM;
 }
 
+/* What to change after a failed call: the process's limits when the
+ * kernel ran out of something, else the dataset. */
+static void advise(int error, char *out, size_t len)
+{
+    struct rlimit files;
+    switch (error) {
+    case EMFILE:
+        if (getrlimit(RLIMIT_NOFILE, &files) == 0 &&
+            files.rlim_cur != RLIM_INFINITY)
+            rf__format(out, len,
+                       "the process has the %llu files open that its limit "
+                       "allows: raise its open-files limit (ulimit -n, the "
+                       "container's nofile limit)",
+                       (unsigned long long)files.rlim_cur);
+        else
+            rf__format(out, len,
+                       "the process has all the files open that its limit "
+                       "allows: raise its open-files limit (ulimit -n, the "
+                       "container's nofile limit)");
+        return;
+    case ENFILE:
+        rf__format(out, len,
+                   "the system has all the files open that it allows: close "
+                   "files elsewhere or raise its limit (sysctl fs.file-max)");
+        return;
+    case ENOMEM:
+        rf__format(out, len,
+                   "the kernel is short of memory: free some, or raise the "
+                   "process's memory limit (ulimit -v, the container's "
+                   "limit), and try again");
+        return;
+    default:
+        rf__format(out, len, "fix it or move it out of the dataset");
+    }
+}
+
 /* The room a failing path may have: the dataset's folder, the folder
  * below it and a name in it. */
 #define FAILED_PATH_MAX (2 * (MAX_NAME + 1) + 256)
@@ -209,10 +246,11 @@ static int walk_failed(struct walker *w, const char *what, const char *name,
     rf__format(path, sizeof(path), "%s%s%s%s%s", w->root,
                w->path_length ? "/" : "", w->path, name ? "/" : "",
                name ? name : "");
-    char reason[256];
-    rf__format(reason, sizeof(reason),
-               ": %s: %s; fix it or move it out of the dataset", what,
-               strerror(error));
+    char advice[200];
+    advise(error, advice, sizeof(advice));
+    char reason[320];
+    rf__format(reason, sizeof(reason), ": %s: %s; %s", what, strerror(error),
+               advice);
     const size_t reason_length = strlen(reason);
     const size_t target = w->why_len / 2;
     size_t room = target > reason_length + 64 ? target - reason_length : 64;
