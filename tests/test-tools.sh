@@ -687,7 +687,9 @@ case_bench_detail_without_errno_name() {
     lacks "$work/err" "No such file or directory"
 }
 
-# Output that cannot be written is a failure (each tool exited 0).
+# Output that cannot be written is a failure (each tool exited 0), with
+# the system's reason (ringfeed-bench --help, longer than stdio's buffer,
+# said "Input/output error").
 case_output_unwritable() {
     [ -w /dev/full ] || skip "no /dev/full"
     for command in "$bench --source empty --samples 16 --batch 8 --json" \

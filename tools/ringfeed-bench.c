@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "bench-options.h"
 #include "bench-report.h"
@@ -211,6 +212,15 @@ static int run_gpu(const struct bench_options *o, rf_loader **loader)
 #endif
 }
 
+/* Where stdout is fully buffered (not a terminal), what the bench writes
+ * on it (--help, the summary or --json's object, --verify's counts) is
+ * written whole at the end, by cli_finish_output()'s fflush(), so that a
+ * write that fails says why: a write made earlier, when a smaller buffer
+ * filled (--help is longer than stdio's 4 KiB), leaves only ferror()
+ * set, and /dev/full was reported as "Input/output error". A terminal
+ * keeps its line buffering, and its lines their order among stderr's. */
+static char stdout_buffer[1 << 16];
+
 int main(int argc, char **argv)
 {
     struct bench_options opts;
@@ -221,6 +231,8 @@ int main(int argc, char **argv)
     struct progress progress = {0}; /* none while the loader opens */
     int status = EXIT_RUN_FAILED;
 
+    if (!isatty(STDOUT_FILENO))
+        setvbuf(stdout, stdout_buffer, _IOFBF, sizeof(stdout_buffer));
     bench_parse_options(argc, argv, &opts);
     /* Before the loader opens, so that its set-up is not timed. A dataset
      * that does not open is the loader's to refuse, in the words it uses
