@@ -280,8 +280,44 @@ TEST_CASE(test_error_limit_ends_the_run, "bad", "error limit ends the run")
     rf_config *cfg = bad_folder_config(2, RF_TRANSFORM_EVAL);
     rf_loader *l = open_skipping(cfg, 2, 1000000);
     CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
-    CHECK_CONTAINS(rf_loader_error(l), "RF_PARAM_MAX_ERRORS = 2");
+    CHECK_CONTAINS(rf_loader_error(l), "samples have failed, more than "
+                                       "RF_PARAM_MAX_ERRORS 2 allows: raise "
+                                       "it");
     rf_loader_close(l);
+}
+
+/* The epoch's limit is a share (RF_PARAM_MAX_ERROR_PPM) turned into a
+ * count of the epoch's samples, rounded down: the message gives both,
+ * so that the count is not read as the parameter's value. 1 bad file of
+ * 2 at 400000 ppm: 0 failures allowed. */
+TEST_CASE(test_epoch_limit_says_share_and_count, "bad",
+          "the epoch's limit says its share and its count")
+{
+    char folder[400], file[450];
+    rf__format(folder, sizeof(folder), "%s/two", base);
+    CHECK_EQ(mkdir(folder, 0755), 0);
+    rf__format(file, sizeof(file), "%s/c", folder);
+    CHECK_EQ(mkdir(file, 0755), 0);
+    void *jpeg = NULL;
+    size_t size = 0;
+    CHECK_OK(rf_synthetic_jpeg(9, 1, 64, 48, &jpeg, &size));
+    rf__format(file, sizeof(file), "%s/c/a.jpg", folder);
+    write_file(file, jpeg, size);
+    rf__format(file, sizeof(file), "%s/c/b.jpg", folder);
+    write_file(file, jpeg, size / 2); /* cut short */
+    free(jpeg);
+    rf_config *cfg = jpeg_folder_config(folder, 1, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 1));
+    rf_loader *l = open_skipping(cfg, 0, 400000);
+    CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
+    const char *msg = rf_loader_error(l);
+    printf("  %s\n", msg);
+    CHECK_CONTAINS(msg, "1 sample of epoch 0 has failed, more than "
+                        "RF_PARAM_MAX_ERROR_PPM 400000 allows (0 of this "
+                        "epoch's 2 samples): raise it");
+    CHECK_CONTAINS(msg, "b.jpg");
+    rf_loader_close(l);
+    remove_tree(folder);
 }
 
 /* The count limit is on samples, not on failures: the bad files fail in

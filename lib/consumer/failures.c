@@ -18,8 +18,9 @@ void rf__failures_init(struct rf__failures *f, const int64_t *params,
 {
     memset(f, 0, sizeof(*f));
     f->max_errors = (uint64_t)params[RF_PARAM_MAX_ERRORS];
-    f->max_in_epoch =
-        samples_per_epoch * (uint64_t)params[RF_PARAM_MAX_ERROR_PPM] / 1000000;
+    f->max_error_ppm = (uint64_t)params[RF_PARAM_MAX_ERROR_PPM];
+    f->samples_per_epoch = samples_per_epoch;
+    f->max_in_epoch = samples_per_epoch * f->max_error_ppm / 1000000;
     for (int i = 0; i < RF__FAILURE_EPOCHS; i++)
         f->by_epoch[i].epoch = UINT64_MAX;
 }
@@ -100,19 +101,25 @@ int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
     if (f->max_errors && f->distinct > f->max_errors) {
         rf__format(why, why_len,
                    "%llu samples have failed, more than RF_PARAM_MAX_ERRORS "
-                   "= %llu: raise it, or fix or remove the files; the last: "
-                   "%s",
+                   "%llu allows: raise it, or fix or remove the files; the "
+                   "last: %s",
                    (unsigned long long)f->distinct,
                    (unsigned long long)f->max_errors, text);
         return RF_E_CORRUPT_SAMPLE;
     }
     if (in_epoch > f->max_in_epoch) {
+        /* the share as a count: ppm of the epoch's samples, rounded down */
         rf__format(why, why_len,
-                   "%llu samples of epoch %llu have failed, more than "
-                   "RF_PARAM_MAX_ERROR_PPM allows (%llu): raise it, or fix "
-                   "or remove the files; the last: %s",
-                   (unsigned long long)in_epoch, (unsigned long long)epoch,
-                   (unsigned long long)f->max_in_epoch, text);
+                   "%llu sample%s of epoch %llu %s failed, more than "
+                   "RF_PARAM_MAX_ERROR_PPM %llu allows (%llu of this epoch's "
+                   "%llu sample%s): raise it, or fix or remove the files; "
+                   "the last: %s",
+                   (unsigned long long)in_epoch, in_epoch == 1 ? "" : "s",
+                   (unsigned long long)epoch, in_epoch == 1 ? "has" : "have",
+                   (unsigned long long)f->max_error_ppm,
+                   (unsigned long long)f->max_in_epoch,
+                   (unsigned long long)f->samples_per_epoch,
+                   f->samples_per_epoch == 1 ? "" : "s", text);
         return RF_E_CORRUPT_SAMPLE;
     }
     return 0;

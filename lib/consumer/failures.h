@@ -33,8 +33,9 @@ struct rf__failures {
     struct {
         uint64_t epoch, count;
     } by_epoch[RF__FAILURE_EPOCHS];
-    uint64_t max_errors;   /* 0: no count limit */
-    uint64_t max_in_epoch; /* failures an epoch may have */
+    uint64_t max_errors;                       /* 0: no count limit */
+    uint64_t max_in_epoch;                     /* failures an epoch may have */
+    uint64_t max_error_ppm, samples_per_epoch; /* what it comes from */
 };
 
 /* Sets the limits from RF_PARAM_MAX_ERRORS, RF_PARAM_MAX_ERROR_PPM and the
