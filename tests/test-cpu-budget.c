@@ -227,7 +227,7 @@ TEST_CASE(local_ranks_from_each_launcher, "environment",
     clear_launchers();
     setenv("LOCAL_RANK", "4", 1); /* not below the size: ignored, said */
     setenv("LOCAL_WORLD_SIZE", "4", 1);
-    expect_ranks(-1, 0, "LOCAL_RANK is set without a LOCAL_WORLD_SIZE");
+    expect_ranks(-1, 0, "the local rank 4 (LOCAL_RANK) is not below");
     unsetenv("LOCAL_WORLD_SIZE"); /* Lightning's launcher sets it alone */
     setenv("LOCAL_RANK", "1", 1);
     expect_ranks(-1, 0, "LOCAL_RANK is set without a LOCAL_WORLD_SIZE");
@@ -235,8 +235,35 @@ TEST_CASE(local_ranks_from_each_launcher, "environment",
     setenv("SLURM_NTASKS_PER_NODE", "2", 1);
     expect_ranks(1, 2, "SLURM");
     clear_launchers();
-    setenv("LOCAL_RANK", "x", 1);
+    setenv("LOCAL_RANK", "", 1); /* empty: as if not set */
     expect_ranks(-1, 0, NULL);
+}
+
+/* A pair that is set but unusable gives no local ranks and says why,
+ * naming the variables and their values: a rank not below the size, a
+ * rank or a size that is not a number. (A rank not below the size was
+ * said to be "set without a LOCAL_WORLD_SIZE above it"; a rank that is
+ * not a number was ignored in silence.) */
+TEST_CASE(unusable_local_pair_is_said, "environment",
+          "a local rank not below its size, or not a number, is said")
+{
+    clear_launchers();
+    setenv("LOCAL_RANK", "5", 1);
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    expect_ranks(-1, 0,
+                 "the local rank 5 (LOCAL_RANK) is not below the local world "
+                 "size 2 (LOCAL_WORLD_SIZE)");
+    setenv("LOCAL_RANK", "x", 1);
+    expect_ranks(-1, 0, "LOCAL_RANK is 'x', not a local rank (0 or more)");
+    setenv("LOCAL_RANK", "1", 1);
+    setenv("LOCAL_WORLD_SIZE", "two", 1);
+    expect_ranks(-1, 0,
+                 "LOCAL_WORLD_SIZE is 'two', not a number of local ranks");
+    clear_launchers();
+    setenv("RF_LOCAL_RANK", "-1", 1);
+    setenv("RF_LOCAL_WORLD_SIZE", "2", 1);
+    expect_ranks(-1, 0, "RF_LOCAL_RANK is '-1', not a local rank");
+    clear_launchers();
 }
 
 /* A rank given without the node's size: the budget is the whole mask,

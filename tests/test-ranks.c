@@ -188,6 +188,46 @@ TEST_CASE(local_rank_alone_is_said, "ranks",
     CHECK_EQ(s.count, 0);
 }
 
+/* The loader's message at open for one LOCAL_RANK and LOCAL_WORLD_SIZE
+ * that give no local ranks: must contain `words` and the advice. */
+static void check_local_pair_said(const char *rank, const char *size,
+                                  const char *words)
+{
+    setenv("LOCAL_RANK", rank, 1);
+    setenv("LOCAL_WORLD_SIZE", size, 1);
+    unsetenv("RF_LOCAL_RANK");
+    unsetenv("SLURM_LOCALID");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    unsetenv("MPI_LOCALRANKID");
+    struct test_messages s = {0};
+    rf_config *cfg =
+        TEST_CONFIG({RF_PARAM_SAMPLES, 64}, {RF_PARAM_PRODUCERS, 1});
+    CHECK_OK(rf_config_set_message_handler(cfg, test_collect_message, &s));
+    rf_loader *l = test_open_loader(cfg);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    CHECK_EQ(s.count, 1);
+    printf("  %s\n", s.last);
+    CHECK_CONTAINS(s.last, words);
+    CHECK_CONTAINS(s.last, "set RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE");
+}
+
+/* LOCAL_RANK 5 of LOCAL_WORLD_SIZE 2, or a LOCAL_RANK that is not a
+ * number: no local ranks, and the message at open says which variable
+ * and value (it said "set without a LOCAL_WORLD_SIZE", and nothing for
+ * "x"). */
+TEST_CASE(unusable_local_pair_is_said, "ranks",
+          "a local rank not below its size, or not a number, is said")
+{
+    check_local_pair_said("5", "2",
+                          "the local rank 5 (LOCAL_RANK) is not below the "
+                          "local world size 2 (LOCAL_WORLD_SIZE), so this "
+                          "rank's CPU budget is all");
+    check_local_pair_said("x", "2",
+                          "LOCAL_RANK is 'x', not a local rank (0 or more), "
+                          "so this rank's CPU budget is all");
+}
+
 /* Writes text into a cgroup file; false when it cannot. */
 static bool write_cgroup(const char *folder, const char *file, const char *text)
 {

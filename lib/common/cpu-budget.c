@@ -206,11 +206,34 @@ static bool slurm_tasks_here(long *tasks)
     return env_int("SLURM_NTASKS_PER_NODE", 1, INT_MAX, tasks);
 }
 
+/* Why a pair whose rank is set gives no local ranks, into `out`: a
+ * value that is not a number, a rank not below the size, or no size
+ * (`alone`, the pair's own words). */
+static void pair_refused(const char *const pair[4], char *out, size_t len)
+{
+    const char *rank_text = getenv(pair[0]), *size_text = getenv(pair[1]);
+    long r = 0, s = 0;
+    if (!env_int(pair[0], 0, INT_MAX, &r))
+        rf__format(out, len, "%s is '%.40s', not a local rank (0 or more)",
+                   pair[0], rank_text);
+    else if (!size_text || !*size_text)
+        rf__format(out, len, "%s", pair[3]);
+    else if (!env_int(pair[1], 1, INT_MAX, &s))
+        rf__format(out, len,
+                   "%s is '%.40s', not a number of local ranks (1 or more)",
+                   pair[1], size_text);
+    else
+        rf__format(out, len,
+                   "the local rank %ld (%s) is not below the local world size "
+                   "%ld (%s)",
+                   r, pair[0], s, pair[1]);
+}
+
 void rf__budget_local_ranks(int *rank, int *size, const char **from)
 {
     /* rank, size, the pair's name, and what is said when the rank is set
-     * but the pair is not usable (a launcher that sets LOCAL_RANK alone,
-     * as PyTorch Lightning's and many sbatch scripts do) */
+     * but its size is not (a launcher that sets LOCAL_RANK alone, as
+     * PyTorch Lightning's and many sbatch scripts do) */
     static const char *const pairs[][4] = {
         {"RF_LOCAL_RANK", "RF_LOCAL_WORLD_SIZE",
          "RF_LOCAL_RANK/RF_LOCAL_WORLD_SIZE",
@@ -226,21 +249,28 @@ void rf__budget_local_ranks(int *rank, int *size, const char **from)
          "MPI_LOCALRANKID/MPI_LOCALNRANKS",
          "MPI_LOCALRANKID is set without an MPI_LOCALNRANKS above it"},
     };
+    /* the reason, read by the caller at once (this thread's own) */
+    static _Thread_local char refused[200];
     long r = 0, s = 0;
     *rank = -1;
     *size = 0;
     *from = NULL;
     const char *half = NULL;
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
-        const bool has_rank = env_int(pairs[i][0], 0, INT_MAX, &r);
-        if (has_rank && env_int(pairs[i][1], 1, INT_MAX, &s) && r < s) {
+        const char *rank_text = getenv(pairs[i][0]);
+        if (!rank_text || !*rank_text)
+            continue;
+        if (env_int(pairs[i][0], 0, INT_MAX, &r) &&
+            env_int(pairs[i][1], 1, INT_MAX, &s) && r < s) {
             *rank = (int)r;
             *size = (int)s;
             *from = pairs[i][2];
             return;
         }
-        if (has_rank && !half)
-            half = pairs[i][3];
+        if (!half) {
+            pair_refused(pairs[i], refused, sizeof(refused));
+            half = refused;
+        }
     }
     if (env_int("SLURM_LOCALID", 0, INT_MAX, &r) && slurm_tasks_here(&s) &&
         r < s) {
