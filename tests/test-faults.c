@@ -739,7 +739,8 @@ TEST_CASE_LIMIT(test_long_wait_is_reported, "stop",
     CHECK_CONTAINS(m.text, "the loop has waited 0.");
     CHECK_CONTAINS(m.text, producer);
     CHECK_CONTAINS(m.text, "and has delivered nothing for ");
-    CHECK_CONTAINS(m.text, "set RF_PARAM_BATCH_TIMEOUT_MS");
+    CHECK_CONTAINS(m.text,
+                   "RF_PARAM_BATCH_TIMEOUT_MS, when set, replaces a producer");
     CHECK_CONTAINS(m.text, "RF_PARAM_STALL_WARNING_MS");
     struct messages none = {.count = 0};
     wait_on_a_stopped_producer(0, 500, UNINTERRUPTED, &none, &s);

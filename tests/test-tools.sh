@@ -623,7 +623,7 @@ case_bench_advice_in_its_flags() {
     has "$work/err" "use --on-error skip to leave failing samples out"
     run 1 "$bench" --source "$work/advice" --batch 4 --on-error skip \
         --max-error-ppm 1 --quiet
-    has "$work/err" "more than --max-error-ppm allows"
+    has "$work/err" "more than --max-error-ppm 1 allows"
     ! grep -q RF_PARAM_ "$work/err" || fail "a C constant in: $(cat "$work/err")"
 }
 
