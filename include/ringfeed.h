@@ -802,7 +802,9 @@ typedef struct rf_stats {
                                    synthetic source), before sharding */
     uint32_t rank, world_size;  /* as resolved (from the environment when
                                    RF_PARAM_RANK/WORLD_SIZE were unset) */
-    uint64_t reserved_[1];
+    uint64_t listing_digest;    /* RF_SOURCE_PATH: the dataset's, as
+                                   rf_dataset_info has it (a checkpoint
+                                   keeps it); 0 for the other sources */
 } rf_stats;
 
 /* Fills *stats. Returns 0 or -EINVAL (NULL argument). Cheap: reads
@@ -954,7 +956,16 @@ typedef struct rf_dataset_info {
     /* Bytes of the packed file's zstd dictionary; 0 when it has none,
      * and for a folder. */
     uint64_t dict_size;
-    uint64_t reserved[8]; /* written as 0 */
+    /* Which samples the dataset holds, as 64 bits (since 0.2; 0 from a
+     * library before it): a digest of each sample's name (its path below
+     * the folder, or its name in the pack) and label in index order, and
+     * for a pack each sample's CRC-32C. Two listings that differ give
+     * different digests (bar a 2^-64 chance; not cryptographic), so a
+     * checkpoint that keeps it can tell a folder whose files changed but
+     * not their number. A folder's files are not read for it: a file
+     * rewritten in place under its name keeps the digest. */
+    uint64_t listing_digest;
+    uint64_t reserved[7]; /* written as 0 */
 } rf_dataset_info;
 
 /* Fills *out with what ds is and holds (see rf_dataset_info), all of it

@@ -87,7 +87,7 @@ static void print_stats_layout(void)
     MEMBER(rf_stats, dataset_samples);
     MEMBER(rf_stats, rank);
     MEMBER(rf_stats, world_size);
-    MEMBER(rf_stats, reserved_);
+    MEMBER(rf_stats, listing_digest);
     SIZE(rf_stats);
 }
 
@@ -117,6 +117,7 @@ static void print_other_layouts(void)
     MEMBER(rf_dataset_info, channels);
     MEMBER(rf_dataset_info, layout);
     MEMBER(rf_dataset_info, dict_size);
+    MEMBER(rf_dataset_info, listing_digest);
     MEMBER(rf_dataset_info, reserved);
     SIZE(rf_dataset_info);
 }

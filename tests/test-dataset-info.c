@@ -2,7 +2,8 @@
  * test-dataset-info.c - rf_dataset_get_info(): what a folder, a pack of
  * JPEG bytes, a pack of zstd frames with a dictionary, a mixed pack and
  * an empty pack say they are and hold (format, samples, classes, samples
- * of each kind, stored shape, dictionary size), that the shape it gives
+ * of each kind, stored shape, dictionary size, listing digest), that the
+ * shape it gives
  * configures a decoder that reads the pack, and its ABI promises: NULL
  * refused, the reserved tail written as zeros, the size fixed. Uses the
  * public API and libzstd only, as a tool would.
@@ -280,6 +281,58 @@ TEST_CASE_LIMIT(test_empty_pack, "pack", "an empty pack", 30)
     const rf_dataset_info info = info_of(at("empty.pack"));
     check_counts(&info, RF_DATASET_PACK, 0, 0, 0, 0);
     check_no_shape(&info);
+}
+
+/* The listing digest: never 0, the same for the same names and labels
+ * wherever the folder lies, another when a file or class folder is
+ * renamed or a file moves to another class with the count unchanged
+ * (what a checkpoint could not tell from the sample count alone). */
+TEST_CASE_LIMIT(test_folder_digest, "digest",
+                "a folder's changes of names and labels", 30)
+{
+    make_folder(at("d1"), 3, 4);
+    make_folder(at("d2"), 3, 4);
+    const uint64_t d1 = info_of(at("d1")).listing_digest;
+    CHECK(d1 != 0);
+    CHECK_EQ(info_of(at("d2")).listing_digest, d1);
+    const char *moves[][2] = {
+        {"d1/class_0/img_0.jpg", "d1/class_0/img_9.jpg"},  /* a new name */
+        {"d1/class_0/img_1.jpg", "d1/class_1/img_1b.jpg"}, /* a new class */
+        {"d1/class_2", "d1/class_9"}, /* a class folder renamed */
+    };
+    for (size_t i = 0; i < sizeof(moves) / sizeof(moves[0]); i++) {
+        char from[1100], to[1100];
+        snprintf(from, sizeof(from), "%s", at(moves[i][0]));
+        snprintf(to, sizeof(to), "%s", at(moves[i][1]));
+        CHECK_EQ(rename(from, to), 0);
+        const rf_dataset_info moved = info_of(at("d1"));
+        CHECK_EQ(moved.samples, 12);
+        CHECK(moved.listing_digest != d1);
+        CHECK_EQ(rename(to, from), 0);
+        CHECK_EQ(info_of(at("d1")).listing_digest, d1);
+    }
+}
+
+/* A pack's digest follows its samples' names, labels and bytes. */
+TEST_CASE_LIMIT(test_pack_digest, "digest",
+                "a pack's changes of labels and bytes", 30)
+{
+    const char *names[] = {"same-1.pack", "same-2.pack", "label.pack",
+                           "bytes.pack"};
+    uint64_t digest[4];
+    for (int p = 0; p < 4; p++) {
+        rf_pack_writer *w =
+            create_or_die(at(names[p]), 0, 0, RF_LAYOUT_NHWC, NULL, 0);
+        for (int i = 0; i < 5; i++)
+            add_jpeg(w, (uint64_t)(p == 3 && i == 4 ? 99 : i),
+                     p == 2 && i == 4 ? 1 : i % 2);
+        test_finish_pack(w);
+        digest[p] = info_of(at(names[p])).listing_digest;
+    }
+    CHECK(digest[0] != 0);
+    CHECK_EQ(digest[1], digest[0]);
+    CHECK(digest[2] != digest[0]);
+    CHECK(digest[3] != digest[0]);
 }
 
 /* NULL is refused and leaves out as it was; the size is the ABI's. */

@@ -628,6 +628,22 @@ TEST_CASE(test_folder_out_of_fds, "folder",
                         "limit (ulimit -n");
     CHECK(strstr(why, "move it out of the dataset") == NULL);
     free(why);
+    /* none left: the dataset's own folder does not open (the advice
+     * was to pass a folder of class folders) */
+    CHECK_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+    for (int fd; (fd = dup(0)) >= 0;)
+        taken[count++] = fd;
+    why = NULL;
+    const int root_rc = rf_dataset_open(&ds, at("fds"), &why);
+    while (count > 0)
+        close(taken[--count]);
+    CHECK_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+    CHECK(why);
+    printf("  %s\n", why);
+    CHECK_EQ(root_rc, -EMFILE);
+    CHECK_CONTAINS(why, "raise its open-files limit (ulimit -n");
+    CHECK(strstr(why, "pass a folder of class folders") == NULL);
+    free(why);
     remove_tree(at("fds"));
 }
 

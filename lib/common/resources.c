@@ -11,6 +11,7 @@
 #include "common/resources.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,4 +93,38 @@ int rf__affinity_cpus(int *cpus, int max)
         n = 1;
     }
     return n;
+}
+
+bool rf__advise_on_exhaustion(int error, char *out, size_t len)
+{
+    struct rlimit files;
+    switch (error) {
+    case EMFILE:
+        if (getrlimit(RLIMIT_NOFILE, &files) == 0 &&
+            files.rlim_cur != RLIM_INFINITY)
+            rf__format(out, len,
+                       "the process has the %llu files open that its limit "
+                       "allows: raise its open-files limit (ulimit -n, the "
+                       "container's nofile limit)",
+                       (unsigned long long)files.rlim_cur);
+        else
+            rf__format(out, len,
+                       "the process has all the files open that its limit "
+                       "allows: raise its open-files limit (ulimit -n, the "
+                       "container's nofile limit)");
+        return true;
+    case ENFILE:
+        rf__format(out, len,
+                   "the system has all the files open that it allows: close "
+                   "files elsewhere or raise its limit (sysctl fs.file-max)");
+        return true;
+    case ENOMEM:
+        rf__format(out, len,
+                   "the kernel is short of memory: free some, or raise the "
+                   "process's memory limit (ulimit -v, the container's "
+                   "limit), and try again");
+        return true;
+    default:
+        return false;
+    }
 }

@@ -7,6 +7,7 @@
 #ifndef RF_COMMON_RESOURCES_H
 #define RF_COMMON_RESOURCES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,5 +26,12 @@ uint64_t rf__memory_room(char *limited_by, size_t len);
 /* File descriptors this process can still open under RLIMIT_NOFILE
  * (INT32_MAX when unlimited or unknown); *limit gets the limit. */
 int rf__fds_free(uint64_t *limit);
+
+/* What to change after a call failed with errno `error` because this
+ * process or the system ran out of something (EMFILE, ENFILE, ENOMEM):
+ * the limit to raise, in the user's terms, into out (len bytes), and
+ * true. False, out untouched, for any other error: the caller's own
+ * advice fits it (a file to fix, a path to pass). */
+bool rf__advise_on_exhaustion(int error, char *out, size_t len);
 
 #endif /* RF_COMMON_RESOURCES_H */

@@ -78,11 +78,12 @@ struct rf_loader {
                             takes whole, rather than in producer_info */
 
     struct rf__order order;
-    uint64_t first_batch;   /* sequence number the run starts at */
-    uint64_t total_batches; /* sequence number it ends at; without an
-                               end, the 2^40 a handle can count */
-    uint64_t next_issue;    /* sequence number of the next order */
-    uint64_t next_deliver;  /* ordered: the batch to hand out next */
+    uint64_t listing_digest; /* RF_SOURCE_PATH's (rf_stats); else 0 */
+    uint64_t first_batch;    /* sequence number the run starts at */
+    uint64_t total_batches;  /* sequence number it ends at; without an
+                                end, the 2^40 a handle can count */
+    uint64_t next_issue;     /* sequence number of the next order */
+    uint64_t next_deliver;   /* ordered: the batch to hand out next */
     uint64_t delivered;
     int32_t *ready; /* ordered: [seq % slots] -> slot or -1;
                        any order: FIFO of slots */

@@ -327,6 +327,7 @@ int rf_loader_stats(const rf_loader *l, rf_stats *st)
     st->dataset_samples = l->order.samples;
     st->rank = l->order.rank;
     st->world_size = l->order.world;
+    st->listing_digest = l->listing_digest;
     for (uint32_t s = 0; s < l->slots; s++) {
         switch (l->slot_info[s].where) {
         case SLOT_AT_PRODUCER:

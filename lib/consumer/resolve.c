@@ -206,6 +206,7 @@ static int open_dataset(rf_loader *l)
     }
     l->params[RF_PARAM_SAMPLES] = (int64_t)rf_dataset_size(ds);
     l->params[RF_PARAM_CLASSES] = rf_dataset_classes(ds);
+    l->listing_digest = rf__dataset_digest(ds);
     rc = l->params[RF_PARAM_SAMPLES] == 0
              ? set_error(l, -ENOENT,
                          "dataset '%s' has no samples; pass a folder of "

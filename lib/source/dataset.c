@@ -19,6 +19,7 @@
 
 #include "common/fds.h"
 #include "common/internal.h"
+#include "common/resources.h"
 #include "source/dataset-internal.h"
 #include "source/dataset.h"
 #include "source/pack-format.h"
@@ -39,9 +40,11 @@ static int open_path(rf_dataset *ds, int data_fd, int index_fd, char *why,
                                 ds->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (ds->fd < 0 || fstat(ds->fd, &st) < 0) {
         const int rc = -errno;
-        rf__format(why, why_len,
-                   "%s: %s; pass a folder of class folders or a packed file",
-                   ds->path, strerror(errno));
+        char advice[256];
+        if (!rf__advise_on_exhaustion(-rc, advice, sizeof(advice)))
+            rf__format(advice, sizeof(advice),
+                       "pass a folder of class folders or a packed file");
+        rf__format(why, why_len, "%s: %s; %s", ds->path, strerror(-rc), advice);
         return rc;
     }
     if (S_ISDIR(st.st_mode))
@@ -183,6 +186,7 @@ int rf_dataset_get_info(const rf_dataset *ds, rf_dataset_info *out)
     rf__dataset_raw_shape(ds, &out->height, &out->width, &out->channels,
                           &out->layout);
     out->dict_size = ds->header.dict_size; /* a folder's header is zeros */
+    out->listing_digest = rf__dataset_digest(ds);
     return 0;
 }
 

@@ -46,6 +46,10 @@ int rf__dataset_index_fd(rf_dataset *ds, int *fd);
 int rf__dataset_index_write(const rf_dataset *ds, int fd, char *why,
                             size_t why_len);
 
+/* The listing digest of rf_dataset_info (digest.c): never 0. Reads the
+ * listing held in memory, no file; one pass over every sample's entry. */
+uint64_t rf__dataset_digest(const rf_dataset *ds);
+
 /* A packed file's zstd dictionary (NULL, 0 when none, and for folders). */
 const void *rf__dataset_dict(const rf_dataset *ds, size_t *size);
 

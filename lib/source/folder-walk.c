@@ -17,12 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/fds.h"
 #include "common/internal.h"
+#include "common/resources.h"
 #include "source/folder-walk.h"
 #include "source/pack-format.h"
 
@@ -198,36 +198,8 @@ static int walk_no_memory(struct walker *w)
  * kernel ran out of something, else the dataset. */
 static void advise(int error, char *out, size_t len)
 {
-    struct rlimit files;
-    switch (error) {
-    case EMFILE:
-        if (getrlimit(RLIMIT_NOFILE, &files) == 0 &&
-            files.rlim_cur != RLIM_INFINITY)
-            rf__format(out, len,
-                       "the process has the %llu files open that its limit "
-                       "allows: raise its open-files limit (ulimit -n, the "
-                       "container's nofile limit)",
-                       (unsigned long long)files.rlim_cur);
-        else
-            rf__format(out, len,
-                       "the process has all the files open that its limit "
-                       "allows: raise its open-files limit (ulimit -n, the "
-                       "container's nofile limit)");
-        return;
-    case ENFILE:
-        rf__format(out, len,
-                   "the system has all the files open that it allows: close "
-                   "files elsewhere or raise its limit (sysctl fs.file-max)");
-        return;
-    case ENOMEM:
-        rf__format(out, len,
-                   "the kernel is short of memory: free some, or raise the "
-                   "process's memory limit (ulimit -v, the container's "
-                   "limit), and try again");
-        return;
-    default:
+    if (!rf__advise_on_exhaustion(error, out, len))
         rf__format(out, len, "fix it or move it out of the dataset");
-    }
 }
 
 /* The room a failing path may have: the dataset's folder, the folder

@@ -10,6 +10,8 @@
  * files list as real ones would. Then, R times (default 5), it times:
  *
  *   - rf_dataset_open(): the consumer's listing;
+ *   - rf__dataset_digest(): the listing digest a loader's open computes
+ *     once, for checkpoints (rf_stats.listing_digest);
  *   - rf__dataset_index_fd(): writing that listing into the sealed memfd
  *     handed to producers;
  *   - rf__dataset_open_indexed() with that memfd: a producer mapping and
@@ -86,9 +88,9 @@ static double median(double *values, int n)
     return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-/* One round of the three timings; returns the listing's bytes. */
-static off_t time_round(const char *dir, double *list_s, double *write_s,
-                        double *adopt_s)
+/* One round of the four timings; returns the listing's bytes. */
+static off_t time_round(const char *dir, double *list_s, double *digest_s,
+                        double *write_s, double *adopt_s)
 {
     char *err = NULL;
     rf_dataset *ds = NULL;
@@ -96,6 +98,10 @@ static off_t time_round(const char *dir, double *list_s, double *write_s,
     if (rf_dataset_open(&ds, dir, &err) != 0)
         die(dir, err);
     *list_s = now_s() - t;
+    t = now_s();
+    volatile uint64_t digest = rf__dataset_digest(ds);
+    (void)digest;
+    *digest_s = now_s() - t;
     int fd = -1;
     t = now_s();
     if (rf__dataset_index_fd(ds, &fd) != 0)
@@ -137,10 +143,12 @@ int main(int argc, char **argv)
     }
     if (runs < 1 || runs > MAX_RUNS)
         die("--runs", "wants 1 to 101");
-    double list_s[MAX_RUNS], write_s[MAX_RUNS], adopt_s[MAX_RUNS];
+    double list_s[MAX_RUNS], digest_s[MAX_RUNS], write_s[MAX_RUNS],
+        adopt_s[MAX_RUNS];
     off_t bytes = 0;
     for (int r = 0; r < runs; r++)
-        bytes = time_round(dir, &list_s[r], &write_s[r], &adopt_s[r]);
+        bytes =
+            time_round(dir, &list_s[r], &digest_s[r], &write_s[r], &adopt_s[r]);
     rf_dataset *ds = NULL;
     if (rf_dataset_open(&ds, dir, NULL) != 0)
         die(dir, "cannot open it again");
@@ -150,6 +158,8 @@ int main(int argc, char **argv)
     rf_dataset_close(ds);
     printf("  list (consumer, rf_dataset_open)          %.3f s\n",
            median(list_s, runs));
+    printf("  its digest (consumer, for checkpoints)    %.3f s\n",
+           median(digest_s, runs));
     printf("  write into the memfd for producers        %.3f s\n",
            median(write_s, runs));
     printf("  map and check it (producer)               %.3f s\n",
