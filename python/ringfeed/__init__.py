@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ._capi import library_path
 from .errors import (BatchReleased, ConfigError, CorruptSample,
-                     DatasetNotFound, ForkError, LoaderClosed, ProducerDied,
+                     DatasetNotFound, DatasetUnreadable, ForkError, LoaderClosed, ProducerDied,
                      ProducerFailed, ProducerNotFound, RingCorrupted,
                      RingfeedError)
 from .loader import Batch, Loader, Synthetic
@@ -47,7 +47,7 @@ __version__ = _version()
 __all__ = [
     "Loader", "Batch", "Synthetic", "Param", "params", "param",
     "library_path", "RingfeedError", "ConfigError", "DatasetNotFound",
-    "CorruptSample", "ProducerDied", "ProducerFailed", "ProducerNotFound",
-    "ForkError", "RingCorrupted", "BatchReleased", "LoaderClosed",
+    "DatasetUnreadable", "CorruptSample", "ProducerDied", "ProducerFailed",
+    "ProducerNotFound", "ForkError", "RingCorrupted", "BatchReleased", "LoaderClosed",
     "__version__",
 ]

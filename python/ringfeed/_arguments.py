@@ -105,6 +105,9 @@ def _unknown_keyword(keyword: str, table: Dict[str, Param],
     if keyword in _DATALOADER_KEYWORDS:
         return (f"{text}: it is torch DataLoader's; here use "
                 f"{_DATALOADER_KEYWORDS[keyword]}")
+    renamed = [p.keyword for p in table.values() if p.name == keyword]
+    if renamed:  # the library's name of a parameter the Loader renames
+        return f"{text}: the library's {keyword} is the Loader's {renamed[0]}="
     names = sorted(set(own) | set(table))
     close = difflib.get_close_matches(keyword, names, n=3, cutoff=0.6)
     if close:

@@ -99,7 +99,7 @@ class Stats(ctypes.Structure):
         ("dataset_samples", ctypes.c_uint64),
         ("rank", ctypes.c_uint32),
         ("world_size", ctypes.c_uint32),
-        ("reserved_", ctypes.c_uint64 * 1),
+        ("listing_digest", ctypes.c_uint64),
     ]
 
 
@@ -143,7 +143,8 @@ class DatasetInfo(ctypes.Structure):
         ("channels", ctypes.c_uint32),
         ("layout", ctypes.c_int),
         ("dict_size", ctypes.c_uint64),
-        ("reserved", ctypes.c_uint64 * 8),
+        ("listing_digest", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint64 * 7),
     ]
 
 
@@ -272,11 +273,13 @@ def strerror(code: int) -> str:
     return message.decode(errors="replace")
 
 
-def take_message(ptr: ctypes.c_void_p) -> str:
-    """A malloc'd message the library handed over (errp), freed here."""
+def take_message(ptr: ctypes.c_void_p) -> bytes:
+    """A malloc'd message the library handed over (errp), freed here: its
+    bytes, which errors.from_code() decodes (a file name in it may not be
+    UTF-8)."""
     if not ptr.value:
-        return ""
-    text = ctypes.string_at(ptr.value).decode(errors="replace")
+        return b""
+    text = ctypes.string_at(ptr.value)
     _libc.free(ptr.value)
     return text
 

@@ -34,13 +34,15 @@ def keyword_value(values: Dict[str, int], name: str) -> Any:
 
 
 def make_state(values: Dict[str, int], epoch: int, batch: int,
-               per_epoch: int, samples: int, rank: int,
+               per_epoch: int, samples: int, listing: int, rank: int,
                world: int) -> Dict[str, Any]:
     """The dict state_dict() returns: the position of the next batch and
-    what that position depends on."""
+    what that position depends on. `listing` is the library's digest of
+    which samples a dataset holds (rf_stats.listing_digest; 0 for a
+    Synthetic source)."""
     state = {"version": STATE_VERSION, "epoch": epoch, "batch": batch,
              "batches_per_epoch": per_epoch, "samples": samples,
-             "rank": rank, "world_size": world,
+             "listing": listing, "rank": rank, "world_size": world,
              "size": [keyword_value(values, "height"),
                       keyword_value(values, "width")]}
     for key, _ in MUST_MATCH:
@@ -102,13 +104,39 @@ def _position_on_other_world(state: Dict[str, Any], mine: Dict[str, Any]
     return epoch, batch
 
 
+def _check_same_samples(state: Dict[str, Any], mine: Dict[str, Any]) -> None:
+    """ConfigError when the checkpoint was made on other samples than the
+    Loader's source holds now: another number of them, or as many under
+    other names or labels (a file swapped, a class folder renamed), which
+    would put other samples at the checkpoint's positions."""
+    theirs, now = state["samples"], mine["samples"]
+    if theirs != now:
+        raise ConfigError(
+            f"the checkpoint was made on {theirs} samples and source= now "
+            f"holds {now} (files added or removed since?): resume on the "
+            "samples the checkpoint was made with, or start the run over "
+            "without load_state_dict()")
+    listing = state.get("listing")  # none in a checkpoint before 0.2
+    if listing and mine["listing"] and listing != mine["listing"]:
+        raise ConfigError(
+            f"the checkpoint was made on other samples than source= holds "
+            f"now: as many ({now}), but not the same names and labels (a "
+            "file renamed, or one added and another removed, or a class "
+            "folder renamed since it was made); resume on the samples the "
+            "checkpoint was made with, or start the run over without "
+            "load_state_dict()")
+
+
 def resume_position(state: Any, mine: Dict[str, Any],
                     strict: bool) -> Tuple[int, int]:
     """(epoch, batch) to resume at from checkpoint `state`, given the
     loading Loader's own state `mine`; ConfigError naming the keyword when
     they do not fit together (see Loader.load_state_dict)."""
     _check_form(state)
+    _check_same_samples(state, mine)
     for key, keyword in MUST_MATCH:
+        if key == "samples":  # _check_same_samples says more
+            continue
         theirs = state[key]
         if isinstance(theirs, tuple):  # size, through a format that
             theirs = list(theirs)      # keeps tuples (torch.save)

@@ -95,7 +95,8 @@ class _Run:
                 _capi.lib().rf_config_free(c)
             detail = _capi.take_message(err)
             if rc == _capi.E_FORK_UNSAFE:  # start_mode="fork" here
-                raise ConfigError(user_terms(detail), rc)
+                raise ConfigError(user_terms(detail.decode(errors="replace")),
+                                  rc)
             if rc < 0:
                 raise from_code(rc, detail)
             self._attach(start_epoch, start_batch)
@@ -141,7 +142,7 @@ class _Run:
         rc = lib.rf_loader_arena(self.handle, ctypes.byref(base),
                                  ctypes.byref(size))
         if rc < 0:
-            raise from_code(rc, lib.rf_loader_error(self.handle).decode())
+            raise from_code(rc, lib.rf_loader_error(self.handle))
         if not base.value:
             raise RingfeedError("the library gave no ring to map")
         self.base, self.size = base.value, size.value
@@ -169,7 +170,7 @@ class _Run:
         lib = _capi.lib()
         rc = lib.rf_loader_keep_arena(self.handle)
         if rc < 0:
-            raise from_code(rc, lib.rf_loader_error(self.handle).decode())
+            raise from_code(rc, lib.rf_loader_error(self.handle))
         self._arena_kept[0] = True
 
     def next(self) -> Optional[_capi.Batch]:
@@ -195,8 +196,7 @@ class _Run:
             if rc == 0:
                 return None
             if rc != -errno.EINTR:
-                raise from_code(rc, lib.rf_loader_error(self.handle).decode(
-                    errors="replace"))
+                raise from_code(rc, lib.rf_loader_error(self.handle))
 
     def interrupt(self) -> None:
         """From another thread, or a callback inside next(): next() stops

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+import copy
+from typing import Any, Dict, Iterator
 
 from .errors import BatchReleased
 
@@ -86,6 +87,20 @@ class Batch:
     def released(self) -> bool:
         """Whether the batch's slot went back to the producers."""
         return self._released
+
+    def __copy__(self) -> "Batch":
+        """A copy with pixels of its own, as copy.deepcopy() makes: a
+        shallow one would share the slot's pixels without knowing when the
+        slot goes back, and read what the producers write next."""
+        return copy.deepcopy(self)
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "Batch":
+        twin = Batch(copy.deepcopy(self._images, memo),
+                     copy.deepcopy(self._labels, memo),
+                     copy.deepcopy(self._indices, memo), self._epoch,
+                     self._number, self._sequence, self._skipped)
+        twin._released = self._released  # a released batch's copy raises
+        return twin
 
     def __iter__(self) -> Iterator[Any]:
         """(images, labels), so ``images, labels = batch`` works."""

@@ -5,14 +5,16 @@ says what to change)."""
 from __future__ import annotations
 
 import errno
+import os
 import re
-from typing import Optional
+from typing import Dict, Optional, Type, Union
 
 from . import _capi
 from .params import user_terms
 
 __all__ = [
-    "RingfeedError", "ConfigError", "DatasetNotFound", "CorruptSample",
+    "RingfeedError", "ConfigError", "DatasetNotFound", "DatasetUnreadable",
+    "CorruptSample",
     "ProducerDied", "ProducerFailed", "ProducerNotFound", "ForkError",
     "RingCorrupted", "BatchReleased", "LoaderClosed",
 ]
@@ -44,6 +46,14 @@ class DatasetNotFound(RingfeedError, FileNotFoundError):
         return self.detail
 
 
+class DatasetUnreadable(RingfeedError, PermissionError):
+    """The source, or a folder in it, may not be read by this process
+    (permission denied while listing it); the detail names the folder."""
+
+    def __str__(self) -> str:
+        return self.detail
+
+
 class CorruptSample(RingfeedError):
     """A sample could not be read or decoded (on_error="fail"), or too many
     did (on_error="skip" past max_errors / max_error_ppm).
@@ -54,26 +64,33 @@ class CorruptSample(RingfeedError):
     reason: what was wrong with it
     """
 
+    # "sample N (PATH): REASON", or for a pack "sample N (NAME, packed
+    # offset K) of PACK: REASON". A name may hold parentheses ("photo
+    # (1).jpg"): the shortest PATH that a ": " or " of " follows.
     _FORM = re.compile(
-        r"sample (?P<index>\d+) \((?P<inner>[^)]*)\)(?: of (?P<pack>.+?))?"
+        r"sample (?P<index>\d+) \((?P<inner>.*?)\)(?: of (?P<pack>.+?))?"
         r": (?P<reason>.*)", re.S)
 
-    def __init__(self, detail: str, code: int = _capi.E_CORRUPT_SAMPLE
-                 ) -> None:
+    def __init__(self, detail: str, code: int = _capi.E_CORRUPT_SAMPLE,
+                 names: Optional[str] = None) -> None:
+        """names: the library's message as the file system's names decode
+        (os.fsdecode), for path and name; detail, for the rest, has a
+        name's bytes that are not UTF-8 replaced."""
         super().__init__(detail, code)
         self.index: Optional[int] = None
         self.path: Optional[str] = None
         self.name: Optional[str] = None
         self.reason: str = detail
         match = self._FORM.search(detail)
-        if match:
+        named = self._FORM.search(names) if names is not None else match
+        if match and named:
             self.index = int(match.group("index"))
             self.reason = match.group("reason")
-            if match.group("pack"):
-                self.path = match.group("pack")
-                self.name = match.group("inner").split(", packed offset")[0]
+            if named.group("pack"):
+                self.path = named.group("pack")
+                self.name = named.group("inner").split(", packed offset")[0]
             else:
-                self.path = match.group("inner")
+                self.path = named.group("inner")
 
 
 class ProducerDied(RingfeedError):
@@ -110,7 +127,7 @@ class LoaderClosed(RingfeedError):
     """The Loader was used after close()."""
 
 
-_BY_CODE = {
+_BY_CODE: Dict[int, Type[RingfeedError]] = {
     _capi.E_CORRUPT_SAMPLE: CorruptSample,
     _capi.E_PRODUCER_DIED: ProducerDied,
     _capi.E_PRODUCER_FAILED: ProducerFailed,
@@ -121,16 +138,25 @@ _BY_CODE = {
     -errno.EINVAL: ConfigError,
     -errno.ENOENT: DatasetNotFound,
     -errno.ENOTDIR: DatasetNotFound,
+    -errno.EACCES: DatasetUnreadable,
+    -errno.EPERM: DatasetUnreadable,
 }
 
 
-def from_code(code: int, detail: str) -> RingfeedError:
-    """The exception for a library return code and its detail, the detail
-    put in Python's terms (keywords for C parameters)."""
+def from_code(code: int, detail: Union[str, bytes]) -> RingfeedError:
+    """The exception for a library return code and its detail (the
+    library's bytes, or text), the detail put in Python's terms (keywords
+    for C parameters)."""
+    names = None
+    if isinstance(detail, bytes):
+        names = os.fsdecode(detail)  # file names as open() takes them
+        detail = detail.decode(errors="replace")
     detail = user_terms(detail) if detail else _capi.strerror(code)
     if code == -errno.ENOMEM:
         return RingfeedError(detail, code)
     cls = _BY_CODE.get(code, RingfeedError)
     if cls is CorruptSample and "not a ringfeed packed file" in detail:
         cls = DatasetNotFound  # a file that is no dataset at all
+    if cls is CorruptSample:
+        return CorruptSample(detail, code, names)
     return cls(detail, code)

@@ -201,6 +201,11 @@ class Loader:
                     f"num_workers={num_workers}: ringfeed always decodes in "
                     "producer processes, never in the training process; "
                     "pass None (this rank's CPU budget) or a count >= 1")
+            most = param("producers").maximum
+            if num_workers > most:
+                raise ConfigError(
+                    f"num_workers={num_workers} is out of range: 1..{most}, "
+                    "or None for this rank's CPU budget")
             wanted["num_workers"] = num_workers
         if not isinstance(seed, bool) and hasattr(seed, "__index__"):
             seed = wanted["seed"] = operator.index(seed)  # np.uint64, ...
@@ -235,6 +240,11 @@ class Loader:
         # DataLoader starts a new pass there), while state_dict() still
         # records the position, for a checkpoint taken after the break.
         self._left_early = False
+        # load_state_dict() at the start of an epoch (epoch, 0) after the
+        # checkpoint's loop had finished epoch - 1: set_epoch(epoch - 1)
+        # then means that finished epoch, whose loop yields nothing more
+        self._resumed_after: Optional[int] = None
+        self._nothing_left = False  # the next loop yields no batch
         self._iterating = False  # a loop is running (one at a time)
         # set_epoch() called during a loop: applied when that loop ends
         self._epoch_after_loop: Optional[int] = None
@@ -272,6 +282,7 @@ class Loader:
         stats = run.stats
         self._per_epoch = int(stats.batches_per_epoch)
         self._samples = int(stats.dataset_samples)
+        self._listing = int(stats.listing_digest)
         # On the GPU a slot goes back at the next batch, whatever
         # keep_batches= says: the loop holds the batch handed over and the
         # next one's, being copied.
@@ -349,6 +360,10 @@ class Loader:
         if self._left_early and self._batch:
             self._epoch, self._batch = self._epoch + 1, 0
         self._left_early = False
+        self._resumed_after = None
+        if self._nothing_left:
+            self._nothing_left = False
+            return
         with self._busy():
             self._restart_if_elsewhere()
             run = self._usable()
@@ -482,7 +497,14 @@ class Loader:
         each loop runs the epoch after the last one. Setting the epoch the
         loader is already in keeps its position, so a resumed checkpoint
         (load_state_dict) is not undone by the usual
-        ``for epoch in range(start, n): loader.set_epoch(epoch)``.
+        ``for epoch in range(start, n): loader.set_epoch(epoch)``; after a
+        checkpoint taken at an epoch's last batch, setting that finished
+        epoch gives a loop with nothing left in it, so a trainer counting
+        its own epochs resumes exactly too. After a loop left early
+        (``break``, or ``next(iter(loader))`` to look at a batch), setting
+        its epoch starts that epoch over, a new pass, as a DataLoader's
+        next ``iter()`` does; load_state_dict(state_dict()) goes on where
+        it was left instead.
 
         Called during a loop, it takes effect when that loop ends (as
         DistributedSampler.set_epoch does for the next iter()): the loop
@@ -499,9 +521,18 @@ class Loader:
         self._move_to_epoch(epoch)
 
     def _move_to_epoch(self, epoch: int) -> None:
-        self._left_early = False
-        if epoch != self._epoch:
+        if self._resumed_after is not None:
+            # right after a checkpoint taken at the end of an epoch: the
+            # trainer's own count may still name that epoch
+            finished = epoch == self._resumed_after
+            self._resumed_after = None
+            if finished:
+                self._nothing_left = True
+                return
+        self._nothing_left = False
+        if epoch != self._epoch or self._left_early:
             self._epoch, self._batch = epoch, 0
+        self._left_early = False
 
     def _restart_if_elsewhere(self) -> None:
         """Restarts the producers when they are not making the batch the
@@ -528,7 +559,8 @@ class Loader:
                               "ordered=False")
         return _checkpoint.make_state(self._config.values, self._epoch,
                                       self._batch, self._per_epoch,
-                                      self._samples, self._rank, self._world)
+                                      self._samples, self._listing,
+                                      self._rank, self._world)
 
     def load_state_dict(self, state: Dict[str, Any],
                         strict: bool = True) -> None:
@@ -555,7 +587,9 @@ class Loader:
                 "first, or load the state before the loop starts")
         self._epoch, self._batch = _checkpoint.resume_position(
             state, self.state_dict(), strict)
-        self._left_early = False
+        self._left_early = self._nothing_left = False
+        self._resumed_after = (self._epoch - 1 if self._batch == 0 and
+                               self._epoch > 0 else None)
         self._epoch_after_loop = None
 
     # ---- reports and lifetime -------------------------------------------

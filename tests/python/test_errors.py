@@ -3,6 +3,7 @@ Python's terms (keywords, never a C constant)."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -490,3 +491,64 @@ def test_no_batch_left_advises_what_would_leave_one(tmp_path_factory,
     assert_user_terms(text)
     assert ("set batch_size=16 (or less), drop_last=False or "
             "shard_pad=True (17 each)") in text, text
+
+
+@pytest.mark.parametrize("folder, name", [
+    ("plain", "a photo (1).jpg"),       # a name with parentheses
+    ("imagenet (copy)", "b.jpg"),       # a folder with them
+    ("names", b"bad\xff.jpg"),          # a name that is not UTF-8
+])
+def test_corrupt_sample_path_is_the_file(tmp_path, folder, name):
+    """CorruptSample.index and .path for names that the message's form
+    could not take apart: parentheses in the path (they were None), and a
+    name's bytes that are not UTF-8 (.path had U+FFFD, no file's name):
+    .path is what open() and os.remove() take."""
+    root = os.path.join(os.fsencode(tmp_path), os.fsencode(folder))
+    write_folder(os.fsdecode(root), 1, 2, seed=5)
+    bad = os.path.join(root, b"class_00", os.fsencode(name))
+    with open(bad, "wb") as f:
+        f.write(b"not a picture at all")
+    with pytest.raises(ringfeed.CorruptSample) as caught:
+        with ringfeed.Loader(os.fsdecode(root), 3, size=32, shuffle=False,
+                             num_workers=1) as loader:
+            for _ in loader:
+                pass
+    e = caught.value
+    assert e.path == os.fsdecode(bad)
+    assert os.path.exists(e.path)
+    assert e.index == 0  # its name sorts before the "img_..." ones
+    assert e.reason.startswith("not a JPEG file"), e.reason
+    assert_user_terms(str(e))
+
+
+def test_unreadable_class_folder_is_dataset_unreadable(tmp_path_factory):
+    """A class folder this process may not list: DatasetUnreadable, a
+    PermissionError (it was a plain RingfeedError), naming the folder."""
+    from ringfeed.errors import from_code
+    assert isinstance(from_code(-errno.EACCES, b"cannot open it"),
+                      ringfeed.DatasetUnreadable)
+    if os.geteuid() == 0:
+        pytest.skip("root reads every folder")
+    root = str(tmp_path_factory.mktemp("locked"))
+    write_folder(root, 2, 2, seed=6)
+    locked = os.path.join(root, "class_01")
+    os.chmod(locked, 0)
+    try:
+        with pytest.raises(ringfeed.DatasetUnreadable) as caught:
+            ringfeed.Loader(root, 2, size=32)
+    finally:
+        os.chmod(locked, 0o755)
+    assert isinstance(caught.value, PermissionError)
+    assert "class_01" in str(caught.value)
+
+
+def test_library_names_of_renamed_keywords_point_at_them(tmp_path_factory):
+    """producers= (the library's name) names num_workers=, and
+    num_workers= out of range gives the Loader's range, not the library's
+    (whose 0 the Loader refuses)."""
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(TypeError, match="is the Loader's num_workers="):
+        ringfeed.Loader(root, 8, producers=3)
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, 8, num_workers=5000)
+    assert "1..1024, or None" in str(caught.value)

@@ -5,6 +5,7 @@ view is gone, then is unmapped)."""
 
 from __future__ import annotations
 
+import copy
 import textwrap
 
 import numpy as np
@@ -150,3 +151,24 @@ def test_tensor_kept_past_close_stays_readable(tmp_path_factory):
         + done.stdout)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "read " in done.stdout
+
+
+def test_a_copied_batch_has_pixels_of_its_own(tmp_path_factory):
+    """copy.copy() of a Batch shared the slot's tensor and outlived the
+    slot (it read what producers wrote next, without BatchReleased); it
+    now copies the pixels, as copy.deepcopy() does, and a released
+    batch's copy raises as the batch does."""
+    root = dataset(tmp_path_factory, "tiny")
+    with ringfeed.Loader(root, 4, size=32, num_workers=1, slots=4) as loader:
+        batches = loader.batches()
+        first = next(batches)
+        shallow, deep = copy.copy(first), copy.deepcopy(first)
+        pixels = as_numpy(first.images).copy()
+        for _ in range(5):  # the ring's 4 slots over again
+            next(batches)
+        assert first.released
+        for twin in (shallow, deep):
+            assert not twin.released
+            assert np.array_equal(as_numpy(twin.images), pixels)
+        with pytest.raises(ringfeed.BatchReleased):
+            copy.copy(first).images

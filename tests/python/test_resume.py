@@ -7,11 +7,13 @@ boundaries, and under the usual set_epoch() loop."""
 from __future__ import annotations
 
 import io
+import os
+import shutil
 
 import pytest
 
 import ringfeed
-from helpers import assert_same_batches, collect, dataset
+from helpers import assert_same_batches, collect, dataset, write_folder
 
 torch = pytest.importorskip("torch")
 
@@ -311,3 +313,93 @@ def test_state_dict_after_close(reference):
     with make(root) as loader:
         loader.load_state_dict(state)
         assert_same_batches(collect(loader), want[4:14])
+
+
+def test_checkpoint_of_other_files_is_refused(tmp_path_factory):
+    """A checkpoint keeps which samples the folder held (the library's
+    listing digest), not only how many: a file swapped for another, or a
+    class folder renamed, with the count unchanged, put other samples at
+    its positions and resumed without a word; now a ConfigError says so.
+    A file added says how many the folder holds now."""
+    root = str(tmp_path_factory.mktemp("changing"))
+    write_folder(root, 3, 6, seed=9)
+    state = partial_state(root, 1, batch_size=4)
+    with make(root, batch_size=4) as loader:  # the same files: resumes
+        loader.load_state_dict(state)
+    swapped = os.path.join(root, "class_01", "img_0002.jpg")
+    os.rename(swapped, swapped + ".away")
+    shutil.copy(os.path.join(root, "class_02", "img_0000.jpg"),
+                os.path.join(root, "class_02", "zz_new.jpg"))
+    renamed = (os.path.join(root, "class_00"), os.path.join(root, "class_99"))
+    try:
+        for changed in ("a file swapped", "a class folder renamed"):
+            if changed == "a class folder renamed":
+                os.remove(os.path.join(root, "class_02", "zz_new.jpg"))
+                os.rename(swapped + ".away", swapped)
+                os.rename(*renamed)
+            with make(root, batch_size=4) as loader:
+                assert loader.stats()["samples_in_dataset"] == 18
+                with pytest.raises(ringfeed.ConfigError) as caught:
+                    loader.load_state_dict(state)
+                assert "other samples than source= holds now" in \
+                    str(caught.value), changed
+        os.rename(renamed[1], renamed[0])
+        shutil.copy(swapped, swapped + ".jpg")  # one more file
+        with make(root, batch_size=4) as loader:
+            with pytest.raises(ringfeed.ConfigError) as caught:
+                loader.load_state_dict(state)
+        assert "made on 18 samples and source= now holds 19" in \
+            str(caught.value)
+    finally:
+        if os.path.exists(renamed[1]):
+            os.rename(renamed[1], renamed[0])
+
+
+def test_checkpoint_without_a_listing_still_loads(reference):
+    """A checkpoint from before the listing digest was kept resumes on
+    the sample count alone."""
+    root, want = reference
+    state = partial_state(root, 5)
+    assert state["listing"] != 0
+    del state["listing"]
+    with make(root) as loader:
+        loader.load_state_dict(state)
+        assert_same_batches(collect(loader), want[5:14])
+
+
+@pytest.mark.parametrize("saved_at", [13, 14])
+def test_trainer_counting_its_own_epochs_resumes_exactly(reference, saved_at):
+    """A trainer that saves its own epoch beside the loader's state at the
+    epoch's last step (14th of 14), then resumes with
+    ``for epoch in range(saved, n): loader.set_epoch(epoch)``: the finished
+    epoch yields nothing and the next follows, as for a checkpoint one step
+    earlier (it ran the whole finished epoch again)."""
+    root, want = reference
+    with make(root) as loader:
+        loader.set_epoch(0)
+        for step, _ in enumerate(loader.batches(), 1):
+            if step == saved_at:
+                checkpoint = {"epoch": 0, "loader": loader.state_dict()}
+                break
+    with make(root) as loader:
+        loader.load_state_dict(checkpoint["loader"])
+        got = []
+        for epoch in range(checkpoint["epoch"], 2):
+            loader.set_epoch(epoch)
+            got += collect(loader)
+    assert_same_batches(got, want[saved_at:28])
+
+
+def test_a_peeked_batch_then_set_epoch_runs_the_whole_epoch(reference):
+    """``next(iter(loader))`` to look at a batch, then the usual
+    set_epoch() loop: epoch 0 is whole, as with a DataLoader (it went on
+    after the peeked batch, one batch short)."""
+    root, want = reference
+    with make(root) as loader:
+        images, _ = next(iter(loader))
+        assert images.shape[0] == BATCH
+        got = []
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            got += collect(loader)
+    assert_same_batches(got, want[:28])
