@@ -20,7 +20,7 @@ import os
 import threading
 import weakref
 from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional,
-                    Sequence, Tuple, Union)
+                    Sequence, Set, Tuple, Union)
 
 import numpy as np
 
@@ -220,6 +220,8 @@ class Loader:
         self._keep_given = keep_batches != 1
         self._layout = layout
         self._on_message = on_message or (lambda text: log.warning("%s", text))
+        self._opening = False  # the library's open is running (_say)
+        self._said_at_open: Set[str] = set()
         self._dtype, self._mean, self._std = dtype, mean, std
         self._device = None
         self._convert_fn = None
@@ -277,8 +279,12 @@ class Loader:
     def _open_run(self) -> _Run:
         """(Re)starts the producers at (self._epoch, self._batch)."""
         self._close_run()
-        run = self._run = _Run(self._config, self._epoch, self._batch,
-                               self._on_message)
+        self._opening = True
+        try:
+            run = self._run = _Run(self._config, self._epoch, self._batch,
+                                   self._say)
+        finally:
+            self._opening = False
         stats = run.stats
         self._per_epoch = int(stats.batches_per_epoch)
         self._samples = int(stats.dataset_samples)
@@ -306,6 +312,18 @@ class Loader:
                 self._close_run()
                 raise
         return run
+
+    def _say(self, text: str) -> None:
+        """A message of the library's to on_message. What the open says
+        of the configuration (the CPU budget, a local rank without its
+        size, raw samples under a transform) is said once per Loader, not
+        again at each restart of the producers (set_epoch() to another
+        epoch, load_state_dict())."""
+        if self._opening:
+            if text in self._said_at_open:
+                return
+            self._said_at_open.add(text)
+        self._on_message(text)
 
     def _close_run(self) -> None:
         """Unregisters the ring, then stops the producers: the second even

@@ -552,3 +552,30 @@ def test_library_names_of_renamed_keywords_point_at_them(tmp_path_factory):
     with pytest.raises(ringfeed.ConfigError) as caught:
         ringfeed.Loader(root, 8, num_workers=5000)
     assert "1..1024, or None" in str(caught.value)
+
+
+def test_what_the_open_says_is_said_once_per_loader(tmp_path_factory,
+                                                   monkeypatch, caplog):
+    """A local rank without its size (LOCAL_RANK alone, as some launchers
+    set it) is said at the library's open; restarts of the producers
+    (set_epoch() to another epoch, load_state_dict()) open again, and it
+    was said each time. A second Loader says it again."""
+    root = dataset(tmp_path_factory, "tiny")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+
+    def local_rank_messages():
+        return [r for r in caplog.records
+                if "LOCAL_WORLD_SIZE" in r.getMessage()]
+
+    with caplog.at_level(logging.WARNING, logger="ringfeed"):
+        with ringfeed.Loader(root, 8, size=32, num_workers=1) as loader:
+            state = loader.state_dict()
+            for epoch in (3, 1, 2):
+                loader.set_epoch(epoch)
+                assert sum(len(labels) for _, labels in loader) == 30
+            loader.load_state_dict(state)
+            assert sum(len(labels) for _, labels in loader) == 30
+        assert len(local_rank_messages()) == 1
+        ringfeed.Loader(root, 8, size=32, num_workers=1).close()
+        assert len(local_rank_messages()) == 2
