@@ -64,12 +64,19 @@ class CorruptSample(RingfeedError):
     reason: what was wrong with it
     """
 
-    # "sample N (PATH): REASON", or for a pack "sample N (NAME, packed
-    # offset K) of PACK: REASON". A name may hold parentheses ("photo
-    # (1).jpg"): the shortest PATH that a ": " or " of " follows.
-    _FORM = re.compile(
-        r"sample (?P<index>\d+) \((?P<inner>.*?)\)(?: of (?P<pack>.+?))?"
-        r": (?P<reason>.*)", re.S)
+    # "sample N (NAME, packed offset K) of PACK: REASON", "sample N
+    # (packed offset K) of PACK: REASON" (a sample without a name), or
+    # "sample N (PATH): REASON". A name or path may hold parentheses
+    # ("photo (1).jpg", "best (2019) of cats"): each is the shortest that
+    # its own closing words follow.
+    _PACKED = re.compile(
+        r"sample (?P<index>\d+) \((?:(?P<name>.*?), )?packed offset \d+\)"
+        r" of (?P<pack>.+?): (?P<reason>.*)", re.S)
+    _FILE = re.compile(
+        r"sample (?P<index>\d+) \((?P<path>.*?)\): (?P<reason>.*)", re.S)
+    # what the library puts in the middle of a description too long to
+    # give whole (rf__copy_elided(): 239 bytes at most)
+    _ELIDED = "..."
 
     def __init__(self, detail: str, code: int = _capi.E_CORRUPT_SAMPLE,
                  names: Optional[str] = None) -> None:
@@ -81,16 +88,22 @@ class CorruptSample(RingfeedError):
         self.path: Optional[str] = None
         self.name: Optional[str] = None
         self.reason: str = detail
-        match = self._FORM.search(detail)
-        named = self._FORM.search(names) if names is not None else match
-        if match and named:
-            self.index = int(match.group("index"))
-            self.reason = match.group("reason")
-            if named.group("pack"):
-                self.path = named.group("pack")
-                self.name = named.group("inner").split(", packed offset")[0]
-            else:
-                self.path = named.group("inner")
+        for form in (self._PACKED, self._FILE):
+            match = form.search(detail)
+            named = form.search(names) if names is not None else match
+            if match and named:
+                break
+        else:
+            return
+        self.index = int(match.group("index"))
+        self.reason = match.group("reason")
+        path = named.group("pack" if form is self._PACKED else "path")
+        # a path shortened in the middle is no file's: None, not a wrong
+        # one (a file that is gone since the listing keeps its path)
+        shortened = self._ELIDED in path and not os.path.lexists(path)
+        self.path = None if shortened else path
+        if form is self._PACKED:
+            self.name = named.group("name")
 
 
 class ProducerDied(RingfeedError):
@@ -159,4 +172,7 @@ def from_code(code: int, detail: Union[str, bytes]) -> RingfeedError:
         cls = DatasetNotFound  # a file that is no dataset at all
     if cls is CorruptSample:
         return CorruptSample(detail, code, names)
+    if cls is DatasetUnreadable and not detail.startswith(
+            "cannot open dataset"):
+        cls = RingfeedError  # not the listing: a helper, a memfd, ...
     return cls(detail, code)

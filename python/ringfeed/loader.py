@@ -406,7 +406,11 @@ class Loader:
             self._iterating = False
             if self._epoch_after_loop is not None:  # set_epoch() in the loop
                 epoch, self._epoch_after_loop = self._epoch_after_loop, None
-                self._move_to_epoch(epoch)
+                # as before the loop: its own epoch keeps the place the loop
+                # reached, which a checkpoint taken after a break records
+                self._left_early = False
+                if epoch != self._epoch:
+                    self._epoch, self._batch = epoch, 0
 
     def _stream(self, run: _Run, end: int) -> Iterator[Batch]:
         prefetched: Deque[_Held] = collections.deque()
@@ -517,8 +521,9 @@ class Loader:
         (load_state_dict) is not undone by the usual
         ``for epoch in range(start, n): loader.set_epoch(epoch)``; after a
         checkpoint taken at an epoch's last batch, setting that finished
-        epoch gives a loop with nothing left in it, so a trainer counting
-        its own epochs resumes exactly too. After a loop left early
+        epoch (once or more, before the next loop; not with epochs=N)
+        gives a loop with nothing left in it, so a trainer counting its
+        own epochs resumes exactly too. After a loop left early
         (``break``, or ``next(iter(loader))`` to look at a batch), setting
         its epoch starts that epoch over, a new pass, as a DataLoader's
         next ``iter()`` does; load_state_dict(state_dict()) goes on where
@@ -527,7 +532,8 @@ class Loader:
         Called during a loop, it takes effect when that loop ends (as
         DistributedSampler.set_epoch does for the next iter()): the loop
         goes on with its own epoch, and state_dict() records the loop's
-        position until then. Raises ConfigError for an epoch that is not
+        position until then; the loop's own epoch, set so, keeps the place
+        the loop reached, also after a ``break``. Raises ConfigError for an epoch that is not
         a whole number from 0 to 2**30, LoaderClosed after close()."""
         epoch = epoch_number(epoch)
         self._check_open()
@@ -541,12 +547,12 @@ class Loader:
     def _move_to_epoch(self, epoch: int) -> None:
         if self._resumed_after is not None:
             # right after a checkpoint taken at the end of an epoch: the
-            # trainer's own count may still name that epoch
-            finished = epoch == self._resumed_after
-            self._resumed_after = None
-            if finished:
+            # trainer's own count may still name that epoch, as often as
+            # it sets it before the next loop
+            if epoch == self._resumed_after:
                 self._nothing_left = True
                 return
+            self._resumed_after = None
         self._nothing_left = False
         if epoch != self._epoch or self._left_early:
             self._epoch, self._batch = epoch, 0
@@ -606,8 +612,11 @@ class Loader:
         self._epoch, self._batch = _checkpoint.resume_position(
             state, self.state_dict(), strict)
         self._left_early = self._nothing_left = False
+        # with epochs=N one loop runs them all, and set_epoch() moving back
+        # means to run again from there
         self._resumed_after = (self._epoch - 1 if self._batch == 0 and
-                               self._epoch > 0 else None)
+                               self._epoch > 0 and self._epochs is None
+                               else None)
         self._epoch_after_loop = None
 
     # ---- reports and lifetime -------------------------------------------

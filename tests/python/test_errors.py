@@ -8,11 +8,14 @@ import logging
 import os
 import signal
 import subprocess
+import sys
+import textwrap
 
 import pytest
 
 import ringfeed
-from helpers import Reference, dataset, producers_of, write_folder
+from helpers import (Reference, child_env, dataset, producers_of,
+                     write_folder)
 
 SAMPLES = 61
 
@@ -523,23 +526,41 @@ def test_corrupt_sample_path_is_the_file(tmp_path, folder, name):
 
 def test_unreadable_class_folder_is_dataset_unreadable(tmp_path_factory):
     """A class folder this process may not list: DatasetUnreadable, a
-    PermissionError (it was a plain RingfeedError), naming the folder."""
+    PermissionError (it was a plain RingfeedError), naming the folder.
+    As root, which reads every folder, the Loader runs in a user namespace
+    as another user (`unshare --user`), where root's own folders are read
+    by their owner's permissions. Other failures with the same errno (a
+    helper that may not be started) stay RingfeedError."""
     from ringfeed.errors import from_code
-    assert isinstance(from_code(-errno.EACCES, b"cannot open it"),
-                      ringfeed.DatasetUnreadable)
-    if os.geteuid() == 0:
-        pytest.skip("root reads every folder")
+    assert type(from_code(-errno.EACCES, b"cannot start the helper: "
+                          b"Permission denied")) is ringfeed.RingfeedError
     root = str(tmp_path_factory.mktemp("locked"))
     write_folder(root, 2, 2, seed=6)
     locked = os.path.join(root, "class_01")
+    code = textwrap.dedent(f"""
+        import ringfeed
+        try:
+            ringfeed.Loader({root!r}, 2, size=32)
+        except ringfeed.DatasetUnreadable as e:
+            assert isinstance(e, PermissionError)
+            print("unreadable:", e)
+        """)
+    command = [sys.executable, "-c", code]
+    if os.geteuid() == 0:
+        if subprocess.run(["unshare", "--user", "--map-user=65534", "true"],
+                          capture_output=True).returncode != 0:
+            pytest.skip("root reads every folder, and no user namespace "
+                        "(unshare --user) to run as another user")
+        command = ["unshare", "--user", "--map-user=65534"] + command
     os.chmod(locked, 0)
     try:
-        with pytest.raises(ringfeed.DatasetUnreadable) as caught:
-            ringfeed.Loader(root, 2, size=32)
+        done = subprocess.run(command, env=child_env(), capture_output=True,
+                              text=True, timeout=60)
     finally:
         os.chmod(locked, 0o755)
-    assert isinstance(caught.value, PermissionError)
-    assert "class_01" in str(caught.value)
+    assert done.returncode == 0, done.stderr
+    assert "unreadable: cannot open dataset" in done.stdout, done.stdout
+    assert "class_01: cannot open it: Permission denied" in done.stdout
 
 
 def test_library_names_of_renamed_keywords_point_at_them(tmp_path_factory):
@@ -579,3 +600,26 @@ def test_what_the_open_says_is_said_once_per_loader(tmp_path_factory,
         assert len(local_rank_messages()) == 1
         ringfeed.Loader(root, 8, size=32, num_workers=1).close()
         assert len(local_rank_messages()) == 2
+
+
+@pytest.mark.parametrize("message, index, path, name", [
+    (b"sample 3 (/data/best (2019) of cats/a.jpg): not a JPEG file", 3,
+     "/data/best (2019) of cats/a.jpg", None),
+    (b"sample 7 (n01/x (1).jpg, packed offset 4096) of /d/t (v1).pack: "
+     b"bad", 7, "/d/t (v1).pack", "n01/x (1).jpg"),
+    (b"sample 9 (packed offset 128) of /d/x.pack: bad", 9, "/d/x.pack",
+     None),
+    (b"sample 5 (/no/such/aaaa...zzzz/c.jpg): cannot open it", 5, None,
+     None),
+])
+def test_corrupt_sample_fields_of_each_message_form(message, index, path,
+                                                    name):
+    """Each form of the library's sample description: a folder path with
+    " of " after a parenthesis (the name and the path were swapped), a
+    packed sample with and without a name, and a path shortened in its
+    middle (None: it named no file)."""
+    from ringfeed import _capi
+    from ringfeed.errors import from_code
+    e = from_code(_capi.E_CORRUPT_SAMPLE, message)
+    assert (e.index, e.path, e.name) == (index, path, name)
+    assert e.reason == message.decode().rsplit(": ", 1)[1]

@@ -403,3 +403,39 @@ def test_a_peeked_batch_then_set_epoch_runs_the_whole_epoch(reference):
             loader.set_epoch(epoch)
             got += collect(loader)
     assert_same_batches(got, want[:28])
+
+
+def test_finished_epoch_set_twice_stays_finished(reference):
+    """set_epoch() of the finished epoch twice (a trainer's hook and a
+    framework's) after a checkpoint at its last batch: still nothing left
+    (the second call ran the whole epoch again); with epochs=N, moving
+    back runs from there."""
+    root, want = reference
+    state = partial_state(root, 14)
+    with make(root) as loader:
+        loader.load_state_dict(state)
+        loader.set_epoch(0)
+        loader.set_epoch(0)
+        assert collect(loader) == []
+        loader.set_epoch(1)
+        assert_same_batches(collect(loader), want[14:28])
+    with make(root, epochs=3) as loader:
+        loader.load_state_dict(state)
+        loader.set_epoch(0)
+        assert_same_batches(collect(loader), want[:42])
+
+
+def test_set_epoch_of_the_loop_s_own_epoch_then_break_keeps_the_place(
+        reference):
+    """A hook that calls set_epoch() with the running loop's epoch, then a
+    break (preemption): state_dict() records the place reached (it said
+    the epoch's start), and the next loop goes on there."""
+    root, want = reference
+    with make(root) as loader:
+        for batch in loader.batches():
+            loader.set_epoch(0)
+            if batch.number == 1:
+                break
+        state = loader.state_dict()
+        assert (state["epoch"], state["batch"]) == (0, 2)
+        assert_same_batches(collect(loader), want[2:14])
