@@ -960,7 +960,8 @@ typedef struct rf_dataset_info {
      * library before it): a digest of each sample's name (its path below
      * the folder, or its name in the pack) and label in index order, and
      * for a pack each sample's CRC-32C. Two listings that differ give
-     * different digests (bar a 2^-64 chance; not cryptographic), so a
+     * different digests (bar a chance of about 2^-64 in a change; not
+     * cryptographic: made to catch accidents, not forgeries), so a
      * checkpoint that keeps it can tell a folder whose files changed but
      * not their number. A folder's files are not read for it: a file
      * rewritten in place under its name keeps the digest. */

@@ -289,7 +289,8 @@ TEST_CASE(test_error_limit_ends_the_run, "bad", "error limit ends the run")
 /* The epoch's limit is a share (RF_PARAM_MAX_ERROR_PPM) turned into a
  * count of the epoch's samples, rounded down: the message gives both,
  * so that the count is not read as the parameter's value. 1 bad file of
- * 2 at 400000 ppm: 0 failures allowed. */
+ * 2 at 400000 ppm: 0 failures allowed. Over 2 ranks the count is of the
+ * rank's share, and said so (it said "this epoch's"). */
 TEST_CASE(test_epoch_limit_says_share_and_count, "bad",
           "the epoch's limit says its share and its count")
 {
@@ -316,6 +317,18 @@ TEST_CASE(test_epoch_limit_says_share_and_count, "bad",
                         "RF_PARAM_MAX_ERROR_PPM 400000 allows (0 of this "
                         "epoch's 2 samples): raise it");
     CHECK_CONTAINS(msg, "b.jpg");
+    rf_loader_close(l);
+    cfg = jpeg_folder_config(folder, 1, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_RANK, 1)); /* b.jpg's */
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WORLD_SIZE, 2));
+    l = open_skipping(cfg, 0, 400000);
+    CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
+    msg = rf_loader_error(l);
+    printf("  %s\n", msg);
+    CHECK_CONTAINS(msg, "RF_PARAM_MAX_ERROR_PPM 400000 allows (0 of this "
+                        "rank's 1 sample of the epoch)");
     rf_loader_close(l);
     remove_tree(folder);
 }

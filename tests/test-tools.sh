@@ -793,6 +793,11 @@ case_bench_verify_one_rank() {
     run 0 env RANK=2 WORLD_SIZE=5 "$bench" --source synthetic --samples 50 \
         --verify --unordered --batch 4 --quiet
     has "$work/out" "verified: 10 samples, 0 missing, 0 duplicated, 0 corrupt"
+    # 50 over 3 ranks: each is padded to 17, rank 2's last a repeat of
+    # another rank's sample
+    run 0 env RANK=2 WORLD_SIZE=3 "$bench" --source synthetic --samples 50 \
+        --verify --batch 4 --quiet
+    has "$work/out" "verified: 17 samples, 0 missing, 0 duplicated, 0 corrupt"
 }
 
 # --size HxW sets a height and width of their own (--size set both to

@@ -20,6 +20,7 @@ void rf__failures_init(struct rf__failures *f, const int64_t *params,
     f->max_errors = (uint64_t)params[RF_PARAM_MAX_ERRORS];
     f->max_error_ppm = (uint64_t)params[RF_PARAM_MAX_ERROR_PPM];
     f->samples_per_epoch = samples_per_epoch;
+    f->sharded = params[RF_PARAM_WORLD_SIZE] > 1;
     f->max_in_epoch = samples_per_epoch * f->max_error_ppm / 1000000;
     for (int i = 0; i < RF__FAILURE_EPOCHS; i++)
         f->by_epoch[i].epoch = UINT64_MAX;
@@ -109,17 +110,22 @@ int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
     }
     if (in_epoch > f->max_in_epoch) {
         /* the share as a count: ppm of the epoch's samples, rounded down */
+        const char *plural = f->samples_per_epoch == 1 ? "" : "s";
+        char of[96];
+        if (f->sharded)
+            rf__format(of, sizeof(of), "this rank's %llu sample%s of the epoch",
+                       (unsigned long long)f->samples_per_epoch, plural);
+        else
+            rf__format(of, sizeof(of), "this epoch's %llu sample%s",
+                       (unsigned long long)f->samples_per_epoch, plural);
         rf__format(why, why_len,
                    "%llu sample%s of epoch %llu %s failed, more than "
-                   "RF_PARAM_MAX_ERROR_PPM %llu allows (%llu of this epoch's "
-                   "%llu sample%s): raise it, or fix or remove the files; "
-                   "the last: %s",
+                   "RF_PARAM_MAX_ERROR_PPM %llu allows (%llu of %s): raise "
+                   "it, or fix or remove the files; the last: %s",
                    (unsigned long long)in_epoch, in_epoch == 1 ? "" : "s",
                    (unsigned long long)epoch, in_epoch == 1 ? "has" : "have",
                    (unsigned long long)f->max_error_ppm,
-                   (unsigned long long)f->max_in_epoch,
-                   (unsigned long long)f->samples_per_epoch,
-                   f->samples_per_epoch == 1 ? "" : "s", text);
+                   (unsigned long long)f->max_in_epoch, of, text);
         return RF_E_CORRUPT_SAMPLE;
     }
     return 0;

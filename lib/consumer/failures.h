@@ -11,6 +11,7 @@
 #ifndef RF_FAILURES_H
 #define RF_FAILURES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,7 @@ struct rf__failures {
     uint64_t max_errors;                       /* 0: no count limit */
     uint64_t max_in_epoch;                     /* failures an epoch may have */
     uint64_t max_error_ppm, samples_per_epoch; /* what it comes from */
+    bool sharded; /* samples_per_epoch is this rank's share (world > 1) */
 };
 
 /* Sets the limits from RF_PARAM_MAX_ERRORS, RF_PARAM_MAX_ERROR_PPM and the

@@ -164,20 +164,19 @@ static int check_decoder(rf_loader *l, const rf_dataset *ds)
  * into the slot: the transform's crop, resize and flip never touch them.
  * With a transform other than none, that would go unseen (two epochs the
  * same bytes), so it is said once, at open. */
-static void report_raw_samples(rf_loader *l, const rf_dataset *ds)
+static void report_raw_samples(rf_loader *l, const rf_dataset_info *info)
 {
-    rf_dataset_info info;
     if (l->params[RF_PARAM_TRANSFORM] == RF_TRANSFORM_NONE ||
-        rf_dataset_get_info(ds, &info) < 0 || info.zstd_samples == 0)
+        info->zstd_samples == 0)
         return;
     char how_many[64];
-    if (info.zstd_samples == info.samples)
+    if (info->zstd_samples == info->samples)
         rf__format(how_many, sizeof(how_many), "all %llu samples",
-                   (unsigned long long)info.samples);
+                   (unsigned long long)info->samples);
     else
         rf__format(how_many, sizeof(how_many), "%llu of the %llu samples",
-                   (unsigned long long)info.zstd_samples,
-                   (unsigned long long)info.samples);
+                   (unsigned long long)info->zstd_samples,
+                   (unsigned long long)info->samples);
     /* the path cut at 1 KiB, so that the advice still fits a message */
     rf__loader_report(l,
                       "%s of '%.1024s' are raw pixels (zstd): they are "
@@ -206,7 +205,9 @@ static int open_dataset(rf_loader *l)
     }
     l->params[RF_PARAM_SAMPLES] = (int64_t)rf_dataset_size(ds);
     l->params[RF_PARAM_CLASSES] = rf_dataset_classes(ds);
-    l->listing_digest = rf__dataset_digest(ds);
+    rf_dataset_info info;
+    (void)rf_dataset_get_info(ds, &info); /* ds is not NULL */
+    l->listing_digest = info.listing_digest;
     rc = l->params[RF_PARAM_SAMPLES] == 0
              ? set_error(l, -ENOENT,
                          "dataset '%s' has no samples; pass a folder of "
@@ -215,7 +216,7 @@ static int open_dataset(rf_loader *l)
                          l->path)
              : check_decoder(l, ds);
     if (rc == 0) {
-        report_raw_samples(l, ds);
+        report_raw_samples(l, &info);
         rc = rf__dataset_index_fd(ds, &l->fds.listing);
     }
     if (rc == 0) {

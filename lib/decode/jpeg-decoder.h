@@ -35,6 +35,7 @@ struct rf__jpeg_error_bridge {
     bool warnings_are_errors;
     bool accept_truncated;
     unsigned warnings; /* warnings of the current image */
+    bool header_read;  /* the current image's size is in cinfo */
     char reason[RF__JPEG_REASON_LEN];
 };
 

@@ -113,7 +113,9 @@ void rf__jpeg_read_header(struct rf__jpeg_decoder *dec,
     jpeg_mem_src(ci, job->data, (unsigned long)job->size);
     /* kept across images by libjpeg: set every time (0 = skip them) */
     jpeg_save_markers(ci, JPEG_APP0 + 1, exif ? 0xffff : 0);
+    dec->err.header_read = false; /* cinfo still has the last image's */
     jpeg_read_header(ci, TRUE);
+    dec->err.header_read = true;
     if (ci->data_precision != 8)
         rf__jpeg_raise(dec, "%d-bit JPEG is not supported", ci->data_precision);
     const uint64_t pixels = (uint64_t)ci->image_width * ci->image_height;

@@ -56,6 +56,11 @@ static void on_error(j_common_ptr cinfo)
     case JERR_NO_IMAGE:
         rf__jpeg_raise(dec, "no image in the JPEG data (truncated header?)");
     case JERR_OUT_OF_MEMORY: /* malloc failed: the process, not the file */
+        if (!dec->err.header_read) /* no size yet (cinfo has the last's) */
+            rf__jpeg_raise(dec,
+                           "the process ran out of memory reading this JPEG's "
+                           "header (the file is not at fault); raise its "
+                           "memory limit (ulimit -v, the container's limit)");
         /* kept under RF__JPEG_REASON_LEN at 65535 x 65535 */
         rf__jpeg_raise(
             dec,

@@ -13,14 +13,32 @@
  */
 #include "dataset-internal.h"
 
+#include <string.h>
+
 #include "common/mix64.h"
 
-/* One sample's part: its name's CRC-32C and label, then (a pack's) its
- * payload's CRC-32C and kind. */
-static uint64_t add_sample(uint64_t digest, uint32_t name_crc, uint64_t label,
+/* A name's 64 bits: its bytes 8 at a time through the mixer, then its
+ * length (a CRC-32C's 32 bits would let a renamed file keep the digest
+ * once in 2^32 renames). */
+static uint64_t name_bits(const char *name, uint32_t length)
+{
+    uint64_t bits = length;
+    for (uint32_t at = 0; at < length; at += 8) {
+        uint64_t word = 0;
+        const uint32_t n = length - at < 8 ? length - at : 8;
+        memcpy(&word, name + at, n);
+        bits = rf__mix64(bits, word);
+    }
+    return bits;
+}
+
+/* One sample's part: its name and label, then (a pack's) its payload's
+ * CRC-32C and kind. */
+static uint64_t add_sample(uint64_t digest, uint64_t name, uint64_t label,
                            uint64_t payload)
 {
-    digest = rf__mix64(digest, ((uint64_t)name_crc << 32) ^ label);
+    digest = rf__mix64(digest, name);
+    digest = rf__mix64(digest, label);
     return rf__mix64(digest, payload);
 }
 
@@ -29,9 +47,9 @@ static uint64_t folder_digest(const rf_dataset *ds, uint64_t digest)
     for (uint64_t i = 0; i < ds->samples; i++) {
         struct rf__index_entry e;
         rf__index_entry_decode(&e, ds->entries + i * RF__INDEX_ENTRY_SIZE);
-        const uint32_t name =
-            rf__crc32c(&ds->crc, 0, ds->names + e.name_offset, e.name_length);
-        digest = add_sample(digest, name, e.label, 0);
+        digest = add_sample(digest,
+                            name_bits(ds->names + e.name_offset, e.name_length),
+                            e.label, 0);
     }
     return digest;
 }
@@ -41,9 +59,8 @@ static uint64_t pack_digest(const rf_dataset *ds, uint64_t digest)
     for (uint64_t i = 0; i < ds->samples; i++) {
         struct rf__pack_entry e;
         rf__pack_entry_decode(&e, ds->entries + i * RF__PACK_ENTRY_SIZE);
-        const uint32_t name =
-            e.name_length ? rf__crc32c(&ds->crc, 0, ds->names + e.name_offset,
-                                       e.name_length)
+        const uint64_t name =
+            e.name_length ? name_bits(ds->names + e.name_offset, e.name_length)
                           : 0;
         digest = add_sample(digest, name, (uint64_t)e.label,
                             ((uint64_t)e.kind << 32) | e.crc);
