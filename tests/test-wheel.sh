@@ -137,7 +137,8 @@ case_wheel_builds() {
 # The wheel holds every file of python/ringfeed/, the library under its
 # SONAME (a regular file) and the helper (executable), and METADATA,
 # WHEEL and RECORD; RECORD's hashes and sizes match every file. Neither
-# native file has a run path (libtool's build-tree paths), both find
+# native file has a run path (libtool's build-tree paths) or debug
+# sections (three quarters of their size; the symbols stay), both find
 # every library they need, and the helper has the library's code inside.
 case_wheel_contents() {
     built
@@ -184,6 +185,10 @@ EOF
     has "$work/out" "ok"
     native=$work/unpacked/ringfeed/_native
     for file in libringfeed.so.0 ringfeed-producer; do
+        # without debug sections (three quarters of the size), with symbols
+        run 0 readelf -S "$native/$file"
+        lacks "$work/out" ".debug_info"
+        has "$work/out" ".symtab"
         run 0 readelf -d "$native/$file"
         lacks "$work/out" "RPATH"
         lacks "$work/out" "RUNPATH"

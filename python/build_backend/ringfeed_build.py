@@ -13,7 +13,9 @@ CPython from 3.9 on. Standard library only: it builds offline.
 
 Settings, from the environment or pip's --config-settings (-C):
   CC, CFLAGS, LDFLAGS, PKG_CONFIG_PATH  passed to configure as usual;
-  configure-args / RINGFEED_CONFIGURE_ARGS  more configure options.
+  configure-args / RINGFEED_CONFIGURE_ARGS  more configure options;
+  debug-info=keep  ship the library and helper with their debug sections
+                   (by default they are stripped of them, keeping symbols).
 """
 
 import base64
@@ -348,7 +350,26 @@ def build_native(build, config_settings):
         if not path.is_file() or not _is_elf(path):
             stop(f"the build left no {path.name} at {path}")
         _check_no_build_paths(path, build)
-    return {soname: library, HELPER: helper}
+    return {soname: _shipped(library, build, config_settings),
+            HELPER: _shipped(helper, build, config_settings)}
+
+
+def _shipped(path, build, config_settings):
+    """The file the wheel carries for `path`: a copy without its debug
+    sections (strip --strip-debug: a quarter of the size; the symbols
+    stay, for backtraces and perf), or the file itself with
+    --config-settings debug-info=keep, or when strip is missing."""
+    if (config_settings or {}).get("debug-info") == "keep":
+        return path
+    strip = shutil.which("strip")
+    if not strip:
+        say(f"strip not found: {path.name} keeps its debug information")
+        return path
+    stripped = build / "shipped" / path.name
+    stripped.parent.mkdir(exist_ok=True)
+    shutil.copy2(path, stripped)
+    run([strip, "--strip-debug", stripped], build, "strip")
+    return stripped
 
 
 # ---- writing the wheel and the sdist -----------------------------------
