@@ -406,10 +406,8 @@ class Loader:
             self._iterating = False
             if self._epoch_after_loop is not None:  # set_epoch() in the loop
                 epoch, self._epoch_after_loop = self._epoch_after_loop, None
-                # as before the loop: its own epoch keeps the place the loop
-                # reached, which a checkpoint taken after a break records
                 self._left_early = False
-                if epoch != self._epoch:
+                if epoch != self._epoch:  # where the loop stopped, it stays
                     self._epoch, self._batch = epoch, 0
 
     def _stream(self, run: _Run, end: int) -> Iterator[Batch]:
@@ -532,15 +530,20 @@ class Loader:
         Called during a loop, it takes effect when that loop ends (as
         DistributedSampler.set_epoch does for the next iter()): the loop
         goes on with its own epoch, and state_dict() records the loop's
-        position until then; the loop's own epoch, set so, keeps the place
-        the loop reached, also after a ``break``. Raises ConfigError for an epoch that is not
+        position until then. Setting the epoch of the batch in hand (a
+        per-epoch hook) changes nothing: the loop's place stays, at its
+        end or after a ``break``. Raises ConfigError for an epoch that is not
         a whole number from 0 to 2**30, LoaderClosed after close()."""
         epoch = epoch_number(epoch)
         self._check_open()
         if self._iterating:
             # the running loop's batches are already on their way, and its
-            # position is what a checkpoint taken in it must record
-            self._epoch_after_loop = epoch
+            # position is what a checkpoint taken in it must record. The
+            # epoch of the batch in hand is the one running (a per-epoch
+            # hook saying so): nothing to do when the loop ends.
+            running = (self._epoch * self._per_epoch + self._batch - 1) // \
+                max(self._per_epoch, 1)
+            self._epoch_after_loop = None if epoch == running else epoch
             return
         self._move_to_epoch(epoch)
 

@@ -429,7 +429,8 @@ def test_set_epoch_of_the_loop_s_own_epoch_then_break_keeps_the_place(
         reference):
     """A hook that calls set_epoch() with the running loop's epoch, then a
     break (preemption): state_dict() records the place reached (it said
-    the epoch's start), and the next loop goes on there."""
+    the epoch's start), and the next loop starts the next epoch, as after
+    any break."""
     root, want = reference
     with make(root) as loader:
         for batch in loader.batches():
@@ -438,4 +439,26 @@ def test_set_epoch_of_the_loop_s_own_epoch_then_break_keeps_the_place(
                 break
         state = loader.state_dict()
         assert (state["epoch"], state["batch"]) == (0, 2)
-        assert_same_batches(collect(loader), want[2:14])
+        assert_same_batches(collect(loader), want[14:28])
+
+
+@pytest.mark.parametrize("hooked", ["once", "every batch"])
+def test_set_epoch_of_the_loop_s_own_epoch_then_its_end(reference, hooked):
+    """The same hook in a loop that runs to its end: state_dict() records
+    the next epoch's start (it recorded epoch 0's, and a checkpoint saved
+    after the loop trained epoch 0 again), and the next loop runs epoch
+    1. A hook naming another epoch still sets the next loop's."""
+    root, want = reference
+    with make(root) as loader:
+        for batch in loader.batches():
+            if hooked == "every batch" or batch.number == 0:
+                loader.set_epoch(0)
+        state = loader.state_dict()
+        assert (state["epoch"], state["batch"]) == (1, 0)
+        assert_same_batches(collect(loader), want[14:28])
+        for batch in loader.batches():
+            if batch.number == 0:
+                loader.set_epoch(1)  # the running one: nothing to do
+                loader.set_epoch(0)  # another: the next loop's
+        assert loader.state_dict()["epoch"] == 0
+        assert_same_batches(collect(loader), want[:14])
