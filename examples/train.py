@@ -37,7 +37,7 @@ share the CPUs: --threads and --workers divide them.
 
 One process trains one model: under torchrun each rank's loader reads its
 own shard, but the gradients are not shared (no DistributedDataParallel
-here).
+here), and each rank keeps its own checkpoint, PATH.rankR.
 
 With --print-batches each step also prints the CRC-32 of the batch's
 dataset indices, labels and input tensor (tests/test-example-train.sh
@@ -388,6 +388,11 @@ class Trainer:
 
 def train(args, device):
     with open_loader(args, device) as loader:
+        stats = loader.stats()
+        if args.checkpoint and stats["world_size"] > 1:
+            # each rank trains a model of its own: a checkpoint of its own
+            # (one shared path had the ranks' renames race)
+            args.checkpoint += f".rank{stats['rank']}"
         if args.classes is None:  # ImageFolder's classes, or the pack's
             args.classes = len(loader.classes)
         classes = args.classes

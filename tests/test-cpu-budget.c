@@ -225,6 +225,23 @@ TEST_CASE(local_ranks_from_each_launcher, "environment",
     setenv("SLURM_NODEID", "0", 1);
     expect_ranks(2, 4, "SLURM");
     clear_launchers();
+    setenv("SLURM_LOCALID", "1", 1); /* the pair named is the one read */
+    setenv("SLURM_NTASKS_PER_NODE", "2", 1);
+    expect_ranks(1, 2, "SLURM_LOCALID/SLURM_NTASKS_PER_NODE");
+    /* set alone, or beyond the node's tasks: none, and said (it took
+     * every CPU in silence) */
+    unsetenv("SLURM_NTASKS_PER_NODE");
+    expect_ranks(-1, 0,
+                 "SLURM_LOCALID is set without this node's count of tasks");
+    setenv("SLURM_LOCALID", "2", 1);
+    setenv("SLURM_NODEID", "0", 1);
+    setenv("SLURM_TASKS_PER_NODE", "2", 1);
+    expect_ranks(-1, 0,
+                 "the local rank 2 (SLURM_LOCALID) is not below this node's "
+                 "2 tasks (SLURM_TASKS_PER_NODE)");
+    setenv("SLURM_LOCALID", "x", 1);
+    expect_ranks(-1, 0, "SLURM_LOCALID is 'x', not a local rank");
+    clear_launchers();
     setenv("LOCAL_RANK", "4", 1); /* not below the size: ignored, said */
     setenv("LOCAL_WORLD_SIZE", "4", 1);
     expect_ranks(-1, 0, "the local rank 4 (LOCAL_RANK) is not below");

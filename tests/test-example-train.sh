@@ -24,7 +24,8 @@
 # tests/harness.sh, each in a subshell, as in test-tools.sh.
 set -u
 
-cases="train/loss_falls train/resume_mid_epoch train/resume_other_settings"
+cases="train/loss_falls train/resume_mid_epoch train/resume_other_settings
+train/ranks_keep_their_own_checkpoints"
 
 # One rank of one.
 unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE OMPI_COMM_WORLD_RANK \
@@ -196,6 +197,22 @@ with the same --batch-size"
         --lr 0.01 --transform eval --epochs 1 --batch-size 8 \
         --checkpoint "$work/ck.pt" --resume
     has "$work/err" "was made with --size 32, this run has 48"
+}
+
+# Under a launcher's RANK and WORLD_SIZE each rank trains a model of its
+# own, so each keeps its own checkpoint, PATH.rankR (the ranks renamed
+# PATH.tmp onto one PATH, and crashed when the renames raced), and
+# resumes from it.
+case_train_ranks_keep_their_own_checkpoints() {
+    for rank in 0 1; do
+        RANK=$rank WORLD_SIZE=2 train --transform eval --epochs 1 \
+            --batch-size 8 --checkpoint "$work/ranks.pt" --stop-after 1
+        has "$work/out" "saved $work/ranks.pt.rank$rank (resumes at"
+    done
+    [ ! -e "$work/ranks.pt" ] || fail "a checkpoint at the shared path"
+    RANK=1 WORLD_SIZE=2 train --transform eval --epochs 1 --batch-size 8 \
+        --checkpoint "$work/ranks.pt" --resume
+    has "$work/out" "resuming from $work/ranks.pt.rank1 at epoch 0 batch 2/3"
 }
 
 # ---- the run ----------------------------------------------------------

@@ -178,10 +178,12 @@ static bool env_int(const char *name, long min, long max, long *out)
     return true;
 }
 
-/* Slurm's tasks on node `node` from SLURM_TASKS_PER_NODE ("2(x3),1":
- * nodes 0-2 run 2 tasks, node 3 runs 1), else SLURM_NTASKS_PER_NODE. */
-static bool slurm_tasks_here(long *tasks)
+/* Slurm's tasks on this node: SLURM_NODEID's entry of
+ * SLURM_TASKS_PER_NODE ("2(x3),1": nodes 0-2 run 2 tasks, node 3 runs
+ * 1), else SLURM_NTASKS_PER_NODE; *from gets the pair's name. */
+static bool slurm_tasks_here(long *tasks, const char **from)
 {
+    *from = "SLURM_LOCALID/SLURM_TASKS_PER_NODE";
     long node = 0;
     const char *list = getenv("SLURM_TASKS_PER_NODE");
     if (list && env_int("SLURM_NODEID", 0, INT_MAX, &node)) {
@@ -203,7 +205,36 @@ static bool slurm_tasks_here(long *tasks)
             p = *end == ',' ? end + 1 : end;
         }
     }
+    *from = "SLURM_LOCALID/SLURM_NTASKS_PER_NODE";
     return env_int("SLURM_NTASKS_PER_NODE", 1, INT_MAX, tasks);
+}
+
+/* Slurm's local rank, SLURM_LOCALID, when it is set: its pair's name in
+ * *from and true, or false with why it gives no local ranks in out (a
+ * value that is not a number, no count of this node's tasks, a rank not
+ * below it). */
+static bool slurm_local_rank(long *rank, long *size, const char **from,
+                             char *out, size_t len)
+{
+    const char *text = getenv("SLURM_LOCALID");
+    const bool tasks = slurm_tasks_here(size, from);
+    if (!env_int("SLURM_LOCALID", 0, INT_MAX, rank))
+        rf__format(out, len,
+                   "SLURM_LOCALID is '%.40s', not a local rank (0 or more)",
+                   text);
+    else if (!tasks)
+        rf__format(out, len,
+                   "SLURM_LOCALID is set without this node's count of tasks "
+                   "(SLURM_TASKS_PER_NODE with SLURM_NODEID, or "
+                   "SLURM_NTASKS_PER_NODE)");
+    else if (*rank >= *size)
+        rf__format(out, len,
+                   "the local rank %ld (SLURM_LOCALID) is not below this "
+                   "node's %ld tasks (%s)",
+                   *rank, *size, strchr(*from, '/') + 1);
+    else
+        return true;
+    return false;
 }
 
 /* Why a pair whose rank is set gives no local ranks, into `out`: a
@@ -272,12 +303,20 @@ void rf__budget_local_ranks(int *rank, int *size, const char **from)
             half = refused;
         }
     }
-    if (env_int("SLURM_LOCALID", 0, INT_MAX, &r) && slurm_tasks_here(&s) &&
-        r < s) {
-        *rank = (int)r;
-        *size = (int)s;
-        *from = "SLURM_LOCALID/SLURM_TASKS_PER_NODE";
-        return;
+    const char *slurm = getenv("SLURM_LOCALID");
+    if (slurm && *slurm) {
+        char why[200];
+        const char *pair = NULL;
+        if (slurm_local_rank(&r, &s, &pair, why, sizeof(why))) {
+            *rank = (int)r;
+            *size = (int)s;
+            *from = pair;
+            return;
+        }
+        if (!half) {
+            rf__format(refused, sizeof(refused), "%s", why);
+            half = refused;
+        }
     }
     *from = half; /* no local ranks: say why, where a rank was given */
 }
