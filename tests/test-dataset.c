@@ -594,16 +594,11 @@ TEST_CASE(test_folder_errors, "folder",
     printf("folder: missing, flat and empty folders refused with reasons\n");
 }
 
-/* A listing that runs out of file descriptors names the process's limit
- * as what to change, not the dataset: RLIMIT_NOFILE lowered in this
- * case's own process, and every descriptor under it taken but one (the
- * dataset's own), so that the walk's first open fails with EMFILE. */
-TEST_CASE(test_folder_out_of_fds, "folder",
-          "out of fds: the advice is the open-files limit")
+/* rf_dataset_open() of `folder` under an RLIMIT_NOFILE of 64 with every
+ * descriptor below it taken but `spare`; returns its code, its reason
+ * in *why (the caller frees it), and puts the limit back. */
+static int open_with_fds_left(const char *folder, int spare, char **why)
 {
-    make_dir(at("fds"));
-    make_dir(at("fds/c"));
-    make_file("fds/c/a.jpg");
     struct rlimit old;
     CHECK_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
     const struct rlimit low = {64, old.rlim_max};
@@ -612,35 +607,41 @@ TEST_CASE(test_folder_out_of_fds, "folder",
     for (int fd; (fd = dup(0)) >= 0;)
         taken[count++] = fd;
     CHECK_EQ(errno, EMFILE);
-    CHECK(count > 0);
-    close(taken[--count]); /* one left, for the dataset's own */
+    CHECK(count >= spare);
+    for (int i = 0; i < spare; i++)
+        close(taken[--count]);
     rf_dataset *ds = NULL;
-    char *why = NULL;
-    const int rc = rf_dataset_open(&ds, at("fds"), &why);
+    *why = NULL;
+    const int rc = rf_dataset_open(&ds, folder, why);
+    rf_dataset_close(ds);
     while (count > 0)
         close(taken[--count]);
     CHECK_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
-    CHECK(why);
-    printf("  %s\n", why);
-    CHECK_EQ(rc, -EMFILE);
+    CHECK(*why);
+    printf("  %s\n", *why);
+    return rc;
+}
+
+/* A listing that runs out of file descriptors names the process's limit
+ * as what to change, not the dataset: RLIMIT_NOFILE lowered in this
+ * case's own process, and every descriptor under it taken but one (the
+ * dataset's own), so that the walk's first open fails with EMFILE; with
+ * none left, the dataset's own folder does not open (the advice was to
+ * pass a folder of class folders). */
+TEST_CASE(test_folder_out_of_fds, "folder",
+          "out of fds: the advice is the open-files limit")
+{
+    make_dir(at("fds"));
+    make_dir(at("fds/c"));
+    make_file("fds/c/a.jpg");
+    char *why = NULL;
+    CHECK_EQ(open_with_fds_left(at("fds"), 1, &why), -EMFILE);
     CHECK_CONTAINS(why, "Too many open files; the process has the 64 files "
                         "open that its limit allows: raise its open-files "
                         "limit (ulimit -n");
     CHECK(strstr(why, "move it out of the dataset") == NULL);
     free(why);
-    /* none left: the dataset's own folder does not open (the advice
-     * was to pass a folder of class folders) */
-    CHECK_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
-    for (int fd; (fd = dup(0)) >= 0;)
-        taken[count++] = fd;
-    why = NULL;
-    const int root_rc = rf_dataset_open(&ds, at("fds"), &why);
-    while (count > 0)
-        close(taken[--count]);
-    CHECK_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
-    CHECK(why);
-    printf("  %s\n", why);
-    CHECK_EQ(root_rc, -EMFILE);
+    CHECK_EQ(open_with_fds_left(at("fds"), 0, &why), -EMFILE);
     CHECK_CONTAINS(why, "raise its open-files limit (ulimit -n");
     CHECK(strstr(why, "pass a folder of class folders") == NULL);
     free(why);
