@@ -1,14 +1,15 @@
 """The Loader's arguments checked and turned into the library's numbers:
-whole numbers, size=, set_epoch()'s epoch, and the keywords of the
-library's table, with errors that name the keyword to change (and, for an
-unknown keyword, what to use instead). Nothing here is public."""
+whole numbers, size=, epochs=, num_workers=, seed=, set_epoch()'s epoch,
+and the keywords of the library's table, with errors that name the keyword
+to change (and, for an unknown keyword, what to use instead). Nothing here
+is public."""
 
 from __future__ import annotations
 
 import difflib
 import inspect
 import operator
-from typing import Any, Callable, Dict, Iterable, Tuple
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from .errors import ConfigError
 from .params import Param, by_keyword, param
@@ -38,6 +39,45 @@ def epoch_number(epoch: Any) -> int:
         raise ConfigError(f"set_epoch({epoch!r}): an epoch is a whole number "
                           f"from 0 to {last}")
     return number
+
+
+def epoch_count(epochs: Any) -> Optional[int]:
+    """epochs=: None (one epoch per for loop) or a count of them."""
+    if epochs is None:
+        return None
+    count = whole(epochs, "epochs")
+    if count < 1:
+        raise ConfigError(f"epochs={count}: give None (one epoch per for "
+                          "loop) or a count >= 1")
+    return count
+
+
+def worker_count(num_workers: Any) -> int:
+    """num_workers= given as a number: producer processes, in the
+    library's range (None, the CPU budget, is the caller's to handle)."""
+    count = whole(num_workers, "num_workers")
+    if count < 1:
+        raise ConfigError(
+            f"num_workers={count}: ringfeed always decodes in producer "
+            "processes, never in the training process; pass None (this "
+            "rank's CPU budget) or a count >= 1")
+    most = param("producers").maximum
+    if count > most:
+        raise ConfigError(f"num_workers={count} is out of range: 1..{most}, "
+                          "or None for this rank's CPU budget")
+    return count
+
+
+def seed_value(seed: Any) -> Any:
+    """seed= as the library's signed 64 bits: an integer type (numpy's
+    too) as int, and 2**63..2**64-1 as the negative number with the same
+    bits, so that a seed drawn as an unsigned 64-bit number is taken.
+    Anything else goes on as it is, for the table's check to name."""
+    if not isinstance(seed, bool) and hasattr(seed, "__index__"):
+        seed = operator.index(seed)  # np.uint64, ...
+    if isinstance(seed, int) and 1 << 63 <= seed < 1 << 64:
+        return seed - (1 << 64)
+    return seed
 
 
 def size_pair(size: Any) -> Tuple[int, int]:

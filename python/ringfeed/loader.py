@@ -15,7 +15,6 @@ import atexit
 import collections
 import contextlib
 import logging
-import operator
 import os
 import threading
 import weakref
@@ -25,8 +24,10 @@ from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional,
 import numpy as np
 
 from . import _capi, _checkpoint
-from ._arguments import epoch_number, library_values, size_pair, whole
+from ._arguments import (epoch_count, epoch_number, library_values,
+                         seed_value, size_pair, whole, worker_count)
 from ._distributed import check_still_holds, rank_and_world
+from ._position import Position
 from ._run import _Config, _Held, _Run, copy_array
 from .batch import Batch
 from .errors import ConfigError, ForkError, LoaderClosed, RingfeedError
@@ -176,11 +177,7 @@ class Loader:
         if not isinstance(source, Synthetic):
             source = os.fspath(source)
         height, width = size_pair(size)
-        if epochs is not None:
-            epochs = whole(epochs, "epochs")
-            if epochs < 1:
-                raise ConfigError(f"epochs={epochs}: give None (one epoch "
-                                  "per for loop) or a count >= 1")
+        epochs = epoch_count(epochs)
         keep_batches = whole(keep_batches, "keep_batches")
         if keep_batches < 1:
             raise ConfigError(f"keep_batches={keep_batches} must be >= 1")
@@ -192,25 +189,11 @@ class Loader:
             rank, world_size)
         wanted: Dict[str, Any] = dict(
             batch_size=batch_size, transform=transform, shuffle=shuffle,
-            seed=seed, drop_last=drop_last, layout=layout, on_error=on_error,
-            rank=self._rank, world_size=self._world, **params)
+            seed=seed_value(seed), drop_last=drop_last, layout=layout,
+            on_error=on_error, rank=self._rank, world_size=self._world,
+            **params)
         if num_workers is not None:
-            num_workers = whole(num_workers, "num_workers")
-            if num_workers < 1:
-                raise ConfigError(
-                    f"num_workers={num_workers}: ringfeed always decodes in "
-                    "producer processes, never in the training process; "
-                    "pass None (this rank's CPU budget) or a count >= 1")
-            most = param("producers").maximum
-            if num_workers > most:
-                raise ConfigError(
-                    f"num_workers={num_workers} is out of range: 1..{most}, "
-                    "or None for this rank's CPU budget")
-            wanted["num_workers"] = num_workers
-        if not isinstance(seed, bool) and hasattr(seed, "__index__"):
-            seed = wanted["seed"] = operator.index(seed)  # np.uint64, ...
-        if isinstance(seed, int) and 1 << 63 <= seed < 1 << 64:
-            wanted["seed"] = seed - (1 << 64)  # the same 64-bit pattern
+            wanted["num_workers"] = worker_count(num_workers)
         values = library_values(wanted, height, width, Loader)
         values["epochs"] = epochs or 0  # the run goes on; the Loader counts
         self._config = _Config(source, values)
@@ -236,20 +219,7 @@ class Loader:
             self._convert_fn = make_converter(
                 dtype, mean, std, 1 if layout == "nchw" else 3,
                 int(values.get("channels", param("channels").default)))
-        self._epoch = 0  # the epoch the next batch comes from
-        self._batch = 0  # and its number in it
-        # A loop left early: the next loop starts the next epoch (torch's
-        # DataLoader starts a new pass there), while state_dict() still
-        # records the position, for a checkpoint taken after the break.
-        self._left_early = False
-        # load_state_dict() at the start of an epoch (epoch, 0) after the
-        # checkpoint's loop had finished epoch - 1: set_epoch(epoch - 1)
-        # then means that finished epoch, whose loop yields nothing more
-        self._resumed_after: Optional[int] = None
-        self._nothing_left = False  # the next loop yields no batch
-        self._iterating = False  # a loop is running (one at a time)
-        # set_epoch() called during a loop: applied when that loop ends
-        self._epoch_after_loop: Optional[int] = None
+        self._at = Position(epochs)
         self._open_run()
         with _live_lock:
             _live.add(self)
@@ -277,16 +247,16 @@ class Loader:
     # ---- the run --------------------------------------------------------
 
     def _open_run(self) -> _Run:
-        """(Re)starts the producers at (self._epoch, self._batch)."""
+        """(Re)starts the producers at the loader's position (self._at)."""
         self._close_run()
         self._opening = True
         try:
-            run = self._run = _Run(self._config, self._epoch, self._batch,
-                                   self._say)
+            run = self._run = _Run(self._config, self._at.epoch,
+                                   self._at.batch, self._say)
         finally:
             self._opening = False
         stats = run.stats
-        self._per_epoch = int(stats.batches_per_epoch)
+        self._at.per_epoch = int(stats.batches_per_epoch)
         self._samples = int(stats.dataset_samples)
         self._listing = int(stats.listing_digest)
         # On the GPU a slot goes back at the next batch, whatever
@@ -359,7 +329,7 @@ class Loader:
         """Batches one ``for`` loop yields: this rank's batches per epoch
         (times epochs= when given)."""
         self._usable()
-        return self._per_epoch * (self._epochs or 1)
+        return self._at.per_epoch * (self._epochs or 1)
 
     def __iter__(self) -> Iterator[Tuple[Any, Any]]:
         """One epoch (or epochs=N) of (images, labels)."""
@@ -371,31 +341,21 @@ class Loader:
         indices, epoch, number, skipped (see Batch)."""
         self._usable()
         check_still_holds(self._rank, self._world, self._rank_from)
-        if self._iterating:
+        if self._at.iterating:
             raise RingfeedError(
                 "this Loader is already being iterated: one loop at a time "
                 "(finish or leave the other loop, or open a second Loader)")
-        if self._left_early and self._batch:
-            self._epoch, self._batch = self._epoch + 1, 0
-        self._left_early = False
-        self._resumed_after = None
-        if self._nothing_left:
-            self._nothing_left = False
+        if not self._at.loop_starts():
             return
         with self._busy():
             self._restart_if_elsewhere()
             run = self._usable()
-        if self._epochs is None:
-            end = (self._epoch + 1) * self._per_epoch
-        else:
-            end = self._epochs * self._per_epoch
-        if self._epoch * self._per_epoch + self._batch >= end:
-            return
-        self._iterating = True
+        self._at.iterating = True
+        early = False
         try:
-            yield from self._stream(run, end)
+            yield from self._stream(run, self._at.loop_end())
         except GeneratorExit:
-            self._left_early = True
+            early = True
             raise
         finally:
             # The batches shown stay held, the last one valid until the
@@ -403,16 +363,11 @@ class Loader:
             # `images, labels = next(iter(loader))` gives a batch that
             # stays as it is. A failure and Ctrl-C have closed the loader
             # (_stream), which released them.
-            self._iterating = False
-            if self._epoch_after_loop is not None:  # set_epoch() in the loop
-                epoch, self._epoch_after_loop = self._epoch_after_loop, None
-                self._left_early = False
-                if epoch != self._epoch:  # where the loop stopped, it stays
-                    self._epoch, self._batch = epoch, 0
+            self._at.loop_ends(early)
 
     def _stream(self, run: _Run, end: int) -> Iterator[Batch]:
         prefetched: Deque[_Held] = collections.deque()
-        position = self._epoch * self._per_epoch + self._batch
+        position = self._at.sequence
         try:
             while position < end:
                 with self._busy():
@@ -429,8 +384,8 @@ class Loader:
                     run.held.append(held)
                     if self._device is None:
                         run.release_beyond(self._keep)
+                self._at.yielded(position)
                 position += 1
-                self._epoch, self._batch = divmod(position, self._per_epoch)
                 yield held.batch
         except (RingfeedError, KeyboardInterrupt):
             self.close()
@@ -536,37 +491,14 @@ class Loader:
         a whole number from 0 to 2**30, LoaderClosed after close()."""
         epoch = epoch_number(epoch)
         self._check_open()
-        if self._iterating:
-            # the running loop's batches are already on their way, and its
-            # position is what a checkpoint taken in it must record. The
-            # epoch of the batch in hand is the one running (a per-epoch
-            # hook saying so): nothing to do when the loop ends.
-            running = (self._epoch * self._per_epoch + self._batch - 1) // \
-                max(self._per_epoch, 1)
-            self._epoch_after_loop = None if epoch == running else epoch
-            return
-        self._move_to_epoch(epoch)
-
-    def _move_to_epoch(self, epoch: int) -> None:
-        if self._resumed_after is not None:
-            # right after a checkpoint taken at the end of an epoch: the
-            # trainer's own count may still name that epoch, as often as
-            # it sets it before the next loop
-            if epoch == self._resumed_after:
-                self._nothing_left = True
-                return
-            self._resumed_after = None
-        self._nothing_left = False
-        if epoch != self._epoch or self._left_early:
-            self._epoch, self._batch = epoch, 0
-        self._left_early = False
+        self._at.set_epoch(epoch)
 
     def _restart_if_elsewhere(self) -> None:
         """Restarts the producers when they are not making the batch the
         loader is to yield next (set_epoch to another epoch, a loaded
         checkpoint); otherwise what they prefetched is used."""
         run = self._usable()
-        if run.next_seq != self._epoch * self._per_epoch + self._batch:
+        if run.next_seq != self._at.sequence:
             self._open_run()
 
     def state_dict(self) -> Dict[str, Any]:
@@ -584,8 +516,9 @@ class Loader:
         if not self._config.values.get("ordered", 1):
             raise ConfigError("state_dict() needs batches in order: drop "
                               "ordered=False")
-        return _checkpoint.make_state(self._config.values, self._epoch,
-                                      self._batch, self._per_epoch,
+        at = self._at
+        return _checkpoint.make_state(self._config.values, at.epoch,
+                                      at.batch, at.per_epoch,
                                       self._samples, self._listing,
                                       self._rank, self._world)
 
@@ -607,20 +540,13 @@ class Loader:
         twice or not at all (a warning says so), as each rank's share of
         the order changes with the world size."""
         self._check_open()
-        if self._iterating:
+        if self._at.iterating:
             raise RingfeedError(
                 "load_state_dict() while a loop over this Loader is running: "
                 "the loop would go on from where it is. Leave the loop "
                 "first, or load the state before the loop starts")
-        self._epoch, self._batch = _checkpoint.resume_position(
-            state, self.state_dict(), strict)
-        self._left_early = self._nothing_left = False
-        # with epochs=N one loop runs them all, and set_epoch() moving back
-        # means to run again from there
-        self._resumed_after = (self._epoch - 1 if self._batch == 0 and
-                               self._epoch > 0 and self._epochs is None
-                               else None)
-        self._epoch_after_loop = None
+        self._at.resume_at(*_checkpoint.resume_position(
+            state, self.state_dict(), strict))
 
     # ---- reports and lifetime -------------------------------------------
 
@@ -755,5 +681,5 @@ class Loader:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else (
-            f"epoch {self._epoch}, batch {self._batch}")
+            f"epoch {self._at.epoch}, batch {self._at.batch}")
         return f"<ringfeed.Loader {self._source!r}: {state}>"

@@ -1,0 +1,105 @@
+"""Where a Loader is in its run, and the rules that move it: a loop's
+start and end, set_epoch() and load_state_dict(). Kept apart from the
+producers and the ring, which only follow it (Loader restarts them when
+they are making another batch than the one the position names)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+class Position:
+    """The batch the next loop yields: (epoch, batch), batch counted in
+    the epoch; with per_epoch batches an epoch and `epochs` (None: one
+    epoch per loop) epochs in one loop."""
+
+    def __init__(self, epochs: Optional[int]) -> None:
+        self.epochs = epochs
+        self.epoch = 0  # the epoch the next batch comes from
+        self.batch = 0  # and its number in it
+        self.per_epoch = 0  # known once the producers have started
+        # A loop left early: the next loop starts the next epoch (torch's
+        # DataLoader starts a new pass there), while state_dict() still
+        # records the position, for a checkpoint taken after the break.
+        self._left_early = False
+        # load_state_dict() at the start of an epoch (epoch, 0) after the
+        # checkpoint's loop had finished epoch - 1: set_epoch(epoch - 1)
+        # then means that finished epoch, whose loop yields nothing more
+        self._resumed_after: Optional[int] = None
+        self._nothing_left = False  # the next loop yields no batch
+        self.iterating = False  # a loop is running (one at a time)
+        # set_epoch() called during a loop: applied when that loop ends
+        self._epoch_after_loop: Optional[int] = None
+
+    @property
+    def sequence(self) -> int:
+        """The next batch's number counted from the run's start, as the
+        producers number the batches they make."""
+        return self.epoch * self.per_epoch + self.batch
+
+    def loop_starts(self) -> bool:
+        """A loop begins: whether it has batches to yield. After a loop
+        left early it is the next epoch's start."""
+        if self._left_early and self.batch:
+            self.epoch, self.batch = self.epoch + 1, 0
+        self._left_early = False
+        self._resumed_after = None
+        if self._nothing_left:
+            self._nothing_left = False
+            return False
+        return self.sequence < self.loop_end()
+
+    def loop_end(self) -> int:
+        """The sequence number at which the loop starting now stops."""
+        if self.epochs is None:
+            return (self.epoch + 1) * self.per_epoch
+        return self.epochs * self.per_epoch
+
+    def yielded(self, sequence: int) -> None:
+        """The loop handed over batch `sequence`: the next is after it."""
+        self.epoch, self.batch = divmod(sequence + 1, self.per_epoch)
+
+    def loop_ends(self, early: bool) -> None:
+        """The loop ended (early: left by break, an exception or a closed
+        generator before its last batch). A set_epoch() made in it takes
+        effect now, unless it named where the loop stopped."""
+        self.iterating = False
+        self._left_early = early
+        if self._epoch_after_loop is not None:
+            epoch, self._epoch_after_loop = self._epoch_after_loop, None
+            self._left_early = False
+            if epoch != self.epoch:  # where the loop stopped, it stays
+                self.epoch, self.batch = epoch, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Loader.set_epoch()'s rules (its docstring says them)."""
+        if self.iterating:
+            # the running loop's batches are already on their way, and its
+            # position is what a checkpoint taken in it must record. The
+            # epoch of the batch in hand is the one running (a per-epoch
+            # hook saying so): nothing to do when the loop ends.
+            running = (self.sequence - 1) // max(self.per_epoch, 1)
+            self._epoch_after_loop = None if epoch == running else epoch
+            return
+        if self._resumed_after is not None:
+            # right after a checkpoint taken at the end of an epoch: the
+            # trainer's own count may still name that epoch, as often as
+            # it sets it before the next loop
+            if epoch == self._resumed_after:
+                self._nothing_left = True
+                return
+            self._resumed_after = None
+        self._nothing_left = False
+        if epoch != self.epoch or self._left_early:
+            self.epoch, self.batch = epoch, 0
+        self._left_early = False
+
+    def resume_at(self, epoch: int, batch: int) -> None:
+        """load_state_dict(): the next loop starts at (epoch, batch)."""
+        self.epoch, self.batch = epoch, batch
+        self._left_early = self._nothing_left = False
+        # with epochs=N one loop runs them all, and set_epoch() moving back
+        # means to run again from there
+        self._resumed_after = (epoch - 1 if batch == 0 and epoch > 0 and
+                               self.epochs is None else None)
+        self._epoch_after_loop = None
