@@ -7,7 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import re
-from typing import Dict, Optional, Type, Union
+from typing import Dict, Optional, Tuple, Type, Union
 
 from . import _capi
 from .params import user_terms
@@ -67,13 +67,13 @@ class CorruptSample(RingfeedError):
     # "sample N (NAME, packed offset K) of PACK: REASON", "sample N
     # (packed offset K) of PACK: REASON" (a sample without a name), or
     # "sample N (PATH): REASON". A name or path may hold parentheses
-    # ("photo (1).jpg", "best (2019) of cats"): each is the shortest that
-    # its own closing words follow.
-    _PACKED = re.compile(
-        r"sample (?P<index>\d+) \((?:(?P<name>.*?), )?packed offset \d+\)"
-        r" of (?P<pack>.+?): (?P<reason>.*)", re.S)
-    _FILE = re.compile(
-        r"sample (?P<index>\d+) \((?P<path>.*?)\): (?P<reason>.*)", re.S)
+    # ("photo (1).jpg", "best (2019) of cats") and the separator that
+    # follows it ("): " in a file's name, ": " in a pack's path): the
+    # path ends at the first separator that leaves the name of something
+    # on disk, else at the first one.
+    _HEAD = re.compile(r"sample (?P<index>\d+) \(")
+    _PACKED = re.compile(r"(?:(?P<name>.*?), )?packed offset \d+\) of ",
+                         re.S)
     # what the library puts in the middle of a description too long to
     # give whole (rf__copy_elided(): 239 bytes at most)
     _ELIDED = "..."
@@ -88,22 +88,49 @@ class CorruptSample(RingfeedError):
         self.path: Optional[str] = None
         self.name: Optional[str] = None
         self.reason: str = detail
-        for form in (self._PACKED, self._FILE):
-            match = form.search(detail)
-            named = form.search(names) if names is not None else match
-            if match and named:
-                break
-        else:
+        names = detail if names is None else names
+        head, named_head = self._HEAD.search(detail), self._HEAD.search(names)
+        if not head or not named_head:
             return
-        self.index = int(match.group("index"))
-        self.reason = match.group("reason")
-        path = named.group("pack" if form is self._PACKED else "path")
+        text, named = detail[head.end():], names[named_head.end():]
+        packed, named_packed = self._PACKED.match(text), \
+            self._PACKED.match(named)
+        if packed and named_packed:
+            text, named = text[packed.end():], named[named_packed.end():]
+            separator = ": "
+        elif packed or named_packed:
+            return
+        else:
+            separator = "): "
+        found = self._path_and_reason(text, named, separator)
+        if found is None:
+            return
+        self.index = int(head.group("index"))
+        path, self.reason = found
         # a path shortened in the middle is no file's: None, not a wrong
         # one (a file that is gone since the listing keeps its path)
         shortened = self._ELIDED in path and not os.path.lexists(path)
         self.path = None if shortened else path
-        if form is self._PACKED:
-            self.name = named.group("name")
+        if named_packed:
+            self.name = named_packed.group("name")
+
+    @staticmethod
+    def _path_and_reason(text: str, named: str,
+                         separator: str) -> Optional[Tuple[str, str]]:
+        """The path (from named) and the reason (from text) either side of
+        the separator that ends the path: the first that leaves a path on
+        disk, else the first. The separator is ASCII, so the path holds as
+        many in both strings (only a name's bytes that are not UTF-8
+        differ); the reason may hold more."""
+        cuts = [m.start() for m in re.finditer(re.escape(separator), named)]
+        chosen = next((n for n, cut in enumerate(cuts)
+                       if os.path.lexists(named[:cut])), 0)
+        text_cuts = [m.start()
+                     for m in re.finditer(re.escape(separator), text)]
+        if not cuts or len(text_cuts) <= chosen:
+            return None
+        return (named[:cuts[chosen]],
+                text[text_cuts[chosen] + len(separator):])
 
 
 class ProducerDied(RingfeedError):

@@ -500,12 +500,16 @@ def test_no_batch_left_advises_what_would_leave_one(tmp_path_factory,
     ("plain", "a photo (1).jpg"),       # a name with parentheses
     ("imagenet (copy)", "b.jpg"),       # a folder with them
     ("names", b"bad\xff.jpg"),          # a name that is not UTF-8
+    ("plain", "a): b.jpg"),             # the message's own separator
+    ("x): y", "b\xff): c.jpg".encode("latin-1")),  # both, and not UTF-8
 ])
 def test_corrupt_sample_path_is_the_file(tmp_path, folder, name):
     """CorruptSample.index and .path for names that the message's form
-    could not take apart: parentheses in the path (they were None), and a
-    name's bytes that are not UTF-8 (.path had U+FFFD, no file's name):
-    .path is what open() and os.remove() take."""
+    could not take apart: parentheses in the path (they were None), a
+    name's bytes that are not UTF-8 (.path had U+FFFD, no file's name),
+    and "): ", the end of the path in the message, inside it (.path was
+    cut there and .reason began with the rest of the name): .path is what
+    open() and os.remove() take."""
     root = os.path.join(os.fsencode(tmp_path), os.fsencode(folder))
     write_folder(os.fsdecode(root), 1, 2, seed=5)
     bad = os.path.join(root, b"class_00", os.fsencode(name))
@@ -623,3 +627,18 @@ def test_corrupt_sample_fields_of_each_message_form(message, index, path,
     e = from_code(_capi.E_CORRUPT_SAMPLE, message)
     assert (e.index, e.path, e.name) == (index, path, name)
     assert e.reason == message.decode().rsplit(": ", 1)[1]
+
+
+def test_corrupt_sample_pack_path_holding_the_separator(tmp_path):
+    """A packed file whose path holds ": " (the end of the path in the
+    message): .path is the file on disk, .reason the library's reason
+    (the path was cut at its own ": ")."""
+    from ringfeed import _capi
+    from ringfeed.errors import from_code
+    pack = os.path.join(str(tmp_path), "run: 2.pack")
+    open(pack, "wb").close()
+    message = (f"sample 4 (n01/a.jpg, packed offset 64) of {pack}: "
+               "checksum mismatch: stored 1, computed 2").encode()
+    e = from_code(_capi.E_CORRUPT_SAMPLE, message)
+    assert (e.index, e.path, e.name) == (4, pack, "n01/a.jpg")
+    assert e.reason == "checksum mismatch: stored 1, computed 2"
