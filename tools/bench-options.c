@@ -1,14 +1,12 @@
 /*
- * tools/bench-options.c - ringfeed-bench's options: parsing, --help, the
- * checks that refuse an option which would change nothing, and the
- * rf_config a run opens its loader with. See bench-options.h.
- *
- * An option that sets a library parameter names it, and its range, its
- * default and the choices it takes come from the library's parameter
- * table (rf_param_lookup()): the tool writes down only where it differs
- * from the library, and says why.
+ * tools/bench-options.c - ringfeed-bench's options: parsing each flag
+ * into struct bench_options, --help, and the rf_config a run opens its
+ * loader with. See bench-options.h. Parsing and --help are generated
+ * from the table in bench-option-table.h; the options that cannot go
+ * together are refused by bench-option-rules.c, once every flag is
+ * parsed.
  */
-#include "bench-options.h"
+#include "bench-option-table.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -16,153 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli-terms.h"
 
 /* Help texts start in this column after "  --", so that they line up. */
 #define HELP_COLUMN 19
-
-/* In a NUMBER_OPTIONS row: this bound or default is the parameter's, from
- * the library's table. No option's own value is INT64_MIN. */
-#define FROM_TABLE INT64_MIN
-/* In a row's param column: an option of the benchmark's own, not a
- * parameter (0 is none). */
-#define NO_PARAM ((rf_param)0)
-
-/*
- * The options that take an integer: X(ID, name, field, param, min, max,
- * default, help). Two differ from their parameter: --epochs refuses 0 (no
- * end), because a benchmark has to finish, and --batch keeps the
- * benchmark's own default, which the figures in the docs were measured
- * with.
- */
-#define NUMBER_OPTIONS(X)                                                      \
-    X(PRODUCERS, "producers", producers, RF_PARAM_PRODUCERS, FROM_TABLE,       \
-      FROM_TABLE, FROM_TABLE, "producer processes; 0 = one per CPU")           \
-    X(BATCH, "batch", batch, RF_PARAM_BATCH_SIZE, FROM_TABLE, FROM_TABLE, 64,  \
-      "samples per batch")                                                     \
-    X(SLOTS, "slots", slots, RF_PARAM_SLOTS, FROM_TABLE, FROM_TABLE,           \
-      FROM_TABLE, "batches in the ring; 0 = the library's choice")             \
-    X(EPOCHS, "epochs", epochs, RF_PARAM_EPOCHS, 1, FROM_TABLE, FROM_TABLE,    \
-      "passes over the samples")                                               \
-    X(SAMPLES, "samples", samples, RF_PARAM_SAMPLES, FROM_TABLE, FROM_TABLE,   \
-      FROM_TABLE, "samples per epoch; refused with a PATH, which has its own") \
-    X(CHANNELS, "channels", channels, RF_PARAM_CHANNELS, FROM_TABLE,           \
-      FROM_TABLE, FROM_TABLE, "bytes per pixel")                               \
-    X(CLASSES, "classes", classes, RF_PARAM_CLASSES, FROM_TABLE, FROM_TABLE,   \
-      FROM_TABLE, "labels are 0..N-1; refused with a PATH, which has its own") \
-    X(SPIN_NS, "spin-ns", spin_ns, RF_PARAM_SPIN_NS, FROM_TABLE, FROM_TABLE,   \
-      FROM_TABLE, "ns to spin before sleeping")                                \
-    X(MAX_ERRORS, "max-errors", max_errors, RF_PARAM_MAX_ERRORS, FROM_TABLE,   \
-      FROM_TABLE, FROM_TABLE,                                                  \
-      "--on-error skip: end the run once more samples failed; 0 = no limit")   \
-    X(MAX_ERROR_PPM, "max-error-ppm", max_error_ppm, RF_PARAM_MAX_ERROR_PPM,   \
-      FROM_TABLE, FROM_TABLE, FROM_TABLE,                                      \
-      "--on-error skip: end the run once one epoch's failures exceed this "    \
-      "share, per million")                                                    \
-    X(MAX_PIXELS, "max-pixels", max_pixels, RF_PARAM_MAX_PIXELS, FROM_TABLE,   \
-      FROM_TABLE, FROM_TABLE,                                                  \
-      "a PATH or synthetic-jpeg: refuse images with more pixels")              \
-    X(MAX_SCANS, "max-scans", max_scans, RF_PARAM_MAX_SCANS, FROM_TABLE,       \
-      FROM_TABLE, FROM_TABLE,                                                  \
-      "a PATH or synthetic-jpeg: refuse progressive JPEGs with more scans")    \
-    X(MAX_DECODE_MEMORY, "max-decode-memory", max_decode_memory,               \
-      RF_PARAM_MAX_DECODE_MEMORY, FROM_TABLE, FROM_TABLE, FROM_TABLE,          \
-      "a PATH or synthetic-jpeg: refuse JPEGs whose decode needs more bytes")  \
-    X(RESIZE, "resize", resize, RF_PARAM_RESIZE, FROM_TABLE, FROM_TABLE,       \
-      FROM_TABLE,                                                              \
-      "--transform eval: the short side before the centre crop; 0 = 8/7 of "   \
-      "--size")                                                                \
-    X(MIN_SCALE_PPM, "min-scale-ppm", min_scale_ppm, RF_PARAM_MIN_SCALE_PPM,   \
-      FROM_TABLE, FROM_TABLE, FROM_TABLE,                                      \
-      "--transform train: the smallest crop's area, per million of the "       \
-      "image's")                                                               \
-    X(BATCH_TIMEOUT_MS, "batch-timeout-ms", batch_timeout_ms,                  \
-      RF_PARAM_BATCH_TIMEOUT_MS, FROM_TABLE, FROM_TABLE, FROM_TABLE,           \
-      "kill and replace a producer that owes batches and delivers none this "  \
-      "long; 0 = never")                                                       \
-    X(STALL_WARNING_MS, "stall-warning-ms", stall_warning_ms,                  \
-      RF_PARAM_STALL_WARNING_MS, FROM_TABLE, FROM_TABLE, FROM_TABLE,           \
-      "report a wait this long for one batch, and each doubling; 0 = never")   \
-    X(MAX_RESPAWNS, "max-respawns", max_respawns, RF_PARAM_MAX_RESPAWNS,       \
-      FROM_TABLE, FROM_TABLE, FROM_TABLE,                                      \
-      "--on-producer-death respawn: end the run once more producers were "     \
-      "replaced within --respawn-window-s")                                    \
-    X(RESPAWN_WINDOW_S, "respawn-window-s", respawn_window_s,                  \
-      RF_PARAM_RESPAWN_WINDOW_S, FROM_TABLE, FROM_TABLE, FROM_TABLE,           \
-      "--on-producer-death respawn: the window --max-respawns counts in, in "  \
-      "seconds")                                                               \
-    X(RANK, "rank", rank, RF_PARAM_RANK, FROM_TABLE, FROM_TABLE, FROM_TABLE,   \
-      "run this rank's share of each epoch, 0..--world-size - 1; -1 = $RANK, " \
-      "else $OMPI_COMM_WORLD_RANK, else 0")                                    \
-    X(WORLD_SIZE, "world-size", world_size, RF_PARAM_WORLD_SIZE, FROM_TABLE,   \
-      FROM_TABLE, FROM_TABLE,                                                  \
-      "ranks sharing each epoch; 0 = $WORLD_SIZE, else "                       \
-      "$OMPI_COMM_WORLD_SIZE, else 1")                                         \
-    X(DEVICE, "device", device, NO_PARAM, 0, 1023, 0,                          \
-      "--gpu: the CUDA device")                                                \
-    X(DEPTH, "depth", depth, NO_PARAM, 0, 64, 0,                               \
-      "--gpu: device buffers; 0 = the library's choice")                       \
-    X(STEP_US, "step-us", step_us, NO_PARAM, -1, 10000000, -1,                 \
-      "--gpu: the stand-in step's length in microseconds; -1 = three of a "    \
-      "batch's uploads")
-
-/* The other options: X(ID, name, has_arg, metavar, param, help), where
- * param is the parameter whose default --help shows, or NO_PARAM. --size
- * sets two parameters, RF_PARAM_HEIGHT and RF_PARAM_WIDTH (parse_size()),
- * and shows their defaults. */
-#define OTHER_OPTIONS(X)                                                       \
-    X(SOURCE, "source", required_argument, "KIND", RF_PARAM_SOURCE,            \
-      "synthetic; empty: indices only, no pixels; synthetic-jpeg: synthetic "  \
-      "images through the JPEG path; or the PATH of a folder of class "        \
-      "folders or of a packed file")                                           \
-    X(SIZE, "size", required_argument, "N|HxW", RF_PARAM_HEIGHT,               \
-      "image height and width in pixels: N for both, or HxW (height x "        \
-      "width, e.g. 24x32)")                                                    \
-    X(TRANSFORM, "transform", required_argument, "T", RF_PARAM_TRANSFORM,      \
-      "a PATH or synthetic-jpeg: train: random-resized crop + flip; eval: "    \
-      "resize + centre crop; none: the whole image resized (stretched) to "    \
-      "the output size")                                                       \
-    X(ON_ERROR, "on-error", required_argument, "P", RF_PARAM_ON_ERROR,         \
-      "a PATH or synthetic-jpeg: fail: stop at a bad sample; skip: leave it "  \
-      "out and count it")                                                      \
-    X(FULL_SCALE, "full-scale", no_argument, "", NO_PARAM,                     \
-      "a PATH or synthetic-jpeg: decode every JPEG in full, never at a "       \
-      "smaller DCT scale (RF_PARAM_DCT_SCALING 0): PIL's pixels, slower")      \
-    X(JPEG_WARNINGS, "jpeg-warnings", required_argument, "W",                  \
-      RF_PARAM_JPEG_WARNINGS,                                                  \
-      "a PATH or synthetic-jpeg: damaged JPEGs: pil: PIL's verdicts; "         \
-      "lenient: accept all; strict: any libjpeg warning fails")                \
-    X(NO_FLIP, "no-flip", no_argument, "", NO_PARAM,                           \
-      "--transform train: flip no sample (RF_PARAM_FLIP 0)")                   \
-    X(ON_PRODUCER_DEATH, "on-producer-death", required_argument, "P",          \
-      RF_PARAM_ON_PRODUCER_DEATH,                                              \
-      "a dead producer: respawn: replace it and go on; fail: end the run")     \
-    X(SEED, "seed", required_argument, "N", RF_PARAM_SEED,                     \
-      "sample order and content, 0..2^64-1")                                   \
-    X(LAYOUT, "layout", required_argument, "L", RF_PARAM_LAYOUT,               \
-      "nhwc or nchw")                                                          \
-    X(UNORDERED, "unordered", no_argument, "", NO_PARAM,                       \
-      "hand out each batch as soon as it is ready")                            \
-    X(FORK, "fork", no_argument, "", NO_PARAM,                                 \
-      "start producers with fork() instead of posix_spawn()")                  \
-    X(VERIFY, "verify", no_argument, "", NO_PARAM,                             \
-      "check every pixel, label and sample index received")                    \
-    X(GPU, "gpu", no_argument, "", NO_PARAM,                                   \
-      "upload every batch to the GPU and time uploads against steps and a "    \
-      "plain cudaMemcpyAsync (builds with CUDA only)")                         \
-    X(JSON, "json", no_argument, "", NO_PARAM,                                 \
-      "end with one JSON object instead of the summary")                       \
-    X(QUIET, "quiet", no_argument, "", NO_PARAM, "no progress line on stderr") \
-    X(HELP, "help", no_argument, "", NO_PARAM, "show this help and exit")
-
-enum option_id {
-    OPT_FIRST_ = 256, /* above every char, so no short option can clash */
-#define OPTION_ID_(id, ...) OPT_##id,
-    NUMBER_OPTIONS(OPTION_ID_) OTHER_OPTIONS(OPTION_ID_)
-#undef OPTION_ID_
-};
 
 /* clang-format cannot see that the macros expand to whole rows. */
 /* clang-format off */
@@ -185,6 +41,11 @@ static const struct cli_alias aliases[] = {
     {NULL, NULL},
 };
 
+const char *bench_option_name(enum option_id id)
+{
+    return long_options[option_index(id)].name;
+}
+
 void bench_user_terms(const char *text, char *out, size_t len)
 {
     cli_user_terms(text, long_options, aliases, out, len);
@@ -197,7 +58,7 @@ struct number_option {
     const char *help;
 };
 
-/* In option_id order: number_options[id - OPT_FIRST_ - 1]. */
+/* In option_id order: number_options[option_index(id)]. */
 static const struct number_option number_options[] = {
 #define NUMBER_ROW_(id, name, field, param, min, max, def, help)               \
     {name, param, min, max, def, help},
@@ -264,7 +125,7 @@ static int64_t choice_value(const rf_param_info *info, const char *text)
 /* The option with each FROM_TABLE replaced by its parameter's value. */
 static struct number_option resolved(enum option_id id)
 {
-    struct number_option n = number_options[id - OPT_FIRST_ - 1];
+    struct number_option n = number_options[option_index(id)];
     if (n.param == NO_PARAM)
         return n;
     const rf_param_info info = param_info(n.param);
@@ -541,175 +402,19 @@ static void apply_other_option(struct bench_options *o, int code,
     }
 }
 
-/* ---- options that cannot go together ------------------------------------ */
-
-_Static_assert(OPT_HELP - OPT_FIRST_ <= 64, "bench_options.given has 64 bits");
-
-static bool given(const struct bench_options *o, enum option_id id)
-{
-    return (o->given >> (id - OPT_FIRST_ - 1)) & 1u;
-}
-
-/* The first of `ids` (count of them) that was given, or 0 for none. */
-static enum option_id first_given(const struct bench_options *o,
-                                  const enum option_id *ids, size_t count)
-{
-    for (size_t i = 0; i < count; i++)
-        if (given(o, ids[i]))
-            return ids[i];
-    return 0;
-}
-
-static const char *option_name(enum option_id id)
-{
-    return long_options[id - OPT_FIRST_ - 1].name;
-}
-
-/* --gpu has its own report and no verification; its own options would
- * change nothing without it. */
-static void check_gpu_options(const struct bench_options *o)
-{
-    static const enum option_id gpu_only[] = {OPT_DEVICE, OPT_DEPTH,
-                                              OPT_STEP_US};
-    enum option_id id;
-#ifndef RF_BENCH_GPU
-    if (o->gpu)
-        cli_die_usage(PROGRAM, "--gpu: this ringfeed-bench was built without "
-                               "CUDA; configure --with-cuda");
-#endif
-    if (o->gpu && (o->verify || o->json))
-        cli_die_usage(PROGRAM, "--gpu goes with neither --verify nor --json");
-    if (!o->gpu && (id = first_given(o, gpu_only, COUNT_OF(gpu_only))))
-        cli_die_usage(PROGRAM,
-                      "--%s applies to --gpu only, and would change nothing "
-                      "without it: add --gpu, or drop it",
-                      option_name(id));
-}
-
-/* Options that would change nothing for the source given are refused,
- * so that a run never measures something other than what was asked. */
-static void check_source_options(const struct bench_options *o)
-{
-    static const enum option_id decoding[] = {
-        OPT_TRANSFORM,  OPT_ON_ERROR,          OPT_FULL_SCALE,
-        OPT_MAX_ERRORS, OPT_MAX_ERROR_PPM,     OPT_MAX_PIXELS,
-        OPT_MAX_SCANS,  OPT_MAX_DECODE_MEMORY, OPT_JPEG_WARNINGS,
-        OPT_RESIZE,     OPT_MIN_SCALE_PPM,     OPT_NO_FLIP};
-    static const enum option_id skip_limits[] = {OPT_MAX_ERRORS,
-                                                 OPT_MAX_ERROR_PPM};
-    static const enum option_id own_count[] = {OPT_SAMPLES, OPT_CLASSES};
-    const bool decodes =
-        o->source == RF_SOURCE_PATH || o->source == RF_SOURCE_SYNTHETIC_JPEG;
-    enum option_id id;
-    if (!decodes && (id = first_given(o, decoding, COUNT_OF(decoding)))) {
-        char source[32];
-        cli_die_usage(PROGRAM,
-                      "--%s applies to a PATH or synthetic-jpeg, and would "
-                      "change nothing for --source %s: drop it",
-                      option_name(id),
-                      bench_choice_name(RF_PARAM_SOURCE, o->source, source,
-                                        sizeof(source)));
-    }
-    if (o->on_error != RF_ON_ERROR_SKIP &&
-        (id = first_given(o, skip_limits, COUNT_OF(skip_limits))))
-        cli_die_usage(PROGRAM,
-                      "--%s limits --on-error skip, and would change "
-                      "nothing without it: add --on-error skip, or drop it",
-                      option_name(id));
-    if (o->source == RF_SOURCE_PATH &&
-        (id = first_given(o, own_count, COUNT_OF(own_count))))
-        cli_die_usage(PROGRAM,
-                      "--%s would change nothing: the dataset at %s has its "
-                      "own; drop it",
-                      option_name(id), o->path);
-}
-
-/* A transform's own options would change nothing under another one; the
- * respawn limits nothing when a dead producer ends the run. */
-static void check_policy_options(const struct bench_options *o)
-{
-    static const enum option_id train_only[] = {OPT_MIN_SCALE_PPM, OPT_NO_FLIP};
-    static const enum option_id respawn_limits[] = {OPT_MAX_RESPAWNS,
-                                                    OPT_RESPAWN_WINDOW_S};
-    enum option_id id;
-    char name[32];
-    if (o->transform != RF_TRANSFORM_EVAL && given(o, OPT_RESIZE))
-        cli_die_usage(PROGRAM,
-                      "--resize applies to --transform eval, and would change "
-                      "nothing for --transform %s: add --transform eval, or "
-                      "drop it",
-                      bench_choice_name(RF_PARAM_TRANSFORM, o->transform, name,
-                                        sizeof(name)));
-    if (o->transform != RF_TRANSFORM_TRAIN &&
-        (id = first_given(o, train_only, COUNT_OF(train_only))))
-        cli_die_usage(PROGRAM,
-                      "--%s applies to --transform train, and would change "
-                      "nothing for --transform %s: drop it",
-                      option_name(id),
-                      bench_choice_name(RF_PARAM_TRANSFORM, o->transform, name,
-                                        sizeof(name)));
-    if (o->on_producer_death != RF_ON_DEATH_RESPAWN &&
-        (id = first_given(o, respawn_limits, COUNT_OF(respawn_limits))))
-        cli_die_usage(PROGRAM,
-                      "--%s limits --on-producer-death respawn, and would "
-                      "change nothing with fail: drop it",
-                      option_name(id));
-}
-
-/* A pack whose samples are all raw pixels (zstd frames: --raw of
- * ringfeed-pack) holds them decoded, resized and cropped when it was
- * packed; the decoder only decompresses them, so --transform,
- * --full-scale or a transform's own options would change nothing, and the run
- * would measure something other than what was asked. Without them the run takes
- * transform none, which is what such a pack gets (the loader would otherwise
- * say at open that its default transform does not apply). Only a regular file
- * can be such a pack: a folder is not opened here (listing a million files
- * twice would double the start); a path that does not open is left to
- * rf_loader_open(), whose message says why. */
-static void check_raw_pack_options(struct bench_options *o)
-{
-    struct stat st;
-    rf_dataset *ds = NULL;
-    rf_dataset_info info;
-    if (o->source != RF_SOURCE_PATH || stat(o->path, &st) != 0 ||
-        !S_ISREG(st.st_mode) || rf_dataset_open(&ds, o->path, NULL) < 0)
-        return;
-    const int rc = rf_dataset_get_info(ds, &info);
-    rf_dataset_close(ds);
-    if (rc < 0 || info.samples == 0 || info.zstd_samples != info.samples)
-        return;
-    static const enum option_id decoding[] = {OPT_TRANSFORM, OPT_FULL_SCALE,
-                                              OPT_RESIZE, OPT_MIN_SCALE_PPM,
-                                              OPT_NO_FLIP};
-    const enum option_id id = first_given(o, decoding, COUNT_OF(decoding));
-    if (!id) {
-        o->transform = RF_TRANSFORM_NONE;
-        return;
-    }
-    cli_die_usage(PROGRAM,
-                  "--%s would change nothing: every sample of %s is raw "
-                  "pixels (%ux%ux%u), decoded, resized and cropped when it "
-                  "was packed; drop it, or pack the JPEG folder without --raw",
-                  option_name(id), o->path, info.height, info.width,
-                  info.channels);
-}
-
 void bench_parse_options(int argc, char **argv, struct bench_options *o)
 {
     int code;
     *o = default_options();
     while ((code = cli_next_option(PROGRAM, argc, argv, long_options)) != -1) {
         if (code > OPT_FIRST_)
-            o->given |= UINT64_C(1) << (code - OPT_FIRST_ - 1);
+            o->given |= option_bit((enum option_id)code);
         if (!apply_number_option(o, code, optarg))
             apply_other_option(o, code, optarg);
     }
     if (optind < argc)
         cli_die_usage(PROGRAM, "unexpected argument '%s'", argv[optind]);
-    check_gpu_options(o);
-    check_source_options(o);
-    check_raw_pack_options(o);
-    check_policy_options(o);
+    bench_check_option_rules(o);
 }
 
 /* ---- the configuration -------------------------------------------------- */
