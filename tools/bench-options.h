@@ -61,7 +61,8 @@ struct bench_options {
     bool unordered;
     bool fork_mode;
     bool full_scale;
-    uint64_t given; /* one bit for each option given (bench-options.c) */
+    uint64_t given; /* one bit for each option given: set by bench-options.c,
+                      read by bench-option-rules.c */
     bool verify;
     bool gpu;
     bool json;
