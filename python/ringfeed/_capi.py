@@ -218,6 +218,23 @@ def _candidates() -> List[str]:
     return found
 
 
+def _missing_library_hint(error: OSError, path: str) -> str:
+    """What to do when a library libringfeed links is not on this machine:
+    the wheel carries none of them (docs/python.md, "What the wheel
+    holds")."""
+    if not os.path.exists(path):
+        return ("; give RINGFEED_LIBRARY the path of a libringfeed.so that "
+                "exists, or unset it to use the package's own")
+    if "cannot open shared object file" not in str(error):
+        return ""
+    return ("; ringfeed uses the system's libjpeg-turbo, TurboJPEG, zstd, "
+            "libpng and libwebp: install the package that holds the missing "
+            "file (on Debian 12: apt-get install libjpeg62-turbo "
+            "libturbojpeg0 libzstd1 libpng16-16 libwebp7 libwebpdemux2), "
+            "or build ringfeed on this machine (pip install . in its "
+            "checkout)")
+
+
 def _load() -> ctypes.CDLL:
     global _lib, _path
     candidates = _candidates()
@@ -234,7 +251,7 @@ def _load() -> ctypes.CDLL:
         where = ("$RINGFEED_LIBRARY" if os.environ.get("RINGFEED_LIBRARY")
                  else "the package")
         raise ImportError(f"libringfeed at {path} (from {where}) cannot be "
-                          f"loaded: {e}") from e
+                          f"loaded: {e}{_missing_library_hint(e, path)}") from e
     for name, restype, argtypes in _PROTOTYPES:
         try:
             fn = getattr(cdll, name)

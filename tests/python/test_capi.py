@@ -5,7 +5,9 @@ compiler lays them out (tests/python-reference structs prints them)."""
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
+import sys
 
 import pytest
 
@@ -65,3 +67,41 @@ def test_reference_lists_every_structure():
     assert declared == {cls.__name__ for cls in STRUCTS.values()}
     layout = c_layout()
     assert all(layout[s][0] and layout[s][1] for s in STRUCTS)
+
+
+def test_a_missing_system_library_says_what_to_install(tmp_path):
+    """A libringfeed whose own dependency is not on the machine (a wheel
+    installed where libjpeg-turbo's runtime package is not): the
+    ImportError names the missing file and what to install, instead of
+    the dynamic loader's words alone. The library here is a real shared
+    object that links one that is then removed."""
+    gone = tmp_path / "libgone.so"
+    lib = tmp_path / "libringfeed.so"
+    for command in (["cc", "-shared", "-fPIC", "-x", "c", "-", "-o",
+                     str(gone)],
+                    ["cc", "-shared", "-fPIC", "-x", "c", "-", "-o", str(lib),
+                     f"-L{tmp_path}", "-Wl,--no-as-needed", "-lgone"]):
+        subprocess.run(command, input="int rf_x(void) { return 0; }\n",
+                       text=True, check=True, timeout=60)
+    gone.unlink()
+    env = dict(os.environ, RINGFEED_LIBRARY=str(lib))
+    done = subprocess.run(
+        [sys.executable, "-c", "import ringfeed; ringfeed.params()"],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "ImportError" in done.stderr, done.stderr
+    assert "libgone.so: cannot open shared object file" in done.stderr
+    assert "install the package that holds the missing file" in done.stderr
+
+
+def test_a_library_path_that_names_nothing_says_so(tmp_path):
+    """RINGFEED_LIBRARY naming no file: the ImportError says to give one
+    that exists, not to install system packages."""
+    env = dict(os.environ, RINGFEED_LIBRARY=str(tmp_path / "none.so"))
+    done = subprocess.run(
+        [sys.executable, "-c", "import ringfeed; ringfeed.params()"],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "give RINGFEED_LIBRARY the path of a libringfeed.so that " \
+        "exists" in done.stderr, done.stderr
+    assert "apt-get" not in done.stderr
