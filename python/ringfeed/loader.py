@@ -341,16 +341,17 @@ class Loader:
         indices, epoch, number, skipped (see Batch)."""
         self._usable()
         check_still_holds(self._rank, self._world, self._rank_from)
-        if self._at.iterating:
-            raise RingfeedError(
-                "this Loader is already being iterated: one loop at a time "
-                "(finish or leave the other loop, or open a second Loader)")
-        if not self._at.loop_starts():
-            return
-        with self._busy():
+        with self._busy():  # a loop in another thread checks the same
+            if self._at.iterating:
+                raise RingfeedError(
+                    "this Loader is already being iterated: one loop at a "
+                    "time (finish or leave the other loop, or open a second "
+                    "Loader)")
+            if not self._at.loop_starts():
+                return
             self._restart_if_elsewhere()
             run = self._usable()
-        self._at.iterating = True
+            self._at.iterating = True
         early = False
         try:
             yield from self._stream(run, self._at.loop_end())

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -318,6 +319,36 @@ def test_one_loop_at_a_time(tmp_path_factory):
             next(iter(loader))
         assert sum(1 for _ in first) == len(loader) - 1
         assert sum(1 for _ in loader) == len(loader)
+
+
+def test_one_loop_at_a_time_across_threads(tmp_path_factory):
+    """Two threads starting loops at once: the second raises, however the
+    two interleave. The first thread is held where a loop starts its
+    producers again (the step between the check and the loop's start,
+    where another thread ran past the check too and both loops split the
+    epoch between them)."""
+    root = dataset(tmp_path_factory, "tiny")
+    with ringfeed.Loader(root, 4, size=16, num_workers=1) as loader:
+        inside, go_on = threading.Event(), threading.Event()
+        restart = loader._restart_if_elsewhere
+
+        def held_restart():
+            inside.set()
+            go_on.wait(timeout=30)
+            restart()
+
+        loader._restart_if_elsewhere = held_restart
+        counted = []
+        first = threading.Thread(
+            target=lambda: counted.append(sum(1 for _ in loader)))
+        first.start()
+        assert inside.wait(timeout=30)
+        loader._restart_if_elsewhere = restart
+        threading.Timer(0.5, go_on.set).start()
+        with pytest.raises(ringfeed.RingfeedError, match="one loop at a time"):
+            next(iter(loader))
+        first.join(timeout=60)
+        assert counted == [len(loader)]
 
 
 @pytest.mark.parametrize("kwargs, keyword", [
