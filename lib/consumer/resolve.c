@@ -187,6 +187,18 @@ static void report_raw_samples(rf_loader *l, const rf_dataset_info *info)
                       how_many, l->path);
 }
 
+/* The dataset's detail without its leading "PATH: ", which the message
+ * that quotes it names already: "cannot open dataset 'x.pack': its
+ * header's ...", not "... 'x.pack': x.pack: its header's ...". A detail
+ * about a file below the path keeps that file's whole name. */
+static const char *reason_past_path(const char *why, const char *path)
+{
+    const size_t n = strlen(path);
+    return strncmp(why, path, n) == 0 && strncmp(why + n, ": ", 2) == 0
+               ? why + n + 2
+               : why;
+}
+
 /* RF_SOURCE_PATH: lists the dataset once (the producers map the listing),
  * takes its size and classes, checks the decoders against it, and says
  * when the transform does not apply to its samples. */
@@ -199,7 +211,8 @@ static int open_dataset(rf_loader *l)
                  : rf_dataset_open(&ds, l->path, &why);
     if (rc < 0) {
         (void)set_error(l, rc, "cannot open dataset '%s': %s", l->path,
-                        why ? why : rf_strerror(rc));
+                        why ? reason_past_path(why, l->path)
+                            : rf_strerror(rc));
         free(why);
         return rc;
     }

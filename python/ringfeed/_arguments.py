@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import operator
+import os
 from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from .errors import ConfigError
@@ -39,6 +40,34 @@ def epoch_number(epoch: Any) -> int:
         raise ConfigError(f"set_epoch({epoch!r}): an epoch is a whole number "
                           f"from 0 to {last}")
     return number
+
+
+def source_path(source: Any) -> str:
+    """source= as a path (str, bytes or os.PathLike), checked as the
+    operating system would take it: not empty, and no NUL (which would
+    end the path where the library reads it, opening another folder).
+    The library checks its length."""
+    try:
+        path = os.fsdecode(os.fspath(source))
+    except TypeError:
+        raise ConfigError(
+            f"source={source!r}: give the path of a folder of class folders "
+            "or of a packed file (str or os.PathLike), or "
+            "ringfeed.Synthetic(...)") from None
+    if not path:
+        raise ConfigError("source='' is empty: give the path of a folder of "
+                          "class folders or of a packed file")
+    if "\0" in path:
+        raise ConfigError(f"source={path!r} holds a NUL character, which no "
+                          "path has")
+    return path
+
+
+def shown_path(path: str) -> str:
+    """A path for a message: whole up to 200 characters, else its start
+    and end."""
+    return repr(path) if len(path) <= 200 else \
+        f"{path[:80]!r}...{path[-80:]!r}"
 
 
 def epoch_count(epochs: Any) -> Optional[int]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import _capi
 from .batch import Batch
+from ._arguments import shown_path
 from .errors import ConfigError, LoaderClosed, RingfeedError, from_code
 from .params import param, user_terms
 from .source import Synthetic
@@ -300,8 +301,10 @@ class _Config:
                 values["classes"] = self.source.classes
             else:
                 if lib.rf_config_set_path(c, os.fsencode(self.source)) < 0:
-                    raise ConfigError(f"source={self.source!r}: "
-                                      + lib.rf_config_error(c).decode())
+                    why = lib.rf_config_error(c).decode(errors="replace")
+                    raise ConfigError(
+                        f"source={shown_path(self.source)}: "
+                        + why.replace("rf_config_set_path: ", ""))
             for name, value in values.items():
                 if lib.rf_config_set(c, param(name).number, value) < 0:
                     raise ConfigError(user_terms(

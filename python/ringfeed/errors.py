@@ -69,8 +69,8 @@ class CorruptSample(RingfeedError):
     # "sample N (PATH): REASON". A name or path may hold parentheses
     # ("photo (1).jpg", "best (2019) of cats") and the separator that
     # follows it ("): " in a file's name, ": " in a pack's path): the
-    # path ends at the first separator that leaves the name of something
-    # on disk, else at the first one.
+    # path ends at the first separator that leaves the name of a file on
+    # disk, else at the first one.
     _HEAD = re.compile(r"sample (?P<index>\d+) \(")
     _PACKED = re.compile(r"(?:(?P<name>.*?), )?packed offset \d+\) of ",
                          re.S)
@@ -91,6 +91,7 @@ class CorruptSample(RingfeedError):
         names = detail if names is None else names
         head, named_head = self._HEAD.search(detail), self._HEAD.search(names)
         if not head or not named_head:
+            self._whole_dataset(detail, names)
             return
         text, named = detail[head.end():], names[named_head.end():]
         packed, named_packed = self._PACKED.match(text), \
@@ -114,17 +115,30 @@ class CorruptSample(RingfeedError):
         if named_packed:
             self.name = named_packed.group("name")
 
+    def _whole_dataset(self, detail: str, names: str) -> None:
+        """"cannot open dataset 'PATH': REASON", a packed file damaged as a
+        whole (its header or index): no sample, the file and the reason."""
+        opening = "cannot open dataset '"
+        if not detail.startswith(opening) or not names.startswith(opening):
+            return
+        found = self._path_and_reason(detail[len(opening):],
+                                      names[len(opening):], "': ")
+        if found is not None:
+            self.path, self.reason = found
+
     @staticmethod
     def _path_and_reason(text: str, named: str,
                          separator: str) -> Optional[Tuple[str, str]]:
         """The path (from named) and the reason (from text) either side of
-        the separator that ends the path: the first that leaves a path on
-        disk, else the first. The separator is ASCII, so the path holds as
+        the separator that ends the path: the first that leaves a file on
+        disk (not a folder: the file's class folder may be named like the
+        start of another's), else the first. The separator is ASCII, so the path holds as
         many in both strings (only a name's bytes that are not UTF-8
         differ); the reason may hold more."""
         cuts = [m.start() for m in re.finditer(re.escape(separator), named)]
         chosen = next((n for n, cut in enumerate(cuts)
-                       if os.path.lexists(named[:cut])), 0)
+                       if os.path.lexists(named[:cut]) and
+                       not os.path.isdir(named[:cut])), 0)
         text_cuts = [m.start()
                      for m in re.finditer(re.escape(separator), text)]
         if not cuts or len(text_cuts) <= chosen:

@@ -25,7 +25,8 @@ import numpy as np
 
 from . import _capi, _checkpoint
 from ._arguments import (epoch_count, epoch_number, library_values,
-                         seed_value, size_pair, whole, worker_count)
+                         seed_value, size_pair, source_path, whole,
+                         worker_count)
 from ._distributed import check_still_holds, rank_and_world
 from ._position import Position
 from ._run import _Config, _Held, _Run, copy_array
@@ -175,7 +176,7 @@ class Loader:
         self._forked = False
         self._pid = os.getpid()
         if not isinstance(source, Synthetic):
-            source = os.fspath(source)
+            source = source_path(source)
         height, width = size_pair(size)
         epochs = epoch_count(epochs)
         keep_batches = whole(keep_batches, "keep_batches")

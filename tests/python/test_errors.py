@@ -673,3 +673,60 @@ def test_corrupt_sample_pack_path_holding_the_separator(tmp_path):
     e = from_code(_capi.E_CORRUPT_SAMPLE, message)
     assert (e.index, e.path, e.name) == (4, pack, "n01/a.jpg")
     assert e.reason == "checksum mismatch: stored 1, computed 2"
+
+
+def test_source_paths_no_file_has(tmp_path):
+    """source= that no file system takes: empty, holding a NUL (the
+    library read the path up to it and opened another folder), too long,
+    or not a path at all. Each is a ConfigError naming source= and no C
+    function, with a long path shortened."""
+    root = str(tmp_path)
+    write_folder(root, 1, 2, seed=1)
+    cases = [("", "source='' is empty"),
+             (root + "\0/other", "holds a NUL character"),
+             ("/" + "a" * 5000, "bytes; the limit is 4095"),
+             (42, "source=42: give the path of a folder")]
+    for source, words in cases:
+        with pytest.raises(ringfeed.ConfigError) as caught:
+            ringfeed.Loader(source, 2, size=16)
+        text = str(caught.value)
+        assert words in text, text
+        assert "rf_config" not in text and len(text) < 400, text
+
+
+def test_a_pack_damaged_as_a_whole_names_the_file(raw_pack, tmp_path):
+    """A packed file cut short (its header or index damaged): no sample is
+    at fault, so .index and .name are None, but .path is the pack (it was
+    None) and .reason the reason alone, and the message names the file
+    once (it named it twice)."""
+    import shutil
+    cut = str(tmp_path / "cut.pack")
+    shutil.copyfile(raw_pack, cut)
+    os.truncate(cut, os.path.getsize(cut) - 1)
+    with pytest.raises(ringfeed.CorruptSample) as caught:
+        ringfeed.Loader(cut, 2, size=32, layout="nhwc", transform="none")
+    e = caught.value
+    assert (e.index, e.name, e.path) == (None, None, cut)
+    assert e.reason.startswith("its header's file_size is "), e.reason
+    assert str(e).count(cut) == 1, str(e)
+
+
+def test_corrupt_sample_path_beside_a_folder_named_like_its_start(tmp_path):
+    """A file in class folder "cls): one" beside class folder "cls": .path
+    is the file, not the folder "cls" that the message's first "): "
+    leaves."""
+    root, made = str(tmp_path / "root"), str(tmp_path / "made")
+    os.mkdir(root)
+    for name in ("cls", "cls): one"):
+        write_folder(made, 1, 1, seed=3)
+        os.rename(os.path.join(made, "class_00"), os.path.join(root, name))
+    bad = os.path.join(root, "cls): one", "bad.jpg")
+    with open(bad, "wb") as f:
+        f.write(b"not a picture")
+    with pytest.raises(ringfeed.CorruptSample) as caught:
+        with ringfeed.Loader(root, 2, size=16, shuffle=False,
+                             num_workers=1) as loader:
+            for _ in loader:
+                pass
+    assert caught.value.path == bad
+    assert caught.value.reason.startswith("not a JPEG file")
