@@ -211,8 +211,7 @@ static int open_dataset(rf_loader *l)
                  : rf_dataset_open(&ds, l->path, &why);
     if (rc < 0) {
         (void)set_error(l, rc, "cannot open dataset '%s': %s", l->path,
-                        why ? reason_past_path(why, l->path)
-                            : rf_strerror(rc));
+                        why ? reason_past_path(why, l->path) : rf_strerror(rc));
         free(why);
         return rc;
     }
