@@ -314,8 +314,9 @@ TEST_CASE(test_epoch_limit_says_share_and_count, "bad",
     const char *msg = rf_loader_error(l);
     printf("  %s\n", msg);
     CHECK_CONTAINS(msg, "1 sample of epoch 0 has failed, more than "
-                        "RF_PARAM_MAX_ERROR_PPM 400000 allows (0 of this "
-                        "epoch's 2 samples): raise it");
+                        "RF_PARAM_MAX_ERROR_PPM 400000 allows (0 failures "
+                        "in this epoch's 2 samples): raise it to 500000 "
+                        "for one failure");
     CHECK_CONTAINS(msg, "b.jpg");
     rf_loader_close(l);
     cfg = jpeg_folder_config(folder, 1, RF_TRANSFORM_EVAL);
@@ -327,8 +328,9 @@ TEST_CASE(test_epoch_limit_says_share_and_count, "bad",
     CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
     msg = rf_loader_error(l);
     printf("  %s\n", msg);
-    CHECK_CONTAINS(msg, "RF_PARAM_MAX_ERROR_PPM 400000 allows (0 of this "
-                        "rank's 1 sample of the epoch)");
+    CHECK_CONTAINS(msg, "RF_PARAM_MAX_ERROR_PPM 400000 allows (0 failures "
+                        "in this rank's 1 sample of the epoch): raise it to "
+                        "1000000 for one failure");
     rf_loader_close(l);
     remove_tree(folder);
 }

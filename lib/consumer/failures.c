@@ -90,6 +90,19 @@ static uint64_t *epoch_counter(struct rf__failures *f, uint64_t epoch)
     return &f->by_epoch[oldest].count;
 }
 
+/* The least RF_PARAM_MAX_ERROR_PPM under which `failures` of `samples`
+ * are allowed: failures / samples in parts per million, rounded up. */
+static uint64_t ppm_allowing(uint64_t failures, uint64_t samples)
+{
+    if (samples == 0 || failures >= samples)
+        return 1000000;
+    /* the product fits below 2^44 failures; beyond (no real run), a
+     * figure within a part per million or so does for a message */
+    if (failures < (UINT64_C(1) << 44))
+        return (failures * 1000000 + samples - 1) / samples;
+    return failures / (samples / 1000000 + 1) + 1;
+}
+
 int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
                      const char *text, char *why, size_t why_len)
 {
@@ -118,14 +131,19 @@ int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
         else
             rf__format(of, sizeof(of), "this epoch's %llu sample%s",
                        (unsigned long long)f->samples_per_epoch, plural);
-        rf__format(why, why_len,
-                   "%llu sample%s of epoch %llu %s failed, more than "
-                   "RF_PARAM_MAX_ERROR_PPM %llu allows (%llu of %s): raise "
-                   "it, or fix or remove the files; the last: %s",
-                   (unsigned long long)in_epoch, in_epoch == 1 ? "" : "s",
-                   (unsigned long long)epoch, in_epoch == 1 ? "has" : "have",
-                   (unsigned long long)f->max_error_ppm,
-                   (unsigned long long)f->max_in_epoch, of, text);
+        rf__format(
+            why, why_len,
+            "%llu sample%s of epoch %llu %s failed, more than "
+            "RF_PARAM_MAX_ERROR_PPM %llu allows (%llu failure%s in "
+            "%s): raise it to %llu for %s, or fix or remove the "
+            "files; the last: %s",
+            (unsigned long long)in_epoch, in_epoch == 1 ? "" : "s",
+            (unsigned long long)epoch, in_epoch == 1 ? "has" : "have",
+            (unsigned long long)f->max_error_ppm,
+            (unsigned long long)f->max_in_epoch,
+            f->max_in_epoch == 1 ? "" : "s", of,
+            (unsigned long long)ppm_allowing(in_epoch, f->samples_per_epoch),
+            in_epoch == 1 ? "one failure" : "that many", text);
         return RF_E_CORRUPT_SAMPLE;
     }
     return 0;

@@ -106,8 +106,10 @@ static int check_image_channels(const struct rf__decoder *d,
     if (!images_only || d->target.channels == 1 || d->target.channels == 3)
         return 0;
     rf__format(why, why_len,
-               "JPEG samples decode to 1 or 3 channels, not %u; set "
-               "RF_PARAM_CHANNELS",
+               "images (JPEG, PNG, WebP) decode to 1 or 3 channels, not %u; "
+               "set RF_PARAM_CHANNELS to 1 or 3 (other counts are for a "
+               "packed file of raw samples of that shape, ringfeed-pack "
+               "--raw)",
                d->target.channels);
     return -EINVAL;
 }

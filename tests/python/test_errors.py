@@ -730,3 +730,16 @@ def test_corrupt_sample_path_beside_a_folder_named_like_its_start(tmp_path):
                 pass
     assert caught.value.path == bad
     assert caught.value.reason.startswith("not a JPEG file")
+
+
+def test_channels_images_cannot_have_says_what_to_set(tmp_path_factory):
+    """channels=4 on a folder of images: the message names the images of
+    every format (it said "JPEG samples" of a PNG folder too) and the
+    values to set (it ended in a bare "set channels=")."""
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, 4, size=16, channels=4)
+    text = str(caught.value)
+    assert "images (JPEG, PNG, WebP) decode to 1 or 3 channels, not 4; " \
+        "set channels=1 or 3" in text, text
+    assert_user_terms(text)
