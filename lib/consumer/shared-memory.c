@@ -57,8 +57,10 @@ static int make_memfd(rf_loader *l, const char *name, uint64_t size,
     if (err != 0)
         return set_error(l, err == ENOSPC ? -ENOMEM : -err,
                          "cannot reserve %llu bytes of shared memory for %s: "
-                         "%s; use fewer slots, a smaller batch or sample "
-                         "size, or raise the memory limit",
+                         "%s; use fewer slots (RF_PARAM_SLOTS), a smaller "
+                         "batch (RF_PARAM_BATCH_SIZE) or sample size "
+                         "(RF_PARAM_HEIGHT, RF_PARAM_WIDTH), or raise the "
+                         "memory limit",
                          (unsigned long long)size, purpose, strerror(err));
     return 0;
 }
@@ -70,7 +72,8 @@ static int map_segment(rf_loader *l, int fd, uint64_t size, void **out)
     if (p == MAP_FAILED)
         return set_error(l, -errno,
                          "cannot map %llu bytes: %s; fewer slots "
-                         "(RF_PARAM_SLOTS) or smaller batches need less, or "
+                         "(RF_PARAM_SLOTS) or smaller batches "
+                         "(RF_PARAM_BATCH_SIZE) need less, or "
                          "raise the address-space limit (ulimit -v)",
                          (unsigned long long)size, strerror(errno));
     *out = p;
@@ -88,8 +91,9 @@ static int check_memory(rf_loader *l, const struct rf__layout *lay)
     return set_error(
         l, -ENOMEM,
         "the ring needs %llu bytes (%u slots of %llu bytes) but %s allows "
-        "only %llu more; use fewer slots, a smaller batch or sample size, "
-        "or raise the memory limit",
+        "only %llu more; use fewer slots (RF_PARAM_SLOTS), a smaller batch "
+        "(RF_PARAM_BATCH_SIZE) or sample size (RF_PARAM_HEIGHT, "
+        "RF_PARAM_WIDTH), or raise the memory limit",
         (unsigned long long)(lay->arena_size + lay->control_size), l->slots,
         (unsigned long long)lay->slot_bytes, limit, (unsigned long long)room);
 }

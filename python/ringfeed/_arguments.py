@@ -110,14 +110,19 @@ def seed_value(seed: Any) -> Any:
 
 
 def size_pair(size: Any) -> Tuple[int, int]:
-    """size= as (height, width): one whole number, or two."""
-    if isinstance(size, (tuple, list)):
-        if len(size) != 2:
-            raise ConfigError(f"size={size!r}: give one side (224) or "
-                              "(height, width)")
-        return whole(size[0], "size"), whole(size[1], "size")
-    side = whole(size, "size")
-    return side, side
+    """size= as (height, width): one whole number, or two (a tuple, a
+    list, torch.Size, a numpy array of two)."""
+    try:
+        sides = None if isinstance(size, (str, bytes)) else len(size)
+    except TypeError:  # a number, or a numpy array of none (np.array(224))
+        sides = None
+    if sides is None:
+        side = whole(size, "size")
+        return side, side
+    if sides != 2:
+        raise ConfigError(f"size={size!r}: give one side (224) or "
+                          "(height, width)")
+    return whole(size[0], "size"), whole(size[1], "size")
 
 
 def library_values(wanted: Dict[str, Any], height: int, width: int,

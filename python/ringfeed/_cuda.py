@@ -194,8 +194,10 @@ def make_converter(dtype: Any, mean: Optional[Sequence[float]],
     if mean is None:
         return lambda x: x.to(dtype).div_(255.0)
     try:
-        mean_t = torch.tensor(mean, dtype=torch.float32)
-        std_t = torch.tensor(std, dtype=torch.float32)
+        # as_tensor: a tensor given is taken as it is, without torch's
+        # warning that copying one with torch.tensor() is slow
+        mean_t = torch.as_tensor(mean, dtype=torch.float32).cpu()
+        std_t = torch.as_tensor(std, dtype=torch.float32).cpu()
     except (TypeError, ValueError, RuntimeError):
         raise ConfigError(f"mean={mean!r} and std={std!r}: give sequences "
                           "of numbers, one per channel") from None

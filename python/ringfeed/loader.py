@@ -266,14 +266,7 @@ class Loader:
         held_at_most = self._keep if self._device is None else 2
         if stats.slots <= held_at_most:
             self._close_run()
-            holder = (f"keep_batches={self._keep}" if self._keep_given else
-                      "the batch the loop holds")
-            if self._device is not None:
-                holder = "device= (a batch handed over and the next one's)"
-            raise ConfigError(
-                f"{holder} hold(s) {held_at_most} slot(s) of the ring's "
-                f"{stats.slots}, and the producers need one more; pass "
-                f"slots={held_at_most + 1} or more")
+            raise ConfigError(self._too_few_slots(held_at_most, stats.slots))
         if self._device is not None:
             from ._cuda import Uploader
             try:
@@ -283,6 +276,20 @@ class Loader:
                 self._close_run()
                 raise
         return run
+
+    def _too_few_slots(self, held: int, slots: int) -> str:
+        """What to do when the loop would hold every slot of the ring."""
+        ring = f"the ring has {slots} slot{'s' if slots != 1 else ''}"
+        if self._device is not None:
+            holder = ("device= holds 2 slots (the batch handed over and the "
+                      "next one's, being copied)")
+        elif self._keep_given:
+            holder = (f"keep_batches={self._keep} holds {self._keep} "
+                      "slots, one a batch")
+        else:
+            holder = "the loop holds 1 slot, the batch it is on"
+        return (f"{holder}, and {ring}; the producers need one more: pass "
+                f"slots={held + 1} or more")
 
     def _say(self, text: str) -> None:
         """A message of the library's to on_message. What the open says
@@ -448,8 +455,12 @@ class Loader:
         # then copy this batch alone, not the ring and the other batches
         # in it (a slice of the numpy ring keeps the mapping alive).
         pixels = run.ring[offset:offset + c.bytes]
-        images = torch.from_numpy(pixels).view(*shape) \
-            if torch is not None else pixels.reshape(shape)
+        if torch is not None:
+            images = torch.from_numpy(pixels).view(*shape)
+        else:
+            # numpy can refuse writes into the shared slot (torch cannot)
+            images = pixels.reshape(shape)
+            images.flags.writeable = False
         labels = copy_array(c.labels, c.samples, np.int64)
         # dataset indices are below 2^63: the same bits as int64, torch's
         indices = copy_array(c.indices, c.samples, np.uint64).view(np.int64)

@@ -119,3 +119,20 @@ def test_mean_that_is_not_numbers_is_a_config_error(tmp_path_factory):
     with pytest.raises(ringfeed.ConfigError, match="mean="):
         ringfeed.Loader(root, 8, size=16, dtype=torch.float32, mean="abc",
                         std=STD)
+
+
+def test_mean_and_std_as_tensors(tmp_path_factory):
+    """mean= and std= given as tensors (as a model's config often keeps
+    them) give the batches the tuples give, and no torch warning about
+    copying a tensor."""
+    import warnings
+    root = dataset(tmp_path_factory)
+    args = dict(size=24, seed=9, num_workers=1, dtype=torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with ringfeed.Loader(root, 32, mean=torch.tensor(MEAN),
+                             std=torch.tensor(STD), **args) as tensors, \
+                ringfeed.Loader(root, 32, mean=MEAN, std=STD,
+                                **args) as tuples:
+            for (a, _), (b, _) in zip(tensors, tuples):
+                assert torch.equal(a, b)

@@ -161,8 +161,14 @@ def test_keep_batches_needs_more_slots(tmp_path_factory):
     root = dataset(tmp_path_factory, "tiny")
     with pytest.raises(ringfeed.ConfigError) as caught:
         ringfeed.Loader(root, 8, size=32, slots=4, keep_batches=4)
-    assert "slots=" in str(caught.value)
-    assert "keep_batches=" in str(caught.value)
+    assert str(caught.value) == (
+        "keep_batches=4 holds 4 slots, one a batch, and the ring has 4 "
+        "slots; the producers need one more: pass slots=5 or more")
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, 8, size=32, slots=1)
+    assert str(caught.value) == (
+        "the loop holds 1 slot, the batch it is on, and the ring has 1 "
+        "slot; the producers need one more: pass slots=2 or more")
     # one fewer fits
     with ringfeed.Loader(root, 8, size=32, slots=4, keep_batches=3) as ok:
         assert sum(len(labels) for _, labels in ok) == 30

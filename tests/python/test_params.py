@@ -278,3 +278,18 @@ def test_numpy_integers_are_taken_as_ints(tmp_path_factory):
     with pytest.raises(ringfeed.ConfigError) as caught:
         ringfeed.Synthetic(10.5, 3)
     assert "samples=10.5" in str(caught.value)
+
+
+def test_size_takes_any_sequence_of_two(tmp_path_factory):
+    """size= as a numpy array or torch.Size, as a list or tuple is: the
+    same batches (it said "is not a whole number")."""
+    import numpy as np
+    root = dataset(tmp_path_factory, "tiny")
+    shapes = []
+    for size in ((16, 24), np.array([16, 24]), [16, 24]):
+        with ringfeed.Loader(root, 10, size=size, num_workers=1,
+                             layout="nhwc") as loader:
+            shapes.append(tuple(next(iter(loader))[0].shape))
+    assert shapes == [(10, 16, 24, 3)] * 3
+    with pytest.raises(ringfeed.ConfigError, match="size="):
+        ringfeed.Loader(root, 10, size=np.array([16, 24, 3]))
