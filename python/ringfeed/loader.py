@@ -567,7 +567,7 @@ class Loader:
         """Counters since the producers started: batches, samples, bytes,
         wait_s (time the loop waited for batches), elapsed_s, producers,
         slots, where the slots are, failed_samples, respawns, and
-        batches_per_epoch, samples, rank, world_size, cpu_budget."""
+        batches_per_epoch, samples_in_dataset, rank, world_size, cpu_budget."""
         with self._busy():  # not under a close() from another thread
             s = self._usable().read_stats()
         return {"batches": s.batches, "samples": s.samples, "bytes": s.bytes,
