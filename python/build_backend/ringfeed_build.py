@@ -449,7 +449,8 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
     return info.name
 
 
-def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+def build_wheel(wheel_directory, config_settings=None,
+                metadata_directory=None):
     os.makedirs(wheel_directory, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="ringfeed-build-") as tmp:
         native = build_native(Path(tmp), config_settings)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from ._capi import library_path
 from .errors import (BatchReleased, ConfigError, CorruptSample,
-                     DatasetNotFound, DatasetUnreadable, ForkError, LoaderClosed, ProducerDied,
-                     ProducerFailed, ProducerNotFound, RingCorrupted,
-                     RingfeedError)
+                     DatasetNotFound, DatasetUnreadable, ForkError,
+                     LoaderClosed, ProducerDied, ProducerFailed,
+                     ProducerNotFound, RingCorrupted, RingfeedError)
 from .loader import Batch, Loader, Synthetic
 from .params import Param, param, params
 
@@ -48,6 +48,7 @@ __all__ = [
     "Loader", "Batch", "Synthetic", "Param", "params", "param",
     "library_path", "RingfeedError", "ConfigError", "DatasetNotFound",
     "DatasetUnreadable", "CorruptSample", "ProducerDied", "ProducerFailed",
-    "ProducerNotFound", "ForkError", "RingCorrupted", "BatchReleased", "LoaderClosed",
+    "ProducerNotFound", "ForkError", "RingCorrupted", "BatchReleased",
+    "LoaderClosed",
     "__version__",
 ]

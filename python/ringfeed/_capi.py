@@ -250,8 +250,9 @@ def _load() -> ctypes.CDLL:
     except OSError as e:
         where = ("$RINGFEED_LIBRARY" if os.environ.get("RINGFEED_LIBRARY")
                  else "the package")
+        hint = _missing_library_hint(e, path)
         raise ImportError(f"libringfeed at {path} (from {where}) cannot be "
-                          f"loaded: {e}{_missing_library_hint(e, path)}") from e
+                          f"loaded: {e}{hint}") from e
     for name, restype, argtypes in _PROTOTYPES:
         try:
             fn = getattr(cdll, name)

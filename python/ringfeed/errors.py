@@ -132,9 +132,9 @@ class CorruptSample(RingfeedError):
         """The path (from named) and the reason (from text) either side of
         the separator that ends the path: the first that leaves a file on
         disk (not a folder: the file's class folder may be named like the
-        start of another's), else the first. The separator is ASCII, so the path holds as
-        many in both strings (only a name's bytes that are not UTF-8
-        differ); the reason may hold more."""
+        start of another's), else the first. The separator is ASCII, so
+        the path holds as many in both strings (only a name's bytes that
+        are not UTF-8 differ); the reason may hold more."""
         cuts = [m.start() for m in re.finditer(re.escape(separator), named)]
         chosen = next((n for n, cut in enumerate(cuts)
                        if os.path.lexists(named[:cut]) and

@@ -60,7 +60,8 @@ def test_writing_the_view_writes_the_ring(tmp_path_factory):
     root = dataset(tmp_path_factory)
     with ringfeed.Loader(root, 8, size=32, num_workers=1) as loader:
         base, size = ring_of(loader)
-        ring = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(base))
+        ring = np.ctypeslib.as_array(
+            (ctypes.c_uint8 * size).from_address(base))
         for images, labels in loader:
             offset = images.data_ptr() - base
             assert 0 <= offset and offset + images.numel() <= size
