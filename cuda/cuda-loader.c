@@ -289,8 +289,15 @@ static void destroy(rf_cuda_loader *gpu)
 
 void rf_cuda_close(rf_cuda_loader *gpu)
 {
-    if (gpu)
-        destroy(gpu);
+    if (!gpu)
+        return;
+    if (gpu->calls > 0) { /* the message handler's: see rf_cuda_next() */
+        gpu->close_pending = true;
+        if (gpu->loader) /* cut the loader's wait short */
+            (void)rf_loader_interrupt(gpu->loader);
+        return;
+    }
+    destroy(gpu);
 }
 
 rf_loader *rf_cuda_host_loader(rf_cuda_loader *gpu)

@@ -74,8 +74,15 @@ struct rf_cuda_loader {
     struct rf__cuda_buffer *buffers; /* depth of them */
     uint32_t *queue;                 /* QUEUED buffers, oldest upload first */
     uint32_t queue_head, queue_count;
-    bool ended;   /* the loader has no batch left */
-    int fatal;    /* RF_E_CUDA once a CUDA call has failed */
+    bool ended; /* the loader has no batch left */
+    int fatal;  /* RF_E_CUDA once a CUDA call has failed; -ECANCELED
+                   once the loader's message handler closed the loader
+                   (then loader is NULL) */
+    /* rf_cuda_close() from the loader's message handler, inside
+     * rf_cuda_next(): that call destroys gpu on its way out. calls counts
+     * the rf_cuda_next() calls on the stack. */
+    uint32_t calls;
+    bool close_pending;
     int deferred; /* met while uploading ahead; returned once the batches
                      already uploaded have been handed out */
     char error[512];

@@ -95,6 +95,14 @@ static int take_host_batch(rf_cuda_loader *gpu, rf_batch *batch)
         const int rc = rf_loader_next(gpu->loader, batch);
         if (rc == 0)
             gpu->ended = true;
+        if (rc == -ECANCELED) { /* the handler closed it, which cuda.h
+                                   forbids: the loader is gone */
+            gpu->loader = NULL;
+            gpu->fatal = rc;
+            return rf__cuda_fail(gpu, rc,
+                                 "the loader was closed by its message "
+                                 "handler; only rf_cuda_close() is left");
+        }
         if (rc == -EINTR)
             return rf__cuda_fail(gpu, rc,
                                  "a signal arrived while waiting "
@@ -311,7 +319,8 @@ static int upload_next(rf_cuda_loader *gpu)
  * step. An error is kept for the call after the batches already queued. */
 static void upload_ahead(rf_cuda_loader *gpu)
 {
-    while (!gpu->deferred && find_free_buffer(gpu) >= 0) {
+    while (!gpu->deferred && !gpu->close_pending &&
+           find_free_buffer(gpu) >= 0) {
         const int rc = upload_next(gpu);
         if (rc == 0)
             break;
@@ -394,9 +403,14 @@ int rf_cuda_next(rf_cuda_loader *gpu, rf_cuda_batch *batch)
     int rc = enter_usable(gpu, &previous);
     if (rc < 0)
         return rc;
+    gpu->calls++;
     rc = next_batch(gpu, batch);
     rf__cuda_leave(gpu, previous);
-    return rc;
+    if (--gpu->calls > 0 || !gpu->close_pending)
+        return rc;
+    rf_cuda_close(gpu); /* asked for by the message handler meanwhile */
+    memset(batch, 0, sizeof(*batch));
+    return -ECANCELED;
 }
 
 static struct rf__cuda_buffer *held_buffer(rf_cuda_loader *gpu,

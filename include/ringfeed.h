@@ -33,7 +33,9 @@
  *  - Details of a failure (which parameter, which producer, which file) are
  *    kept per object and read with rf_config_error() / rf_loader_error().
  *    Nothing is kept in globals.
- *  - Free functions accept NULL and do nothing.
+ *  - Free functions accept NULL and do nothing. No call crashes on a NULL
+ *    object or pointer: each says what it returns then, -EINVAL where it
+ *    returns an int code, 0 for a count and "" for a string.
  *  - An object may be used by one thread at a time; different objects may
  *    be used by different threads at once. The library starts no threads.
  *  - fork(): a child must not use a loader its parent opened: the rings
@@ -573,8 +575,9 @@ RF_API int rf_config_set(rf_config *cfg, rf_param param, int64_t value);
  * never changed. */
 RF_API int rf_config_get(const rf_config *cfg, rf_param param, int64_t *value);
 
-/* The detail of the last failed call on cfg, or "" when none. The string
- * belongs to cfg and stays valid until the next call on it. */
+/* The detail of the last failed call on cfg, or "" when none or cfg is
+ * NULL. The string belongs to cfg and stays valid until the next call on
+ * it. */
 RF_API const char *rf_config_error(const rf_config *cfg);
 
 /* Sets the dataset to read (a folder of class folders or a packed file)
@@ -584,8 +587,9 @@ RF_API const char *rf_config_error(const rf_config *cfg);
  * Whether it exists is checked by rf_loader_open(). */
 RF_API int rf_config_set_path(rf_config *cfg, const char *path);
 
-/* The path set by rf_config_set_path(), or "" when none. Owned by cfg;
- * valid until the next rf_config_set_path() or rf_config_free() on it. */
+/* The path set by rf_config_set_path(), or "" when none or cfg is NULL.
+ * Owned by cfg; valid until the next rf_config_set_path() or
+ * rf_config_free() on it. */
 RF_API const char *rf_config_get_path(const rf_config *cfg);
 
 /* Receives one line of text (no newline) for each event a loader reports
@@ -600,8 +604,14 @@ RF_API const char *rf_config_get_path(const rf_config *cfg);
  * (...) ..."; in order, the producer filling the awaited batch is named
  * first). `message`
  * is valid during the call only. Called from inside rf_loader_open() or
- * rf_loader_next() on the caller's thread; it must not call the loader
- * that reports. */
+ * rf_loader_next() on the caller's thread. It must not call the loader
+ * that reports, with two exceptions: rf_loader_interrupt(), and
+ * rf_loader_close(), which is then put off until rf_loader_next()
+ * returns: that call stops at once (no more messages, no batch), frees
+ * the loader as rf_loader_close() does and returns -ECANCELED, after
+ * which the loader must not be used at all (not even rf_loader_error()
+ * or a second close). Inside rf_loader_open() the handler cannot reach
+ * the loader: *out is set only on success. */
 typedef void (*rf_message_fn)(void *user, const char *message);
 
 /* Sets where a loader opened from cfg sends its messages: fn(user, text).
@@ -697,9 +707,15 @@ RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp);
  *   -EINVAL              NULL loader or batch;
  *   -EINTR               a signal arrived while waiting, or
  *                        rf_loader_interrupt() was called; call again;
+ *   -ECANCELED           the loader was closed by its message handler
+ *                        during this call (see rf_message_fn): it is
+ *                        freed now, with every batch still held, and
+ *                        *batch is zeroed; the caller must not use the
+ *                        loader again, not even to close it;
  *   -errno               poll() failed for another reason (-ENOMEM).
  * After any error other than -EINTR and RF_E_ALL_SLOTS_HELD the loader can
- * only be closed (releasing the batches still held first is allowed).
+ * only be closed (releasing the batches still held first is allowed);
+ * after -ECANCELED it is gone.
  * Waiting spins for RF_PARAM_SPIN_NS and then sleeps in the kernel; the
  * call notices a dead producer at once, without a timer, and under
  * RF_ON_DEATH_RESPAWN (the default) replaces it before it goes on
@@ -727,9 +743,9 @@ RF_API int rf_loader_interrupt(rf_loader *loader);
 /*
  * Gives the batch's slot back so that producers can refill it. A batch may
  * be released in any order and at any time before close. Returns 0, or
- * -EINVAL when the batch is not one this loader handed out and has not yet
- * been released, or RF_E_FORK_UNSAFE in a child of fork() (then nothing
- * happens).
+ * -EINVAL when loader or batch is NULL or the batch is not one this
+ * loader handed out and has not yet been released, or RF_E_FORK_UNSAFE
+ * in a child of fork() (then nothing happens).
  */
 RF_API int rf_loader_release(rf_loader *loader, const rf_batch *batch);
 
@@ -739,7 +755,9 @@ RF_API int rf_loader_release(rf_loader *loader, const rf_batch *batch);
  * everything. Every pointer from rf_loader_next() becomes invalid. NULL is
  * fine. Any thread may close the loader. In a child of fork() it only
  * frees the child's copy and leaves the parent's producers running (see
- * the conventions above).
+ * the conventions above). Called by the loader's message handler while
+ * rf_loader_next() runs, it only asks for the close, which that call
+ * carries out as it returns -ECANCELED (see rf_message_fn).
  */
 RF_API void rf_loader_close(rf_loader *loader);
 
@@ -771,8 +789,9 @@ RF_API int rf_loader_arena(const rf_loader *loader, void **base, size_t *bytes);
  */
 RF_API int rf_loader_keep_arena(rf_loader *loader);
 
-/* The detail of the last error on loader, or "" when none. The string
- * belongs to loader and stays valid until the next call on it. */
+/* The detail of the last error on loader, or "" when none or loader is
+ * NULL. The string belongs to loader and stays valid until the next call
+ * on it. */
 RF_API const char *rf_loader_error(const rf_loader *loader);
 
 /* Counters since open. Filled by rf_loader_stats(). */
@@ -900,14 +919,14 @@ typedef struct rf_sample_info {
  * descriptors, so they share no file offset. */
 RF_API int rf_dataset_open(rf_dataset **out, const char *path, char **errp);
 
-/* Samples in the dataset. ds must not be NULL. A pure read of what
+/* Samples in the dataset; 0 when ds is NULL. A pure read of what
  * rf_dataset_open() loaded, which nothing changes until close: safe from
  * several threads at once, also while another thread reads or decodes
  * samples of ds, and in both parent and child after fork(). */
 RF_API uint64_t rf_dataset_size(const rf_dataset *ds);
 
-/* Classes (folders; or the largest label + 1 of a packed file). ds must
- * not be NULL. Thread-safety and fork: as rf_dataset_size(). */
+/* Classes (folders; or the largest label + 1 of a packed file); 0 when ds
+ * is NULL. Thread-safety and fork: as rf_dataset_size(). */
 RF_API uint32_t rf_dataset_classes(const rf_dataset *ds);
 
 /* The name of class `label` (torchvision's dataset.classes[label]): the
@@ -999,8 +1018,8 @@ RF_API int rf_dataset_read(rf_dataset *ds, uint64_t index,
 RF_API int rf_dataset_decode(rf_dataset *ds, const rf_config *cfg,
                              uint64_t epoch, uint64_t index, void *dst);
 
-/* The detail of the last error on ds, or "": owned by ds, valid until
- * the next call on it. */
+/* The detail of the last error on ds, or "" (also when ds is NULL): owned
+ * by ds, valid until the next call on it. */
 RF_API const char *rf_dataset_error(const rf_dataset *ds);
 
 /* NULL is fine. */
@@ -1062,8 +1081,8 @@ RF_API int rf_pack_writer_add(rf_pack_writer *w, rf_sample_kind kind,
                               const void *data, size_t size, int64_t label,
                               const char *name);
 
-/* The detail of the last error on w, or "": owned by w, valid until the
- * next call on it. */
+/* The detail of the last error on w, or "" (also when w is NULL): owned
+ * by w, valid until the next call on it. */
 RF_API const char *rf_pack_writer_error(const rf_pack_writer *w);
 
 /* Writes the index and header, flushes the file to disk and gives it its
@@ -1084,7 +1103,7 @@ RF_API void rf_pack_writer_abort(rf_pack_writer *w);
  * that sample when RF_PARAM_CLASSES is `classes`. Each byte is noise in
  * 0..127 plus 0 or 32 after a pattern of the sample's class
  * (rf_synthetic_label()), so that a model can learn the labels from the
- * pixels. Thread-safe, no allocation. */
+ * pixels. A NULL dst writes nothing. Thread-safe, no allocation. */
 RF_API void rf_synthetic_fill(uint64_t seed, uint64_t index, uint32_t classes,
                               uint32_t height, uint32_t width,
                               uint32_t channels, rf_layout layout, void *dst);
@@ -1113,7 +1132,7 @@ RF_API int rf_synthetic_jpeg(uint64_t seed, uint64_t index, uint32_t width,
  * on the command line, fills batches until told to stop, and returns the
  * process exit status. The ringfeed-producer helper's main() calls only
  * this; a statically linked custom helper can do the same. Not for any
- * other use. */
+ * other use. A NULL argv is taken as no options: the usage, and 64. */
 RF_API int rf_producer_main(int argc, char **argv);
 
 #ifdef __cplusplus

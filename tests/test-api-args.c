@@ -2,7 +2,9 @@
  * test-api-args.c - the public calls' argument checks: a NULL where an
  * object, an out-parameter or a buffer belongs is -EINVAL, never a crash
  * (each case runs in its own process, so a crash fails only that case),
- * with the detail where an object or errp exists to hold it; a NULL
+ * with the detail where an object or errp exists to hold it; every call
+ * of ringfeed.h given a NULL object returns what its comment says (0 for
+ * a count, "" for a string, nothing done by a free or a fill); a NULL
  * dictionary of some bytes is refused by rf_pack_writer_create() as by
  * rf_pack_writer_set_dictionary(); rf_config_get() names itself in its
  * error; and rf_dataset_decode() says -EINVAL, naming the parameter, for
@@ -12,6 +14,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +97,49 @@ TEST_CASE_LIMIT(test_config_get_unknown, "config",
     rf_config_free(cfg);
 }
 
+TEST_CASE_LIMIT(test_config_every_call_null, "config",
+                "every call with a NULL config or info", 10)
+{
+    CHECK_EQ(strcmp(rf_config_error(NULL), ""), 0);
+    CHECK_EQ(strcmp(rf_config_get_path(NULL), ""), 0);
+    CHECK_EQ(rf_config_set_message_handler(NULL, NULL, NULL), -EINVAL);
+    CHECK_EQ(rf_param_at(0, NULL), -EINVAL);
+    CHECK_EQ(rf_param_lookup(RF_PARAM_BATCH_SIZE, NULL), -EINVAL);
+    rf_config_free(NULL);
+}
+
+/* ---- rf_loader ----------------------------------------------------------- */
+
+TEST_CASE_LIMIT(test_loader_every_call_null, "loader",
+                "every call with a NULL loader", 10)
+{
+    rf_loader *l = (rf_loader *)&l; /* not NULL: open must clear it */
+    char *why = (char *)"x";
+    CHECK_EQ(rf_loader_open(&l, NULL, &why), -EINVAL);
+    CHECK(l == NULL);
+    CHECK(why == NULL);
+    rf_config *cfg = rf_config_create();
+    CHECK(cfg != NULL);
+    CHECK_EQ(rf_loader_open(NULL, cfg, NULL), -EINVAL);
+    rf_config_free(cfg);
+    rf_batch b = {0};
+    CHECK_EQ(rf_loader_next(NULL, &b), -EINVAL);
+    CHECK_EQ(rf_loader_interrupt(NULL), -EINVAL);
+    CHECK_EQ(rf_loader_release(NULL, &b), -EINVAL);
+    void *base = NULL;
+    size_t bytes = 0;
+    CHECK_EQ(rf_loader_arena(NULL, &base, &bytes), -EINVAL);
+    CHECK_EQ(rf_loader_keep_arena(NULL), -EINVAL);
+    CHECK_EQ(strcmp(rf_loader_error(NULL), ""), 0);
+    rf_stats st;
+    CHECK_EQ(rf_loader_stats(NULL, &st), -EINVAL);
+    char line[64];
+    CHECK_EQ(rf_loader_cpu_budget(NULL, line, sizeof(line)), -EINVAL);
+    rf_sample_error errors[1];
+    CHECK_EQ(rf_loader_sample_errors(NULL, errors, 1), 0);
+    rf_loader_close(NULL);
+}
+
 /* ---- rf_pack_writer ------------------------------------------------------ */
 
 TEST_CASE_LIMIT(test_writer_null, "writer", "NULL writer or out", 10)
@@ -132,6 +178,18 @@ TEST_CASE_LIMIT(test_writer_null_dictionary, "writer",
     rf_pack_writer_abort(w);
 }
 
+TEST_CASE_LIMIT(test_writer_every_call_null, "writer",
+                "every call with a NULL writer", 10)
+{
+    CHECK_EQ(strcmp(rf_pack_writer_error(NULL), ""), 0);
+    char *why = NULL;
+    CHECK_EQ(rf_pack_writer_finish(NULL, &why), -EINVAL);
+    CHECK_CONTAINS(why, "NULL");
+    free(why);
+    CHECK_EQ(rf_pack_writer_finish(NULL, NULL), -EINVAL);
+    rf_pack_writer_abort(NULL);
+}
+
 /* ---- rf_dataset ---------------------------------------------------------- */
 
 TEST_CASE_LIMIT(test_dataset_open_null, "dataset", "NULL out or path", 10)
@@ -161,6 +219,17 @@ TEST_CASE_LIMIT(test_dataset_read_null, "dataset", "NULL dataset or info", 30)
     CHECK_CONTAINS(rf_dataset_error(ds), "info is NULL");
     CHECK_OK(rf_dataset_read(ds, 0, &info)); /* still usable */
     rf_dataset_close(ds);
+}
+
+TEST_CASE_LIMIT(test_dataset_every_call_null, "dataset",
+                "every call with a NULL dataset", 10)
+{
+    CHECK_EQ(rf_dataset_size(NULL), 0);
+    CHECK_EQ(rf_dataset_classes(NULL), 0);
+    rf_dataset_info info;
+    CHECK_EQ(rf_dataset_get_info(NULL, &info), -EINVAL);
+    CHECK_EQ(strcmp(rf_dataset_error(NULL), ""), 0);
+    rf_dataset_close(NULL);
 }
 
 TEST_CASE_LIMIT(test_decode_null, "decode", "NULL dataset, config or dst", 30)
@@ -206,6 +275,33 @@ TEST_CASE_LIMIT(test_synthetic_jpeg_null, "synthetic", "NULL jpeg or size", 10)
     CHECK(jpeg == NULL);
     CHECK_EQ(rf_synthetic_jpeg(0, 0, 0, 0, NULL, &size), -EINVAL);
     CHECK_EQ(size, 0);
+}
+
+TEST_CASE_LIMIT(test_synthetic_fill_null, "synthetic",
+                "NULL dst: nothing written", 10)
+{
+    rf_synthetic_fill(0, 0, 10, 8, 8, 3, RF_LAYOUT_NHWC, NULL);
+    rf_synthetic_fill(0, 0, 10, 8, 8, 3, RF_LAYOUT_NCHW, NULL);
+    CHECK_EQ(rf_synthetic_label(0, 0, 0), 0);
+}
+
+/* ---- the producer's program ---------------------------------------------- */
+
+TEST_CASE_LIMIT(test_producer_main_null, "producer",
+                "NULL argv: the usage and 64", 10)
+{
+    /* the usage goes to /dev/null, a failed check's words to stderr */
+    const int saved = dup(STDERR_FILENO);
+    const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    CHECK(saved >= 0 && null >= 0);
+    CHECK_EQ(dup2(null, STDERR_FILENO), STDERR_FILENO);
+    const int with_argc = rf_producer_main(3, NULL);
+    const int without = rf_producer_main(0, NULL);
+    CHECK_EQ(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+    CHECK_EQ(with_argc, 64);
+    CHECK_EQ(without, 64);
+    close(null);
+    close(saved);
 }
 
 int main(int argc, char **argv)

@@ -277,9 +277,13 @@ TEST_CASE(test_arguments_refused, "calls", "bad arguments are refused")
     test_pass_one_batch(l);
     rf_loader_close(l);
 
-    rf_cuda_batch db;
+    rf_cuda_batch db = {0};
     CHECK_EQ(rf_cuda_next(NULL, &db), -EINVAL);
     CHECK_EQ(rf_cuda_release(NULL, &db, 0), -EINVAL);
+    float dst[4];
+    CHECK_EQ(rf_cuda_convert(NULL, &db, dst, RF_CUDA_FLOAT32, RF_LAYOUT_NCHW,
+                             NULL, NULL, 0),
+             -EINVAL);
     CHECK(rf_cuda_host_loader(NULL) == NULL);
     CHECK_EQ(strcmp(rf_cuda_error(NULL), ""), 0);
     rf_cuda_close(NULL);
@@ -316,6 +320,75 @@ TEST_CASE(test_no_device, "calls",
     free(why);
     test_pass_one_batch(l);
     rf_loader_close(l);
+}
+
+/* A message handler that closes, from inside rf_cuda_next(), the GPU
+ * consumer, or the loader it owns (which cuda.h forbids): either way no
+ * use after free. */
+struct gpu_closer {
+    rf_cuda_loader *gpu; /* NULL until open returns */
+    bool loader_itself;
+    int messages; /* while it had gpu */
+};
+
+static void close_gpu_from_handler(void *user, const char *text)
+{
+    struct gpu_closer *c = user;
+    (void)text;
+    if (!c->gpu)
+        return;
+    c->messages++;
+    if (c->loader_itself)
+        rf_loader_close(rf_cuda_host_loader(c->gpu));
+    else
+        rf_cuda_close(c->gpu);
+}
+
+/* One producer, stopped: rf_cuda_next() waits, the wait is reported
+ * after 100 ms, and the handler closes. */
+static void test_handler_closes(bool loader_itself)
+{
+    require_devices(1);
+    struct gpu_closer c = {.loader_itself = loader_itself};
+    rf_config *cfg = TEST_CONFIG(
+        {RF_PARAM_PRODUCERS, 1}, {RF_PARAM_BATCH_SIZE, 4}, {RF_PARAM_HEIGHT, 8},
+        {RF_PARAM_WIDTH, 8}, {RF_PARAM_STALL_WARNING_MS, 100});
+    CHECK_OK(rf_config_set_message_handler(cfg, close_gpu_from_handler, &c));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    c.gpu = open_gpu(l, 2, 0);
+    int pids[4];
+    CHECK_EQ(list_children(pids, 4), 1);
+    CHECK_EQ(kill(pids[0], SIGSTOP), 0);
+    rf_cuda_batch b;
+    int rc;
+    while ((rc = rf_cuda_next(c.gpu, &b)) == 1) {
+        const int released = rf_cuda_release(c.gpu, &b, 0);
+        CHECK(released == 0 || released == -ECANCELED);
+    }
+    CHECK_EQ(rc, -ECANCELED);
+    CHECK_EQ(c.messages, 1);
+    if (loader_itself) { /* gpu is left, to close */
+        CHECK_CONTAINS(rf_cuda_error(c.gpu), "closed by its message handler");
+        CHECK(rf_cuda_host_loader(c.gpu) == NULL);
+        CHECK_EQ(rf_cuda_next(c.gpu, &b), -ECANCELED);
+        rf_cuda_close(c.gpu);
+    } else { /* gpu is gone */
+        CHECK(b.data == NULL);
+    }
+    CHECK_EQ(list_children(pids, 4), 0);
+}
+
+TEST_CASE(test_handler_closes_gpu, "calls",
+          "the message handler closes the GPU consumer")
+{
+    test_handler_closes(false);
+}
+
+TEST_CASE(test_handler_closes_host_loader, "calls",
+          "the message handler closes the loader it owns")
+{
+    test_handler_closes(true);
 }
 
 /* ---- uploads ----------------------------------------------------------- */

@@ -3,10 +3,12 @@
  * leaves no child process, no fd and nothing in /dev/shm, even with a
  * stopped producer or exec() instead of close; holding every slot is an
  * error, not a hang; a killed producer is reported with its pid and
- * signal; a child of fork() or clone() leaves its parent's run alone, and
- * fork mode is refused beside other threads; a small /dev/shm does not
- * limit the ring; producers map only the slots they fill; errors have
- * names. (What open refuses is test-start's.)
+ * signal; a message handler that closes its loader inside next() ends
+ * that call with -ECANCELED, the loader freed; a child of fork() or
+ * clone() leaves its parent's run alone, and fork mode is refused beside
+ * other threads; a small /dev/shm does not limit the ring; producers map
+ * only the slots they fill; errors have names. (What open refuses is
+ * test-start's.)
  */
 #include "config.h"
 
@@ -346,6 +348,75 @@ TEST_CASE(test_exec_without_close_stops_producers, "close",
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
     CHECK(gone);
+}
+
+/* A message handler that closes the loader reporting to it, from inside
+ * rf_loader_next() (a use after free before the close was put off). */
+struct closing_handler {
+    rf_loader *loader; /* NULL until open returns */
+    int messages;      /* while it had the loader */
+    char first[1024];
+};
+
+static void close_from_handler(void *user, const char *text)
+{
+    struct closing_handler *h = user;
+    if (!h->loader) /* a message of open's: not the one the case makes */
+        return;
+    if (h->messages++ == 0)
+        snprintf(h->first, sizeof(h->first), "%s", text);
+    rf_loader_close(h->loader);
+    rf_loader_close(h->loader); /* twice: still one close, at the end */
+}
+
+/* Opens one producer over two slots, reporting to h, with a long wait
+ * reported after stall_ms (0: never), and passes one batch. */
+static rf_loader *open_closing(struct closing_handler *h, int64_t stall_ms)
+{
+    rf_config *cfg = small_config(1, 2);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_STALL_WARNING_MS, stall_ms));
+    CHECK_OK(rf_config_set_message_handler(cfg, close_from_handler, h));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    test_pass_one_batch(l);
+    h->loader = l;
+    return l;
+}
+
+/* Sends `sig` to the one producer, then takes batches until next()
+ * ends: with -ECANCELED and a zeroed batch, after one message, which
+ * says `said`, and with the loader freed: no producer, no fd of its
+ * left. */
+static void handler_closes_after(int sig, int64_t stall_ms, const char *said)
+{
+    const int fds_before = count_entries("/proc/self/fd");
+    struct closing_handler h = {0};
+    rf_loader *l = open_closing(&h, stall_ms);
+    int pids[4];
+    CHECK_EQ(list_children(pids, 4), 1);
+    CHECK_EQ(kill(pids[0], sig), 0);
+    rf_batch b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) == 1)
+        CHECK_OK(rf_loader_release(l, &b));
+    CHECK_EQ(rc, -ECANCELED);
+    CHECK(b.data == NULL && b.labels == NULL);
+    CHECK_EQ(h.messages, 1);
+    CHECK_CONTAINS(h.first, said);
+    CHECK_EQ(list_children(pids, 4), 0);
+    CHECK_EQ(count_entries("/proc/self/fd"), fds_before);
+}
+
+TEST_CASE(test_handler_closes_on_replacement, "close",
+          "the message handler closes it: a producer replaced")
+{
+    handler_closes_after(SIGKILL, 0, "replaced by pid");
+}
+
+TEST_CASE(test_handler_closes_on_long_wait, "close",
+          "the message handler closes it: a long wait reported")
+{
+    handler_closes_after(SIGSTOP, 100, "the loop has waited");
 }
 
 /* Takes the rest of the run: with `taken` samples already delivered, it

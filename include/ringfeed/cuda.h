@@ -174,7 +174,18 @@ RF_API int rf_cuda_open(rf_cuda_loader **out, rf_loader *loader, int device,
  *   RF_E_ALL_SLOTS_HELD  the caller holds every device buffer; release one
  *                        first, or open with a larger depth;
  *   RF_E_CUDA            an upload could not be started or failed;
+ *   -EINVAL              NULL gpu or batch;
  *   -EINTR               a signal arrived while waiting; call again;
+ *   -ECANCELED           the loader's message handler (which runs inside
+ *                        this call: see rf_message_fn) called
+ *                        rf_cuda_close(gpu): the close is put off until
+ *                        this call returns, which then stops, closes gpu
+ *                        (and its loader) and zeroes *batch; gpu must
+ *                        not be used again. Where the handler closed
+ *                        the loader itself instead (which the caller
+ *                        must not: gpu owns it), the call fails with
+ *                        -ECANCELED, and every later one too: only
+ *                        rf_cuda_close() is left;
  *   any error of rf_loader_next(), with its detail: a producer died or
  *                        failed, a sample is corrupt.
  * Batches already uploaded are handed out before an error met while
@@ -195,9 +206,10 @@ RF_API int rf_cuda_next(rf_cuda_loader *gpu, rf_cuda_batch *batch);
  * stream) is done with it: an event is recorded on `stream` and the next
  * upload into this buffer waits for it on the GPU. Does not wait on the
  * host. Also gives back to the producers the ring slots whose uploads have
- * completed. Returns 0, -EINVAL (the batch is not one this loader handed
- * out and has not released; nothing happens) or RF_E_CUDA (the event
- * could not be recorded, e.g. the stream belongs to another device).
+ * completed. Returns 0, -EINVAL (gpu or batch is NULL, or the batch is not
+ * one this loader handed out and has not released; nothing happens) or
+ * RF_E_CUDA (the event could not be recorded, e.g. the stream belongs to
+ * another device).
  */
 RF_API int rf_cuda_release(rf_cuda_loader *gpu, const rf_cuda_batch *batch,
                            cudaStream_t stream);
@@ -227,7 +239,9 @@ RF_API int rf_cuda_convert(rf_cuda_loader *gpu, const rf_cuda_batch *batch,
  * every slot back, frees the device buffers, unregisters the ring and
  * closes the loader. Device pointers of batches still held become invalid:
  * the caller's streams must be done with them (e.g. synchronise those
- * streams) before this call. NULL is fine.
+ * streams) before this call. NULL is fine. From the loader's message
+ * handler while rf_cuda_next() runs, it only asks for the close, which
+ * that call carries out as it returns -ECANCELED.
  */
 RF_API void rf_cuda_close(rf_cuda_loader *gpu);
 
@@ -235,8 +249,8 @@ RF_API void rf_cuda_close(rf_cuda_loader *gpu);
  * rf_loader_sample_errors(); NULL for NULL. Owned by gpu. */
 RF_API rf_loader *rf_cuda_host_loader(rf_cuda_loader *gpu);
 
-/* The detail of the last error on gpu, or "" when none. The string belongs
- * to gpu and stays valid until the next call on it. */
+/* The detail of the last error on gpu, or "" when none or gpu is NULL.
+ * The string belongs to gpu and stays valid until the next call on it. */
 RF_API const char *rf_cuda_error(const rf_cuda_loader *gpu);
 
 #ifdef __cplusplus

@@ -284,7 +284,7 @@ int rf_config_get(const rf_config *cfg, rf_param param, int64_t *value)
 
 const char *rf_config_error(const rf_config *cfg)
 {
-    return cfg->error;
+    return cfg ? cfg->error : "";
 }
 
 int rf_config_set_path(rf_config *cfg, const char *path)
@@ -311,7 +311,7 @@ int rf_config_set_path(rf_config *cfg, const char *path)
 
 const char *rf_config_get_path(const rf_config *cfg)
 {
-    return cfg->path;
+    return cfg ? cfg->path : "";
 }
 
 int rf_config_set_message_handler(rf_config *cfg, rf_message_fn fn, void *user)

@@ -98,6 +98,13 @@ struct rf_loader {
     ino_t stderr_ino;
     bool stderr_open; /* ... if it was open at all */
     bool quiet;       /* RF_PARAM_QUIET */
+    /* rf_loader_close() from the message handler, which runs inside a
+     * call on the loader: that call frees the loader on its way out (see
+     * rf_message_fn in ringfeed.h). calls counts the calls on the stack
+     * (a handler's forbidden next() inside next() included), so that
+     * only the outermost frees it. */
+    uint32_t calls;
+    bool close_pending;
 
     /* Producer deaths */
     bool respawn; /* RF_ON_DEATH_RESPAWN */
@@ -166,8 +173,9 @@ void rf__loader_note_stderr(rf_loader *l);
 
 /* Reports one event of the run to the caller's handler, else to the
  * caller's stderr as the default handler does (see
- * rf_config_set_message_handler()). RF_PARAM_QUIET is the caller's
- * to check: it silences replaced producers' reports only. */
+ * rf_config_set_message_handler()); nothing once the handler has closed
+ * the loader. RF_PARAM_QUIET is the caller's to check: it silences
+ * replaced producers' reports only. */
 void rf__loader_report(rf_loader *l, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

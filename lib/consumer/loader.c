@@ -4,8 +4,8 @@
  * first orders), next() and release() (delivery.c's batches, wait.c's
  * waiting), close, and the read-only calls (arena, error, stats, sample
  * errors). Owns the loader object and its tables; refuses every call but
- * close in a child of fork(). Single-threaded by contract (see
- * ringfeed.h).
+ * close in a child of fork(); puts off a close from the message handler
+ * until next() returns. Single-threaded by contract (see ringfeed.h).
  */
 #include "config.h"
 
@@ -16,6 +16,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "common/assert.h"
 #include "common/clock.h"
 #include "common/fds.h"
 #include "common/process-token.h"
@@ -98,9 +99,10 @@ int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp)
 {
     if (errp)
         *errp = NULL;
+    if (out) /* on every error, a NULL cfg's included */
+        *out = NULL;
     if (!out || !cfg)
         return -EINVAL;
-    *out = NULL;
     rf_loader *l = calloc(1, sizeof(*l));
     if (!l)
         return -ENOMEM;
@@ -143,13 +145,33 @@ static int refuse_other_process(rf_loader *l, const char *call)
                      call, (int)l->owner, (int)getpid());
 }
 
-int rf_loader_next(rf_loader *l, rf_batch *batch)
+/* Whether the message handler closed the loader during this call (a
+ * producer replaced, a long wait reported): then next() stops at once,
+ * and leave_call() frees the loader. */
+static bool closed_by_handler(const rf_loader *l, int *rc)
 {
-    if (!l || !batch)
-        return -EINVAL;
-    const int other = refuse_other_process(l, "rf_loader_next");
-    if (other < 0)
-        return other;
+    if (!l->close_pending)
+        return false;
+    *rc = -ECANCELED;
+    return true;
+}
+
+/* The end of a call that may emit messages: a close the handler asked
+ * for inside it happens now, at the outermost call on the stack, and
+ * the call returns -ECANCELED with *batch cleared (its pointers went with
+ * the loader). */
+static int leave_call(rf_loader *l, int rc, rf_batch *batch)
+{
+    RF_ASSERT(l->calls > 0);
+    if (--l->calls > 0 || !l->close_pending)
+        return rc;
+    rf_loader_close(l);
+    memset(batch, 0, sizeof(*batch));
+    return -ECANCELED;
+}
+
+static int next_batch(rf_loader *l, rf_batch *batch)
+{
     if (l->fatal)
         return l->fatal;
     if (l->first_batch + l->delivered >= l->total_batches)
@@ -160,6 +182,8 @@ int rf_loader_next(rf_loader *l, rf_batch *batch)
         rc = rf__loader_drain_full_rings(l);
         if (rc == 0)
             rc = rf__loader_check_producers(l);
+        if (closed_by_handler(l, &rc))
+            break;
         if (rc < 0) {
             set_fatal(l, rc);
             break;
@@ -187,13 +211,24 @@ int rf_loader_next(rf_loader *l, rf_batch *batch)
         rf__loader_stall_begins(l);
         rc = rf__loader_wait_for_batches(l);
         rf__loader_report_stall(l); /* also when a signal cut it short */
-        if (rc < 0)
+        if (closed_by_handler(l, &rc) || rc < 0)
             break;
     }
     if (rc != 1)
         rf__loader_stall_pause(l);
     l->wait_ns += rf__now_ns() - start;
     return rc;
+}
+
+int rf_loader_next(rf_loader *l, rf_batch *batch)
+{
+    if (!l || !batch)
+        return -EINVAL;
+    const int other = refuse_other_process(l, "rf_loader_next");
+    if (other < 0)
+        return other;
+    l->calls++;
+    return leave_call(l, next_batch(l, batch), batch);
 }
 
 int rf_loader_interrupt(rf_loader *l)
@@ -241,6 +276,10 @@ void rf_loader_close(rf_loader *l)
 {
     if (!l)
         return;
+    if (l->calls > 0) { /* from the message handler: see leave_call() */
+        l->close_pending = true;
+        return;
+    }
     /* In a child of fork() the producers and rings are the parent's: only
      * the child's copies of the pidfds go (close-on-exec, but a child
      * that does not exec would keep one per producer). */

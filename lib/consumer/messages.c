@@ -2,7 +2,8 @@
  * messages.c - the loader's messages to the caller: each event of the run
  * (a producer replaced) goes to the handler set in the configuration,
  * else to the caller's stderr, but only while fd 2 is still the file it
- * was at open. Owns nothing; reads the loader's handler and stderr record.
+ * was at open; none once the handler has closed the loader. Owns nothing; reads
+ * the loader's handler and stderr record.
  */
 #include "config.h"
 
@@ -37,6 +38,8 @@ static bool stderr_unchanged(const rf_loader *l)
  * rf_config_set_message_handler()). */
 void rf__loader_report(rf_loader *l, const char *fmt, ...)
 {
+    if (l->close_pending) /* the handler closed the loader: no more news */
+        return;
     char text[RF__MESSAGE_MAX];
     va_list ap;
     va_start(ap, fmt);

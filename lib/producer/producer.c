@@ -546,6 +546,8 @@ int rf_producer_main(int argc, char **argv)
     long control = -1, arena = -1, bell = -1, listing = -1, data = -1;
     long index = -1;
     long cpu = -1, parent = 0, parent_control = -1, helper = -1;
+    if (!argv) /* no options at all: the usage below */
+        argc = 0;
     /* every option but --help takes a value: they come in pairs */
     for (int i = 1; i < argc; i += 2) {
         if (strcmp(argv[i], "--help") == 0) {

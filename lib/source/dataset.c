@@ -115,12 +115,12 @@ void rf_dataset_close(rf_dataset *ds)
 
 uint64_t rf_dataset_size(const rf_dataset *ds)
 {
-    return ds->samples;
+    return ds ? ds->samples : 0;
 }
 
 uint32_t rf_dataset_classes(const rf_dataset *ds)
 {
-    return ds->classes;
+    return ds ? ds->classes : 0;
 }
 
 /* Sample i's label and stored name (NULL when it has none). */
@@ -192,7 +192,7 @@ int rf_dataset_get_info(const rf_dataset *ds, rf_dataset_info *out)
 
 const char *rf_dataset_error(const rf_dataset *ds)
 {
-    return ds->error;
+    return ds ? ds->error : "";
 }
 
 char *rf__dataset_error_buffer(rf_dataset *ds, size_t *len)

@@ -361,7 +361,7 @@ int rf_pack_writer_add(rf_pack_writer *w, rf_sample_kind kind, const void *data,
 
 const char *rf_pack_writer_error(const rf_pack_writer *w)
 {
-    return w->error;
+    return w ? w->error : "";
 }
 
 int rf_pack_writer_set_dictionary(rf_pack_writer *w, const void *dict,

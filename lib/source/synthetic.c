@@ -83,6 +83,8 @@ void rf_synthetic_fill(uint64_t seed, uint64_t index, uint32_t classes,
                        uint32_t height, uint32_t width, uint32_t channels,
                        rf_layout layout, void *dst)
 {
+    if (!dst)
+        return;
     const size_t pixels = (size_t)height * width;
     struct sample_source s;
     init_source(&s, seed, index, classes, pixels * channels);
