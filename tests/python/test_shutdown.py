@@ -410,6 +410,10 @@ CTRL_C_WHILE_MAKING = textwrap.dedent("""
         except KeyboardInterrupt:
             interrupted += 1
         signal.setitimer(signal.ITIMER_REAL, 0)
+    # A Ctrl-C that landed just after Loader() returned leaves the made
+    # loader in `loader`, alive and open, as any object a program still
+    # names: that one is this script's to let go of.
+    loader = None
     import gc; gc.collect()
     time.sleep(0.2)
     children = []
