@@ -853,6 +853,22 @@ RF_API int rf_loader_stats(const rf_loader *loader, rf_stats *stats);
  */
 RF_API int rf_loader_cpu_budget(const rf_loader *loader, char *out, size_t len);
 
+/* The name of class `label` in the listing this loader reads (its
+ * producers' labels), as rf_dataset_class_name() gives it: for a folder,
+ * the class folder's name as it was when the loader was opened, even if
+ * folders have been added or removed since (opening the path again would
+ * name the classes of the new listing). Copies it into out (len bytes,
+ * always NUL-terminated, cut short if longer). Returns 0, -ERANGE (label
+ * not below the dataset's classes), -ENOENT (a packed file with no named
+ * sample of that label), -ENOTSUP (a synthetic source: its classes have
+ * no names), -ENODATA (the loader did not keep its listing open, as
+ * when few file descriptors were free at open: open the path with
+ * rf_dataset_open() instead), or -EINVAL (loader or out is NULL, or len
+ * is 0). A read of what open made: same thread rules as rf_loader_stats().
+ */
+RF_API int rf_loader_class_name(const rf_loader *loader, uint32_t label,
+                                char *out, size_t len);
+
 /* One failed sample, as listed by rf_loader_sample_errors(). */
 typedef struct rf_sample_error {
     uint64_t index; /* dataset index */
@@ -937,8 +953,9 @@ RF_API uint32_t rf_dataset_classes(const rf_dataset *ds);
  * cannot be read, too: it needs only the index. Returns 0, -ERANGE
  * (label not below rf_dataset_classes()), -ENOENT (a packed file with no
  * named sample of that label), or -EINVAL
- * (ds or out is NULL, or len is 0). Scans the index: O(samples). Thread-safety
- * and fork: as rf_dataset_size(), a pure read of the dataset. */
+ * (ds or out is NULL, or len is 0). O(log samples) for a folder; a packed
+ * file's index is scanned, O(samples). Thread-safety and fork: as
+ * rf_dataset_size(), a pure read of the dataset. */
 RF_API int rf_dataset_class_name(const rf_dataset *ds, uint32_t label,
                                  char *out, size_t len);
 

@@ -135,6 +135,7 @@ TEST_CASE_LIMIT(test_loader_every_call_null, "loader",
     CHECK_EQ(rf_loader_stats(NULL, &st), -EINVAL);
     char line[64];
     CHECK_EQ(rf_loader_cpu_budget(NULL, line, sizeof(line)), -EINVAL);
+    CHECK_EQ(rf_loader_class_name(NULL, 0, line, sizeof(line)), -EINVAL);
     rf_sample_error errors[1];
     CHECK_EQ(rf_loader_sample_errors(NULL, errors, 1), 0);
     rf_loader_close(NULL);

@@ -671,6 +671,45 @@ TEST_CASE(test_pack_replaced_during_run, "change",
     run_path_across_change(pack, replace_pack);
 }
 
+/* A loader names the classes of the listing its producers read: a class
+ * folder added since (one that sorts first, so every label's name would
+ * shift) is not among them, and opening the path again does see it. */
+TEST_CASE(test_class_names_of_the_loaders_listing, "change",
+          "class names are those of the loader's listing")
+{
+    char copy[400], added[500], name[64];
+    rf__format(copy, sizeof(copy), "%s-classes", root);
+    copy_folder(root, copy);
+    rf_config *cfg = jpeg_folder_config(copy, 1, RF_TRANSFORM_TRAIN);
+    rf_loader *l = test_open_loader(cfg);
+    rf__format(added, sizeof(added), "%s/class_", copy); /* sorts first */
+    CHECK_EQ(mkdir(added, 0755), 0);
+    rf__format(added, sizeof(added), "%s/class_/a.jpg", copy);
+    write_file(added, "x", 1);
+    for (uint32_t c = 0; c < CLASSES; c++) {
+        char want[32];
+        rf__format(want, sizeof(want), "class_%u", c);
+        CHECK_OK(rf_loader_class_name(l, c, name, sizeof(name)));
+        CHECK_STR_EQ(name, want);
+    }
+    CHECK_EQ(rf_loader_class_name(l, CLASSES, name, sizeof(name)), -ERANGE);
+    CHECK_EQ(rf_loader_class_name(l, 0, name, 0), -EINVAL);
+    rf_dataset *now = NULL;
+    CHECK_OK(rf_dataset_open(&now, copy, NULL));
+    CHECK_OK(rf_dataset_class_name(now, 0, name, sizeof(name)));
+    CHECK_STR_EQ(name, "class_");
+    rf_dataset_close(now);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    cfg = rf_config_create(); /* synthetic: no names */
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    l = test_open_loader(cfg);
+    CHECK_EQ(rf_loader_class_name(l, 0, name, sizeof(name)), -ENOTSUP);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    remove_tree(copy);
+}
+
 TEST_CASE(test_relative_path_after_chdir, "change",
           "relative path, then chdir()")
 {

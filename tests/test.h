@@ -80,6 +80,17 @@ static inline const char *test_path(const char *folder, const char *fmt, ...)
         }                                                                      \
     } while (0)
 
+/* Checks that two strings are equal, printing both otherwise. */
+#define CHECK_STR_EQ(actual, expected)                                         \
+    do {                                                                       \
+        const char *a_ = (actual), *e_ = (expected);                           \
+        if (!a_ || strcmp(a_, e_) != 0) {                                      \
+            fprintf(stderr, "%s:%d: \"%s\" is not \"%s\"\n", __FILE__,         \
+                    __LINE__, a_ ? a_ : "(null)", e_);                         \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
 /* A call returning 0 / -errno / RF_E_*: fails with rf_strerror's words. */
 #define CHECK_OK(call)                                                         \
     do {                                                                       \

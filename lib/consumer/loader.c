@@ -348,6 +348,19 @@ int rf_loader_cpu_budget(const rf_loader *l, char *out, size_t len)
     return l->budget.producers;
 }
 
+int rf_loader_class_name(const rf_loader *l, uint32_t label, char *out,
+                         size_t len)
+{
+    if (!l || !out || len == 0)
+        return -EINVAL;
+    out[0] = '\0';
+    if (l->params[RF_PARAM_SOURCE] != RF_SOURCE_PATH)
+        return -ENOTSUP;
+    if (!l->described) /* not kept: too few fds were free at open */
+        return -ENODATA;
+    return rf_dataset_class_name(l->described, label, out, len);
+}
+
 int rf_loader_stats(const rf_loader *l, rf_stats *st)
 {
     if (!l || !st)

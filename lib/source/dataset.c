@@ -141,6 +141,41 @@ static const char *entry_label_name(const rf_dataset *ds, uint64_t i,
     return e.name_length ? ds->names + e.name_offset : NULL;
 }
 
+/* The first sample of `label` in a folder, whose samples are in label
+ * order (ImageFolder's: class by class), by bisection: 1,000 classes of
+ * ImageNet's 1.28 million files took seconds to name by a scan each. */
+static uint64_t folder_first_of(const rf_dataset *ds, uint32_t label)
+{
+    uint64_t low = 0, high = ds->samples;
+    while (low < high) {
+        const uint64_t mid = low + (high - low) / 2;
+        uint32_t l;
+        size_t length;
+        (void)entry_label_name(ds, mid, &l, &length);
+        if (l < label)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    return low;
+}
+
+/* Copies the first path component of sample i's name into out, if the
+ * sample is of `label` and has a name. */
+static bool copy_class_of(const rf_dataset *ds, uint64_t i, uint32_t label,
+                          char *out, size_t len)
+{
+    uint32_t l;
+    size_t length;
+    const char *name = entry_label_name(ds, i, &l, &length);
+    if (l != label || !name)
+        return false;
+    const char *slash = memchr(name, '/', length);
+    const size_t n = slash ? (size_t)(slash - name) : length;
+    rf__format(out, len, "%.*s", (int)n, name);
+    return true;
+}
+
 int rf_dataset_class_name(const rf_dataset *ds, uint32_t label, char *out,
                           size_t len)
 {
@@ -151,17 +186,15 @@ int rf_dataset_class_name(const rf_dataset *ds, uint32_t label, char *out,
         return -EINVAL;
     if (label >= ds->classes)
         return -ERANGE;
-    for (uint64_t i = 0; i < ds->samples; i++) {
-        uint32_t l;
-        size_t length;
-        const char *name = entry_label_name(ds, i, &l, &length);
-        if (l != label || !name)
-            continue;
-        const char *slash = memchr(name, '/', length);
-        const size_t n = slash ? (size_t)(slash - name) : length;
-        rf__format(out, len, "%.*s", (int)n, name);
-        return 0;
+    if (ds->kind == RF__DATASET_FOLDER) {
+        const uint64_t first = folder_first_of(ds, label);
+        if (first < ds->samples && copy_class_of(ds, first, label, out, len))
+            return 0;
     }
+    /* a pack's labels come in any order: the first of each is looked for */
+    for (uint64_t i = 0; i < ds->samples; i++)
+        if (copy_class_of(ds, i, label, out, len))
+            return 0;
     return -ENOENT;
 }
 

@@ -177,6 +177,8 @@ _PROTOTYPES = [
     ("rf_loader_stats", ctypes.c_int, [_vp, ctypes.POINTER(Stats)]),
     ("rf_loader_cpu_budget", ctypes.c_int,
      [_vp, ctypes.c_char_p, ctypes.c_size_t]),
+    ("rf_loader_class_name", ctypes.c_int,
+     [_vp, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t]),
     ("rf_loader_sample_errors", ctypes.c_uint64,
      [_vp, ctypes.POINTER(SampleError), ctypes.c_size_t]),
     ("rf_dataset_open", ctypes.c_int,

@@ -234,6 +234,24 @@ class _Run:
         _capi.lib().rf_loader_cpu_budget(self.handle, out, len(out))
         return user_terms(out.value.decode(errors="replace"))
 
+    def class_names(self) -> Optional[List[str]]:
+        """rf_loader_class_name() of each label: the names of the listing
+        the producers read; None when the library kept no listing open
+        (few fds were free), and the caller opens the path instead."""
+        out = ctypes.create_string_buffer(4096)
+        names: List[str] = []
+        while True:
+            rc = _capi.lib().rf_loader_class_name(self.handle, len(names),
+                                                  out, len(out))
+            if rc == -errno.ERANGE:
+                return names
+            if rc == -errno.ENODATA:
+                return None
+            # a pack's label with no named sample: its number, as
+            # source.class_names() gives it
+            names.append(os.fsdecode(out.value) if rc == 0
+                         else str(len(names)))
+
     def sample_errors(self) -> List[Tuple[int, int, str]]:
         """rf_loader_sample_errors(): (index, epoch, message) of the first
         1,024 samples that failed."""

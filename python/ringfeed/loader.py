@@ -602,11 +602,24 @@ class Loader:
         """The class names, by label: torchvision ImageFolder's
         ``dataset.classes`` (the class folders' names, sorted), for a
         packed file the names it was written with; for a Synthetic source
-        "0", "1", .... Read from the dataset on first use (for a folder
-        that lists it once more), then kept."""
+        "0", "1", .... Those of the listing the producers read, made when
+        the Loader was: class folders added since do not shift them.
+        Read on first use, then kept."""
         if self._classes is None:
-            self._classes = class_names(self._source)
+            self._classes = self._class_names()
         return list(self._classes)
+
+    def _class_names(self) -> List[str]:
+        if isinstance(self._source, Synthetic):
+            return class_names(self._source)
+        if not self._closed and self._pid == os.getpid():
+            with self._busy():
+                names = self._usable().class_names()
+            if names is not None:
+                return names
+        # no listing kept (few fds free at open), or closed: the path
+        # again, refused if it no longer holds the loader's samples
+        return class_names(self._source, self._listing)
 
     @property
     def closed(self) -> bool:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Any, List
+from typing import Any, List, Optional
 
 from . import _capi
 from ._arguments import whole
-from .errors import ConfigError, from_code
+from .errors import ConfigError, RingfeedError, from_code
 
 __all__ = ["Synthetic", "class_names"]
 
@@ -34,8 +34,11 @@ class Synthetic:
                 f"jpeg={self.jpeg})")
 
 
-def class_names(source: Any) -> List[str]:
-    """The names of a source's classes, by label."""
+def class_names(source: Any, listing: Optional[int] = None) -> List[str]:
+    """The names of a source's classes, by label, opening it again; with
+    `listing`, a Loader's listing digest, RingfeedError unless the source
+    still holds the samples that Loader reads (class folders added or
+    removed since would shift every name)."""
     if isinstance(source, Synthetic):
         return [str(i) for i in range(source.classes)]
     lib = _capi.lib()
@@ -48,6 +51,13 @@ def class_names(source: Any) -> List[str]:
     try:
         info = _capi.DatasetInfo()
         lib.rf_dataset_get_info(ds, ctypes.byref(info))
+        if listing is not None and info.listing_digest != listing:
+            raise RingfeedError(
+                f"the class names of source={source!r} cannot be given: its "
+                "samples have changed since the Loader was opened (files or "
+                "class folders added, removed or renamed), and the Loader "
+                "kept no copy of its listing; open a new Loader to read what "
+                "it holds now")
         names, out = [], ctypes.create_string_buffer(4096)
         for label in range(info.classes):
             rc = lib.rf_dataset_class_name(ds, label, out, len(out))

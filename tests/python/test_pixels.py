@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import numpy as np
 import pytest
 
 import ringfeed
-from helpers import Reference, as_numpy, class_of, dataset
+from helpers import Reference, as_numpy, class_of, dataset, write_folder
 
 SIZE = 40
 
@@ -86,6 +87,31 @@ def test_classes_are_image_folders(tmp_path_factory):
         assert loader.classes == want
     assert ringfeed.Loader(ringfeed.Synthetic(8, 3), 2, size=8,
                            num_workers=1).classes == ["0", "1", "2"]
+
+
+def test_classes_are_those_of_the_loaders_listing(tmp_path):
+    """A class folder added after the Loader was made (a sync still
+    copying), sorting first: loader.classes stays the names of the labels
+    its batches carry (it listed the folder again, and every name moved
+    one label on). Closed, with the folder changed, it raises rather than
+    give names of other labels."""
+    root = str(tmp_path / "data")
+    write_folder(root, 2, 3, seed=4)
+    with ringfeed.Loader(root, 2, size=16, num_workers=1) as loader:
+        before = sorted(os.listdir(root))
+        shutil.copytree(os.path.join(root, before[0]),
+                        os.path.join(root, "aaa_new"))
+        assert loader.classes == before
+    closed = ringfeed.Loader(root, 2, size=16, num_workers=1)
+    closed.close()
+    assert closed.classes == ["aaa_new"] + before  # the listing it read
+    shutil.rmtree(os.path.join(root, "aaa_new"))
+    late = ringfeed.Loader(root, 2, size=16, num_workers=1)
+    late.close()
+    shutil.copytree(os.path.join(root, before[0]),
+                    os.path.join(root, "aaa_new"))
+    with pytest.raises(ringfeed.RingfeedError, match="have changed since"):
+        late.classes
 
 
 @pytest.mark.parametrize("size,resize", [(40, 46), (24, 28), (40, 64)])
