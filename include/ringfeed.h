@@ -1149,7 +1149,8 @@ RF_API int rf_synthetic_jpeg(uint64_t seed, uint64_t index, uint32_t width,
  * on the command line, fills batches until told to stop, and returns the
  * process exit status. The ringfeed-producer helper's main() calls only
  * this; a statically linked custom helper can do the same. Not for any
- * other use. A NULL argv is taken as no options: the usage, and 64. */
+ * other use. A NULL argv, or a NULL among argv[0] .. argv[argc - 1], gets
+ * the usage on stderr and 64, as a missing option does. */
 RF_API int rf_producer_main(int argc, char **argv);
 
 #ifdef __cplusplus

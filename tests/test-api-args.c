@@ -305,6 +305,32 @@ TEST_CASE_LIMIT(test_producer_main_null, "producer",
     close(saved);
 }
 
+/* A NULL where an option or its value belongs, before argc: each place
+ * of a short command line in turn (argv[0] included). */
+TEST_CASE_LIMIT(test_producer_main_null_entry, "producer",
+                "a NULL entry of argv before argc: the usage and 64", 10)
+{
+    char prog[] = "ringfeed-producer", opt[] = "--index", value[] = "0",
+         help_opt[] = "--help";
+    int codes[4];
+    const int saved = dup(STDERR_FILENO);
+    const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    CHECK(saved >= 0 && null >= 0);
+    CHECK_EQ(dup2(null, STDERR_FILENO), STDERR_FILENO);
+    for (int at = 0; at < 3; at++) {
+        char *argv[] = {prog, opt, value, NULL};
+        argv[at] = NULL;
+        codes[at] = rf_producer_main(3, argv);
+    }
+    char *help[] = {prog, NULL, help_opt, NULL}; /* not reached */
+    codes[3] = rf_producer_main(3, help);
+    CHECK_EQ(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+    for (int at = 0; at < 4; at++)
+        CHECK_EQ(codes[at], 64);
+    close(null);
+    close(saved);
+}
+
 int main(int argc, char **argv)
 {
     return TEST_MAIN_WITH(argc, argv, scratch_setup, scratch_teardown);

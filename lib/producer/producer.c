@@ -541,13 +541,28 @@ static const char usage[] =
     "A ringfeed producer process. rf_loader_open() starts these; there is\n"
     "no reason to run one by hand.\n";
 
+/* Whether argv holds argc strings: a NULL argv, or a NULL among its
+ * first argc entries, is a command line no shell makes (an exec with a
+ * short array), refused with the usage. */
+static bool argv_whole(int argc, char *const *argv)
+{
+    if (!argv)
+        return false;
+    for (int i = 0; i < argc; i++)
+        if (!argv[i])
+            return false;
+    return true;
+}
+
 int rf_producer_main(int argc, char **argv)
 {
     long control = -1, arena = -1, bell = -1, listing = -1, data = -1;
     long index = -1;
     long cpu = -1, parent = 0, parent_control = -1, helper = -1;
-    if (!argv) /* no options at all: the usage below */
-        argc = 0;
+    if (!argv_whole(argc, argv)) {
+        fputs(usage, stderr);
+        return 64;
+    }
     /* every option but --help takes a value: they come in pairs */
     for (int i = 1; i < argc; i += 2) {
         if (strcmp(argv[i], "--help") == 0) {
