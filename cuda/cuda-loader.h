@@ -80,7 +80,8 @@ struct rf_cuda_loader {
                    (then loader is NULL) */
     /* rf_cuda_close() from the loader's message handler, inside
      * rf_cuda_next(): that call destroys gpu on its way out. calls counts
-     * the rf_cuda_next() calls on the stack. */
+     * the rf_cuda_next() calls on the stack (0 or 1: the handler's own
+     * rf_cuda_next() and rf_cuda_release() are refused with -EBUSY). */
     uint32_t calls;
     bool close_pending;
     int deferred; /* met while uploading ahead; returned once the batches

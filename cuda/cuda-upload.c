@@ -395,10 +395,28 @@ static int enter_usable(rf_cuda_loader *gpu, int *previous)
     return rf__cuda_enter(gpu, previous);
 }
 
+/* The loader's message handler runs inside rf_cuda_next() (in its
+ * rf_loader_next()): `call` of the handler's, a next() or release(), would
+ * change the buffers and slots that rf_cuda_next() is working on, and is
+ * refused with nothing changed, so that it goes on as if the handler had
+ * not called. */
+static int refuse_from_handler(rf_cuda_loader *gpu, const char *call)
+{
+    return rf__cuda_fail(gpu, -EBUSY,
+                         "%s called from the loader's own message handler: "
+                         "the handler runs inside rf_cuda_next(), which hands "
+                         "out its batch when the handler returns; make the "
+                         "call after that (rf_cuda_close() from the handler "
+                         "ends the run with -ECANCELED)",
+                         call);
+}
+
 int rf_cuda_next(rf_cuda_loader *gpu, rf_cuda_batch *batch)
 {
     if (!gpu || !batch)
         return -EINVAL;
+    if (gpu->calls > 0)
+        return refuse_from_handler(gpu, "rf_cuda_next()");
     int previous = 0;
     int rc = enter_usable(gpu, &previous);
     if (rc < 0)
@@ -445,6 +463,8 @@ int rf_cuda_release(rf_cuda_loader *gpu, const rf_cuda_batch *batch,
 {
     if (!gpu || !batch)
         return -EINVAL;
+    if (gpu->calls > 0)
+        return refuse_from_handler(gpu, "rf_cuda_release()");
     struct rf__cuda_buffer *b = held_buffer(gpu, batch);
     if (!b)
         return rf__cuda_fail(gpu, -EINVAL,

@@ -604,13 +604,25 @@ RF_API const char *rf_config_get_path(const rf_config *cfg);
  * (...) ..."; in order, the producer filling the awaited batch is named
  * first). `message`
  * is valid during the call only. Called from inside rf_loader_open() or
- * rf_loader_next() on the caller's thread. It must not call the loader
- * that reports, with two exceptions: rf_loader_interrupt(), and
- * rf_loader_close(), which is then put off until rf_loader_next()
- * returns: that call stops at once (no more messages, no batch), frees
- * the loader as rf_loader_close() does and returns -ECANCELED, after
- * which the loader must not be used at all (not even rf_loader_error()
- * or a second close). Inside rf_loader_open() the handler cannot reach
+ * rf_loader_next() on the caller's thread. Inside rf_loader_next() the
+ * handler may call, on the loader that reports:
+ *  - the reads: rf_loader_error(), rf_loader_stats(),
+ *    rf_loader_cpu_budget(), rf_loader_class_name(),
+ *    rf_loader_sample_errors() and rf_loader_arena();
+ *  - rf_loader_keep_arena() (it only marks the loader for close);
+ *  - rf_loader_interrupt(): the rf_loader_next() that runs the handler
+ *    then returns -EINTR where it would wait (a batch ready is still
+ *    handed out);
+ *  - rf_loader_close(), which is put off until rf_loader_next() returns:
+ *    that call stops at once (no more messages, no batch), frees the
+ *    loader as rf_loader_close() does and returns -ECANCELED, after
+ *    which the loader must not be used at all (not even rf_loader_error()
+ *    or a second close).
+ * rf_loader_next() and rf_loader_release() from the handler are refused
+ * with -EBUSY and change nothing (the detail, in rf_loader_error() until
+ * the handler returns, says what to do instead); the rf_loader_next()
+ * that runs the handler then goes on as if they had not been made, with
+ * its own error detail. Inside rf_loader_open() the handler cannot reach
  * the loader: *out is set only on success. */
 typedef void (*rf_message_fn)(void *user, const char *message);
 
@@ -705,6 +717,10 @@ RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp);
  *   RF_E_FORK_UNSAFE     called in a child of fork(): the loader is its
  *                        parent's (nothing is changed);
  *   -EINVAL              NULL loader or batch;
+ *   -EBUSY               called by the loader's message handler, inside
+ *                        rf_loader_next() (nothing is changed: the call
+ *                        that runs the handler hands out the batch once
+ *                        the handler returns; see rf_message_fn);
  *   -EINTR               a signal arrived while waiting, or
  *                        rf_loader_interrupt() was called; call again;
  *   -ECANCELED           the loader was closed by its message handler
@@ -713,9 +729,9 @@ RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp);
  *                        *batch is zeroed; the caller must not use the
  *                        loader again, not even to close it;
  *   -errno               poll() failed for another reason (-ENOMEM).
- * After any error other than -EINTR and RF_E_ALL_SLOTS_HELD the loader can
- * only be closed (releasing the batches still held first is allowed);
- * after -ECANCELED it is gone.
+ * After any error other than -EINTR, -EBUSY and RF_E_ALL_SLOTS_HELD the
+ * loader can only be closed (releasing the batches still held first is
+ * allowed); after -ECANCELED it is gone.
  * Waiting spins for RF_PARAM_SPIN_NS and then sleeps in the kernel; the
  * call notices a dead producer at once, without a timer, and under
  * RF_ON_DEATH_RESPAWN (the default) replaces it before it goes on
@@ -726,15 +742,16 @@ RF_API int rf_loader_next(rf_loader *loader, rf_batch *batch);
 
 /*
  * Cuts a wait in rf_loader_next() short from another thread (or a signal
- * handler): the call waiting now returns -EINTR at once, or, when none
- * waits, the first call that would wait returns -EINTR instead (a call
- * that finds a batch ready still returns it). One interrupt ends one
- * wait; nothing is lost (the loader goes on at the next call as after a
- * signal). This is how a watchdog, or a binding's close() from another
- * thread, stops a loop that waits for a batch: interrupt, wait until the
- * looping thread has left next(), then rf_loader_close() (which must never
- * run while another thread is inside a call on the loader). Returns 0,
- * -EINVAL for NULL, or RF_E_FORK_UNSAFE in a child of fork(). Thread-safe
+ * handler, or the loader's message handler: see rf_message_fn): the call
+ * waiting now returns -EINTR at once, or, when none waits, the first
+ * call that would wait returns -EINTR instead (a call that finds a batch
+ * ready still returns it). One interrupt ends one wait; nothing is lost
+ * (the loader goes on at the next call as after a signal). This is how a
+ * watchdog, or a binding's close() from another thread, stops a loop
+ * that waits for a batch: interrupt, wait until the looping thread has
+ * left next(), then rf_loader_close() (which must never run while
+ * another thread is inside a call on the loader). Returns 0, -EINVAL for
+ * NULL, or RF_E_FORK_UNSAFE in a child of fork(). Thread-safe
  * and async-signal-safe: one atomic store and one write() to an eventfd.
  * New in 0.2.
  */
@@ -742,10 +759,13 @@ RF_API int rf_loader_interrupt(rf_loader *loader);
 
 /*
  * Gives the batch's slot back so that producers can refill it. A batch may
- * be released in any order and at any time before close. Returns 0, or
+ * be released in any order and at any time before close, but not by the
+ * loader's message handler while rf_loader_next() runs. Returns 0, or
  * -EINVAL when loader or batch is NULL or the batch is not one this
- * loader handed out and has not yet been released, or RF_E_FORK_UNSAFE
- * in a child of fork() (then nothing happens).
+ * loader handed out and has not yet been released, RF_E_FORK_UNSAFE in
+ * a child of fork(), or -EBUSY when called by the loader's message
+ * handler inside rf_loader_next() (release it after that call returns;
+ * see rf_message_fn). On error nothing changes.
  */
 RF_API int rf_loader_release(rf_loader *loader, const rf_batch *batch);
 
@@ -785,7 +805,9 @@ RF_API int rf_loader_arena(const rf_loader *loader, void **base, size_t *bytes);
  * at that munmap (the loader closes its file descriptor at close).
  * Returns 0, -EINVAL for a NULL loader, or RF_E_FORK_UNSAFE in a child of
  * fork() (the child's copy of the mapping goes with rf_loader_close()).
- * Same thread rules as rf_loader_release().
+ * Same thread rules as rf_loader_release(), but allowed from the
+ * loader's message handler (see rf_message_fn): next() never reads
+ * what it sets.
  */
 RF_API int rf_loader_keep_arena(rf_loader *loader);
 

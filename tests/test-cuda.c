@@ -4,7 +4,9 @@
  * CPU reference for every dtype and layout; a ring slot goes back only
  * after its upload, and an upload into a device buffer waits for the
  * caller's release; depth is respected; fork mode is refused once CUDA is
- * initialised; producers never map a CUDA library.
+ * initialised; producers never map a CUDA library; a message handler may
+ * close the GPU consumer, and its rf_cuda_next() and rf_cuda_release()
+ * are refused (-EBUSY).
  *
  * Without a CUDA device the cases that need none run (arguments, -ENODEV,
  * producers free of CUDA, the driver check of fork mode) and each of the
@@ -389,6 +391,82 @@ TEST_CASE(test_handler_closes_host_loader, "calls",
           "the message handler closes the loader it owns")
 {
     test_handler_closes(true);
+}
+
+/* A message handler that calls the GPU consumer from inside
+ * rf_cuda_next(): its rf_cuda_next() and rf_cuda_release() are refused
+ * with -EBUSY and change nothing, and the call that runs it goes on. */
+struct gpu_caller {
+    rf_cuda_loader *gpu;       /* NULL until open returns */
+    const rf_cuda_batch *held; /* one the caller holds */
+    int stopped_pid;           /* SIGCONT to it once called */
+    int messages;              /* while it had gpu */
+};
+
+static void call_gpu_from_handler(void *user, const char *text)
+{
+    struct gpu_caller *c = user;
+    (void)text;
+    if (!c->gpu || c->messages++ > 0)
+        return;
+    rf_cuda_batch b = {0};
+    CHECK_EQ(rf_cuda_next(c->gpu, &b), -EBUSY);
+    CHECK(b.data == NULL);
+    CHECK_CONTAINS(rf_cuda_error(c->gpu), "rf_cuda_next() called from the "
+                                          "loader's own message handler");
+    CHECK_EQ(rf_cuda_release(c->gpu, c->held, 0), -EBUSY);
+    CHECK_CONTAINS(rf_cuda_error(c->gpu), "rf_cuda_release() called from "
+                                          "the loader's own message handler");
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(rf_cuda_host_loader(c->gpu), &st));
+    CHECK_EQ(kill(c->stopped_pid, SIGCONT), 0);
+}
+
+/* One producer, stopped while the caller holds a device batch: the wait
+ * is reported after 100 ms, the handler's calls are refused and it lets
+ * the producer go on; the call it ran in hands out a batch, the held one
+ * is still the caller's to release, and the run goes on. */
+TEST_CASE(test_handler_calls_gpu, "calls",
+          "the message handler's rf_cuda_next() and rf_cuda_release(): "
+          "-EBUSY")
+{
+    require_devices(1);
+    struct gpu_caller c = {0};
+    rf_config *cfg = TEST_CONFIG(
+        {RF_PARAM_PRODUCERS, 1}, {RF_PARAM_BATCH_SIZE, 4}, {RF_PARAM_HEIGHT, 8},
+        {RF_PARAM_WIDTH, 8}, {RF_PARAM_SAMPLES, 1000000},
+        {RF_PARAM_STALL_WARNING_MS, 100});
+    CHECK_OK(rf_config_set_message_handler(cfg, call_gpu_from_handler, &c));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    rf_cuda_loader *gpu = open_gpu(l, 3, 0);
+    rf_cuda_batch held, b;
+    CHECK_EQ(rf_cuda_next(gpu, &held), 1);
+    c.held = &held;
+    c.gpu = gpu;
+    int pids[4];
+    CHECK_EQ(list_children(pids, 4), 1);
+    c.stopped_pid = pids[0];
+    CHECK_EQ(kill(pids[0], SIGSTOP), 0);
+    for (;;) {
+        const int rc = rf_cuda_next(gpu, &b);
+        if (rc != 1)
+            fprintf(stderr, "rf_cuda_next: %s\n", rf_cuda_error(gpu));
+        CHECK_EQ(rc, 1);
+        if (c.messages > 0)
+            break;
+        CHECK_GPU(gpu, rf_cuda_release(gpu, &b, 0));
+    }
+    CHECK_EQ(c.messages, 1);
+    CHECK_GT(b.sequence, held.sequence);
+    CHECK_GPU(gpu, rf_cuda_release(gpu, &held, 0));
+    CHECK_GPU(gpu, rf_cuda_release(gpu, &b, 0));
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(rf_cuda_next(gpu, &b), 1);
+        CHECK_GPU(gpu, rf_cuda_release(gpu, &b, 0));
+    }
+    rf_cuda_close(gpu);
+    CHECK_EQ(list_children(pids, 4), 0);
 }
 
 /* ---- uploads ----------------------------------------------------------- */

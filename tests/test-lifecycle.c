@@ -4,11 +4,12 @@
  * stopped producer or exec() instead of close; holding every slot is an
  * error, not a hang; a killed producer is reported with its pid and
  * signal; a message handler that closes its loader inside next() ends
- * that call with -ECANCELED, the loader freed; a child of fork() or
- * clone() leaves its parent's run alone, and fork mode is refused beside
- * other threads; a small /dev/shm does not limit the ring; producers map
- * only the slots they fill; errors have names. (What open refuses is
- * test-start's.)
+ * that call with -ECANCELED, the loader freed, and one that calls next()
+ * or release() there gets -EBUSY while that next() goes on; a child of
+ * fork() or clone() leaves its parent's run alone, and fork mode is
+ * refused beside other threads; a small /dev/shm does not limit the
+ * ring; producers map only the slots they fill; errors have names. (What
+ * open refuses is test-start's.)
  */
 #include "config.h"
 
@@ -18,6 +19,7 @@
 #include <signal.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -417,6 +419,110 @@ TEST_CASE(test_handler_closes_on_long_wait, "close",
           "the message handler closes it: a long wait reported")
 {
     handler_closes_after(SIGSTOP, 100, "the loop has waited");
+}
+
+/* A message handler that calls its loader from inside rf_loader_next():
+ * next() and release() are refused with -EBUSY and change nothing, the
+ * reads and rf_loader_keep_arena() answer, and the next() that runs the
+ * handler then hands out its batch as if nothing had been called. */
+struct calling_handler {
+    rf_loader *loader;    /* NULL until open returns */
+    const rf_batch *held; /* one the caller holds */
+    int stopped_pid;      /* SIGCONT to it once called, or 0 */
+    int messages;         /* while it had the loader */
+};
+
+static void call_from_handler(void *user, const char *text)
+{
+    struct calling_handler *h = user;
+    if (!h->loader || h->messages++ > 0) /* open's, or a later report */
+        return;
+    (void)text;
+    rf_loader *l = h->loader;
+    rf_batch b = {0};
+    CHECK_EQ(rf_loader_next(l, &b), -EBUSY);
+    CHECK(b.data == NULL);
+    CHECK_CONTAINS(rf_loader_error(l), "rf_loader_next() called from the "
+                                       "loader's own message handler");
+    CHECK_CONTAINS(rf_loader_error(l), "let the handler return");
+    CHECK_EQ(rf_loader_release(l, h->held), -EBUSY);
+    CHECK_CONTAINS(rf_loader_error(l), "rf_loader_release() called from the "
+                                       "loader's own message handler");
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.slots_with_user, 1); /* `held`, still */
+    char line[256];
+    CHECK_GE(rf_loader_cpu_budget(l, line, sizeof(line)), 1);
+    CHECK_EQ(rf_loader_class_name(l, 0, line, sizeof(line)), -ENOTSUP);
+    CHECK_EQ(rf_loader_sample_errors(l, NULL, 0), 0);
+    void *base = NULL;
+    size_t bytes = 0;
+    CHECK_OK(rf_loader_arena(l, &base, &bytes));
+    CHECK_OK(rf_loader_keep_arena(l));
+    if (h->stopped_pid > 0)
+        CHECK_EQ(kill(h->stopped_pid, SIGCONT), 0);
+}
+
+/* Holds one batch of one producer over two slots, sends `sig` to the
+ * producer and takes batches until the handler has been called: the
+ * next() that ran it hands out a batch, with its error detail as before
+ * (""), and the run goes on; the batch the handler failed to release is
+ * still the caller's to release. */
+static void handler_calls_after(int sig, int64_t stall_ms)
+{
+    struct calling_handler h = {0};
+    rf_config *cfg = small_config(1, 2);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_STALL_WARNING_MS, stall_ms));
+    CHECK_OK(rf_config_set_message_handler(cfg, call_from_handler, &h));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    rf_batch held, b;
+    CHECK_EQ(rf_loader_next(l, &held), 1);
+    h.loader = l;
+    h.held = &held;
+    int pids[4];
+    CHECK_EQ(list_children(pids, 4), 1);
+    if (sig == SIGSTOP)
+        h.stopped_pid = pids[0];
+    CHECK_EQ(kill(pids[0], sig), 0);
+    for (;;) {
+        CHECK_EQ(rf_loader_next(l, &b), 1);
+        if (h.messages > 0)
+            break;
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    CHECK_EQ(h.messages, 1);
+    CHECK_EQ(strcmp(rf_loader_error(l), ""), 0);
+    CHECK_GT(b.sequence, held.sequence);
+    CHECK_OK(rf_loader_release(l, &held));
+    CHECK_OK(rf_loader_release(l, &b));
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(rf_loader_next(l, &b), 1);
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.respawns, sig == SIGKILL ? 1 : 0);
+    void *base = NULL;
+    size_t bytes = 0;
+    CHECK_OK(rf_loader_arena(l, &base, &bytes));
+    rf_loader_close(l);
+    CHECK_EQ(munmap(base, bytes), 0); /* kept by the handler */
+    CHECK_EQ(list_children(pids, 4), 0);
+}
+
+TEST_CASE(test_handler_calls_on_replacement, "next",
+          "the message handler's next() and release(): -EBUSY, a producer "
+          "replaced")
+{
+    handler_calls_after(SIGKILL, 0);
+}
+
+TEST_CASE(test_handler_calls_on_long_wait, "next",
+          "the message handler's next() and release(): -EBUSY, a long wait "
+          "reported")
+{
+    handler_calls_after(SIGSTOP, 100);
 }
 
 /* Takes the rest of the run: with `taken` samples already delivered, it

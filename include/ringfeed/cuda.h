@@ -175,6 +175,14 @@ RF_API int rf_cuda_open(rf_cuda_loader **out, rf_loader *loader, int device,
  *                        first, or open with a larger depth;
  *   RF_E_CUDA            an upload could not be started or failed;
  *   -EINVAL              NULL gpu or batch;
+ *   -EBUSY               called by the loader's message handler, which
+ *                        runs inside rf_cuda_next(): nothing is changed,
+ *                        and the call that runs the handler hands out its
+ *                        batch once the handler returns. From the handler
+ *                        only rf_cuda_convert(), rf_cuda_host_loader()
+ *                        (for the reads rf_message_fn lists),
+ *                        rf_cuda_error() and rf_cuda_close() may be
+ *                        called on gpu;
  *   -EINTR               a signal arrived while waiting; call again;
  *   -ECANCELED           the loader's message handler (which runs inside
  *                        this call: see rf_message_fn) called
@@ -207,9 +215,11 @@ RF_API int rf_cuda_next(rf_cuda_loader *gpu, rf_cuda_batch *batch);
  * upload into this buffer waits for it on the GPU. Does not wait on the
  * host. Also gives back to the producers the ring slots whose uploads have
  * completed. Returns 0, -EINVAL (gpu or batch is NULL, or the batch is not
- * one this loader handed out and has not released; nothing happens) or
- * RF_E_CUDA (the event could not be recorded, e.g. the stream belongs to
- * another device).
+ * one this loader handed out and has not released; nothing happens),
+ * -EBUSY (called by the loader's message handler inside rf_cuda_next():
+ * nothing happens; release it once that call has returned) or RF_E_CUDA
+ * (the event could not be recorded, e.g. the stream belongs to another
+ * device).
  */
 RF_API int rf_cuda_release(rf_cuda_loader *gpu, const rf_cuda_batch *batch,
                            cudaStream_t stream);

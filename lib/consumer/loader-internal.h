@@ -98,11 +98,11 @@ struct rf_loader {
     ino_t stderr_ino;
     bool stderr_open; /* ... if it was open at all */
     bool quiet;       /* RF_PARAM_QUIET */
-    /* rf_loader_close() from the message handler, which runs inside a
-     * call on the loader: that call frees the loader on its way out (see
-     * rf_message_fn in ringfeed.h). calls counts the calls on the stack
-     * (a handler's forbidden next() inside next() included), so that
-     * only the outermost frees it. */
+    /* The message handler runs inside rf_loader_next(): calls counts the
+     * next() calls on the stack (0 or 1: the handler's own next() and
+     * release() are refused with -EBUSY while it is not 0), and
+     * close_pending is its rf_loader_close(), which that next() carries
+     * out on its way out (see rf_message_fn in ringfeed.h). */
     uint32_t calls;
     bool close_pending;
 

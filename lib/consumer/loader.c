@@ -5,7 +5,8 @@
  * waiting), close, and the read-only calls (arena, error, stats, sample
  * errors). Owns the loader object and its tables; refuses every call but
  * close in a child of fork(); puts off a close from the message handler
- * until next() returns. Single-threaded by contract (see ringfeed.h).
+ * until next() returns and refuses the handler's next() and release()
+ * (-EBUSY). Single-threaded by contract (see ringfeed.h).
  */
 #include "config.h"
 
@@ -145,6 +146,23 @@ static int refuse_other_process(rf_loader *l, const char *call)
                      call, (int)l->owner, (int)getpid());
 }
 
+/* The message handler runs inside rf_loader_next(): a call of its that
+ * would change what that next() is doing (take a batch, give a slot back
+ * to a producer) is refused, with nothing changed, so that the next() on
+ * the stack goes on as if the handler had not called. `instead` says what
+ * to do. (rf__loader_report() gives that next() its own detail back.) */
+static int refuse_inside_next(rf_loader *l, const char *call,
+                              const char *instead)
+{
+    if (l->calls == 0)
+        return 0;
+    return set_error(l, -EBUSY,
+                     "%s called from the loader's own message handler: the "
+                     "handler runs inside rf_loader_next(), which goes on "
+                     "when it returns; %s",
+                     call, instead);
+}
+
 /* Whether the message handler closed the loader during this call (a
  * producer replaced, a long wait reported): then next() stops at once,
  * and leave_call() frees the loader. */
@@ -224,9 +242,15 @@ int rf_loader_next(rf_loader *l, rf_batch *batch)
 {
     if (!l || !batch)
         return -EINVAL;
-    const int other = refuse_other_process(l, "rf_loader_next");
-    if (other < 0)
-        return other;
+    int rc = refuse_other_process(l, "rf_loader_next");
+    if (rc == 0)
+        rc = refuse_inside_next(
+            l, "rf_loader_next()",
+            "let the handler return, and that call hands out the batch "
+            "(rf_loader_interrupt() ends its wait with -EINTR instead, "
+            "rf_loader_close() ends the run with -ECANCELED)");
+    if (rc < 0)
+        return rc;
     l->calls++;
     return leave_call(l, next_batch(l, batch), batch);
 }
@@ -250,9 +274,13 @@ int rf_loader_release(rf_loader *l, const rf_batch *batch)
 {
     if (!l || !batch)
         return -EINVAL;
-    const int other = refuse_other_process(l, "rf_loader_release");
-    if (other < 0)
-        return other;
+    int rc = refuse_other_process(l, "rf_loader_release");
+    if (rc == 0)
+        rc = refuse_inside_next(l, "rf_loader_release()",
+                                "keep the batch, and release it once that "
+                                "rf_loader_next() has returned");
+    if (rc < 0)
+        return rc;
     const uint32_t slot = rf__handle_slot(batch->handle);
     if (rf__handle_kind(batch->handle) != RF__HANDLE_BATCH ||
         slot >= l->slots || l->slot_info[slot].where != SLOT_WITH_USER ||

@@ -2,13 +2,15 @@
  * messages.c - the loader's messages to the caller: each event of the run
  * (a producer replaced) goes to the handler set in the configuration,
  * else to the caller's stderr, but only while fd 2 is still the file it
- * was at open; none once the handler has closed the loader. Owns nothing; reads
- * the loader's handler and stderr record.
+ * was at open; none once the handler has closed the loader. The call
+ * that reports keeps its own error detail, whatever the handler's calls
+ * left there. Owns nothing; reads the loader's handler and stderr record.
  */
 #include "config.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,7 +37,8 @@ static bool stderr_unchanged(const rf_loader *l)
 
 /* Reports one event of the run to the caller's handler, else to the
  * caller's stderr as the default handler does (see
- * rf_config_set_message_handler()). */
+ * rf_config_set_message_handler()); nothing once the handler has closed
+ * the loader. */
 void rf__loader_report(rf_loader *l, const char *fmt, ...)
 {
     if (l->close_pending) /* the handler closed the loader: no more news */
@@ -46,7 +49,14 @@ void rf__loader_report(rf_loader *l, const char *fmt, ...)
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
     if (l->message_fn) {
+        /* A call the handler makes that fails (a refused next(): -EBUSY)
+         * leaves its detail for the handler to read; the next() that
+         * reports then carries on with its own (a signal's -EINTR comes
+         * before a long wait is reported). */
+        char detail[sizeof(l->error)];
+        memcpy(detail, l->error, sizeof(detail));
         l->message_fn(l->message_user, text);
+        memcpy(l->error, detail, sizeof(detail));
     } else if (stderr_unchanged(l)) {
         char line[sizeof(text) + 16];
         const int n = snprintf(line, sizeof(line), "ringfeed: %s\n", text);
