@@ -307,3 +307,68 @@ int main(int argc, char **argv)
 {
     return TEST_MAIN(argc, argv);
 }
+
+/* Takes a batch: the producers are then at work, pinned (a producer
+ * pins itself as it starts). */
+static void take_one(rf_loader *l)
+{
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+}
+
+/* The affinity of this process's one producer. */
+static cpu_set_t only_producer_mask(void)
+{
+    int pids[8];
+    CHECK_EQ(list_children(pids, 8), 1);
+    cpu_set_t one;
+    CHECK_EQ(sched_getaffinity(pids[0], sizeof(one), &one), 0);
+    return one;
+}
+
+/* Two loaders alive at once in one process (a training and a validation
+ * set), each with fewer producers than the mask has CPUs: their producers
+ * run on different CPUs (each loader pinned its first producer to the
+ * slice's first CPU). RF_PARAM_PIN_PRODUCERS 0 leaves a producer on the
+ * whole mask, and the budget's line says so (it said "pinned to"). */
+TEST_CASE(two_loaders_take_different_cpus, "pin",
+          "two loaders' producers run on different CPUs")
+{
+    cpu_set_t mask;
+    const int all = cpus_in_mask(&mask);
+    if (all < 2)
+        TEST_SKIP_BECAUSE("one CPU in the mask: nothing to spread over");
+    char why[512];
+    rf_loader *train =
+        TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_QUIET, 1});
+    CHECK_GE(rf_loader_cpu_budget(train, why, sizeof(why)), 1);
+    if (!strstr(why, "; pinned to "))
+        TEST_SKIP_BECAUSE("the budget does not pin here: %s", why);
+    take_one(train);
+    const cpu_set_t first = only_producer_mask();
+    rf_loader *val =
+        TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_QUIET, 1});
+    take_one(val);
+    int pids[8];
+    CHECK_EQ(list_children(pids, 8), 2);
+    cpu_set_t a, b;
+    CHECK_EQ(sched_getaffinity(pids[0], sizeof(a), &a), 0);
+    CHECK_EQ(sched_getaffinity(pids[1], sizeof(b), &b), 0);
+    CHECK_EQ(CPU_COUNT(&a), 1);
+    CHECK_EQ(CPU_COUNT(&b), 1);
+    CHECK(!CPU_EQUAL(&a, &b));
+    CHECK(CPU_EQUAL(&a, &first) || CPU_EQUAL(&b, &first));
+    rf_loader_close(val);
+    rf_loader_close(train);
+    rf_loader *loose =
+        TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_PIN_PRODUCERS, 0},
+                         {RF_PARAM_QUIET, 1});
+    CHECK_GE(rf_loader_cpu_budget(loose, why, sizeof(why)), 1);
+    printf("  %s\n", why);
+    CHECK_CONTAINS(why, ", not pinned (RF_PARAM_PIN_PRODUCERS 0)");
+    take_one(loose);
+    const cpu_set_t whole = only_producer_mask();
+    CHECK_EQ(CPU_COUNT(&whole), all);
+    rf_loader_close(loose);
+}

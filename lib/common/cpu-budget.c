@@ -131,6 +131,17 @@ static void describe(const struct rf__budget_input *in, int rank, int size,
                ranks, pinned);
 }
 
+void rf__budget_unpin(struct rf__budget *b, const char *reason)
+{
+    if (!b->pin)
+        return;
+    b->pin = false;
+    char *pinned = strstr(b->why, "; pinned to ");
+    if (pinned)
+        rf__format(pinned, sizeof(b->why) - (size_t)(pinned - b->why),
+                   ", not pinned (%s)", reason);
+}
+
 void rf__budget_compute(const struct rf__budget_input *in,
                         struct rf__budget *out)
 {

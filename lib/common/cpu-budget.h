@@ -67,6 +67,10 @@ struct rf__budget {
 void rf__budget_compute(const struct rf__budget_input *in,
                         struct rf__budget *out);
 
+/* The budget without pinning, for `reason` (what turned it off): pin is
+ * false and why says ", not pinned (REASON)" where it said where. */
+void rf__budget_unpin(struct rf__budget *b, const char *reason);
+
 /* The local rank and size from the environment: RF_LOCAL_RANK and
  * RF_LOCAL_WORLD_SIZE when set (the explicit override), else torchrun's
  * LOCAL_RANK / LOCAL_WORLD_SIZE, Open MPI's OMPI_COMM_WORLD_LOCAL_RANK /

@@ -43,16 +43,26 @@ int rf__loader_start_producer(rf_loader *l, uint32_t i)
     return 0;
 }
 
+/* Where this process's next loader pins its first producer: each loader
+ * takes the CPUs after the last one's, so that two loaders alive at once
+ * (a training and a validation set), each with fewer producers than the
+ * rank has CPUs, do not both start at the slice's first CPU. */
+static uint32_t next_first_cpu;
+
 int rf__loader_start_producers(rf_loader *l)
 {
-    /* Producer i on the i-th CPU of this rank's slice of the mask (see
-     * cpu-budget.h), unless the budget says not to pin. */
+    /* Producer i on a CPU of its own of this rank's slice of the mask (see
+     * cpu-budget.h), as far as there are CPUs, unless the budget says not
+     * to pin (RF_PARAM_PIN_PRODUCERS 0 among the reasons). */
     const struct rf__budget *b = &l->budget;
-    const bool pin =
-        l->params[RF_PARAM_PIN_PRODUCERS] != 0 && b->pin && b->cpu_count > 0;
+    const bool pin = b->pin && b->cpu_count > 0;
+    const uint32_t first =
+        pin ? __atomic_fetch_add(&next_first_cpu, l->producers,
+                                 __ATOMIC_RELAXED)
+            : 0;
     for (uint32_t i = 0; i < l->producers; i++)
         l->producer_info[i].cpu =
-            pin ? b->cpus[i % (uint32_t)b->cpu_count] : -1;
+            pin ? b->cpus[(first + i) % (uint32_t)b->cpu_count] : -1;
     int rc = 0;
     if (l->params[RF_PARAM_START_MODE] != RF_START_FORK)
         rc = rf__producer_path(l->producer_path, sizeof(l->producer_path),

@@ -24,6 +24,8 @@
 static int64_t resolve_producers(rf_loader *l)
 {
     rf__budget_of_process(&l->budget);
+    if (l->params[RF_PARAM_PIN_PRODUCERS] == 0)
+        rf__budget_unpin(&l->budget, "RF_PARAM_PIN_PRODUCERS 0");
     if (l->budget.ranks_unknown)
         rf__loader_report(l,
                           "%s, so this rank's CPU budget is all %d CPUs the "
