@@ -15,14 +15,18 @@
  * memory, by the reader and by `ringfeed-pack --verify`; sizes beyond the
  * file name the field and both numbers; the copy of the metadata takes
  * no memory for zeros; and one cap (1 GiB) bounds a sample in a folder,
- * in a pack and in the writer. Each case works in an empty folder of its
- * own.
+ * in a pack and in the writer. A pack cut inside its header is called
+ * truncated; reserved bytes that are not zero, and a name_offset without a
+ * name, are refused even with both checksums right; meta_crc's message
+ * names the areas it covers; a write past ulimit -f says to raise it.
+ * Each case works in an empty folder of its own.
  */
 #include "config.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -33,6 +37,7 @@
 
 #include "common/internal.h"
 #include "source/atomic-file.h"
+#include "source/crc32c.h"
 #include "source/dataset.h"
 #include "source/pack.h"
 #include "harness.h"
@@ -905,6 +910,166 @@ TEST_CASE(test_one_sample_cap, "sizes",
     clear_folder();
     printf("sample size: one cap of 1 GiB for folders, packs and the "
            "writer\n");
+}
+
+/* ---- what a reader refuses in a header and an index ---------------------- */
+
+/* A pack of two named samples ("a0" label 0, "b1" label 1), its bytes
+ * read into memory; *size set. */
+static uint8_t *two_sample_pack(size_t *size)
+{
+    rf_pack_writer *w = create_or_die(at("two.pack"), 0, 0, 0);
+    add_text(w, "a0", 0);
+    add_text(w, "b1", 1);
+    test_finish_pack(w);
+    uint8_t *bytes = read_whole(at("two.pack"), size);
+    CHECK_EQ(unlink(at("two.pack")), 0);
+    return bytes;
+}
+
+/* Writes bytes as `name` with both checksums made right again (meta_crc
+ * over index, names and dictionary, then the header's own), so that only
+ * the field changed is wrong; returns rf_dataset_open()'s message. */
+static char *open_resealed(const char *name, uint8_t *bytes, size_t size)
+{
+    struct rf__crc32c crc;
+    rf__crc32c_init(&crc);
+    const uint64_t index = rf__get_le64(bytes + 56);
+    rf__put_le32(bytes + 104, rf__crc32c(&crc, 0, bytes + index, size - index));
+    memset(bytes + 108, 0, 4);
+    rf__put_le32(bytes + 108, rf__crc32c_bitwise(bytes, RF__PACK_HEADER_SIZE));
+    write_file(at("%s", name), bytes, size);
+    rf_dataset *ds = NULL;
+    char *why = NULL;
+    CHECK_EQ(rf_dataset_open(&ds, at("%s", name), &why), RF_E_CORRUPT_SAMPLE);
+    CHECK_CONTAINS(why, at("%s", name));
+    CHECK_CONTAINS(why, "write it again with ringfeed-pack");
+    printf("  refused as expected: %s\n", why);
+    return why;
+}
+
+/* Sets byte `at` of a copy of pack to value, reseals it and checks that
+ * the open is refused saying `expected`. */
+static void check_byte_refused(const uint8_t *pack, size_t size, size_t at,
+                               uint8_t value, const char *expected)
+{
+    uint8_t *bytes = malloc(size);
+    CHECK(bytes);
+    memcpy(bytes, pack, size);
+    bytes[at] = value;
+    char *why = open_resealed("changed.pack", bytes, size);
+    CHECK_CONTAINS(why, expected);
+    free(why);
+    free(bytes);
+}
+
+/* Bytes the format reserves (the header's 52..55 and 112..127, an
+ * entry's 37..39) are zero in version 1, and a name_offset goes with a
+ * name: a writer that leaves anything else is refused, even with both
+ * checksums right (they were read as if zero). */
+TEST_CASE(test_reserved_bytes_refused, "format",
+          "reserved bytes and a name_offset without a name are refused")
+{
+    own_folder();
+    size_t size = 0;
+    uint8_t *pack = two_sample_pack(&size);
+    const uint64_t index = rf__get_le64(pack + 56);
+    check_byte_refused(pack, size, 52, 1,
+                       "its header's reserved byte at 52 is 0x01; version 1 "
+                       "has every reserved byte (52..55, 112..127) zero");
+    check_byte_refused(pack, size, 127, 0x80,
+                       "its header's reserved byte at 127 is 0x80");
+    check_byte_refused(pack, size, index + RF__PACK_ENTRY_SIZE + 38, 5,
+                       "index entry 1: its reserved bytes (37..39) are not "
+                       "zero");
+    /* entry 1's name, "b1", is at 3: take its length away */
+    check_byte_refused(pack, size, index + RF__PACK_ENTRY_SIZE + 32, 0,
+                       "index entry 1: it has no name (name_length 0) but "
+                       "its name_offset is not 0");
+    free(pack);
+    clear_folder();
+    printf("reserved bytes: refused, naming the byte or the entry\n");
+}
+
+/* A damaged byte in the names (or the dictionary) fails meta_crc, whose
+ * message used to speak of the index alone. */
+TEST_CASE(test_meta_crc_names_its_areas, "format",
+          "a damaged name fails the checksum that covers it")
+{
+    own_folder();
+    size_t size = 0;
+    uint8_t *pack = two_sample_pack(&size);
+    pack[rf__get_le64(pack + 64)] ^= 0x40; /* the first name */
+    write_file(at("names.pack"), pack, size);
+    rf_dataset *ds = NULL;
+    char *why = NULL;
+    CHECK_EQ(rf_dataset_open(&ds, at("names.pack"), &why), RF_E_CORRUPT_SAMPLE);
+    CHECK_CONTAINS(why, "the checksum of its index does not match (meta_crc, "
+                        "which covers its index, names and dictionary)");
+    printf("  refused as expected: %s\n", why);
+    free(why);
+    free(pack);
+    clear_folder();
+    printf("meta_crc: its message names the areas it covers\n");
+}
+
+/* A pack cut inside its header is a damaged pack, not a foreign file
+ * (the advice was to pass a file written by ringfeed-pack); one cut
+ * inside its magic cannot be told from one. */
+TEST_CASE(test_cut_inside_header, "sizes",
+          "a pack cut inside its header is called truncated")
+{
+    own_folder();
+    write_text_pack(at("cut.pack"), "a0");
+    CHECK_EQ(truncate(at("cut.pack"), 100), 0);
+    rf_dataset *ds = NULL;
+    char *why = NULL;
+    CHECK_EQ(rf_dataset_open(&ds, at("cut.pack"), &why), RF_E_CORRUPT_SAMPLE);
+    CHECK_CONTAINS(why, "cut.pack: a ringfeed packed file cut short: it has "
+                        "100 bytes, fewer than a header (128): it was "
+                        "truncated; the file is damaged: copy it again");
+    printf("  refused as expected: %s\n", why);
+    free(why);
+    CHECK_EQ(truncate(at("cut.pack"), 5), 0);
+    CHECK_EQ(rf_dataset_open(&ds, at("cut.pack"), &why), RF_E_CORRUPT_SAMPLE);
+    CHECK_CONTAINS(why, "not a ringfeed packed file: it has 5 bytes");
+    free(why);
+    clear_folder();
+    printf("cut inside its header: called truncated\n");
+}
+
+/* A pack past the file size limit (ulimit -f), with SIGXFSZ ignored as
+ * ringfeed-pack ignores it, fails its write with EFBIG; the advice is
+ * the limit's, not "free some space". In a child, which the limit
+ * binds. */
+TEST_CASE(test_file_size_limit_advice, "write",
+          "a write past ulimit -f says to raise the limit")
+{
+    own_folder();
+    const pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        const struct rlimit limit = {4096, 4096};
+        CHECK_EQ(setrlimit(RLIMIT_FSIZE, &limit), 0);
+        static const char big[8192];
+        rf_pack_writer *w = create_or_die(at("big.pack"), 0, 0, 0);
+        CHECK_EQ(rf_pack_writer_add(w, RF_SAMPLE_JPEG, big, sizeof(big), 0,
+                                    "big.jpg"),
+                 -EFBIG);
+        CHECK_CONTAINS(rf_pack_writer_error(w),
+                       "big.pack: cannot write sample 0: File too large; the "
+                       "pack is larger than this process (ulimit -f)");
+        printf("  refused as expected: %s\n", rf_pack_writer_error(w));
+        rf_pack_writer_abort(w);
+        fflush(stdout);
+        _exit(0);
+    }
+    int status = 0;
+    CHECK_EQ(waitpid(pid, &status, 0), pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    check_folder_holds(0);
+    printf("file size limit: the advice is to raise it\n");
 }
 
 int main(int argc, char **argv)

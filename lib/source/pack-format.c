@@ -254,6 +254,29 @@ void rf__pack_header_encode(const struct rf__pack_header *h,
     encode_header(&pack_header_layout, h, out);
 }
 
+/* Reserved bytes of the packed file's header: 4 at 52 and 16 at 112. The
+ * header's checksum covers them, but a writer could compute it over bytes
+ * it did not clear: version 1 has them all zero, so a file that does not
+ * is refused rather than read with meaning a later version may give them. */
+static int check_pack_reserved(const uint8_t *in, char *why, size_t why_len)
+{
+    static const struct {
+        uint8_t at, size;
+    } reserved[] = {{52, 4}, {112, 16}};
+    for (size_t r = 0; r < sizeof(reserved) / sizeof(reserved[0]); r++)
+        for (uint8_t i = 0; i < reserved[r].size; i++) {
+            const unsigned at = reserved[r].at + i;
+            if (in[at] == 0)
+                continue;
+            rf__format(why, why_len,
+                       "its header's reserved byte at %u is 0x%02x; version 1 "
+                       "has every reserved byte (52..55, 112..127) zero",
+                       at, in[at]);
+            return RF__FORMAT_DAMAGED;
+        }
+    return 0;
+}
+
 int rf__pack_header_decode(struct rf__pack_header *h,
                            const uint8_t in[RF__PACK_HEADER_SIZE], char *why,
                            size_t why_len)
@@ -261,6 +284,8 @@ int rf__pack_header_decode(struct rf__pack_header *h,
     const int rc = decode_header(&pack_header_layout, h, in, why, why_len);
     if (rc < 0)
         return rc;
+    if (check_pack_reserved(in, why, why_len) < 0)
+        return RF__FORMAT_DAMAGED;
     if (h->header_size != RF__PACK_HEADER_SIZE ||
         h->entry_size != RF__PACK_ENTRY_SIZE ||
         (h->flags & ~RF__PACK_FLAGS_KNOWN)) {
@@ -288,6 +313,7 @@ void rf__pack_entry_encode(const struct rf__pack_entry *e,
     rf__put_le32(out + 28, e->crc);
     rf__put_le32(out + 32, e->name_length);
     out[36] = e->kind;
+    memcpy(out + 37, e->reserved, sizeof(e->reserved));
 }
 
 void rf__pack_entry_decode(struct rf__pack_entry *e,
@@ -300,6 +326,7 @@ void rf__pack_entry_decode(struct rf__pack_entry *e,
     e->crc = rf__get_le32(in + 28);
     e->name_length = rf__get_le32(in + 32);
     e->kind = in[36];
+    memcpy(e->reserved, in + 37, sizeof(e->reserved));
 }
 
 /* ---- what a packed file's header and entries must keep ------------------ */
@@ -443,7 +470,8 @@ int rf__pack_check_areas(const struct rf__pack_header *h, uint64_t size,
 static bool entry_is_zeros(const struct rf__pack_entry *e)
 {
     return !e->offset && !e->name_offset && !e->label && !e->size && !e->crc &&
-           !e->name_length && !e->kind;
+           !e->name_length && !e->kind && !e->reserved[0] && !e->reserved[1] &&
+           !e->reserved[2];
 }
 
 /* What is wrong with an index entry, its name aside (that needs the
@@ -467,6 +495,10 @@ const char *rf__pack_entry_problem(const struct rf__pack_header *h,
         return "its label is outside 0..classes-1";
     if (e->name_length > RF__PACK_NAME_MAX)
         return "its name is longer than 4095 bytes";
+    if (e->name_length == 0 && e->name_offset != 0)
+        return "it has no name (name_length 0) but its name_offset is not 0";
+    if (e->reserved[0] || e->reserved[1] || e->reserved[2])
+        return "its reserved bytes (37..39) are not zero";
     return NULL;
 }
 

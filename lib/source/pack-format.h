@@ -65,6 +65,7 @@ struct rf__pack_entry {
     uint32_t crc;         /* CRC-32C of the payload */
     uint32_t name_length; /* 0: no name */
     uint8_t kind;         /* rf_sample_kind */
+    uint8_t reserved[3];  /* 0 in version 1; a reader refuses others */
 };
 
 /* What the header decoders and checks below found wrong. */

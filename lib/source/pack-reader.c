@@ -96,7 +96,9 @@ static int check_piece_entries(void *ctx, const uint8_t *data, uint64_t at,
 
 static int index_checksum_mismatch(char *why, size_t why_len)
 {
-    rf__format(why, why_len, "the checksum of its index does not match");
+    rf__format(why, why_len,
+               "the checksum of its index does not match (meta_crc, which "
+               "covers its index, names and dictionary)");
     return RF__FORMAT_DAMAGED;
 }
 
@@ -246,6 +248,15 @@ static int read_pack_header(rf_dataset *ds, char *why, size_t why_len)
     const ssize_t got = pread(ds->fd, raw, sizeof(raw), 0);
     if (got < 0) {
         rf__format(why, why_len, "cannot read it: %s", strerror(errno));
+        return RF__FORMAT_DAMAGED;
+    }
+    if ((size_t)got < sizeof(raw) &&
+        (size_t)got >= sizeof(RF__PACK_MAGIC) - 1 &&
+        memcmp(raw, RF__PACK_MAGIC, sizeof(RF__PACK_MAGIC) - 1) == 0) {
+        rf__format(why, why_len,
+                   "a ringfeed packed file cut short: it has %zd bytes, "
+                   "fewer than a header (%u): it was truncated",
+                   got, RF__PACK_HEADER_SIZE);
         return RF__FORMAT_DAMAGED;
     }
     if ((size_t)got < sizeof(raw)) {

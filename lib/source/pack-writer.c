@@ -323,6 +323,18 @@ static int reserve_entry(rf_pack_writer *w, const char *name,
     return 0;
 }
 
+/* What to do about a write that failed with -err: a full disk or quota
+ * wants room, a file too large for the process's limit (ulimit -f) or
+ * the file system (FAT's 4 GiB) another limit or place. */
+static const char *write_advice(int err)
+{
+    if (err == -EFBIG)
+        return "the pack is larger than this process (ulimit -f) or the file "
+               "system lets a file be: raise the limit, or write the pack on "
+               "another file system";
+    return "free some space or write the pack elsewhere";
+}
+
 int rf_pack_writer_add(rf_pack_writer *w, rf_sample_kind kind, const void *data,
                        size_t size, int64_t label, const char *name)
 {
@@ -340,10 +352,9 @@ int rf_pack_writer_add(rf_pack_writer *w, rf_sample_kind kind, const void *data,
     rc = rf__pwrite_all(w->file.fd, data, size, w->end);
     if (rc < 0) {
         rf__format(w->error, sizeof(w->error),
-                   "%s: cannot write sample %llu: %s; free some space or "
-                   "write the pack elsewhere",
-                   w->file.path, (unsigned long long)w->header.samples,
-                   strerror(-rc));
+                   "%s: cannot write sample %llu: %s; %s", w->file.path,
+                   (unsigned long long)w->header.samples, strerror(-rc),
+                   write_advice(rc));
         return rc;
     }
     e.crc = rf__crc32c(&w->crc, 0, data, size);
@@ -427,9 +438,8 @@ static int write_metadata(rf_pack_writer *w)
         rc = rf__pwrite_all(w->file.fd, header, sizeof(header), 0);
     if (rc < 0)
         rf__format(w->error, sizeof(w->error),
-                   "%s: cannot write the index: %s; free some space or write "
-                   "the pack elsewhere",
-                   w->file.path, strerror(-rc));
+                   "%s: cannot write the index: %s; %s", w->file.path,
+                   strerror(-rc), write_advice(rc));
     return rc;
 }
 
