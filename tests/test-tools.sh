@@ -31,7 +31,9 @@ output/unwritable options/value_not_an_option
 jobs/same_output
 jobs/bad_value jobs/killed_worker synth/needs_an_image_per_class
 synth/killed_writes_no_partial_jpeg synth/workers_stop_with_parent
-harness/in_process_runs_one_case"
+harness/in_process_runs_one_case pack/not_to_stdout
+options/raw_value_quoted_whole pack/file_size_limit
+synth/stopped_says_what_is_left"
 
 # ---- setup --------------------------------------------------------------
 
@@ -1128,6 +1130,63 @@ case_harness_in_process_runs_one_case() {
     RF_TEST_IN_PROCESS=1 run 2 "$program" "$name" "$name"
     run 0 "$program" "$name" # without it, the usual run
     has "$work/out" "# test-ring: 1 passed, 0 failed, 0 skipped"
+}
+
+# ---- found under attack: packing and synthesizing -----------------------
+
+# OUT.pack '-' is no standard output: a pack is written into a file and
+# named when whole (it made a file named '-', and the summary went to
+# stdout, where a pipe expected the pack).
+case_pack_not_to_stdout() {
+    dir=$work/stdout
+    mkdir "$dir"
+    (cd "$dir" && run 2 "$pack" "$work/ds" - --quiet) || exit 1
+    has "$work/err" "a pack cannot go to standard output ('-')"
+    has "$work/err" "(./- for a file named -)"
+    [ ! -s "$work/out" ] || fail "something went to stdout"
+    holds "$dir"
+}
+
+# A --raw value that is not HEIGHTxWIDTH is quoted whole ('2x3' and ''
+# were quoted of 2x2x3 and x, as if the flag wanted one integer).
+case_options_raw_value_quoted_whole() {
+    dir=$work/raw-value
+    mkdir "$dir"
+    for value in 2x2x3 x " 2x2" 65537x1 1x0 2X2 1x; do
+        run 2 "$pack" "$work/ds" "$dir/x.pack" --raw "$value"
+        has "$work/err" "--raw wants HEIGHTxWIDTH, each side 1..65536, e.g."
+        has "$work/err" "224x224, not '$value'"
+    done
+    holds "$dir"
+}
+
+# A pack past the file size limit (ulimit -f) says so, naming the limit,
+# and leaves nothing: SIGXFSZ killed ringfeed-pack without a word.
+case_pack_file_size_limit() {
+    dir=$work/fsize
+    mkdir "$dir"
+    # shellcheck disable=SC2016 # $0 and $1 are for the inner shell
+    run 1 sh -c 'ulimit -f 16 && exec "$0" "$1" "$2" --jobs 1 --quiet' \
+        "$pack" "$work/ds" "$dir/x.pack"
+    has "$work/err" "x.pack: cannot write sample 0: File too large"
+    has "$work/err" "raise the limit, or write the pack on another file"
+    holds "$dir"
+}
+
+# A run that fails says what it left: how many of the images, and that
+# the folder must be removed before a run again (a non-empty folder is
+# refused). SIGXFSZ is named and its limit too.
+case_synth_stopped_says_what_is_left() {
+    x=$work/synth-stopped
+    # shellcheck disable=SC2016 # "$@" is for the inner shell
+    run 1 sh -c 'ulimit -f 16 && exec "$@"' sh "$synth" "$x" --images 4 \
+        --classes 2 --jobs 2 --quiet
+    has "$work/err" "(File size limit exceeded): an image would pass the"
+    has "$work/err" "file size limit; raise it (ulimit -f)"
+    has "$work/err" "stopped: $x holds 0 of the 4 images, not a whole"
+    has "$work/err" "dataset; remove it"
+    run 1 "$synth" "$x" --images 4 --classes 2 --quiet
+    has "$work/err" "exists and is not empty"
 }
 
 # ---- the run ----------------------------------------------------------

@@ -33,6 +33,7 @@
 
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -243,18 +244,34 @@ static void print_usage(void)
           stdout);
 }
 
-/* "HxW", e.g. 224x224. */
+/* One side of --raw HxW: all digits, within 1..MAX_SIDE; 0 when not. */
+static uint32_t parse_side(const char *text, size_t length)
+{
+    uint32_t side = 0;
+    if (length == 0 || length > 6)
+        return 0;
+    for (size_t i = 0; i < length; i++) {
+        if (text[i] < '0' || text[i] > '9')
+            return 0;
+        side = side * 10 + (uint32_t)(text[i] - '0');
+    }
+    return side <= MAX_SIDE ? side : 0;
+}
+
+/* "HxW", e.g. 224x224; the message quotes the whole value, whichever
+ * side is wrong. */
 static void parse_shape(const char *text, struct pack_options *o)
 {
-    char height[32];
     const char *x = strchr(text, 'x');
-    if (!x || (size_t)(x - text) >= sizeof(height))
+    if (x) {
+        o->height = parse_side(text, (size_t)(x - text));
+        o->width = parse_side(x + 1, strlen(x + 1));
+    }
+    if (!x || o->height == 0 || o->width == 0)
         cli_die_usage(PROGRAM,
-                      "--raw wants HEIGHTxWIDTH, e.g. 224x224, not '%s'", text);
-    memcpy(height, text, (size_t)(x - text));
-    height[x - text] = '\0';
-    o->height = (uint32_t)cli_parse_uint(PROGRAM, "raw", height, 1, MAX_SIDE);
-    o->width = (uint32_t)cli_parse_uint(PROGRAM, "raw", x + 1, 1, MAX_SIDE);
+                      "--raw wants HEIGHTxWIDTH, each side 1..%d, e.g. "
+                      "224x224, not '%s'",
+                      MAX_SIDE, text);
 }
 
 /* clang-format cannot see that the macros expand to whole rows. */
@@ -412,6 +429,13 @@ static void parse_options(int argc, char **argv, struct pack_options *o)
         o->source = argv[optind];
         o->output = argv[optind + 1];
     }
+    /* Not standard output: the pack is written to a file of its own,
+     * whose header goes in last and which gets its name when whole. */
+    if (o->output && strcmp(o->output, "-") == 0)
+        cli_die_usage(PROGRAM,
+                      "a pack cannot go to standard output ('-'): it is "
+                      "written into a file and named when it is whole; give "
+                      "a file name (./- for a file named -)");
 }
 
 /* ---- messages in the tool's terms ------------------------------------- */
@@ -452,6 +476,9 @@ void pack_die(const char *message, const char *fallback)
 int main(int argc, char **argv)
 {
     struct pack_options o;
+    /* A pack larger than ulimit -f then fails its write with EFBIG, which
+     * the writer explains, instead of killing the tool without a word. */
+    signal(SIGXFSZ, SIG_IGN);
     parse_options(argc, argv, &o);
     return cli_finish_output(PROGRAM,
                              o.verify ? pack_verify(&o) : pack_build(&o));

@@ -240,6 +240,16 @@ static int write_file_whole(const char *path, const unsigned char *data,
     return err;
 }
 
+/* What to do about a file that could not be written (-err), or "". */
+static const char *write_advice(int err)
+{
+    if (err == -ENOSPC || err == -EDQUOT)
+        return "; free some space, or write to a folder on another disk";
+    if (err == -EFBIG)
+        return "; write to a folder on another file system";
+    return "";
+}
+
 /* Writes image i; returns its size, or exits the worker with a message. */
 static size_t write_image(const struct layout *l, uint64_t seed, uint64_t i)
 {
@@ -257,7 +267,8 @@ static size_t write_image(const struct layout *l, uint64_t seed, uint64_t i)
     const int err = write_file_whole(path, jpeg, size);
     free(jpeg);
     if (err < 0)
-        cli_die(PROGRAM, "%s: cannot write it: %s", path, strerror(-err));
+        cli_die(PROGRAM, "%s: cannot write it: %s%s", path, strerror(-err),
+                write_advice(err));
     return size;
 }
 
@@ -320,6 +331,17 @@ static void forget_worker(pid_t *pids, unsigned count, pid_t pid)
             pids[j] = 0;
 }
 
+/* A worker ended by a signal: which, and for SIGXFSZ (a file past the
+ * file size limit, which kills the writer) what to do. */
+static void report_killed_worker(pid_t pid, int sig)
+{
+    fprintf(stderr, PROGRAM ": worker %d was killed by signal %d (%s)%s\n",
+            (int)pid, sig, strsignal(sig),
+            sig == SIGXFSZ ? ": an image would pass the file size limit; "
+                             "raise it (ulimit -f)"
+                           : "");
+}
+
 /* Reaps the workers; the first one that fails stops the others (it has
  * said why on stderr). Returns whether all of them succeeded. */
 static bool wait_workers(pid_t *pids, unsigned count,
@@ -346,8 +368,7 @@ static bool wait_workers(pid_t *pids, unsigned count,
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
             continue;
         if (ok && WIFSIGNALED(status))
-            fprintf(stderr, PROGRAM ": worker %d was killed by signal %d\n",
-                    (int)pid, WTERMSIG(status));
+            report_killed_worker(pid, WTERMSIG(status));
         if (ok)
             stop_workers(pids, count);
         ok = false;
@@ -395,8 +416,16 @@ int main(int argc, char **argv)
     if (show) /* only ever on a terminal */
         cli_progress_clear(true);
     free(pids);
-    if (!ok)
+    if (!ok) {
+        cli_print_line(stderr,
+                       PROGRAM ": stopped: %s holds %" PRIu64 " of the %" PRIu64
+                               " images, not a whole dataset; remove it "
+                               "(a folder to write into must be empty), "
+                               "then run again",
+                       o.dir, __atomic_load_n(&counts->files, __ATOMIC_RELAXED),
+                       o.images);
         return CLI_EXIT_FAILED;
+    }
     print_summary(&o, counts, cli_now_s() - start);
     return cli_finish_output(PROGRAM, EXIT_SUCCESS);
 }
