@@ -462,10 +462,13 @@ typedef enum rf_param {
                                          step. 0..2^40; 0 (default) = no
                                          limit */
     RF_PARAM_QUIET = 148,             /* was 39; 0 (default): report each
-                                         producer replaced (see
+                                         producer replaced and the first
+                                         10 samples left out under
+                                         RF_ON_ERROR_SKIP (see
                                          rf_config_set_message_handler());
                                          1: only count them
-                                         (rf_stats.respawns) */
+                                         (rf_stats.respawns,
+                                         failed_samples) */
     RF_PARAM_STALL_WARNING_MS = 149,  /* new in 0.2; when
                                          rf_loader_next() has waited this
                                          long for one batch, and again

@@ -213,11 +213,26 @@ TEST_CASE(test_bad_file_fails_with_its_name, "bad",
     rf_config_free(cfg);
 }
 
+/* Messages that say a sample was left out, each kept whole. */
+struct skip_reports {
+    int count;
+    char text[16][600];
+};
+
+static void collect_skip_report(void *user, const char *text)
+{
+    struct skip_reports *r = user;
+    if (strncmp(text, "left out (", 10) == 0 && r->count < 16)
+        rf__format(r->text[r->count++], sizeof(r->text[0]), "%s", text);
+}
+
 TEST_CASE(test_bad_files_skipped_and_listed, "bad",
-          "skipped and listed once each")
+          "skipped, said and listed once each")
 {
     const int bad = BAD_FILES;
     rf_config *cfg = bad_folder_config(2, RF_TRANSFORM_TRAIN);
+    struct skip_reports said = {0};
+    CHECK_OK(rf_config_set_message_handler(cfg, collect_skip_report, &said));
     rf_loader *l = open_skipping(cfg, 0, 500000);
     uint64_t samples = 0, skipped = 0;
     CHECK_EQ(drain(l, &samples, &skipped), 0);
@@ -232,11 +247,48 @@ TEST_CASE(test_bad_files_skipped_and_listed, "bad",
         for (int e = 0; e < bad; e++)
             found += strstr(errors[e].message, names[k]) != NULL;
         CHECK_EQ(found, 1); /* listed once, though it failed in each epoch */
+        found = 0;
+        for (int e = 0; e < said.count; e++)
+            found += strstr(said.text[e], names[k]) != NULL;
+        CHECK_EQ(found, 1); /* said once, the first time (it was not) */
     }
+    CHECK_EQ(said.count, bad);
     rf_stats st;
     CHECK_OK(rf_loader_stats(l, &st));
     CHECK_EQ(st.failed_samples, 2 * (uint64_t)bad);
     rf_loader_close(l);
+}
+
+/* A folder with many bad files: the first ten left out are said, the
+ * tenth saying that the rest are counted and listed, not said. */
+TEST_CASE(test_many_skips_said_up_to_ten, "bad",
+          "the first ten samples left out are said, not more")
+{
+    char folder[400], file[500];
+    rf__format(folder, sizeof(folder), "%s-many-bad", root);
+    copy_folder(root, folder);
+    for (int k = 0; k < 14; k++) {
+        rf__format(file, sizeof(file), "%s/class_0/bad%02d.jpg", folder, k);
+        write_file(file, "not a picture", 13);
+    }
+    rf_config *cfg = jpeg_folder_config(folder, 1, RF_TRANSFORM_EVAL);
+    struct skip_reports said = {0};
+    CHECK_OK(rf_config_set_message_handler(cfg, collect_skip_report, &said));
+    rf_loader *l = open_skipping(cfg, 0, 1000000);
+    uint64_t samples = 0, skipped = 0;
+    CHECK_EQ(drain(l, &samples, &skipped), 0);
+    CHECK_EQ(skipped, 2 * 14);
+    CHECK_EQ(said.count, 10);
+    CHECK(strstr(said.text[8], "not said") == NULL);
+    CHECK_CONTAINS(said.text[9], "; the samples left out after this one are "
+                                 "counted (rf_stats.failed_samples) and "
+                                 "listed (rf_loader_sample_errors()), not "
+                                 "said");
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.failed_samples, 2 * 14);
+    rf_loader_close(l);
+    remove_tree(folder);
 }
 
 /* All five bad files in one unshuffled batch: the slot keeps four
@@ -314,9 +366,9 @@ TEST_CASE(test_epoch_limit_says_share_and_count, "bad",
     const char *msg = rf_loader_error(l);
     printf("  %s\n", msg);
     CHECK_CONTAINS(msg, "1 sample of epoch 0 has failed, more than "
-                        "RF_PARAM_MAX_ERROR_PPM 400000 allows (0 failures "
-                        "in this epoch's 2 samples): raise it to 500000 "
-                        "for one failure");
+                        "RF_PARAM_MAX_ERROR_PPM 400000 allows (none among "
+                        "this epoch's 2 samples): raise it to 500000 for "
+                        "one failure");
     CHECK_CONTAINS(msg, "b.jpg");
     rf_loader_close(l);
     cfg = jpeg_folder_config(folder, 1, RF_TRANSFORM_EVAL);
@@ -328,8 +380,8 @@ TEST_CASE(test_epoch_limit_says_share_and_count, "bad",
     CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
     msg = rf_loader_error(l);
     printf("  %s\n", msg);
-    CHECK_CONTAINS(msg, "RF_PARAM_MAX_ERROR_PPM 400000 allows (0 failures "
-                        "in this rank's 1 sample of the epoch): raise it to "
+    CHECK_CONTAINS(msg, "RF_PARAM_MAX_ERROR_PPM 400000 allows (none among "
+                        "this rank's 1 sample of the epoch): raise it to "
                         "1000000 for one failure");
     rf_loader_close(l);
     remove_tree(folder);

@@ -137,7 +137,8 @@ static const struct param_rule rules[] = {
            "kill a producer that owes batches and delivers none this "
            "long; 0 = never"),
     FLAG(RF_PARAM_QUIET, 39, "quiet", 0,
-         "1: only count replaced producers; 0: report each"),
+         "1: only count replaced producers and skipped samples; 0: report "
+         "each (the first 10 skipped)"),
     NUMBER(RF_PARAM_STALL_WARNING_MS, NEW_IN_0_2, "stall_warning_ms", 60000, 0,
            POW2(40),
            "report a wait of this long for one batch, and each doubling, "

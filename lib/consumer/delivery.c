@@ -199,6 +199,28 @@ bool rf__loader_take_ready(rf_loader *l, uint32_t *slot)
     return true;
 }
 
+/* Samples left out that are said one by one; those after are counted and
+ * listed only, so that a folder with many bad files does not flood the
+ * log. */
+#define SKIPS_SAID 10
+
+/* Says the first time a sample is left out (RF_ON_ERROR_SKIP): a run
+ * would otherwise only deliver shorter batches. */
+static void report_skipped(rf_loader *l, const char *text)
+{
+    const uint64_t n = l->failures.distinct;
+    if (l->quiet || n > SKIPS_SAID)
+        return;
+    rf__loader_report(l, "left out (RF_PARAM_ON_ERROR RF_ON_ERROR_SKIP): %s%s",
+                      text,
+                      n < SKIPS_SAID ? ""
+                                     : "; the samples left out after this "
+                                       "one are counted "
+                                       "(rf_stats.failed_samples) and "
+                                       "listed (rf_loader_sample_errors()), "
+                                       "not said");
+}
+
 /* Failed samples of a batch (`failed` of them, read once from the slot):
  * with the fail policy the first one is the error; with skip they are
  * counted against the limits. */
@@ -238,6 +260,8 @@ static int account_failures(rf_loader *l, uint32_t slot, uint64_t epoch,
                                         l->error, sizeof(l->error));
         if (rc < 0)
             return rc;
+        if (rc == 1)
+            report_skipped(l, text);
     }
     return 0;
 }

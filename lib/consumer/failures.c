@@ -103,10 +103,43 @@ static uint64_t ppm_allowing(uint64_t failures, uint64_t samples)
     return failures / (samples / 1000000 + 1) + 1;
 }
 
+/* Why the run ends when `in_epoch` failures of `epoch` exceed its share:
+ * how many the share allows (the ppm of the epoch's samples, rounded
+ * down) and the share that would allow these. */
+static void say_epoch_limit(const struct rf__failures *f, uint64_t epoch,
+                            uint64_t in_epoch, const char *text, char *why,
+                            size_t why_len)
+{
+    const char *plural = f->samples_per_epoch == 1 ? "" : "s";
+    char of[96], allowed[64];
+    if (f->sharded)
+        rf__format(of, sizeof(of), "this rank's %llu sample%s of the epoch",
+                   (unsigned long long)f->samples_per_epoch, plural);
+    else
+        rf__format(of, sizeof(of), "this epoch's %llu sample%s",
+                   (unsigned long long)f->samples_per_epoch, plural);
+    if (f->max_in_epoch == 0)
+        rf__format(allowed, sizeof(allowed), "none");
+    else
+        rf__format(allowed, sizeof(allowed), "at most %llu failure%s",
+                   (unsigned long long)f->max_in_epoch,
+                   f->max_in_epoch == 1 ? "" : "s");
+    rf__format(why, why_len,
+               "%llu sample%s of epoch %llu %s failed, more than "
+               "RF_PARAM_MAX_ERROR_PPM %llu allows (%s among %s): raise it "
+               "to %llu for %s, or fix or remove the files; the last: %s",
+               (unsigned long long)in_epoch, in_epoch == 1 ? "" : "s",
+               (unsigned long long)epoch, in_epoch == 1 ? "has" : "have",
+               (unsigned long long)f->max_error_ppm, allowed, of,
+               (unsigned long long)ppm_allowing(in_epoch, f->samples_per_epoch),
+               in_epoch == 1 ? "one failure" : "that many", text);
+}
+
 int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
                      const char *text, char *why, size_t why_len)
 {
-    if (first_failure_of(f, index)) {
+    const bool first = first_failure_of(f, index);
+    if (first) {
         f->distinct++;
         keep(f, epoch, index, text);
     }
@@ -122,31 +155,10 @@ int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
         return RF_E_CORRUPT_SAMPLE;
     }
     if (in_epoch > f->max_in_epoch) {
-        /* the share as a count: ppm of the epoch's samples, rounded down */
-        const char *plural = f->samples_per_epoch == 1 ? "" : "s";
-        char of[96];
-        if (f->sharded)
-            rf__format(of, sizeof(of), "this rank's %llu sample%s of the epoch",
-                       (unsigned long long)f->samples_per_epoch, plural);
-        else
-            rf__format(of, sizeof(of), "this epoch's %llu sample%s",
-                       (unsigned long long)f->samples_per_epoch, plural);
-        rf__format(
-            why, why_len,
-            "%llu sample%s of epoch %llu %s failed, more than "
-            "RF_PARAM_MAX_ERROR_PPM %llu allows (%llu failure%s in "
-            "%s): raise it to %llu for %s, or fix or remove the "
-            "files; the last: %s",
-            (unsigned long long)in_epoch, in_epoch == 1 ? "" : "s",
-            (unsigned long long)epoch, in_epoch == 1 ? "has" : "have",
-            (unsigned long long)f->max_error_ppm,
-            (unsigned long long)f->max_in_epoch,
-            f->max_in_epoch == 1 ? "" : "s", of,
-            (unsigned long long)ppm_allowing(in_epoch, f->samples_per_epoch),
-            in_epoch == 1 ? "one failure" : "that many", text);
+        say_epoch_limit(f, epoch, in_epoch, text, why, why_len);
         return RF_E_CORRUPT_SAMPLE;
     }
-    return 0;
+    return first ? 1 : 0;
 }
 
 uint64_t rf__failures_copy(const struct rf__failures *f, rf_sample_error *out,

@@ -45,8 +45,10 @@ struct rf__failures {
 void rf__failures_init(struct rf__failures *f, const int64_t *params,
                        uint64_t samples_per_epoch);
 
-/* Records one failure. Returns 0, or RF_E_CORRUPT_SAMPLE with why filled
- * when a limit is now exceeded. */
+/* Records one failure. Returns 1 when it is the sample's first (a sample
+ * left out the first time, which the caller may report), 0 when it
+ * failed before, or RF_E_CORRUPT_SAMPLE with why filled when a limit is
+ * now exceeded. */
 int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
                      const char *text, char *why, size_t why_len);
 

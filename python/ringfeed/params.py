@@ -209,7 +209,8 @@ def user_terms(text: str) -> str:
         return term
 
     text = _C_TERM.sub(rewrite, text)
-    text = re.sub(r"\b(\w+)= to ('[^']*')", r"\1=\2", text)  # set x= to 'v'
+    # "set x= to 'v'", "(x= 'v')"
+    text = re.sub(r"\b(\w+)= (?:to )?('[^']*')", r"\1=\2", text)
     text = re.sub(r"\b(\w+)= (?:to )?(\d+)\b", _number_value, text)
     text = re.sub(r"\bsize=(\d*)(, | and )size=(\d*)", _one_size, text)
     # "jpeg_warnings lenient", as the library names a choice in prose
@@ -218,4 +219,14 @@ def user_terms(text: str) -> str:
             for choice in p.choices:
                 text = re.sub(rf"\b{p.name} {re.escape(choice)}\b",
                               f"{p.keyword}={choice!r}", text)
+    for c_name, python_name in _C_CALLS.items():
+        text = text.replace(c_name, python_name)
     return text
+
+
+# The library's calls and fields that messages name, as a Loader has them
+_C_CALLS = {
+    "rf_stats.failed_samples": "stats()['failed_samples']",
+    "rf_stats.respawns": "stats()['respawns']",
+    "rf_loader_sample_errors()": "sample_errors()",
+}

@@ -81,9 +81,14 @@ def test_corrupt_sample_fails_with_its_details(bad_folder):
 
 
 def test_skip_counts_and_lists_the_bad_samples(bad_folder):
+    """Skipped samples are left out, counted, listed, and said: once each
+    through on_message, the first time (nothing said them: a loop saw
+    only shorter batches)."""
     root, bad = bad_folder
+    said = []
     with ringfeed.Loader(root, 8, size=32, on_error="skip",
-                         max_error_ppm=1_000_000, num_workers=2) as loader:
+                         max_error_ppm=1_000_000, num_workers=2,
+                         on_message=said.append) as loader:
         for epoch in range(2):
             seen, skipped = [], 0
             for batch in loader.batches():
@@ -100,6 +105,11 @@ def test_skip_counts_and_lists_the_bad_samples(bad_folder):
     for index, _, message in errors:
         assert bad[index] in message
         assert_user_terms(message)
+    assert len(said) == len(bad), said
+    for index, path in bad.items():
+        [text] = [t for t in said if path in t]
+        assert text.startswith(f"left out (on_error='skip'): sample {index} ")
+        assert_user_terms(text)
 
 
 def test_skip_past_the_limit_fails(bad_folder):
@@ -344,16 +354,27 @@ def test_one_loop_at_a_time_across_threads(tmp_path_factory):
             restart()
 
         loader._restart_if_elsewhere = held_restart
-        counted = []
-        first = threading.Thread(
-            target=lambda: counted.append(sum(1 for _ in loader)))
+        counted, second_done = [], threading.Event()
+
+        def first_loop():
+            n = 0
+            for _ in loader:  # holds its first batch until the second ends
+                n += 1
+                second_done.wait(timeout=30)
+            counted.append(n)
+
+        first = threading.Thread(target=first_loop)
         first.start()
         assert inside.wait(timeout=30)
         loader._restart_if_elsewhere = restart
         threading.Timer(0.5, go_on.set).start()
-        with pytest.raises(ringfeed.RingfeedError, match="one loop at a time"):
-            next(iter(loader))
-        first.join(timeout=60)
+        try:
+            with pytest.raises(ringfeed.RingfeedError,
+                               match="one loop at a time"):
+                next(iter(loader))
+        finally:
+            second_done.set()
+            first.join(timeout=60)
         assert counted == [len(loader)]
 
 
