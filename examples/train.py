@@ -18,9 +18,13 @@ the classes are the loader's (loader.classes) unless --classes says.
 --stop-after N takes N steps, saves the checkpoint and exits, as a job
 killed there would have left it; --resume then goes
 on from that checkpoint, at the batch after the last one trained on, and
-says which. A checkpoint is also saved at the end of each epoch and, with
---save-every N, every N steps. In a build tree, where the package is not
-installed:
+says which. A checkpoint is also saved at the end of each epoch, with
+--save-every N every N steps, and when the job is told to stop: SIGTERM
+(a scheduler's preemption, `kill`) or Ctrl-C ends the step in progress,
+saves, and exits with 128 + the signal's number (a second Ctrl-C stops
+at once, without saving). Checkpoints are written whole or not at all:
+to PATH.tmp, flushed to the disk, then renamed over PATH. In a build
+tree, where the package is not installed:
 
     PYTHONPATH=python RINGFEED_LIBRARY=_build/.libs/libringfeed.so \\
         python3 examples/train.py /tmp/synth-4 --epochs 20 --size 64 ...
@@ -44,12 +48,15 @@ dataset indices, labels and input tensor (tests/test-example-train.sh
 compares a resumed run's batches with an uninterrupted run's).
 
 Exit status: 0 done (or stopped by --stop-after), 1 failure (a ringfeed
-error prints its detail), 2 bad usage.
+error prints its detail), 2 bad usage, 130 Ctrl-C and 143 SIGTERM (the
+checkpoint saved).
 """
 
 import argparse
 import math
 import os
+import pickle
+import signal
 import sys
 import time
 import zlib
@@ -148,8 +155,16 @@ def save_checkpoint(path, parts, step, args):
                  torch_rng=torch.get_rng_state(),
                  args={name: getattr(args, name) for name, _ in RESUME_SAME})
     tmp = path + ".tmp"
-    torch.save(state, tmp)
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())  # on the disk before it takes PATH's place
     os.replace(tmp, path)
+    folder = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(folder)  # and the rename too, against a node's crash
+    finally:
+        os.close(folder)
 
 
 def load_checkpoint(path, parts, args):
@@ -161,6 +176,10 @@ def load_checkpoint(path, parts, args):
     except OSError as e:
         sys.exit(f"train: cannot read the checkpoint {path}: {e.strerror}; "
                  "leave out --resume to start afresh")
+    except (EOFError, RuntimeError, pickle.UnpicklingError) as e:
+        sys.exit(f"train: the checkpoint {path} is damaged ({e}); it was "
+                 "not written by this example, or not whole: restore a "
+                 "copy, or leave out --resume to start afresh")
     if not isinstance(state, dict) or \
             state.get("version") != CHECKPOINT_VERSION:
         sys.exit(f"train: {path} is not a checkpoint of this example")
@@ -176,6 +195,32 @@ def load_checkpoint(path, parts, args):
 
 
 # ---- training -----------------------------------------------------------
+
+
+class StopSignals:
+    """SIGTERM and Ctrl-C (SIGINT) noted instead of acted on at once, so
+    that the step in progress ends and the checkpoint is saved before the
+    run exits, as a preempted job needs; a second Ctrl-C raises
+    KeyboardInterrupt as usual (stop now, nothing saved)."""
+
+    STOPPING = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self):
+        self.signum = None
+        self._before = {}
+
+    def __enter__(self):
+        for signum in self.STOPPING:
+            self._before[signum] = signal.signal(signum, self._note)
+        return self
+
+    def __exit__(self, *exc):
+        for signum, handler in self._before.items():
+            signal.signal(signum, handler)
+
+    def _note(self, signum, frame):
+        self.signum = signum
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def cosine_lr(args, step, total):
@@ -318,8 +363,11 @@ class Trainer:
         self.taken = 0  # steps in this run
 
     def place(self):
-        """Where the loader resumes: 'epoch E batch B/N' (B from 1)."""
+        """Where the loader resumes: 'epoch E batch B/N' (B from 1), or
+        past the last epoch, the end."""
         state = self.loader.state_dict()
+        if state["epoch"] >= self.args.epochs:
+            return f"the end: all {self.args.epochs} epochs trained"
         return (f"epoch {state['epoch']} batch {state['batch'] + 1}"
                 f"/{self.per_epoch}")
 
@@ -358,9 +406,11 @@ class Trainer:
         self.log.step(loss, batch.epoch, batch.number, self.per_epoch,
                       self.step, lr)
 
-    def run(self):
-        """Trains to the end of --epochs, or for --stop-after steps; returns
-        whether it stopped early."""
+    def run(self, signals):
+        """Trains to the end of --epochs; returns None then, "stop-after"
+        after --stop-after steps, or the number of a signal that asked to
+        stop (signals, a StopSignals), each time with the checkpoint
+        saved."""
         args = self.args
         first = self.loader.state_dict()["epoch"]
         for epoch in range(first, args.epochs):
@@ -372,18 +422,31 @@ class Trainer:
                 self.train_step(batch)
                 # the batch just trained on counts as consumed: a
                 # checkpoint saved now resumes at the one after it
-                if args.stop_after and self.taken == args.stop_after:
-                    self.save()
-                    print(f"stopped after {self.taken} steps; saved "
-                          f"{args.checkpoint} (resumes at {self.place()})",
-                          flush=True)
-                    return True
+                stop = signals.signum or (
+                    "stop-after" if args.stop_after and
+                    self.taken == args.stop_after else None)
+                if stop:
+                    self.stop_here(stop)
+                    return stop
                 if args.save_every and self.step % args.save_every == 0:
                     self.save()
             self.log.end_epoch()
             if args.checkpoint:
                 self.save()
-        return False
+        return None
+
+    def stop_here(self, why):
+        """Saves (with --checkpoint) and says so, for --stop-after or a
+        signal."""
+        by = "" if why == "stop-after" else f" by {signal.Signals(why).name}"
+        if not self.args.checkpoint:
+            print(f"stopped{by} after {self.taken} steps; nothing saved "
+                  "(no --checkpoint)", flush=True)
+            return
+        self.save()
+        print(f"stopped{by} after {self.taken} steps; saved "
+              f"{self.args.checkpoint} (resumes at {self.place()})",
+              flush=True)
 
 
 def train(args, device):
@@ -408,13 +471,14 @@ def train(args, device):
               f"batches of {args.batch_size} per epoch, {args.transform} at "
               f"{args.size}; {loader.stats()['producers']} producers",
               flush=True)
-        stopped = trainer.run()
+        with StopSignals() as signals:
+            stopped = trainer.run(signals)
         waited = loader.stats()["wait_s"]
     seconds = time.monotonic() - trainer.log.started
     print(f"done: {trainer.taken} steps in {seconds:.1f} s (waited "
           f"{waited:.1f} s for batches){', stopped' if stopped else ''}; "
           f"{trainer.log.summary()}")
-    return 0
+    return 128 + stopped if isinstance(stopped, int) else 0
 
 
 def main(argv):

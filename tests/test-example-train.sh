@@ -25,7 +25,8 @@
 set -u
 
 cases="train/loss_falls train/resume_mid_epoch train/resume_other_settings
-train/ranks_keep_their_own_checkpoints"
+train/ranks_keep_their_own_checkpoints train/sigterm_saves_then_resumes
+train/damaged_checkpoint_is_said"
 
 # One rank of one.
 unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE OMPI_COMM_WORLD_RANK \
@@ -213,6 +214,50 @@ case_train_ranks_keep_their_own_checkpoints() {
     RANK=1 WORLD_SIZE=2 train --transform eval --epochs 1 --batch-size 8 \
         --checkpoint "$work/ranks.pt" --resume
     has "$work/out" "resuming from $work/ranks.pt.rank1 at epoch 0 batch 2/3"
+}
+
+# SIGTERM (a scheduler preempting the job) mid-run: the step in progress
+# ends, the checkpoint is saved, the exit status is 143, and the resumed
+# run's batches, losses and summary are the uninterrupted run's, line for
+# line (it saved nothing on SIGTERM or Ctrl-C, so a preempted job lost
+# every step since the last epoch's end).
+case_train_sigterm_saves_then_resumes() {
+    set -- --transform train --epochs 2 --batch-size 8 --print-batches \
+        --checkpoint "$work/ck.pt"
+    train "$@"
+    kept >"$work/whole"
+    summary >>"$work/whole"
+    "$python" "$example" "$work/ds" --cpu --threads 1 --size 32 --lr 0.01 \
+        --log-every 1 "$@" >"$work/out" 2>"$work/err" &
+    pid=$!
+    waited=0
+    while [ "$(grep -c '^batch ' "$work/out")" -lt 3 ]; do
+        [ $waited -lt 1200 ] || fail "no third batch in 120 s"
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    kill -TERM $pid
+    status=0
+    wait $pid || status=$?
+    [ $status -eq 143 ] || fail "exit status $status, not 143: $(cat "$work/err")"
+    has "$work/out" "stopped by SIGTERM after "
+    has "$work/out" "; saved $work/ck.pt (resumes at epoch "
+    kept >"$work/parts"
+    train "$@" --resume
+    kept >>"$work/parts"
+    summary >>"$work/parts"
+    same "$work/whole" "$work/parts" "the whole run's and the pieces' lines"
+}
+
+# A checkpoint that is not whole (an empty file, a file cut short): exit 1
+# saying it is damaged and what to do (it ended in torch's traceback).
+case_train_damaged_checkpoint_is_said() {
+    : >"$work/empty.pt"
+    run 1 "$python" "$example" "$work/ds" --cpu --threads 1 --size 32 \
+        --epochs 1 --batch-size 8 --checkpoint "$work/empty.pt" --resume
+    has "$work/err" "train: the checkpoint $work/empty.pt is damaged"
+    has "$work/err" "restore a copy, or leave out --resume to start afresh"
+    lacks "$work/err" "Traceback"
 }
 
 # ---- the run ----------------------------------------------------------
