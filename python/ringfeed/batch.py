@@ -106,6 +106,11 @@ class Batch:
         """(images, labels), so ``images, labels = batch`` works."""
         return iter((self.images, self.labels))
 
+    def __getitem__(self, index: int) -> Any:
+        """batch[0] is images and batch[1] labels, as in a DataLoader's
+        (images, labels) batch."""
+        return (self.images, self.labels)[index]
+
     def __repr__(self) -> str:
         if self._released:
             return (f"<ringfeed.Batch {self._number} of epoch "

@@ -18,8 +18,8 @@ import logging
 import os
 import threading
 import weakref
-from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional,
-                    Sequence, Set, Tuple, Union)
+from typing import (TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator,
+                    List, Optional, Sequence, Set, Tuple, Union)
 
 import numpy as np
 
@@ -78,6 +78,30 @@ def _forked() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forked)
+
+
+# torch DataLoader attributes that a Loader has no counterpart of under
+# the same name: what to use instead (see Loader.__getattr__)
+_DATALOADER_ATTRIBUTES = {
+    "dataset": "the Loader reads its source itself; its size is "
+               "loader.stats()['samples_in_dataset'], its class names "
+               "loader.classes (for an accuracy, count len(labels) as the "
+               "batches come: a rank's share and skipped samples are then "
+               "right)",
+    "sampler": "shuffle=, seed=, rank=, world_size= and set_epoch() are its "
+               "sampler's settings",
+    "batch_sampler": "batch_size= and drop_last= make its batches",
+    "num_workers": "the producers it runs are loader.stats()['producers'] "
+                   "(num_workers=None: this rank's CPU budget, "
+                   "loader.cpu_budget)",
+    "pin_memory": "device='cuda' copies each batch to the GPU from its "
+                  "pinned ring",
+    "collate_fn": "batches come whole from the producers",
+    "prefetch_factor": "slots= is the ring's size, the batches made ahead",
+    "persistent_workers": "its producers live as long as it does",
+    "worker_init_fn": "its producers are processes of the library's own",
+    "generator": "seed= keys the order, crops and flips",
+}
 
 
 class Loader:
@@ -231,6 +255,18 @@ class Loader:
             "process (its producers and ring belong to this one): open a "
             "Loader in each process, e.g. inside the function that "
             "torch.multiprocessing.spawn runs")
+
+    if not TYPE_CHECKING:  # a type checker still sees no such attributes
+        def __getattr__(self, name: str) -> Any:
+            """Only for attributes a Loader lacks: those of torch's
+            DataLoader that code moved from it reads say what stands for
+            them."""
+            hint = _DATALOADER_ATTRIBUTES.get(name)
+            if hint is None:
+                raise AttributeError(
+                    f"'Loader' object has no attribute {name!r}")
+            raise AttributeError(f"a ringfeed.Loader has no .{name}, as "
+                                 f"torch's DataLoader has: {hint}")
 
     def __getitem__(self, index: Any) -> Any:
         raise TypeError(
@@ -625,6 +661,18 @@ class Loader:
     def closed(self) -> bool:
         """Whether close() ran."""
         return self._closed
+
+    @property
+    def batch_size(self) -> int:
+        """Samples per batch, as given (a batch with skipped samples, or
+        the last one without drop_last, has fewer)."""
+        return int(self._config.values["batch_size"])
+
+    @property
+    def drop_last(self) -> bool:
+        """Whether an epoch's last, short batch is left out."""
+        return bool(self._config.values.get("drop_last",
+                                            param("drop_last").default))
 
     def close(self) -> None:
         """Stops the producers and frees the ring. Batches still held are

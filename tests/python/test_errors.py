@@ -770,3 +770,26 @@ def test_channels_images_cannot_have_says_what_to_set(tmp_path_factory):
     assert "images (JPEG, PNG, WebP) decode to 1 or 3 channels, not 4; " \
         "set channels=1 or 3" in text, text
     assert_user_terms(text)
+
+
+def test_dataloader_attributes_say_what_stands_for_them(tmp_path_factory):
+    """Code moved from a DataLoader reads its attributes: batch_size and
+    drop_last are there; dataset, sampler and the like raise an
+    AttributeError saying what stands for them (it was a bare "no
+    attribute"), and other names the usual one. A Batch indexes as the
+    (images, labels) pair it unpacks to."""
+    root = dataset(tmp_path_factory, "tiny")
+    with ringfeed.Loader(root, 8, size=16, drop_last=True) as loader:
+        assert (loader.batch_size, loader.drop_last) == (8, True)
+        with pytest.raises(AttributeError,
+                           match="samples_in_dataset"):
+            len(loader.dataset)
+        with pytest.raises(AttributeError, match="set_epoch"):
+            loader.sampler
+        with pytest.raises(AttributeError,
+                           match="^'Loader' object has no attribute 'nope'$"):
+            loader.nope
+        assert not hasattr(loader, "pin_memory")
+        batch = next(loader.batches())
+        images, labels = batch
+        assert batch[0] is images and batch[1] is labels
