@@ -684,9 +684,13 @@ typedef struct rf_batch {
  * Errors: -EINVAL (inconsistent configuration), -ENOMEM (no memory for the
  * ring: the detail says how many bytes were asked for and what limits
  * them), -EMFILE, RF_E_NO_PRODUCER_BINARY, RF_E_FORK_UNSAFE, the errors
- * of rf_dataset_open() for RF_SOURCE_PATH (-ENOENT, -ENOTDIR,
+ * of rf_dataset_open() for RF_SOURCE_PATH (-ENOENT, -ENOTDIR, -EACCES,
  * RF_E_CORRUPT_SAMPLE for a damaged pack, ...), or the -errno of a failed
- * system call. On error *out is NULL and, when errp is not NULL,
+ * system call. The detail of an error of rf_dataset_open() begins
+ * "cannot open dataset 'PATH': " (PATH as configured), and no other
+ * error's does: a binding tells a dataset it may not read (-EACCES)
+ * from a helper it may not start by it. On error *out is NULL and, when
+ * errp is not NULL,
  * *errp receives a malloc'd detail message for the caller to free(); it
  * is NULL when out or cfg is NULL (-EINVAL) or memory ran out before the
  * message could be made.

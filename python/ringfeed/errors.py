@@ -213,7 +213,10 @@ def from_code(code: int, detail: Union[str, bytes]) -> RingfeedError:
         cls = DatasetNotFound  # a file that is no dataset at all
     if cls is CorruptSample:
         return CorruptSample(detail, code, names)
+    # rf_loader_open() begins the detail of the dataset's own errors so,
+    # and no other's (ringfeed.h): an -EACCES after it is not the dataset's
+    # (a helper, a memfd, ...)
     if cls is DatasetUnreadable and not detail.startswith(
             "cannot open dataset"):
-        cls = RingfeedError  # not the listing: a helper, a memfd, ...
+        cls = RingfeedError
     return cls(detail, code)
