@@ -504,11 +504,13 @@ typedef enum rf_param {
     RF_PARAM_SPIN_NS = 163,      /* was 17; how long a waiting side spins
                                     before it sleeps in the kernel, in
                                     ns, 0..10^9; default 20000 */
-    RF_PARAM_PIN_PRODUCERS = 164 /* was 18; 1 (default): pin producer i
-                                    to the i-th CPU of this rank's slice
-                                    of the affinity mask (not where the
-                                    mask is already the rank's own, or
-                                    ranks share CPUs: see
+    RF_PARAM_PIN_PRODUCERS = 164 /* was 18; 1 (default): pin each
+                                    producer to a CPU of this rank's slice
+                                    of the affinity mask, one each as far
+                                    as they go, on the CPUs the process's
+                                    other open loaders use least (not
+                                    where the mask is already the rank's
+                                    own, or ranks share CPUs: see
                                     rf_loader_cpu_budget()); 0: leave
                                     them alone */
 } rf_param;

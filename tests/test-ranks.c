@@ -372,3 +372,47 @@ TEST_CASE(two_loaders_take_different_cpus, "pin",
     CHECK_EQ(CPU_COUNT(&whole), all);
     rf_loader_close(loose);
 }
+
+/* The validation loader opened again and again (each epoch's evaluation)
+ * while the training loader lives: its producer never comes round onto
+ * the training loader's CPU (an offset that only grew came round to it
+ * after as many loaders as the mask has CPUs). */
+TEST_CASE(reopened_loader_keeps_off_a_live_one, "pin",
+          "a loader opened again keeps off a live loader's CPUs")
+{
+    cpu_set_t mask;
+    if (cpus_in_mask(&mask) < 2)
+        TEST_SKIP_BECAUSE("one CPU in the mask: nothing to spread over");
+    /* three CPUs at most, so that coming round takes few loaders */
+    cpu_set_t few;
+    CPU_ZERO(&few);
+    for (int c = 0, kept = 0; c < CPU_SETSIZE && kept < 3; c++)
+        if (CPU_ISSET(c, &mask)) {
+            CPU_SET(c, &few);
+            kept++;
+        }
+    CHECK_EQ(sched_setaffinity(0, sizeof(few), &few), 0);
+    const int all = CPU_COUNT(&few);
+    char why[512];
+    rf_loader *train =
+        TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_QUIET, 1});
+    CHECK_GE(rf_loader_cpu_budget(train, why, sizeof(why)), 1);
+    if (!strstr(why, "; pinned to "))
+        TEST_SKIP_BECAUSE("the budget does not pin here: %s", why);
+    take_one(train);
+    for (int round = 0; round < all + 1; round++) {
+        rf_loader *val =
+            TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_QUIET, 1});
+        take_one(val);
+        int pids[8];
+        CHECK_EQ(list_children(pids, 8), 2);
+        cpu_set_t a, b;
+        CHECK_EQ(sched_getaffinity(pids[0], sizeof(a), &a), 0);
+        CHECK_EQ(sched_getaffinity(pids[1], sizeof(b), &b), 0);
+        CHECK_EQ(CPU_COUNT(&a), 1);
+        CHECK_EQ(CPU_COUNT(&b), 1);
+        CHECK(!CPU_EQUAL(&a, &b));
+        rf_loader_close(val);
+    }
+    rf_loader_close(train);
+}

@@ -51,7 +51,7 @@ struct rf__budget_input {
 
 struct rf__budget {
     int producers; /* the default producer count, >= 1 */
-    bool pin;      /* pin producer i to cpus[i % cpu_count] */
+    bool pin;      /* pin each producer to one of cpus[] (launch.c) */
     int cpu_count; /* CPUs of this rank's slice */
     int cpus[RF__BUDGET_MAX_CPUS];
     /* why no local ranks were used where one was set ("LOCAL_RANK is set

@@ -43,26 +43,75 @@ int rf__loader_start_producer(rf_loader *l, uint32_t i)
     return 0;
 }
 
-/* Where this process's next loader pins its first producer: each loader
- * takes the CPUs after the last one's, so that two loaders alive at once
- * (a training and a validation set), each with fewer producers than the
- * rank has CPUs, do not both start at the slice's first CPU. */
-static uint32_t next_first_cpu;
+/* How many producers of this process's open loaders are pinned to each
+ * CPU. A loader takes the run of its slice's CPUs that the others use
+ * least, so that two loaders alive at once (a training and a validation
+ * set), each with fewer producers than the rank has CPUs, do not stack
+ * on the same CPUs; a loader closed gives its CPUs back (a process-wide
+ * offset that only grew came round onto a live loader's CPUs after a few
+ * loaders were opened again). Atomics, not a lock: two threads opening
+ * loaders at once may pick the same CPUs, which costs speed, never
+ * correctness; and a child of fork() holds no lock its parent's threads
+ * took. The child inherits the counts of its parent's loaders, and its
+ * rf_loader_close() of them takes theirs back. */
+static uint32_t pinned_on[RF__BUDGET_MAX_CPUS];
+
+static uint32_t *pin_count(int cpu)
+{
+    RF_ASSERT(cpu >= 0 && cpu < RF__BUDGET_MAX_CPUS);
+    return &pinned_on[cpu];
+}
+
+/* Where in the slice `producers` in a row share the fewest CPUs with
+ * the producers already pinned; the first such. */
+static uint32_t least_used_start(const struct rf__budget *b, uint32_t producers)
+{
+    const uint32_t n = (uint32_t)b->cpu_count;
+    uint64_t best_load = UINT64_MAX;
+    uint32_t best = 0;
+    for (uint32_t first = 0; first < n && best_load > 0; first++) {
+        uint64_t load = 0;
+        for (uint32_t i = 0; i < producers; i++)
+            load += __atomic_load_n(pin_count(b->cpus[(first + i) % n]),
+                                    __ATOMIC_RELAXED);
+        if (load < best_load) {
+            best_load = load;
+            best = first;
+        }
+    }
+    return best;
+}
+
+/* Producer i on a CPU of its own of this rank's slice of the mask (see
+ * cpu-budget.h), as far as there are CPUs, unless the budget says not to
+ * pin (RF_PARAM_PIN_PRODUCERS 0 among the reasons). */
+static void choose_cpus(rf_loader *l)
+{
+    const struct rf__budget *b = &l->budget;
+    if (!b->pin || b->cpu_count <= 0)
+        return; /* every cpu stays -1 */
+    const uint32_t first = least_used_start(b, l->producers);
+    for (uint32_t i = 0; i < l->producers; i++) {
+        const int cpu = b->cpus[(first + i) % (uint32_t)b->cpu_count];
+        l->producer_info[i].cpu = cpu;
+        __atomic_fetch_add(pin_count(cpu), 1, __ATOMIC_RELAXED);
+    }
+}
+
+void rf__loader_unpin_producers(rf_loader *l)
+{
+    for (uint32_t i = 0; i < l->producers; i++) {
+        struct producer_info *prod = &l->producer_info[i];
+        if (prod->cpu < 0)
+            continue;
+        __atomic_fetch_sub(pin_count(prod->cpu), 1, __ATOMIC_RELAXED);
+        prod->cpu = -1;
+    }
+}
 
 int rf__loader_start_producers(rf_loader *l)
 {
-    /* Producer i on a CPU of its own of this rank's slice of the mask (see
-     * cpu-budget.h), as far as there are CPUs, unless the budget says not
-     * to pin (RF_PARAM_PIN_PRODUCERS 0 among the reasons). */
-    const struct rf__budget *b = &l->budget;
-    const bool pin = b->pin && b->cpu_count > 0;
-    const uint32_t first =
-        pin ? __atomic_fetch_add(&next_first_cpu, l->producers,
-                                 __ATOMIC_RELAXED)
-            : 0;
-    for (uint32_t i = 0; i < l->producers; i++)
-        l->producer_info[i].cpu =
-            pin ? b->cpus[(first + i) % (uint32_t)b->cpu_count] : -1;
+    choose_cpus(l);
     int rc = 0;
     if (l->params[RF_PARAM_START_MODE] != RF_START_FORK)
         rc = rf__producer_path(l->producer_path, sizeof(l->producer_path),

@@ -209,6 +209,11 @@ int rf__loader_start_producer(rf_loader *l, uint32_t i);
 /* Tells every producer to stop, waits CLOSE_GRACE_MS, kills the rest. */
 void rf__loader_stop_producers(rf_loader *l);
 
+/* Gives back the CPUs its producers were pinned to, for the process's
+ * next loader to choose among (in a child of fork() too, whose counts
+ * are its parent's copy); each cpu is -1 after. */
+void rf__loader_unpin_producers(rf_loader *l);
+
 /* ---- delivery.c ---------------------------------------------------------- */
 
 /* Orders the least busy producer to fill `slot` with batch `seq`.

@@ -35,6 +35,7 @@ static int allocate_tables(rf_loader *l)
         return set_error(l, -ENOMEM, "out of memory for loader tables");
     for (uint32_t i = 0; i < l->producers; i++) {
         l->producer_info[i].child.pidfd = -1;
+        l->producer_info[i].cpu = -1; /* until launch.c pins it */
         l->pfds[1 + i].fd = -1;
     }
     for (uint32_t s = 0; s < l->slots; s++)
@@ -311,6 +312,8 @@ void rf_loader_close(rf_loader *l)
     /* In a child of fork() the producers and rings are the parent's: only
      * the child's copies of the pidfds go (close-on-exec, but a child
      * that does not exec would keep one per producer). */
+    if (l->producer_info)
+        rf__loader_unpin_producers(l);
     if (l->producer_info && owned_here(l))
         rf__loader_stop_producers(l);
     else if (l->producer_info)
