@@ -155,8 +155,9 @@ static const struct param_rule rules[] = {
     NUMBER(RF_PARAM_SPIN_NS, 17, "spin_ns", 20000, 0, 1000000000,
            "ns a waiting side spins before it sleeps in the kernel"),
     FLAG(RF_PARAM_PIN_PRODUCERS, 18, "pin_producers", 1,
-         "1: pin producer i to the i-th CPU of this rank's CPU budget "
-         "(where the budget pins at all)"),
+         "1: pin each producer to a CPU of this rank's CPU budget, those "
+         "the process's other loaders use least (where the budget pins at "
+         "all)"),
 };
 
 #define RULES (sizeof(rules) / sizeof(rules[0]))
