@@ -175,7 +175,8 @@ void rf__loader_note_stderr(rf_loader *l);
  * caller's stderr as the default handler does (see
  * rf_config_set_message_handler()); nothing once the handler has closed
  * the loader. RF_PARAM_QUIET is the caller's to check: it silences
- * replaced producers' reports only. */
+ * the reports of replaced producers and of samples left out, not the
+ * CPU budget's at open or a long wait's. */
 void rf__loader_report(rf_loader *l, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
