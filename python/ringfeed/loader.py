@@ -383,7 +383,7 @@ class Loader:
     def batches(self) -> Iterator[Batch]:
         """Like iterating, but yields Batch objects with the details:
         indices, epoch, number, skipped (see Batch)."""
-        self._usable()
+        self._check_open()
         check_still_holds(self._rank, self._world, self._rank_from)
         with self._busy():  # a loop in another thread checks the same
             if self._at.iterating:
@@ -391,6 +391,9 @@ class Loader:
                     "this Loader is already being iterated: one loop at a "
                     "time (finish or leave the other loop, or open a second "
                     "Loader)")
+            # under the lock: another loop's start may be between closing
+            # its producers and opening the next ones
+            self._usable()
             if not self._at.loop_starts():
                 return
             self._restart_if_elsewhere()

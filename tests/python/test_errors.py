@@ -378,6 +378,52 @@ def test_one_loop_at_a_time_across_threads(tmp_path_factory):
         assert counted == [len(loader)]
 
 
+def test_a_second_loop_opens_nothing_while_the_first_restarts(
+        tmp_path_factory):
+    """A loop started while another thread's loop restarts its producers
+    waits for that restart, then raises: it opens no producers of its own
+    (it looked for the run outside the lock, found none between the first
+    loop's close and open, and opened one that the first loop's open then
+    closed, or took over)."""
+    root = dataset(tmp_path_factory, "tiny")
+    with ringfeed.Loader(root, 4, size=16, num_workers=1) as loader:
+        inside, go_on = threading.Event(), threading.Event()
+        second_done = threading.Event()
+        restart, open_run = loader._restart_if_elsewhere, loader._open_run
+        opened_by = []
+
+        def recorded_open():
+            opened_by.append(threading.get_ident())
+            return open_run()
+
+        def held_restart():  # between the close and the open
+            loader._close_run()
+            inside.set()
+            go_on.wait(timeout=30)
+            loader._open_run()
+
+        def first_loop():
+            for _ in loader:  # holds its first batch until the second ends
+                second_done.wait(timeout=30)
+                break
+
+        loader._open_run = recorded_open
+        loader._restart_if_elsewhere = held_restart
+        first = threading.Thread(target=first_loop)
+        first.start()
+        assert inside.wait(timeout=30)
+        loader._restart_if_elsewhere = restart
+        threading.Timer(0.5, go_on.set).start()
+        try:
+            with pytest.raises(ringfeed.RingfeedError,
+                               match="one loop at a time"):
+                next(iter(loader))
+        finally:
+            second_done.set()
+            first.join(timeout=60)
+        assert opened_by == [first.ident]
+
+
 @pytest.mark.parametrize("kwargs, keyword", [
     (dict(size="224"), "size="),
     (dict(size=[64]), "size="),
