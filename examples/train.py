@@ -433,6 +433,9 @@ class Trainer:
             self.log.end_epoch()
             if args.checkpoint:
                 self.save()
+            if signals.signum:  # came during the epoch's end or its save
+                self.stop_here(signals.signum)
+                return signals.signum
         return None
 
     def stop_here(self, why):

@@ -222,7 +222,8 @@ case_train_ranks_keep_their_own_checkpoints() {
 # line (it saved nothing on SIGTERM or Ctrl-C, so a preempted job lost
 # every step since the last epoch's end).
 case_train_sigterm_saves_then_resumes() {
-    set -- --transform train --epochs 2 --batch-size 8 --print-batches \
+    # 24 steps, the signal after the third: 21 left for it to land in
+    set -- --transform train --epochs 4 --batch-size 8 --print-batches \
         --checkpoint "$work/ck.pt"
     train "$@"
     kept >"$work/whole"
@@ -232,8 +233,8 @@ case_train_sigterm_saves_then_resumes() {
     pid=$!
     waited=0
     while [ "$(grep -c '^batch ' "$work/out")" -lt 3 ]; do
-        [ $waited -lt 1200 ] || fail "no third batch in 120 s"
-        sleep 0.1
+        [ $waited -lt 2400 ] || fail "no third batch in 120 s"
+        sleep 0.05
         waited=$((waited + 1))
     done
     kill -TERM $pid

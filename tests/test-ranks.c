@@ -303,11 +303,6 @@ TEST_CASE(quota_lowers_the_count, "quota",
     CHECK_EQ(status, 0);
 }
 
-int main(int argc, char **argv)
-{
-    return TEST_MAIN(argc, argv);
-}
-
 /* Takes a batch: the producers are then at work, pinned (a producer
  * pins itself as it starts). */
 static void take_one(rf_loader *l)
@@ -415,4 +410,9 @@ TEST_CASE(reopened_loader_keeps_off_a_live_one, "pin",
         rf_loader_close(val);
     }
     rf_loader_close(train);
+}
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN(argc, argv);
 }
