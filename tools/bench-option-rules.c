@@ -52,10 +52,11 @@ static void check_gpu_options(const struct bench_options *o)
 {
     static const enum option_id gpu_only[] = {OPT_DEVICE, OPT_DEPTH,
                                               OPT_STEP_US};
-    enum option_id id;
     if (o->gpu && (o->verify || o->json))
         cli_die_usage(PROGRAM, "--gpu goes with neither --verify nor --json");
-    if (!o->gpu && (id = first_given(o, gpu_only, COUNT_OF(gpu_only))))
+    const enum option_id id =
+        o->gpu ? 0 : first_given(o, gpu_only, COUNT_OF(gpu_only));
+    if (id)
         cli_die_usage(PROGRAM,
                       "--%s applies to --gpu only, and would change nothing "
                       "without it: add --gpu, or drop it",
@@ -76,8 +77,9 @@ static void check_source_options(const struct bench_options *o)
     static const enum option_id own_count[] = {OPT_SAMPLES, OPT_CLASSES};
     const bool decodes =
         o->source == RF_SOURCE_PATH || o->source == RF_SOURCE_SYNTHETIC_JPEG;
-    enum option_id id;
-    if (!decodes && (id = first_given(o, decoding, COUNT_OF(decoding)))) {
+    enum option_id id =
+        decodes ? 0 : first_given(o, decoding, COUNT_OF(decoding));
+    if (id) {
         char source[32];
         cli_die_usage(PROGRAM,
                       "--%s applies to a PATH or synthetic-jpeg, and would "
@@ -86,14 +88,18 @@ static void check_source_options(const struct bench_options *o)
                       bench_choice_name(RF_PARAM_SOURCE, o->source, source,
                                         sizeof(source)));
     }
-    if (o->on_error != RF_ON_ERROR_SKIP &&
-        (id = first_given(o, skip_limits, COUNT_OF(skip_limits))))
+    id = o->on_error == RF_ON_ERROR_SKIP
+             ? 0
+             : first_given(o, skip_limits, COUNT_OF(skip_limits));
+    if (id)
         cli_die_usage(PROGRAM,
                       "--%s limits --on-error skip, and would change "
                       "nothing without it: add --on-error skip, or drop it",
                       bench_option_name(id));
-    if (o->source == RF_SOURCE_PATH &&
-        (id = first_given(o, own_count, COUNT_OF(own_count))))
+    id = o->source == RF_SOURCE_PATH
+             ? first_given(o, own_count, COUNT_OF(own_count))
+             : 0;
+    if (id)
         cli_die_usage(PROGRAM,
                       "--%s would change nothing: the dataset at %s has its "
                       "own; drop it",
@@ -107,7 +113,6 @@ static void check_policy_options(const struct bench_options *o)
     static const enum option_id train_only[] = {OPT_MIN_SCALE_PPM, OPT_NO_FLIP};
     static const enum option_id respawn_limits[] = {OPT_MAX_RESPAWNS,
                                                     OPT_RESPAWN_WINDOW_S};
-    enum option_id id;
     char name[32];
     if (o->transform != RF_TRANSFORM_EVAL && given(o, OPT_RESIZE))
         cli_die_usage(PROGRAM,
@@ -116,16 +121,20 @@ static void check_policy_options(const struct bench_options *o)
                       "drop it",
                       bench_choice_name(RF_PARAM_TRANSFORM, o->transform, name,
                                         sizeof(name)));
-    if (o->transform != RF_TRANSFORM_TRAIN &&
-        (id = first_given(o, train_only, COUNT_OF(train_only))))
+    enum option_id id = o->transform == RF_TRANSFORM_TRAIN
+                            ? 0
+                            : first_given(o, train_only, COUNT_OF(train_only));
+    if (id)
         cli_die_usage(PROGRAM,
                       "--%s applies to --transform train, and would change "
                       "nothing for --transform %s: drop it",
                       bench_option_name(id),
                       bench_choice_name(RF_PARAM_TRANSFORM, o->transform, name,
                                         sizeof(name)));
-    if (o->on_producer_death != RF_ON_DEATH_RESPAWN &&
-        (id = first_given(o, respawn_limits, COUNT_OF(respawn_limits))))
+    id = o->on_producer_death == RF_ON_DEATH_RESPAWN
+             ? 0
+             : first_given(o, respawn_limits, COUNT_OF(respawn_limits));
+    if (id)
         cli_die_usage(PROGRAM,
                       "--%s limits --on-producer-death respawn, and would "
                       "change nothing with fail: drop it",
