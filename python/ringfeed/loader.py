@@ -80,6 +80,22 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forked)
 
 
+def _weak_say(loader: "Loader") -> Callable[[str], None]:
+    """The library's messages to loader._say(), holding the loader weakly:
+    the run keeps its message callback, and a strong reference would make
+    a cycle (loader -> run -> callback -> loader), so that a Loader
+    dropped with `del` kept its producers, ring and CPUs until the cyclic
+    collector ran."""
+    ref = weakref.ref(loader)
+
+    def say(text: str) -> None:
+        alive = ref()
+        if alive is not None:
+            alive._say(text)
+
+    return say
+
+
 # torch DataLoader attributes that a Loader has no counterpart of under
 # the same name: what to use instead (see Loader.__getattr__)
 _DATALOADER_ATTRIBUTES = {
@@ -245,6 +261,9 @@ class Loader:
                 dtype, mean, std, 1 if layout == "nchw" else 3,
                 int(values.get("channels", param("channels").default)))
         self._at = Position(epochs)
+        # what the first run listed: every later run must list the same
+        self._samples = 0
+        self._listing: Optional[int] = None
         self._open_run()
         with _live_lock:
             _live.add(self)
@@ -289,13 +308,13 @@ class Loader:
         self._opening = True
         try:
             run = self._run = _Run(self._config, self._at.epoch,
-                                   self._at.batch, self._say)
+                                   self._at.batch, _weak_say(self))
         finally:
             self._opening = False
         stats = run.stats
         self._at.per_epoch = int(stats.batches_per_epoch)
-        self._samples = int(stats.dataset_samples)
-        self._listing = int(stats.listing_digest)
+        self._check_same_listing(int(stats.dataset_samples),
+                                 int(stats.listing_digest))
         # On the GPU a slot goes back at the next batch, whatever
         # keep_batches= says: the loop holds the batch handed over and the
         # next one's, being copied.
@@ -312,6 +331,29 @@ class Loader:
                 self._close_run()
                 raise
         return run
+
+    def _check_same_listing(self, samples: int, listing: int) -> None:
+        """A restart of the producers lists a folder again: the first
+        listing is the Loader's for its whole life, and another one (files
+        or class folders added, removed or renamed since) is refused, as
+        its labels and indices would silently be other samples'."""
+        if self._listing is None:
+            self._samples, self._listing = samples, listing
+            return
+        if (samples, listing) == (self._samples, self._listing):
+            return
+        self._close_run()
+        counts = (f"{self._samples} samples then, {samples} now"
+                  if samples != self._samples else
+                  f"{samples} samples then and now, under other names")
+        raise RingfeedError(
+            f"source={self._source!r} changed since this Loader was opened "
+            f"({counts}): started again (set_epoch() to another epoch, "
+            "load_state_dict(), a loop left early), its producers would read "
+            "other samples under the same indices and labels. Keep the "
+            "dataset unchanged while a Loader reads it, or open a new Loader "
+            "(and a new run: a checkpoint of this one refuses the changed "
+            "files too)")
 
     def _too_few_slots(self, held: int, slots: int) -> str:
         """What to do when the loop would hold every slot of the ring."""
@@ -571,7 +613,7 @@ class Loader:
         at = self._at
         return _checkpoint.make_state(self._config.values, at.epoch,
                                       at.batch, at.per_epoch,
-                                      self._samples, self._listing,
+                                      self._samples, self._listing or 0,
                                       self._rank, self._world)
 
     def load_state_dict(self, state: Dict[str, Any],

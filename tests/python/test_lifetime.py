@@ -6,13 +6,16 @@ view is gone, then is unmapped)."""
 from __future__ import annotations
 
 import copy
+import gc
+import os
 import textwrap
 
 import numpy as np
 import pytest
 
 import ringfeed
-from helpers import as_numpy, dataset, run_python
+from helpers import (as_numpy, dataset, producers_of, run_python,
+                     wait_gone)
 
 ATTRIBUTES = ("images", "labels", "indices", "epoch", "number", "sequence",
               "skipped")
@@ -172,3 +175,23 @@ def test_a_copied_batch_has_pixels_of_its_own(tmp_path_factory):
             assert np.array_equal(as_numpy(twin.images), pixels)
         with pytest.raises(ringfeed.BatchReleased):
             copy.copy(first).images
+
+
+def test_a_dropped_loader_stops_without_the_cycle_collector(
+        tmp_path_factory):
+    """`del loader` with no other reference stops its producers at once:
+    the run's message callback held the Loader, a cycle that kept the
+    producers, the ring and their CPUs until the cyclic collector ran
+    (here switched off)."""
+    root = dataset(tmp_path_factory, "tiny")
+    before = set(producers_of(os.getpid()))
+    gc.disable()
+    try:
+        loader = ringfeed.Loader(root, 8, size=16, num_workers=1)
+        next(iter(loader))
+        mine = set(producers_of(os.getpid())) - before
+        assert mine
+        del loader
+        assert not wait_gone(mine)
+    finally:
+        gc.enable()

@@ -462,3 +462,22 @@ def test_set_epoch_of_the_loop_s_own_epoch_then_its_end(reference, hooked):
                 loader.set_epoch(0)  # another: the next loop's
         assert loader.state_dict()["epoch"] == 0
         assert_same_batches(collect(loader), want[:14])
+
+
+def test_a_restart_after_the_folder_changed_is_refused(tmp_path):
+    """A class folder added while the Loader runs, then set_epoch() to
+    another epoch (which starts the producers again, listing the folder
+    again): RingfeedError saying the source changed, instead of batches
+    whose labels and indices are other samples' (label 1 became the new
+    folder's, and loader.classes no longer matched)."""
+    root = str(tmp_path / "data")
+    write_folder(root, 2, 4, seed=2)
+    with ringfeed.Loader(root, 4, size=16, num_workers=1) as loader:
+        assert sum(len(labels) for _, labels in loader) == 8
+        shutil.copytree(os.path.join(root, "class_00"),
+                        os.path.join(root, "class_00a"))
+        loader.set_epoch(3)
+        with pytest.raises(ringfeed.RingfeedError,
+                           match=r"changed since this Loader was opened "
+                                 r"\(8 samples then, 12 now\)"):
+            next(iter(loader))
