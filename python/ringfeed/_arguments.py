@@ -43,10 +43,11 @@ def epoch_number(epoch: Any) -> int:
 
 
 def source_path(source: Any) -> str:
-    """source= as a path (str, bytes or os.PathLike), checked as the
-    operating system would take it: not empty, and no NUL (which would
-    end the path where the library reads it, opening another folder).
-    The library checks its length."""
+    """source= as an absolute path (str, bytes or os.PathLike, relative
+    to the working directory now), checked as the operating system would
+    take it: not empty, and no NUL (which would end the path where the
+    library reads it, opening another folder). The library checks its
+    length."""
     try:
         path = os.fsdecode(os.fspath(source))
     except TypeError:
@@ -60,7 +61,10 @@ def source_path(source: Any) -> str:
     if "\0" in path:
         raise ConfigError(f"source={path!r} holds a NUL character, which no "
                           "path has")
-    return path
+    # from the directory it is relative to now: the paths in errors
+    # (CorruptSample.path) then stay right after an os.chdir(). Joined,
+    # not normalised: "a/../b" goes through a as the kernel would.
+    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
 
 
 def shown_path(path: str) -> str:

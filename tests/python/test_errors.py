@@ -839,3 +839,24 @@ def test_dataloader_attributes_say_what_stands_for_them(tmp_path_factory):
         batch = next(loader.batches())
         images, labels = batch
         assert batch[0] is images and batch[1] is labels
+
+
+def test_corrupt_sample_path_of_a_relative_source_after_chdir(
+        tmp_path, monkeypatch):
+    """A relative source= and an os.chdir() after the Loader was made:
+    CorruptSample.path is still the file (it was relative to the old
+    directory, and a name holding "): " was cut in the wrong place)."""
+    root = tmp_path / "data"
+    write_folder(str(root), 1, 2, seed=7)
+    bad = root / "class_00" / "photo (2): a.jpg"
+    bad.write_bytes(b"not a picture")
+    monkeypatch.chdir(tmp_path)
+    loader = ringfeed.Loader("data", 3, size=16, shuffle=False,
+                             num_workers=1)
+    monkeypatch.chdir("/")
+    with pytest.raises(ringfeed.CorruptSample) as caught:
+        with loader:
+            for _ in loader:
+                pass
+    assert caught.value.path == str(bad)
+    assert caught.value.reason.startswith("not a JPEG file")
