@@ -221,6 +221,21 @@ static void report_skipped(rf_loader *l, const char *text)
                                        "not said");
 }
 
+/* The failure of a sample beyond those whose reasons a slot keeps: its
+ * file, named by the listing the loader kept (as the stall reports name
+ * it), so that the reports and rf_loader_sample_errors() still say which
+ * file to look at. */
+static void reason_not_kept(const rf_loader *l, uint64_t index, uint64_t seq,
+                            char *out, size_t len)
+{
+    char who[RF__DETAIL / 4];
+    rf__loader_describe_sample(l, index, who, sizeof(who));
+    rf__format(out, len,
+               "%s: its reason was not kept (more than %d samples of batch "
+               "%llu failed)",
+               who, RF__SLOT_FAILURES, (unsigned long long)seq);
+}
+
 /* Failed samples of a batch (`failed` of them, read once from the slot):
  * with the fail policy the first one is the error; with skip they are
  * counted against the limits. */
@@ -251,11 +266,8 @@ static int account_failures(rf_loader *l, uint32_t slot, uint64_t epoch,
             rf__format(text, sizeof(text), "%.*s", (int)sizeof(text) - 1,
                        m->failures[i].text);
         else
-            rf__format(text, sizeof(text),
-                       "sample %llu: its reason was not kept (more than %d "
-                       "samples of batch %llu failed)",
-                       (unsigned long long)index, RF__SLOT_FAILURES,
-                       (unsigned long long)l->slot_info[slot].seq);
+            reason_not_kept(l, index, l->slot_info[slot].seq, text,
+                            sizeof(text));
         const int rc = rf__failures_add(&l->failures, epoch, index, text,
                                         l->error, sizeof(l->error));
         if (rc < 0)
