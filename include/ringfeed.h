@@ -602,8 +602,10 @@ RF_API const char *rf_config_get_path(const rf_config *cfg);
  * 1 (pid 42) was killed by signal 9 (Killed) while filling batch 17
  * (sample 4242); replaced by pid 43, 2 batches issued again"), a producer
  * count over the CPU budget, a dataset whose raw samples the transform
- * does not touch (at open: see RF_SAMPLE_ZSTD), and a long wait in
- * rf_loader_next()
+ * does not touch (at open: see RF_SAMPLE_ZSTD), each of the first ten
+ * samples left out under RF_ON_ERROR_SKIP, once, when it first fails
+ * ("left out (RF_PARAM_ON_ERROR RF_ON_ERROR_SKIP): sample 7 (...): ..."),
+ * and a long wait in rf_loader_next()
  * (RF_PARAM_STALL_WARNING_MS: "the loop has waited 60.1 s for batch 2 of
  * epoch 2; producer 0 (pid 20642), which is filling it, is on sample 6
  * (...) ..."; in order, the producer filling the awaited batch is named
@@ -636,8 +638,8 @@ typedef void (*rf_message_fn)(void *user, const char *message);
  * only while file descriptor 2 is the same open file it was when
  * rf_loader_open() ran (so never into a file the caller opened on 2 after
  * closing stderr), and not at all when fd 2 was closed then.
- * RF_PARAM_QUIET 1 silences both for replaced producers (long waits are
- * reported unless RF_PARAM_STALL_WARNING_MS is 0). Whatever the handler,
+ * RF_PARAM_QUIET 1 silences both for replaced producers and samples left
+ * out (long waits are reported unless RF_PARAM_STALL_WARNING_MS is 0). Whatever the handler,
  * every event also
  * shows in rf_loader_stats() and errors in rf_loader_error(). Returns 0,
  * or -EINVAL for a NULL cfg. */

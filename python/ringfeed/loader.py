@@ -117,6 +117,12 @@ _DATALOADER_ATTRIBUTES = {
     "persistent_workers": "its producers live as long as it does",
     "worker_init_fn": "its producers are processes of the library's own",
     "generator": "seed= keys the order, crops and flips",
+    "timeout": "batch_timeout_ms= replaces a producer that delivers "
+               "nothing that long, and stall_warning_ms= says so sooner",
+    "multiprocessing_context": "start_mode= says how producers start "
+                               "('spawn', the default, or 'fork')",
+    "pin_memory_device": "device='cuda:N' names the GPU",
+    "in_order": "batches come in order (ordered=True, the default)",
 }
 
 
