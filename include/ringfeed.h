@@ -639,10 +639,9 @@ typedef void (*rf_message_fn)(void *user, const char *message);
  * rf_loader_open() ran (so never into a file the caller opened on 2 after
  * closing stderr), and not at all when fd 2 was closed then.
  * RF_PARAM_QUIET 1 silences both for replaced producers and samples left
- * out (long waits are reported unless RF_PARAM_STALL_WARNING_MS is 0). Whatever the handler,
- * every event also
- * shows in rf_loader_stats() and errors in rf_loader_error(). Returns 0,
- * or -EINVAL for a NULL cfg. */
+ * out (long waits are reported unless RF_PARAM_STALL_WARNING_MS is 0). Whatever
+ * the handler, every event also shows in rf_loader_stats() and errors in
+ * rf_loader_error(). Returns 0, or -EINVAL for a NULL cfg. */
 RF_API int rf_config_set_message_handler(rf_config *cfg, rf_message_fn fn,
                                          void *user);
 
