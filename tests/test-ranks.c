@@ -312,6 +312,22 @@ static void take_one(rf_loader *l)
     CHECK_OK(rf_loader_release(l, &b));
 }
 
+/* This process's two producers are pinned to one CPU each, not the same
+ * one, and one of them to `first` when given. */
+static void two_producers_apart(const cpu_set_t *first)
+{
+    int pids[8];
+    CHECK_EQ(list_children(pids, 8), 2);
+    cpu_set_t a, b;
+    CHECK_EQ(sched_getaffinity(pids[0], sizeof(a), &a), 0);
+    CHECK_EQ(sched_getaffinity(pids[1], sizeof(b), &b), 0);
+    CHECK_EQ(CPU_COUNT(&a), 1);
+    CHECK_EQ(CPU_COUNT(&b), 1);
+    CHECK(!CPU_EQUAL(&a, &b));
+    if (first)
+        CHECK(CPU_EQUAL(&a, first) || CPU_EQUAL(&b, first));
+}
+
 /* The affinity of this process's one producer. */
 static cpu_set_t only_producer_mask(void)
 {
@@ -345,15 +361,7 @@ TEST_CASE(two_loaders_take_different_cpus, "pin",
     rf_loader *val =
         TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_QUIET, 1});
     take_one(val);
-    int pids[8];
-    CHECK_EQ(list_children(pids, 8), 2);
-    cpu_set_t a, b;
-    CHECK_EQ(sched_getaffinity(pids[0], sizeof(a), &a), 0);
-    CHECK_EQ(sched_getaffinity(pids[1], sizeof(b), &b), 0);
-    CHECK_EQ(CPU_COUNT(&a), 1);
-    CHECK_EQ(CPU_COUNT(&b), 1);
-    CHECK(!CPU_EQUAL(&a, &b));
-    CHECK(CPU_EQUAL(&a, &first) || CPU_EQUAL(&b, &first));
+    two_producers_apart(&first);
     rf_loader_close(val);
     rf_loader_close(train);
     rf_loader *loose =
@@ -399,14 +407,7 @@ TEST_CASE(reopened_loader_keeps_off_a_live_one, "pin",
         rf_loader *val =
             TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_QUIET, 1});
         take_one(val);
-        int pids[8];
-        CHECK_EQ(list_children(pids, 8), 2);
-        cpu_set_t a, b;
-        CHECK_EQ(sched_getaffinity(pids[0], sizeof(a), &a), 0);
-        CHECK_EQ(sched_getaffinity(pids[1], sizeof(b), &b), 0);
-        CHECK_EQ(CPU_COUNT(&a), 1);
-        CHECK_EQ(CPU_COUNT(&b), 1);
-        CHECK(!CPU_EQUAL(&a, &b));
+        two_producers_apart(NULL);
         rf_loader_close(val);
     }
     rf_loader_close(train);

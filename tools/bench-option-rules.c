@@ -46,6 +46,30 @@ static void check_gpu_built(const struct bench_options *o)
 #endif
 }
 
+/* Options that would change nothing where they do not apply, and the
+ * refusal's words: "--NAME " BEFORE ARG AFTER (ARG, a value of the run's,
+ * may be ""). */
+struct stray_rule {
+    const enum option_id *ids;
+    size_t count;
+    const char *before, *arg, *after;
+};
+
+#define STRAY_RULE(ids, before, arg, after)                                    \
+    ((struct stray_rule){(ids), COUNT_OF(ids), (before), (arg), (after)})
+
+/* Refuses the first option of `rule` given, unless they apply: a run
+ * never measures something other than what was asked. */
+static void refuse_stray(const struct bench_options *o, bool applies,
+                         struct stray_rule rule)
+{
+    const enum option_id id =
+        applies ? 0 : first_given(o, rule.ids, rule.count);
+    if (id)
+        cli_die_usage(PROGRAM, "--%s %s%s%s", bench_option_name(id),
+                      rule.before, rule.arg, rule.after);
+}
+
 /* --gpu has its own report and no verification; its own options would
  * change nothing without it. */
 static void check_gpu_options(const struct bench_options *o)
@@ -54,17 +78,14 @@ static void check_gpu_options(const struct bench_options *o)
                                               OPT_STEP_US};
     if (o->gpu && (o->verify || o->json))
         cli_die_usage(PROGRAM, "--gpu goes with neither --verify nor --json");
-    const enum option_id id =
-        o->gpu ? 0 : first_given(o, gpu_only, COUNT_OF(gpu_only));
-    if (id)
-        cli_die_usage(PROGRAM,
-                      "--%s applies to --gpu only, and would change nothing "
-                      "without it: add --gpu, or drop it",
-                      bench_option_name(id));
+    refuse_stray(o, o->gpu,
+                 STRAY_RULE(gpu_only,
+                            "applies to --gpu only, and would change nothing "
+                            "without it: add --gpu, or drop it",
+                            "", ""));
 }
 
-/* Options that would change nothing for the source given are refused,
- * so that a run never measures something other than what was asked. */
+/* Options that would change nothing for the source given. */
 static void check_source_options(const struct bench_options *o)
 {
     static const enum option_id decoding[] = {
@@ -75,70 +96,50 @@ static void check_source_options(const struct bench_options *o)
     static const enum option_id skip_limits[] = {OPT_MAX_ERRORS,
                                                  OPT_MAX_ERROR_PPM};
     static const enum option_id own_count[] = {OPT_SAMPLES, OPT_CLASSES};
-    const bool decodes =
-        o->source == RF_SOURCE_PATH || o->source == RF_SOURCE_SYNTHETIC_JPEG;
-    enum option_id id =
-        decodes ? 0 : first_given(o, decoding, COUNT_OF(decoding));
-    if (id) {
-        char source[32];
-        cli_die_usage(PROGRAM,
-                      "--%s applies to a PATH or synthetic-jpeg, and would "
-                      "change nothing for --source %s: drop it",
-                      bench_option_name(id),
-                      bench_choice_name(RF_PARAM_SOURCE, o->source, source,
-                                        sizeof(source)));
-    }
-    id = o->on_error == RF_ON_ERROR_SKIP
-             ? 0
-             : first_given(o, skip_limits, COUNT_OF(skip_limits));
-    if (id)
-        cli_die_usage(PROGRAM,
-                      "--%s limits --on-error skip, and would change "
-                      "nothing without it: add --on-error skip, or drop it",
-                      bench_option_name(id));
-    id = o->source == RF_SOURCE_PATH
-             ? first_given(o, own_count, COUNT_OF(own_count))
-             : 0;
-    if (id)
-        cli_die_usage(PROGRAM,
-                      "--%s would change nothing: the dataset at %s has its "
-                      "own; drop it",
-                      bench_option_name(id), o->path);
+    char source[32];
+    bench_choice_name(RF_PARAM_SOURCE, o->source, source, sizeof(source));
+    refuse_stray(
+        o, o->source == RF_SOURCE_PATH || o->source == RF_SOURCE_SYNTHETIC_JPEG,
+        STRAY_RULE(decoding,
+                   "applies to a PATH or synthetic-jpeg, and would "
+                   "change nothing for --source ",
+                   source, ": drop it"));
+    refuse_stray(o, o->on_error == RF_ON_ERROR_SKIP,
+                 STRAY_RULE(skip_limits,
+                            "limits --on-error skip, and would change "
+                            "nothing without it: add --on-error skip, or "
+                            "drop it",
+                            "", ""));
+    refuse_stray(o, o->source != RF_SOURCE_PATH,
+                 STRAY_RULE(own_count, "would change nothing: the dataset at ",
+                            o->path, " has its own; drop it"));
 }
 
 /* A transform's own options would change nothing under another one; the
  * respawn limits nothing when a dead producer ends the run. */
 static void check_policy_options(const struct bench_options *o)
 {
+    static const enum option_id eval_only[] = {OPT_RESIZE};
     static const enum option_id train_only[] = {OPT_MIN_SCALE_PPM, OPT_NO_FLIP};
     static const enum option_id respawn_limits[] = {OPT_MAX_RESPAWNS,
                                                     OPT_RESPAWN_WINDOW_S};
     char name[32];
-    if (o->transform != RF_TRANSFORM_EVAL && given(o, OPT_RESIZE))
-        cli_die_usage(PROGRAM,
-                      "--resize applies to --transform eval, and would change "
-                      "nothing for --transform %s: add --transform eval, or "
-                      "drop it",
-                      bench_choice_name(RF_PARAM_TRANSFORM, o->transform, name,
-                                        sizeof(name)));
-    enum option_id id = o->transform == RF_TRANSFORM_TRAIN
-                            ? 0
-                            : first_given(o, train_only, COUNT_OF(train_only));
-    if (id)
-        cli_die_usage(PROGRAM,
-                      "--%s applies to --transform train, and would change "
-                      "nothing for --transform %s: drop it",
-                      bench_option_name(id),
-                      bench_choice_name(RF_PARAM_TRANSFORM, o->transform, name,
-                                        sizeof(name)));
-    id = o->on_producer_death == RF_ON_DEATH_RESPAWN
-             ? 0
-             : first_given(o, respawn_limits, COUNT_OF(respawn_limits));
-    if (id)
-        cli_die_usage(PROGRAM,
-                      "--%s limits --on-producer-death respawn, and would "
-                      "change nothing with fail: drop it",
-                      bench_option_name(id));
+    bench_choice_name(RF_PARAM_TRANSFORM, o->transform, name, sizeof(name));
+    refuse_stray(o, o->transform == RF_TRANSFORM_EVAL,
+                 STRAY_RULE(eval_only,
+                            "applies to --transform eval, and would change "
+                            "nothing for --transform ",
+                            name, ": add --transform eval, or drop it"));
+    refuse_stray(o, o->transform == RF_TRANSFORM_TRAIN,
+                 STRAY_RULE(train_only,
+                            "applies to --transform train, and would change "
+                            "nothing for --transform ",
+                            name, ": drop it"));
+    refuse_stray(o, o->on_producer_death == RF_ON_DEATH_RESPAWN,
+                 STRAY_RULE(respawn_limits,
+                            "limits --on-producer-death respawn, and would "
+                            "change nothing with fail: drop it",
+                            "", ""));
 }
 
 /* A pack whose samples are all raw pixels (zstd frames: --raw of

@@ -337,6 +337,32 @@ def test_one_loop_at_a_time(tmp_path_factory):
         assert sum(1 for _ in loader) == len(loader)
 
 
+def second_loop_while_first_restarts(loader, held_restart, first_loop):
+    """Starts first_loop() in a thread with loader._restart_if_elsewhere
+    replaced by held_restart(inside, go_on) (which sets `inside`, then
+    waits for `go_on`), and starts a second loop in this thread while the
+    first is held there; the second must raise "one loop at a time".
+    first_loop(second_done) should hold its first batch until
+    second_done is set. Returns the first thread, joined."""
+    inside, go_on = threading.Event(), threading.Event()
+    second_done = threading.Event()
+    restart = loader._restart_if_elsewhere
+    loader._restart_if_elsewhere = lambda: held_restart(inside, go_on)
+    first = threading.Thread(target=first_loop, args=(second_done,))
+    first.start()
+    assert inside.wait(timeout=30)
+    loader._restart_if_elsewhere = restart
+    threading.Timer(0.5, go_on.set).start()
+    try:
+        with pytest.raises(ringfeed.RingfeedError,
+                           match="one loop at a time"):
+            next(iter(loader))
+    finally:
+        second_done.set()
+        first.join(timeout=60)
+    return first
+
+
 def test_one_loop_at_a_time_across_threads(tmp_path_factory):
     """Two threads starting loops at once: the second raises, however the
     two interleave. The first thread is held where a loop starts its
@@ -345,36 +371,22 @@ def test_one_loop_at_a_time_across_threads(tmp_path_factory):
     epoch between them)."""
     root = dataset(tmp_path_factory, "tiny")
     with ringfeed.Loader(root, 4, size=16, num_workers=1) as loader:
-        inside, go_on = threading.Event(), threading.Event()
         restart = loader._restart_if_elsewhere
+        counted = []
 
-        def held_restart():
+        def held_restart(inside, go_on):
             inside.set()
             go_on.wait(timeout=30)
             restart()
 
-        loader._restart_if_elsewhere = held_restart
-        counted, second_done = [], threading.Event()
-
-        def first_loop():
+        def first_loop(second_done):
             n = 0
             for _ in loader:  # holds its first batch until the second ends
                 n += 1
                 second_done.wait(timeout=30)
             counted.append(n)
 
-        first = threading.Thread(target=first_loop)
-        first.start()
-        assert inside.wait(timeout=30)
-        loader._restart_if_elsewhere = restart
-        threading.Timer(0.5, go_on.set).start()
-        try:
-            with pytest.raises(ringfeed.RingfeedError,
-                               match="one loop at a time"):
-                next(iter(loader))
-        finally:
-            second_done.set()
-            first.join(timeout=60)
+        second_loop_while_first_restarts(loader, held_restart, first_loop)
         assert counted == [len(loader)]
 
 
@@ -387,40 +399,27 @@ def test_a_second_loop_opens_nothing_while_the_first_restarts(
     closed, or took over)."""
     root = dataset(tmp_path_factory, "tiny")
     with ringfeed.Loader(root, 4, size=16, num_workers=1) as loader:
-        inside, go_on = threading.Event(), threading.Event()
-        second_done = threading.Event()
-        restart, open_run = loader._restart_if_elsewhere, loader._open_run
+        open_run = loader._open_run
         opened_by = []
 
         def recorded_open():
             opened_by.append(threading.get_ident())
             return open_run()
 
-        def held_restart():  # between the close and the open
+        def held_restart(inside, go_on):  # between the close and the open
             loader._close_run()
             inside.set()
             go_on.wait(timeout=30)
             loader._open_run()
 
-        def first_loop():
+        def first_loop(second_done):
             for _ in loader:  # holds its first batch until the second ends
                 second_done.wait(timeout=30)
                 break
 
         loader._open_run = recorded_open
-        loader._restart_if_elsewhere = held_restart
-        first = threading.Thread(target=first_loop)
-        first.start()
-        assert inside.wait(timeout=30)
-        loader._restart_if_elsewhere = restart
-        threading.Timer(0.5, go_on.set).start()
-        try:
-            with pytest.raises(ringfeed.RingfeedError,
-                               match="one loop at a time"):
-                next(iter(loader))
-        finally:
-            second_done.set()
-            first.join(timeout=60)
+        first = second_loop_while_first_restarts(loader, held_restart,
+                                                 first_loop)
         assert opened_by == [first.ident]
 
 
