@@ -1,10 +1,11 @@
-"""What torch's DataLoader calls by names a Loader does not have, and
-what stands for each in a Loader: the message of the AttributeError that
-code moved from a DataLoader meets (Loader.__getattr__)."""
+"""What a Loader is not, for code written for torch's DataLoader: not a
+dataset to index, nothing to pickle or copy, and without the DataLoader's
+attributes that have other names here (each error says what stands for
+it). Nothing here is public."""
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import TYPE_CHECKING, Any, Dict
 
 # torch DataLoader attributes that a Loader has no counterpart of under
 # the same name: what to use instead (see Loader.__getattr__)
@@ -34,3 +35,39 @@ DATALOADER_ATTRIBUTES: Dict[str, str] = {
     "pin_memory_device": "device='cuda:N' names the GPU",
     "in_order": "batches come in order (ordered=True, the default)",
 }
+
+
+class NotADataLoader:
+    """Loader's base: the refusals, each saying what to do instead."""
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            "a ringfeed.Loader cannot be pickled or sent to another "
+            "process (its producers and ring belong to this one): open a "
+            "Loader in each process, e.g. inside the function that "
+            "torch.multiprocessing.spawn runs")
+
+    if not TYPE_CHECKING:  # a type checker still sees no such attributes
+        def __getattr__(self, name: str) -> Any:
+            """Only for attributes a Loader lacks: those of torch's
+            DataLoader that code moved from it reads say what stands for
+            them."""
+            hint = DATALOADER_ATTRIBUTES.get(name)
+            if hint is None:
+                raise AttributeError(
+                    f"'Loader' object has no attribute {name!r}")
+            raise AttributeError(f"a ringfeed.Loader has no .{name}, as "
+                                 f"torch's DataLoader has: {hint}")
+
+    def __getitem__(self, index: Any) -> Any:
+        raise TypeError(
+            "a ringfeed.Loader is iterated, not indexed: use it in place of "
+            "the DataLoader (for images, labels in loader), not inside one "
+            "as a dataset")
+
+    def __copy__(self) -> "NotADataLoader":
+        raise TypeError("a ringfeed.Loader cannot be copied (a copy would "
+                        "share its producers); open a second Loader")
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "NotADataLoader":
+        return self.__copy__()

@@ -11,15 +11,13 @@ so a CPU tensor is valid until then: ``.clone()`` what you keep longer.
 
 from __future__ import annotations
 
-import atexit
 import collections
 import contextlib
 import logging
 import os
 import threading
-import weakref
-from typing import (TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator,
-                    List, Optional, Sequence, Set, Tuple, Union)
+from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional,
+                    Sequence, Set, Tuple, Union)
 
 import numpy as np
 
@@ -27,8 +25,9 @@ from . import _capi, _checkpoint
 from ._arguments import (epoch_count, epoch_number, library_values,
                          seed_value, size_pair, source_path, whole,
                          worker_count)
-from ._dataloader import DATALOADER_ATTRIBUTES
+from ._dataloader import NotADataLoader
 from ._distributed import check_still_holds, rank_and_world
+from ._lifetime import track, untrack, weak_say
 from ._position import Position
 from ._run import _Config, _Held, _Run, copy_array
 from .batch import Batch
@@ -47,57 +46,7 @@ log = logging.getLogger("ringfeed")
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-_live: "weakref.WeakSet[Loader]" = weakref.WeakSet()
-_live_lock = threading.Lock()
-
-
-def _close_all() -> None:
-    """At interpreter exit: every loader still open is closed, so no
-    producer outlives the program's own cleanup; but not one that another
-    thread is taking a batch from (a daemon thread waiting in the
-    library): waking that thread would run it into the interpreter's
-    finalization, and the producers end with the process anyway (the
-    kernel signals them when their parent goes)."""
-    for loader in list(_live):
-        if loader._lock.acquire(blocking=False):
-            try:
-                loader.close()
-            finally:
-                loader._lock.release()
-
-
-atexit.register(_close_all)
-
-
-def _forked() -> None:
-    """In a child of fork(): every loader is its parent's."""
-    for loader in list(_live):
-        loader._forked = True
-        # a thread of the parent may have held it; none runs here
-        loader._lock = threading.RLock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forked)
-
-
-def _weak_say(loader: "Loader") -> Callable[[str], None]:
-    """The library's messages to loader._say(), holding the loader weakly:
-    the run keeps its message callback, and a strong reference would make
-    a cycle (loader -> run -> callback -> loader), so that a Loader
-    dropped with `del` kept its producers, ring and CPUs until the cyclic
-    collector ran."""
-    ref = weakref.ref(loader)
-
-    def say(text: str) -> None:
-        alive = ref()
-        if alive is not None:
-            alive._say(text)
-
-    return say
-
-
-class Loader:
+class Loader(NotADataLoader):
     """Batches of images from a folder of class folders (torchvision's
     ImageFolder) or a packed file, decoded and augmented by producer
     processes into shared memory.
@@ -242,40 +191,7 @@ class Loader:
         self._samples = 0
         self._listing: Optional[int] = None
         self._open_run()
-        with _live_lock:
-            _live.add(self)
-
-    def __reduce__(self) -> Any:
-        raise TypeError(
-            "a ringfeed.Loader cannot be pickled or sent to another "
-            "process (its producers and ring belong to this one): open a "
-            "Loader in each process, e.g. inside the function that "
-            "torch.multiprocessing.spawn runs")
-
-    if not TYPE_CHECKING:  # a type checker still sees no such attributes
-        def __getattr__(self, name: str) -> Any:
-            """Only for attributes a Loader lacks: those of torch's
-            DataLoader that code moved from it reads say what stands for
-            them."""
-            hint = DATALOADER_ATTRIBUTES.get(name)
-            if hint is None:
-                raise AttributeError(
-                    f"'Loader' object has no attribute {name!r}")
-            raise AttributeError(f"a ringfeed.Loader has no .{name}, as "
-                                 f"torch's DataLoader has: {hint}")
-
-    def __getitem__(self, index: Any) -> Any:
-        raise TypeError(
-            "a ringfeed.Loader is iterated, not indexed: use it in place of "
-            "the DataLoader (for images, labels in loader), not inside one "
-            "as a dataset")
-
-    def __copy__(self) -> "Loader":
-        raise TypeError("a ringfeed.Loader cannot be copied (a copy would "
-                        "share its producers); open a second Loader")
-
-    def __deepcopy__(self, memo: Dict[int, Any]) -> "Loader":
-        return self.__copy__()
+        track(self)
 
     # ---- the run --------------------------------------------------------
 
@@ -285,7 +201,7 @@ class Loader:
         self._opening = True
         try:
             run = self._run = _Run(self._config, self._at.epoch,
-                                   self._at.batch, _weak_say(self))
+                                   self._at.batch, weak_say(self))
         finally:
             self._opening = False
         stats = run.stats
@@ -755,8 +671,7 @@ class Loader:
         if self._closed:
             return
         self._closed = True
-        with _live_lock:
-            _live.discard(self)
+        untrack(self)
         if self._forked or self._pid != os.getpid():
             if self._run is not None:
                 self._run.free_child_copy()
