@@ -312,6 +312,20 @@ static void take_one(rf_loader *l)
     CHECK_OK(rf_loader_release(l, &b));
 }
 
+/* A loader of one producer at work, pinned; the case skips where the
+ * budget does not pin (a launcher-bound mask, say). */
+static rf_loader *open_pinned_loader(void)
+{
+    char why[512];
+    rf_loader *l =
+        TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_QUIET, 1});
+    CHECK_GE(rf_loader_cpu_budget(l, why, sizeof(why)), 1);
+    if (!strstr(why, "; pinned to "))
+        TEST_SKIP_BECAUSE("the budget does not pin here: %s", why);
+    take_one(l);
+    return l;
+}
+
 /* This process's two producers are pinned to one CPU each, not the same
  * one, and one of them to `first` when given. */
 static void two_producers_apart(const cpu_set_t *first)
@@ -350,13 +364,7 @@ TEST_CASE(two_loaders_take_different_cpus, "pin",
     const int all = cpus_in_mask(&mask);
     if (all < 2)
         TEST_SKIP_BECAUSE("one CPU in the mask: nothing to spread over");
-    char why[512];
-    rf_loader *train =
-        TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_QUIET, 1});
-    CHECK_GE(rf_loader_cpu_budget(train, why, sizeof(why)), 1);
-    if (!strstr(why, "; pinned to "))
-        TEST_SKIP_BECAUSE("the budget does not pin here: %s", why);
-    take_one(train);
+    rf_loader *train = open_pinned_loader();
     const cpu_set_t first = only_producer_mask();
     rf_loader *val =
         TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_QUIET, 1});
@@ -367,6 +375,7 @@ TEST_CASE(two_loaders_take_different_cpus, "pin",
     rf_loader *loose =
         TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_PIN_PRODUCERS, 0},
                          {RF_PARAM_QUIET, 1});
+    char why[512];
     CHECK_GE(rf_loader_cpu_budget(loose, why, sizeof(why)), 1);
     printf("  %s\n", why);
     CHECK_CONTAINS(why, ", not pinned (RF_PARAM_PIN_PRODUCERS 0)");
@@ -396,13 +405,7 @@ TEST_CASE(reopened_loader_keeps_off_a_live_one, "pin",
         }
     CHECK_EQ(sched_setaffinity(0, sizeof(few), &few), 0);
     const int all = CPU_COUNT(&few);
-    char why[512];
-    rf_loader *train =
-        TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_QUIET, 1});
-    CHECK_GE(rf_loader_cpu_budget(train, why, sizeof(why)), 1);
-    if (!strstr(why, "; pinned to "))
-        TEST_SKIP_BECAUSE("the budget does not pin here: %s", why);
-    take_one(train);
+    rf_loader *train = open_pinned_loader();
     for (int round = 0; round < all + 1; round++) {
         rf_loader *val =
             TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_QUIET, 1});
