@@ -124,6 +124,7 @@ RF_API const char *rf_strerror(int code);
  * ------------------------------------------------------------------------ */
 
 typedef struct rf_config rf_config;
+typedef struct rf_loader rf_loader; /* the consumer side, below */
 
 /* Memory layout of one batch of images. N = samples, H, W, C as usual. */
 typedef enum rf_layout {
@@ -597,6 +598,27 @@ RF_API int rf_config_set_path(rf_config *cfg, const char *path);
  * rf_config_free() on it. */
 RF_API const char *rf_config_get_path(const rf_config *cfg);
 
+/* Makes the loaders opened with cfg read the dataset `from` reads, as
+ * `from` listed it at its open: the same folder or packed file (the one
+ * `from` opened, whatever its path names now) and the same samples,
+ * indices and labels, instead of listing the path again. For starting a
+ * run again at another position (a later epoch, a checkpoint's batch)
+ * while the dataset may be changing on disk: files added since are not
+ * read, a file removed or damaged since fails as that sample does
+ * (RF_PARAM_ON_ERROR), and RF_PARAM_INDEX_CACHE is not used. Sets cfg's
+ * path to `from`'s (which then only names the dataset in messages) and
+ * RF_PARAM_SOURCE to RF_SOURCE_PATH; it is used while RF_PARAM_SOURCE
+ * stays so, and a later rf_config_set_path() with another path drops
+ * it. cfg keeps copies of two of `from`'s fds (close-on-exec) until
+ * then, rf_config_free() or the next rf_config_set_listing(): `from` may
+ * be closed as soon as this returns. Returns 0; -EINVAL when cfg or from is
+ * NULL or `from` reads no dataset from a path (a synthetic source); or
+ * -EMFILE/-ENFILE when no fd is free (rf_config_error() says which).
+ * cfg is unchanged on error. `from` is only read: any thread, as
+ * rf_loader_stats(); in a fork()ed child only the fds are copied, so a
+ * loader opened there reads the same dataset. */
+RF_API int rf_config_set_listing(rf_config *cfg, const rf_loader *from);
+
 /* Receives one line of text (no newline) for each event a loader reports
  * while the run goes on: a producer replaced after it died ("producer
  * 1 (pid 42) was killed by signal 9 (Killed) while filling batch 17
@@ -648,8 +670,6 @@ RF_API int rf_config_set_message_handler(rf_config *cfg, rf_message_fn fn,
 /* ------------------------------------------------------------------------
  * Loader (the consumer side)
  * ------------------------------------------------------------------------ */
-
-typedef struct rf_loader rf_loader;
 
 /*
  * One batch, filled by rf_loader_next(). Every pointer points into the

@@ -47,6 +47,14 @@ static inline void write_file(const char *path, const void *data, size_t size)
     close(fd);
 }
 
+/* Copies a tree (cp -a): a case changes its own copy of a dataset. */
+static inline void copy_tree(const char *from, const char *to)
+{
+    char cmd[2 * 4096 + 16]; /* two paths, quoted */
+    snprintf(cmd, sizeof(cmd), "cp -a '%s' '%s'", from, to);
+    CHECK_EQ(system(cmd), 0);
+}
+
 static inline int remove_entry_(const char *path, const struct stat *st,
                                 int flag, struct FTW *ftw)
 {

@@ -5,9 +5,8 @@
  * whatever the number of producers. Bad files (empty, truncated, random
  * bytes, a PNG named .jpg, an image over the pixel limit) fail the batch
  * with an error naming the sample, the file and the reason, or are left
- * out and listed under the skip policy, until a limit is crossed. The
- * dataset's path changing meaning during a run (a folder or pack replaced,
- * chdir()) changes nothing for producers started after it.
+ * out and listed under the skip policy, until a limit is crossed. (The
+ * dataset changing on disk during a run: test-change.c.)
  *
  * Setup makes the folder of good JPEGs once, and a copy with the bad
  * files; each case copies what it changes.
@@ -45,13 +44,6 @@ static char base[256], root[300], bad_root[300];
 
 enum { BAD_FILES = 5 };
 
-static void copy_folder(const char *from, const char *to)
-{
-    char cmd[700];
-    rf__format(cmd, sizeof(cmd), "cp -a '%s' '%s'", from, to);
-    CHECK_EQ(system(cmd), 0);
-}
-
 /* The case reads the folder with bad files. */
 static void use_bad_folder(void)
 {
@@ -71,22 +63,6 @@ static rf_config *bad_folder_config(int64_t producers, rf_transform transform)
     rf_config *cfg = folder_config(producers, transform);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_PIXELS, 10000));
     return cfg;
-}
-
-/* Takes every batch until next() stops; returns what it stopped with and
- * adds the samples delivered and skipped (either may be NULL). */
-static int drain(rf_loader *l, uint64_t *samples, uint64_t *skipped)
-{
-    rf_batch b;
-    int rc;
-    while ((rc = rf_loader_next(l, &b)) > 0) {
-        if (samples)
-            *samples += b.samples;
-        if (skipped)
-            *skipped += b.skipped;
-        CHECK_OK(rf_loader_release(l, &b));
-    }
-    return rc;
 }
 
 /* The skip policy with the given limits (0 errors: no count limit). */
@@ -198,7 +174,7 @@ TEST_CASE(test_bad_file_fails_with_its_name, "bad",
     rf_config *cfg = bad_folder_config(2, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
     rf_loader *l = test_open_loader(cfg);
-    CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
+    CHECK_EQ(test_drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
     rf_batch b;
     /* Unshuffled, the first bad sample in order is class_0/huge.jpg,
      * named by its whole path. */
@@ -235,7 +211,7 @@ TEST_CASE(test_bad_files_skipped_and_listed, "bad",
     CHECK_OK(rf_config_set_message_handler(cfg, collect_skip_report, &said));
     rf_loader *l = open_skipping(cfg, 0, 500000);
     uint64_t samples = 0, skipped = 0;
-    CHECK_EQ(drain(l, &samples, &skipped), 0);
+    CHECK_EQ(test_drain(l, &samples, &skipped), 0);
     CHECK_EQ(samples, 2 * CLASSES * PER_CLASS);
     CHECK_EQ(skipped, 2 * (uint64_t)bad);
     rf_sample_error errors[16];
@@ -266,7 +242,7 @@ TEST_CASE(test_many_skips_said_up_to_ten, "bad",
 {
     char folder[400], file[500];
     rf__format(folder, sizeof(folder), "%s-many-bad", root);
-    copy_folder(root, folder);
+    copy_tree(root, folder);
     for (int k = 0; k < 14; k++) {
         rf__format(file, sizeof(file), "%s/class_0/bad%02d.jpg", folder, k);
         write_file(file, "not a picture", 13);
@@ -276,7 +252,7 @@ TEST_CASE(test_many_skips_said_up_to_ten, "bad",
     CHECK_OK(rf_config_set_message_handler(cfg, collect_skip_report, &said));
     rf_loader *l = open_skipping(cfg, 0, 1000000);
     uint64_t samples = 0, skipped = 0;
-    CHECK_EQ(drain(l, &samples, &skipped), 0);
+    CHECK_EQ(test_drain(l, &samples, &skipped), 0);
     CHECK_EQ(skipped, 2 * 14);
     CHECK_EQ(said.count, 10);
     CHECK(strstr(said.text[8], "not said") == NULL);
@@ -305,7 +281,7 @@ TEST_CASE(test_many_failures_in_one_batch, "bad",
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 1));
     rf_loader *l = open_skipping(cfg, 0, 500000);
     uint64_t samples = 0, skipped = 0;
-    CHECK_EQ(drain(l, &samples, &skipped), 0);
+    CHECK_EQ(test_drain(l, &samples, &skipped), 0);
     CHECK_EQ(skipped, (uint64_t)bad);
     rf_dataset *ds = NULL;
     CHECK_OK(rf_dataset_open(&ds, root, NULL));
@@ -332,7 +308,7 @@ TEST_CASE(test_error_limit_ends_the_run, "bad", "error limit ends the run")
 {
     rf_config *cfg = bad_folder_config(2, RF_TRANSFORM_EVAL);
     rf_loader *l = open_skipping(cfg, 2, 1000000);
-    CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
+    CHECK_EQ(test_drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
     CHECK_CONTAINS(rf_loader_error(l), "samples have failed, more than "
                                        "RF_PARAM_MAX_ERRORS 2 allows: raise "
                                        "it");
@@ -363,7 +339,7 @@ TEST_CASE(test_epoch_limit_says_share_and_count, "bad",
     rf_config *cfg = jpeg_folder_config(folder, 1, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 1));
     rf_loader *l = open_skipping(cfg, 0, 400000);
-    CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
+    CHECK_EQ(test_drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
     const char *msg = rf_loader_error(l);
     printf("  %s\n", msg);
     CHECK_CONTAINS(msg, "1 sample of epoch 0 has failed, more than "
@@ -378,7 +354,7 @@ TEST_CASE(test_epoch_limit_says_share_and_count, "bad",
     CHECK_OK(rf_config_set(cfg, RF_PARAM_RANK, 1)); /* b.jpg's */
     CHECK_OK(rf_config_set(cfg, RF_PARAM_WORLD_SIZE, 2));
     l = open_skipping(cfg, 0, 400000);
-    CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
+    CHECK_EQ(test_drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
     msg = rf_loader_error(l);
     printf("  %s\n", msg);
     CHECK_CONTAINS(msg, "RF_PARAM_MAX_ERROR_PPM 400000 allows (none among "
@@ -399,7 +375,7 @@ TEST_CASE(test_error_limit_counts_each_sample_once, "bad",
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 4));
     rf_loader *l = open_skipping(cfg, bad, 1000000);
     uint64_t skipped = 0;
-    CHECK_EQ(drain(l, NULL, &skipped), 0);
+    CHECK_EQ(test_drain(l, NULL, &skipped), 0);
     CHECK_EQ(skipped, 4 * (uint64_t)bad);
     CHECK_EQ(rf_loader_sample_errors(l, NULL, 0), (uint64_t)bad);
     rf_loader_close(l);
@@ -558,7 +534,7 @@ static uint64_t samples_seen_by_loader(void)
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 1));
     rf_loader *l = open_skipping(cfg, 0, 1000000);
     uint64_t samples = 0;
-    CHECK_EQ(drain(l, &samples, &samples), 0);
+    CHECK_EQ(test_drain(l, &samples, &samples), 0);
     rf_loader_close(l);
     return samples;
 }
@@ -568,7 +544,7 @@ TEST_CASE(test_index_cache, "folder",
 {
     char copy[400], cache[300];
     rf__format(copy, sizeof(copy), "%s-cache", root);
-    copy_folder(root, copy); /* this case adds a file */
+    copy_tree(root, copy); /* this case adds a file */
     memcpy(root, copy, sizeof(root));
     rf__format(cache, sizeof(cache), "%s/.ringfeed-index", root);
     const uint64_t before = samples_seen_by_loader();
@@ -589,190 +565,6 @@ TEST_CASE(test_index_cache, "folder",
     CHECK_EQ(samples_seen_by_loader(), before + 1);
 }
 
-/* ---- the dataset's path changes meaning during a run ------------------- */
-
-/* Runs cfg to the end. Once the first batch is in, `change` runs and then
- * every producer is killed, so that their replacements start after the
- * change. Every sample must still be `reference`'s, the dataset as it was
- * when the loader opened it (open before the change). */
-static void run_across_change(const rf_config *cfg, rf_dataset *reference,
-                              void (*change)(void))
-{
-    rf_loader *l = test_open_loader(cfg);
-    uint8_t expect[OUT * OUT * 3];
-    uint64_t samples = 0;
-    rf_batch b;
-    int rc;
-    while ((rc = rf_loader_next(l, &b)) > 0) {
-        for (uint32_t i = 0; i < b.samples; i++) {
-            CHECK_EQ(b.labels[i], (int64_t)(b.indices[i] / PER_CLASS));
-            CHECK_OK(rf_dataset_decode(reference, cfg, b.epoch, b.indices[i],
-                                       expect));
-            CHECK(memcmp((uint8_t *)b.data + i * b.sample_bytes, expect,
-                         b.sample_bytes) == 0);
-        }
-        samples += b.samples;
-        CHECK_OK(rf_loader_release(l, &b));
-        if (change) {
-            change();
-            change = NULL;
-            int pids[8];
-            const int n = list_children(pids, 8);
-            CHECK_EQ(n, 2);
-            for (int k = 0; k < n; k++)
-                CHECK_EQ(kill(pids[k], SIGKILL), 0);
-        }
-    }
-    if (rc < 0)
-        fprintf(stderr, "%s\n", rf_loader_error(l));
-    CHECK_EQ(rc, 0);
-    CHECK_EQ(samples, 2 * CLASSES * PER_CLASS);
-    rf_stats st;
-    CHECK_OK(rf_loader_stats(l, &st));
-    CHECK_GE(st.respawns, 2);
-    rf_loader_close(l);
-}
-
-static char moving[300], moved[300], other[300], pack[300], new_pack[300];
-
-/* A folder moved away and another, with other pixels under the same
- * names, put in its place (a new version of the dataset). */
-static void replace_folder(void)
-{
-    CHECK_EQ(rename(moving, moved), 0);
-    CHECK_EQ(rename(other, moving), 0);
-}
-
-/* A packed file replaced by rename, as ringfeed-pack writes one. */
-static void replace_pack(void)
-{
-    CHECK_EQ(rename(new_pack, pack), 0);
-}
-
-/* The caller changes folder: the relative path now names nothing. */
-static void leave_folder(void)
-{
-    CHECK_EQ(chdir("/"), 0);
-}
-
-/* FOLDER's samples, in order, into a packed file. */
-static void pack_folder(const char *folder, const char *path)
-{
-    rf_dataset *ds = NULL;
-    CHECK_OK(rf_dataset_open(&ds, folder, NULL));
-    rf_pack_writer *w = NULL;
-    CHECK_OK(rf_pack_writer_create(&w, path, 0, 0, 0, RF_LAYOUT_NHWC, NULL, 0,
-                                   NULL));
-    for (uint64_t i = 0; i < rf_dataset_size(ds); i++) {
-        rf_sample_info info;
-        CHECK_OK(rf_dataset_read(ds, i, &info));
-        CHECK_OK(rf_pack_writer_add(w, info.kind, info.data, info.size,
-                                    info.label, info.name));
-    }
-    CHECK_OK(rf_pack_writer_finish(w, NULL));
-    rf_dataset_close(ds);
-}
-
-/* Producers read the dataset the loader opened, whatever its path names
- * later: a replacement that opened the path again would read the new
- * version (pixels that differ from the reference), fail on a pack whose
- * index is not the one handed over, or find nothing after chdir(). */
-static void run_path_across_change(const char *path, void (*change)(void))
-{
-    rf_config *cfg = folder_config(2, RF_TRANSFORM_TRAIN);
-    rf_dataset *reference = NULL;
-    CHECK_OK(rf_config_set_path(cfg, path));
-    CHECK_OK(rf_dataset_open(&reference, path, NULL));
-    run_across_change(cfg, reference, change);
-    rf_dataset_close(reference);
-    rf_config_free(cfg);
-}
-
-/* The paths these cases use, beside the good folder. */
-static void name_change_paths(void)
-{
-    rf__format(moving, sizeof(moving), "%s-moving", root);
-    rf__format(moved, sizeof(moved), "%s-moved", root);
-    rf__format(other, sizeof(other), "%s-other", root);
-    rf__format(pack, sizeof(pack), "%s-a.pack", root);
-    rf__format(new_pack, sizeof(new_pack), "%s-b.pack", root);
-}
-
-/* Another version of the dataset: other pixels under the same names. */
-static void make_other_version(void)
-{
-    CHECK_EQ(mkdir(other, 0755), 0);
-    fill_jpeg_folder(other, 10, CLASSES, PER_CLASS);
-}
-
-TEST_CASE(test_folder_replaced_during_run, "change",
-          "folder replaced during the run")
-{
-    name_change_paths();
-    copy_folder(root, moving);
-    make_other_version();
-    run_path_across_change(moving, replace_folder);
-}
-
-TEST_CASE(test_pack_replaced_during_run, "change",
-          "pack replaced by rename during the run")
-{
-    name_change_paths();
-    make_other_version();
-    pack_folder(root, pack);
-    pack_folder(other, new_pack);
-    run_path_across_change(pack, replace_pack);
-}
-
-/* A loader names the classes of the listing its producers read: a class
- * folder added since (one that sorts first, so every label's name would
- * shift) is not among them, and opening the path again does see it. */
-TEST_CASE(test_class_names_of_the_loaders_listing, "change",
-          "class names are those of the loader's listing")
-{
-    char copy[400], added[500], name[64];
-    rf__format(copy, sizeof(copy), "%s-classes", root);
-    copy_folder(root, copy);
-    rf_config *cfg = jpeg_folder_config(copy, 1, RF_TRANSFORM_TRAIN);
-    rf_loader *l = test_open_loader(cfg);
-    rf__format(added, sizeof(added), "%s/class_", copy); /* sorts first */
-    CHECK_EQ(mkdir(added, 0755), 0);
-    rf__format(added, sizeof(added), "%s/class_/a.jpg", copy);
-    write_file(added, "x", 1);
-    for (uint32_t c = 0; c < CLASSES; c++) {
-        char want[32];
-        rf__format(want, sizeof(want), "class_%u", c);
-        CHECK_OK(rf_loader_class_name(l, c, name, sizeof(name)));
-        CHECK_STR_EQ(name, want);
-    }
-    CHECK_EQ(rf_loader_class_name(l, CLASSES, name, sizeof(name)), -ERANGE);
-    CHECK_EQ(rf_loader_class_name(l, 0, name, 0), -EINVAL);
-    rf_dataset *now = NULL;
-    CHECK_OK(rf_dataset_open(&now, copy, NULL));
-    CHECK_OK(rf_dataset_class_name(now, 0, name, sizeof(name)));
-    CHECK_STR_EQ(name, "class_");
-    rf_dataset_close(now);
-    rf_loader_close(l);
-    rf_config_free(cfg);
-    cfg = rf_config_create(); /* synthetic: no names */
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
-    l = test_open_loader(cfg);
-    CHECK_EQ(rf_loader_class_name(l, 0, name, sizeof(name)), -ENOTSUP);
-    rf_loader_close(l);
-    rf_config_free(cfg);
-    remove_tree(copy);
-}
-
-TEST_CASE(test_relative_path_after_chdir, "change",
-          "relative path, then chdir()")
-{
-    char copy[400];
-    rf__format(copy, sizeof(copy), "%s-chdir", root);
-    copy_folder(root, copy);
-    CHECK_EQ(chdir(copy), 0);
-    run_path_across_change(".", leave_folder);
-}
-
 /* A file removed after open fails by its whole path, named once: the
  * dataset's read error already says "sample N (file)". */
 TEST_CASE(test_file_removed_after_open, "bad",
@@ -781,13 +573,13 @@ TEST_CASE(test_file_removed_after_open, "bad",
     char copy[300], victim[400];
     rf__format(copy, sizeof(copy), "%s-removed", root);
     rf__format(victim, sizeof(victim), "%s/class_1/img_3.jpg", copy);
-    copy_folder(root, copy);
+    copy_tree(root, copy);
     rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set_path(cfg, copy));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
     rf_loader *l = test_open_loader(cfg);
     CHECK_EQ(unlink(victim), 0);
-    CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
+    CHECK_EQ(test_drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
     const char *msg = rf_loader_error(l);
     char expected[500];
     rf__format(expected, sizeof(expected), "sample %d (%s): cannot open it",
@@ -824,7 +616,7 @@ TEST_CASE(test_big_file_does_not_pin_memory, "folder",
     char copy[300], big[400];
     rf__format(copy, sizeof(copy), "%s-big", root);
     rf__format(big, sizeof(big), "%s/class_0/img_0.jpg", copy);
-    copy_folder(root, copy);
+    copy_tree(root, copy);
     const int fd = open(big, O_WRONLY | O_APPEND | O_CLOEXEC);
     CHECK(fd >= 0);
     static uint8_t zeros[1 << 20];
@@ -837,7 +629,7 @@ TEST_CASE(test_big_file_does_not_pin_memory, "folder",
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 1));
     rf_loader *l = test_open_loader(cfg);
     uint64_t samples = 0;
-    CHECK_EQ(drain(l, &samples, NULL), 0);
+    CHECK_EQ(test_drain(l, &samples, NULL), 0);
     CHECK_EQ(samples, CLASSES * PER_CLASS);
     int pid = 0;
     CHECK_EQ(list_children(&pid, 1), 1);
@@ -914,21 +706,21 @@ TEST_CASE(test_decode_memory_limit, "bad", "decode memory limit names the file")
     char copy[300], prog[400];
     rf__format(copy, sizeof(copy), "%s-prog", root);
     rf__format(prog, sizeof(prog), "%s/class_1/progressive.jpg", copy);
-    copy_folder(root, copy);
+    copy_tree(root, copy);
     write_progressive_jpeg(prog, 1024);
     rf_config *cfg = folder_config(2, RF_TRANSFORM_TRAIN);
     CHECK_OK(rf_config_set_path(cfg, copy));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 1));
     rf_loader *l = test_open_loader(cfg);
     uint64_t samples = 0;
-    CHECK_EQ(drain(l, &samples, NULL), 0);
+    CHECK_EQ(test_drain(l, &samples, NULL), 0);
     CHECK_EQ(samples, CLASSES * PER_CLASS + 1);
     rf_loader_close(l);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_DECODE_MEMORY, 1 << 20));
     CHECK_EQ(rf_config_set(cfg, RF_PARAM_MAX_DECODE_MEMORY, (1 << 20) - 1),
              -EINVAL);
     l = test_open_loader(cfg);
-    CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
+    CHECK_EQ(test_drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
     char whole[500];
     rf__format(whole, sizeof(whole), "(%s)", prog);
     CHECK_CONTAINS(rf_loader_error(l), whole);
@@ -967,7 +759,7 @@ TEST_CASE(test_long_path_keeps_the_reason, "bad",
     rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
     CHECK_OK(rf_config_set_path(cfg, dir));
     rf_loader *l = test_open_loader(cfg);
-    CHECK_EQ(drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
+    CHECK_EQ(test_drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
     const char *msg = rf_loader_error(l);
     CHECK_CONTAINS(msg, "...");
     CHECK_CONTAINS(msg, "ffff.jpg): ");
@@ -1054,7 +846,7 @@ static void setup(void)
     rf__format(bad_root, sizeof(bad_root), "%s/bad", base);
     CHECK_EQ(mkdir(root, 0755), 0);
     fill_jpeg_folder(root, 9, CLASSES, PER_CLASS);
-    copy_folder(root, bad_root);
+    copy_tree(root, bad_root);
     CHECK_EQ(add_bad_files(bad_root), BAD_FILES);
 }
 

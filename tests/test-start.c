@@ -41,16 +41,6 @@ static rf_config *folder_config(int64_t producers, rf_transform transform)
     return jpeg_folder_config(root, producers, transform);
 }
 
-/* Takes every batch until next() stops; returns what it stopped with. */
-static int drain(rf_loader *l)
-{
-    rf_batch b;
-    int rc;
-    while ((rc = rf_loader_next(l, &b)) > 0)
-        CHECK_OK(rf_loader_release(l, &b));
-    return rc;
-}
-
 TEST_CASE_LIMIT(test_set_refuses_bad_values, "config",
                 "a value out of range is refused by set", 10)
 {
@@ -211,7 +201,7 @@ TEST_CASE(test_spawn_near_fd_limit, "fds", "producers start near RLIMIT_NOFILE")
         while (fd >= 0 && fd < 64 - 12);
         rf_config *cfg = folder_config(1, RF_TRANSFORM_EVAL);
         rf_loader *l = test_open_loader(cfg);
-        CHECK_EQ(drain(l), 0);
+        CHECK_EQ(test_drain(l, NULL, NULL), 0);
         rf_loader_close(l);
         rf_config_free(cfg);
         _exit(0);
@@ -237,7 +227,7 @@ static int open_with_fd_room(int64_t producers, rf_start_mode mode, int spare)
         char *err = NULL;
         const int rc = rf_loader_open(&l, cfg, &err);
         if (rc == 0)
-            CHECK_EQ(drain(l), 0);
+            CHECK_EQ(test_drain(l, NULL, NULL), 0);
         else
             CHECK_CONTAINS(err, "file descriptors");
         free(err);

@@ -209,6 +209,22 @@ static inline void test_pass_one_batch(rf_loader *l)
     CHECK_OK(rf_loader_release(l, &b));
 }
 
+/* Takes every batch until next() stops; returns what it stopped with and
+ * adds the samples delivered and skipped (either may be NULL). */
+static inline int test_drain(rf_loader *l, uint64_t *samples, uint64_t *skipped)
+{
+    rf_batch b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) > 0) {
+        if (samples)
+            *samples += b.samples;
+        if (skipped)
+            *skipped += b.skipped;
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    return rc;
+}
+
 /* Creates a pack writer or fails the test, printing create's detail. */
 static inline rf_pack_writer *
 test_create_pack(const char *path, uint32_t height, uint32_t width,

@@ -29,7 +29,12 @@
 struct rf_config {
     int64_t params[RF__PARAMS]; /* indexed by rf_param (banded numbers) */
     char path[RF__PATH_MAX];    /* RF_SOURCE_PATH's dataset */
-    rf_message_fn message_fn;   /* NULL: the default (stderr, guarded) */
+    /* rf_config_set_listing(): the dataset a loader opened (its folder or
+     * packed file) and its listing, copies owned by the config; -1 when
+     * none, and the path is then listed at each open */
+    int data_fd;
+    int listing_fd;
+    rf_message_fn message_fn; /* NULL: the default (stderr, guarded) */
     void *message_user;
     char error[RF__DETAIL];
 };
@@ -38,5 +43,9 @@ struct rf_config {
  * elsewhere (the pack writer's sample shape) keep to the same limits.
  * False for a number that is not a parameter. */
 bool rf__param_range(rf_param param, int64_t *min, int64_t *max);
+
+/* Closes the fds rf_config_set_listing() kept, if any: cfg lists its path
+ * again at the next open. */
+void rf__config_drop_listing(rf_config *cfg);
 
 #endif /* RF_COMMON_PARAMS_H */

@@ -2,15 +2,18 @@
  * resolve.c - the loader's configuration, resolved at open: producer and
  * slot counts, rank and world size from the launcher's environment, the
  * span of batch numbers the run covers, and the dataset (listed once,
- * its size and classes taken, the decoders checked against it). Writes
+ * its size and classes taken, the decoders checked against it, or the
+ * listing of another loader kept by rf_config_set_listing()). Writes
  * the loader's copy of the parameters; opens the dataset fds the
  * producers inherit.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/resources.h"
@@ -201,14 +204,29 @@ static const char *reason_past_path(const char *why, const char *path)
                : why;
 }
 
+/* The dataset as rf_config_set_listing() kept it: the folder or packed
+ * file another loader opened, with that loader's listing (checked again,
+ * as a producer checks it). */
+static int open_kept(rf_dataset **ds, const rf_config *cfg, char **why)
+{
+    char reason[RF__DETAIL];
+    const int rc = rf__dataset_open_indexed(
+        ds, cfg->path, cfg->data_fd, cfg->listing_fd, reason, sizeof(reason));
+    if (rc < 0)
+        *why = strdup(reason);
+    return rc;
+}
+
 /* RF_SOURCE_PATH: lists the dataset once (the producers map the listing),
- * takes its size and classes, checks the decoders against it, and says
- * when the transform does not apply to its samples. */
-static int open_dataset(rf_loader *l)
+ * or takes the listing cfg kept; takes its size and classes, checks the
+ * decoders against it, and says when the transform does not apply to its
+ * samples. */
+static int open_dataset(rf_loader *l, const rf_config *cfg)
 {
     rf_dataset *ds = NULL;
     char *why = NULL;
-    int rc = l->params[RF_PARAM_INDEX_CACHE]
+    int rc = cfg->listing_fd >= 0 ? open_kept(&ds, cfg, &why)
+             : l->params[RF_PARAM_INDEX_CACHE]
                  ? rf__dataset_open_cached(&ds, l->path, &why)
                  : rf_dataset_open(&ds, l->path, &why);
     if (rc < 0) {
@@ -244,11 +262,11 @@ static int open_dataset(rf_loader *l)
     return rc;
 }
 
-static int open_source(rf_loader *l)
+static int open_source(rf_loader *l, const rf_config *cfg)
 {
     switch (l->params[RF_PARAM_SOURCE]) {
     case RF_SOURCE_PATH:
-        return open_dataset(l);
+        return open_dataset(l, cfg);
     case RF_SOURCE_SYNTHETIC_JPEG:
         return check_decoder(l, NULL);
     default:
@@ -263,7 +281,7 @@ int rf__loader_resolve(rf_loader *l, const rf_config *cfg)
     l->message_fn = cfg->message_fn;
     l->message_user = cfg->message_user;
     rf__loader_note_stderr(l);
-    int rc = open_source(l);
+    int rc = open_source(l, cfg);
     if (rc == 0)
         rc = resolve_counts(l);
     if (rc < 0)
@@ -303,4 +321,39 @@ void rf__loader_keep_described(rf_loader *l, uint64_t fds_needed)
         rf__dataset_open_indexed(&l->described, l->path, l->fds.data,
                                  l->fds.listing, ignored, sizeof(ignored)) < 0)
         l->described = NULL;
+}
+
+int rf_config_set_listing(rf_config *cfg, const rf_loader *from)
+{
+    if (!cfg)
+        return -EINVAL;
+    if (!from || from->fds.listing < 0 || from->fds.data < 0) {
+        rf__format(cfg->error, sizeof(cfg->error), "rf_config_set_listing: %s",
+                   !from ? "the loader is NULL"
+                         : "the loader reads no dataset from a path (a "
+                           "synthetic source has no listing)");
+        return -EINVAL;
+    }
+    const int data = fcntl(from->fds.data, F_DUPFD_CLOEXEC, 3);
+    const int listing =
+        data < 0 ? -1 : fcntl(from->fds.listing, F_DUPFD_CLOEXEC, 3);
+    if (listing < 0) {
+        const int rc = -errno;
+        char advice[256] = "";
+        (void)rf__advise_on_exhaustion(-rc, advice, sizeof(advice));
+        rf__format(cfg->error, sizeof(cfg->error),
+                   "rf_config_set_listing: cannot keep the dataset '%s' "
+                   "open: %s%s%s",
+                   from->path, strerror(-rc), *advice ? "; " : "", advice);
+        if (data >= 0)
+            close(data);
+        return rc;
+    }
+    rf__config_drop_listing(cfg);
+    cfg->data_fd = data;
+    cfg->listing_fd = listing;
+    memcpy(cfg->path, from->path, sizeof(cfg->path));
+    cfg->params[RF_PARAM_SOURCE] = RF_SOURCE_PATH;
+    cfg->error[0] = '\0';
+    return 0;
 }

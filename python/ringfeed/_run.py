@@ -89,11 +89,8 @@ class _Run:
         # the handle yet (the library writes it before it returns).
         try:
             err = ctypes.c_void_p()
-            try:
-                rc = _capi.lib().rf_loader_open(ctypes.byref(self.handle), c,
-                                                ctypes.byref(err))
-            finally:
-                _capi.lib().rf_config_free(c)
+            rc = _capi.lib().rf_loader_open(ctypes.byref(self.handle), c,
+                                            ctypes.byref(err))
             detail = _capi.take_message(err)
             if rc == _capi.E_FORK_UNSAFE:  # start_mode="fork" here
                 raise ConfigError(user_terms(detail.decode(errors="replace")),
@@ -296,42 +293,72 @@ class _Run:
 
 
 class _Config:
-    """The Loader's arguments as the library's parameters."""
+    """The Loader's arguments as the library's parameters: one rf_config
+    for the Loader's life, freed by close() or when the Loader is
+    collected. After the first run it holds that run's listing too
+    (keep_listing()), so that every later run reads the samples the first
+    listed, as torchvision's ImageFolder lists a folder once."""
 
     def __init__(self, source: Any, values: Dict[str, int]) -> None:
         self.source = source
         self.values = values  # parameter name -> int64
+        self._c = 0
+        self._free: Optional[weakref.finalize] = None
+        self.listing_kept = False
 
     def build(self, start_epoch: int, start_batch: int,
               message_fn: Any) -> int:
+        """The configuration for a run from this position, reporting to
+        message_fn; owned by this object (valid until close())."""
+        lib = _capi.lib()
+        c = self._c or self._create()
+        values = dict(self.values, start_epoch=start_epoch,
+                      start_batch=start_batch)
+        if isinstance(self.source, Synthetic):
+            values["source"] = param("source").convert(
+                "synthetic-jpeg" if self.source.jpeg else "synthetic",
+                "source")
+            values["samples"] = self.source.samples
+            values["classes"] = self.source.classes
+        for name, value in values.items():
+            if lib.rf_config_set(c, param(name).number, value) < 0:
+                raise ConfigError(user_terms(lib.rf_config_error(c).decode()))
+        lib.rf_config_set_message_handler(c, message_fn, None)
+        return c
+
+    def _create(self) -> int:
         lib = _capi.lib()
         c: int = lib.rf_config_create()
         if not c:
             raise MemoryError("rf_config_create")
-        try:
-            values = dict(self.values, start_epoch=start_epoch,
-                          start_batch=start_batch)
-            if isinstance(self.source, Synthetic):
-                values["source"] = param("source").convert(
-                    "synthetic-jpeg" if self.source.jpeg else "synthetic",
-                    "source")
-                values["samples"] = self.source.samples
-                values["classes"] = self.source.classes
-            else:
-                if lib.rf_config_set_path(c, os.fsencode(self.source)) < 0:
-                    why = lib.rf_config_error(c).decode(errors="replace")
-                    raise ConfigError(
-                        f"source={shown_path(self.source)}: "
-                        + why.replace("rf_config_set_path: ", ""))
-            for name, value in values.items():
-                if lib.rf_config_set(c, param(name).number, value) < 0:
-                    raise ConfigError(user_terms(
-                        lib.rf_config_error(c).decode()))
-            lib.rf_config_set_message_handler(c, message_fn, None)
-        except BaseException:
-            lib.rf_config_free(c)
-            raise
+        self._free = weakref.finalize(self, lib.rf_config_free, c)
+        if not isinstance(self.source, Synthetic) and \
+                lib.rf_config_set_path(c, os.fsencode(self.source)) < 0:
+            why = lib.rf_config_error(c).decode(errors="replace")
+            self.close()
+            raise ConfigError(f"source={shown_path(self.source)}: "
+                              + why.replace("rf_config_set_path: ", ""))
+        self._c = c
         return c
+
+    def keep_listing(self, handle: Any) -> None:
+        """Later runs read the dataset and listing of the open loader
+        `handle` (rf_config_set_listing), not the path listed again: files
+        added since are not read, and a file removed since fails as that
+        sample. Nothing for a synthetic source."""
+        if self.listing_kept or isinstance(self.source, Synthetic):
+            return
+        lib = _capi.lib()
+        if lib.rf_config_set_listing(self._c, handle) < 0:
+            raise RingfeedError(user_terms(
+                lib.rf_config_error(self._c).decode(errors="replace")))
+        self.listing_kept = True
+
+    def close(self) -> None:
+        """Frees the configuration and the dataset fds it kept."""
+        if self._free is not None:
+            self._free()
+        self._c, self._free = 0, None
 
 
 def copy_array(address: int, count: int, dtype: Any) -> Any:

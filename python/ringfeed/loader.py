@@ -187,7 +187,8 @@ class Loader(NotADataLoader):
                 dtype, mean, std, 1 if layout == "nchw" else 3,
                 int(values.get("channels", param("channels").default)))
         self._at = Position(epochs)
-        # what the first run listed: every later run must list the same
+        # what the first run listed, which every later run reads
+        # (_Config.keep_listing): its size and digest, for checkpoints
         self._samples = 0
         self._listing: Optional[int] = None
         self._open_run()
@@ -206,8 +207,10 @@ class Loader(NotADataLoader):
             self._opening = False
         stats = run.stats
         self._at.per_epoch = int(stats.batches_per_epoch)
-        self._check_same_listing(int(stats.dataset_samples),
-                                 int(stats.listing_digest))
+        if self._listing is None:
+            self._samples = int(stats.dataset_samples)
+            self._listing = int(stats.listing_digest)
+            self._config.keep_listing(run.handle)
         # On the GPU a slot goes back at the next batch, whatever
         # keep_batches= says: the loop holds the batch handed over and the
         # next one's, being copied.
@@ -224,29 +227,6 @@ class Loader(NotADataLoader):
                 self._close_run()
                 raise
         return run
-
-    def _check_same_listing(self, samples: int, listing: int) -> None:
-        """A restart of the producers lists a folder again: the first
-        listing is the Loader's for its whole life, and another one (files
-        or class folders added, removed or renamed since) is refused, as
-        its labels and indices would silently be other samples'."""
-        if self._listing is None:
-            self._samples, self._listing = samples, listing
-            return
-        if (samples, listing) == (self._samples, self._listing):
-            return
-        self._close_run()
-        counts = (f"{self._samples} samples then, {samples} now"
-                  if samples != self._samples else
-                  f"{samples} samples then and now, under other names")
-        raise RingfeedError(
-            f"source={self._source!r} changed since this Loader was opened "
-            f"({counts}): started again (set_epoch() to another epoch, "
-            "load_state_dict(), a loop left early), its producers would read "
-            "other samples under the same indices and labels. Keep the "
-            "dataset unchanged while a Loader reads it, or open a new Loader "
-            "(and a new run: a checkpoint of this one refuses the changed "
-            "files too)")
 
     def _too_few_slots(self, held: int, slots: int) -> str:
         """What to do when the loop would hold every slot of the ring."""
@@ -672,6 +652,7 @@ class Loader(NotADataLoader):
             return
         self._closed = True
         untrack(self)
+        self._config.close()
         if self._forked or self._pid != os.getpid():
             if self._run is not None:
                 self._run.free_child_copy()

@@ -6,6 +6,7 @@ boundaries, and under the usual set_epoch() loop."""
 
 from __future__ import annotations
 
+import glob
 import io
 import os
 import shutil
@@ -464,20 +465,36 @@ def test_set_epoch_of_the_loop_s_own_epoch_then_its_end(reference, hooked):
         assert_same_batches(collect(loader), want[:14])
 
 
-def test_a_restart_after_the_folder_changed_is_refused(tmp_path):
-    """A class folder added while the Loader runs, then set_epoch() to
-    another epoch (which starts the producers again, listing the folder
-    again): RingfeedError saying the source changed, instead of batches
-    whose labels and indices are other samples' (label 1 became the new
-    folder's, and loader.classes no longer matched)."""
+def test_a_restart_reads_the_first_listing(tmp_path):
+    """A class folder added and a file removed while the Loader runs, then
+    set_epoch() to another epoch (which starts the producers again): the
+    run reads the samples the Loader listed when it was made, as
+    torchvision's ImageFolder does. The new folder is not read, every
+    label and loader.classes stay, and the removed file fails as its
+    sample (skipped here, and said by its path). Listing the folder again
+    put other samples under the same indices and labels."""
+    np = pytest.importorskip("numpy")
     root = str(tmp_path / "data")
     write_folder(root, 2, 4, seed=2)
-    with ringfeed.Loader(root, 4, size=16, num_workers=1) as loader:
-        assert sum(len(labels) for _, labels in loader) == 8
+    said = []
+    with ringfeed.Loader(root, 4, size=16, num_workers=1, transform="eval",
+                         shuffle=False, on_error="skip",
+                         max_error_ppm=1000000, on_message=said.append,
+                         epochs=4) as loader:
+        first = collect(loader)
+        classes = loader.classes
         shutil.copytree(os.path.join(root, "class_00"),
                         os.path.join(root, "class_00a"))
+        removed = sorted(glob.glob(os.path.join(root, "class_01", "*")))[1]
+        os.remove(removed)
         loader.set_epoch(3)
-        with pytest.raises(ringfeed.RingfeedError,
-                           match=r"changed since this Loader was opened "
-                                 r"\(8 samples then, 12 now\)"):
-            next(iter(loader))
+        again = collect(loader)
+        assert loader.classes == classes == ["class_00", "class_01"]
+    want = {int(i): (int(label), image) for batch in first
+            for image, label, i in zip(batch[2], batch[3], batch[4])}
+    got = {int(i): (int(label), image) for batch in again
+           for image, label, i in zip(batch[2], batch[3], batch[4])}
+    assert sorted(got) == [0, 1, 2, 3, 4, 6, 7]
+    for i, (label, image) in got.items():
+        assert label == want[i][0] and np.array_equal(image, want[i][1]), i
+    assert any(removed in text and "left out" in text for text in said), said

@@ -1,0 +1,341 @@
+/*
+ * test-change.c - the dataset changing on disk while loaders read it.
+ * Producers read the folder or packed file the loader opened, whatever
+ * its path names later: a folder or pack replaced, or chdir() under a
+ * relative path, changes nothing for producers started after it. A
+ * loader names the classes of its own listing. A run started again from
+ * another loader's listing (rf_config_set_listing(), as the Python
+ * package does at each restart) reads the samples that loader listed.
+ *
+ * Setup makes the folder of good JPEGs once; each case copies what it
+ * changes.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/internal.h"
+#include "harness.h"
+#include "proc.h"
+#include "scratch.h"
+#include "test.h"
+
+#define CLASSES 3
+#define PER_CLASS 8
+#define OUT 24 /* output height and width: jpeg_folder_config's */
+
+/* The scratch folder, and in it the folder of good JPEGs. */
+static char base[256], root[300];
+
+static rf_config *folder_config(int64_t producers, rf_transform transform)
+{
+    return jpeg_folder_config(root, producers, transform);
+}
+
+/* Runs cfg to the end. Once the first batch is in, `change` runs and then
+ * every producer is killed, so that their replacements start after the
+ * change. Every sample must still be `reference`'s, the dataset as it was
+ * when the loader opened it (open before the change). */
+static void run_across_change(const rf_config *cfg, rf_dataset *reference,
+                              void (*change)(void))
+{
+    rf_loader *l = test_open_loader(cfg);
+    uint8_t expect[OUT * OUT * 3];
+    uint64_t samples = 0;
+    rf_batch b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) > 0) {
+        for (uint32_t i = 0; i < b.samples; i++) {
+            CHECK_EQ(b.labels[i], (int64_t)(b.indices[i] / PER_CLASS));
+            CHECK_OK(rf_dataset_decode(reference, cfg, b.epoch, b.indices[i],
+                                       expect));
+            CHECK(memcmp((uint8_t *)b.data + i * b.sample_bytes, expect,
+                         b.sample_bytes) == 0);
+        }
+        samples += b.samples;
+        CHECK_OK(rf_loader_release(l, &b));
+        if (change) {
+            change();
+            change = NULL;
+            int pids[8];
+            const int n = list_children(pids, 8);
+            CHECK_EQ(n, 2);
+            for (int k = 0; k < n; k++)
+                CHECK_EQ(kill(pids[k], SIGKILL), 0);
+        }
+    }
+    if (rc < 0)
+        fprintf(stderr, "%s\n", rf_loader_error(l));
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(samples, 2 * CLASSES * PER_CLASS);
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_GE(st.respawns, 2);
+    rf_loader_close(l);
+}
+
+static char moving[300], moved[300], other[300], pack[300], new_pack[300];
+
+/* A folder moved away and another, with other pixels under the same
+ * names, put in its place (a new version of the dataset). */
+static void replace_folder(void)
+{
+    CHECK_EQ(rename(moving, moved), 0);
+    CHECK_EQ(rename(other, moving), 0);
+}
+
+/* A packed file replaced by rename, as ringfeed-pack writes one. */
+static void replace_pack(void)
+{
+    CHECK_EQ(rename(new_pack, pack), 0);
+}
+
+/* The caller changes folder: the relative path now names nothing. */
+static void leave_folder(void)
+{
+    CHECK_EQ(chdir("/"), 0);
+}
+
+/* FOLDER's samples, in order, into a packed file. */
+static void pack_folder(const char *folder, const char *path)
+{
+    rf_dataset *ds = NULL;
+    CHECK_OK(rf_dataset_open(&ds, folder, NULL));
+    rf_pack_writer *w = NULL;
+    CHECK_OK(rf_pack_writer_create(&w, path, 0, 0, 0, RF_LAYOUT_NHWC, NULL, 0,
+                                   NULL));
+    for (uint64_t i = 0; i < rf_dataset_size(ds); i++) {
+        rf_sample_info info;
+        CHECK_OK(rf_dataset_read(ds, i, &info));
+        CHECK_OK(rf_pack_writer_add(w, info.kind, info.data, info.size,
+                                    info.label, info.name));
+    }
+    CHECK_OK(rf_pack_writer_finish(w, NULL));
+    rf_dataset_close(ds);
+}
+
+/* Producers read the dataset the loader opened, whatever its path names
+ * later: a replacement that opened the path again would read the new
+ * version (pixels that differ from the reference), fail on a pack whose
+ * index is not the one handed over, or find nothing after chdir(). */
+static void run_path_across_change(const char *path, void (*change)(void))
+{
+    rf_config *cfg = folder_config(2, RF_TRANSFORM_TRAIN);
+    rf_dataset *reference = NULL;
+    CHECK_OK(rf_config_set_path(cfg, path));
+    CHECK_OK(rf_dataset_open(&reference, path, NULL));
+    run_across_change(cfg, reference, change);
+    rf_dataset_close(reference);
+    rf_config_free(cfg);
+}
+
+/* The paths these cases use, beside the good folder. */
+static void name_change_paths(void)
+{
+    rf__format(moving, sizeof(moving), "%s-moving", root);
+    rf__format(moved, sizeof(moved), "%s-moved", root);
+    rf__format(other, sizeof(other), "%s-other", root);
+    rf__format(pack, sizeof(pack), "%s-a.pack", root);
+    rf__format(new_pack, sizeof(new_pack), "%s-b.pack", root);
+}
+
+/* Another version of the dataset: other pixels under the same names. */
+static void make_other_version(void)
+{
+    CHECK_EQ(mkdir(other, 0755), 0);
+    fill_jpeg_folder(other, 10, CLASSES, PER_CLASS);
+}
+
+TEST_CASE(test_folder_replaced_during_run, "change",
+          "folder replaced during the run")
+{
+    name_change_paths();
+    copy_tree(root, moving);
+    make_other_version();
+    run_path_across_change(moving, replace_folder);
+}
+
+TEST_CASE(test_pack_replaced_during_run, "change",
+          "pack replaced by rename during the run")
+{
+    name_change_paths();
+    make_other_version();
+    pack_folder(root, pack);
+    pack_folder(other, new_pack);
+    run_path_across_change(pack, replace_pack);
+}
+
+/* A loader names the classes of the listing its producers read: a class
+ * folder added since (one that sorts first, so every label's name would
+ * shift) is not among them, and opening the path again does see it. */
+TEST_CASE(test_class_names_of_the_loaders_listing, "change",
+          "class names are those of the loader's listing")
+{
+    char copy[400], added[500], name[64];
+    rf__format(copy, sizeof(copy), "%s-classes", root);
+    copy_tree(root, copy);
+    rf_config *cfg = jpeg_folder_config(copy, 1, RF_TRANSFORM_TRAIN);
+    rf_loader *l = test_open_loader(cfg);
+    rf__format(added, sizeof(added), "%s/class_", copy); /* sorts first */
+    CHECK_EQ(mkdir(added, 0755), 0);
+    rf__format(added, sizeof(added), "%s/class_/a.jpg", copy);
+    write_file(added, "x", 1);
+    for (uint32_t c = 0; c < CLASSES; c++) {
+        char want[32];
+        rf__format(want, sizeof(want), "class_%u", c);
+        CHECK_OK(rf_loader_class_name(l, c, name, sizeof(name)));
+        CHECK_STR_EQ(name, want);
+    }
+    CHECK_EQ(rf_loader_class_name(l, CLASSES, name, sizeof(name)), -ERANGE);
+    CHECK_EQ(rf_loader_class_name(l, 0, name, 0), -EINVAL);
+    rf_dataset *now = NULL;
+    CHECK_OK(rf_dataset_open(&now, copy, NULL));
+    CHECK_OK(rf_dataset_class_name(now, 0, name, sizeof(name)));
+    CHECK_STR_EQ(name, "class_");
+    rf_dataset_close(now);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    cfg = rf_config_create(); /* synthetic: no names */
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_PRODUCERS, 1));
+    l = test_open_loader(cfg);
+    CHECK_EQ(rf_loader_class_name(l, 0, name, sizeof(name)), -ENOTSUP);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    remove_tree(copy);
+}
+
+TEST_CASE(test_relative_path_after_chdir, "change",
+          "relative path, then chdir()")
+{
+    char copy[400];
+    rf__format(copy, sizeof(copy), "%s-chdir", root);
+    copy_tree(root, copy);
+    CHECK_EQ(chdir(copy), 0);
+    run_path_across_change(".", leave_folder);
+}
+
+/* ---- a run started again from another loader's listing ----------------- */
+
+/* The folder changes after the first loader listed it: a class folder
+ * that sorts first (every label's name would shift) with a good image,
+ * and one file removed. */
+static void change_folder(const char *copy, const char *victim)
+{
+    char added[500];
+    rf__format(added, sizeof(added), "%s/class_", copy);
+    CHECK_EQ(mkdir(added, 0755), 0);
+    void *jpeg = NULL;
+    size_t size = 0;
+    CHECK_OK(rf_synthetic_jpeg(2, 7, 50, 40, &jpeg, &size));
+    rf__format(added, sizeof(added), "%s/class_/new.jpg", copy);
+    write_file(added, jpeg, size);
+    free(jpeg);
+    CHECK_EQ(unlink(victim), 0);
+}
+
+/* Runs l to the end: every sample but the removed one, once an epoch,
+ * under its first listing's label; the removed one skipped by its path. */
+static void run_on_first_listing(rf_loader *l, const char *victim)
+{
+    const uint64_t gone = PER_CLASS + 3; /* class_1/img_3.jpg */
+    uint64_t samples = 0, skipped = 0;
+    rf_batch b;
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) > 0) {
+        for (uint32_t i = 0; i < b.samples; i++) {
+            CHECK(b.indices[i] != gone);
+            CHECK_EQ(b.labels[i], (int64_t)(b.indices[i] / PER_CLASS));
+        }
+        samples += b.samples;
+        skipped += b.skipped;
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(samples, 2 * (CLASSES * PER_CLASS - 1));
+    CHECK_EQ(skipped, 2);
+    rf_sample_error failed;
+    CHECK_EQ(rf_loader_sample_errors(l, &failed, 1), 1);
+    CHECK_EQ(failed.index, gone);
+    CHECK_CONTAINS(failed.message, victim);
+}
+
+TEST_CASE(test_restart_reads_the_first_listing, "listing",
+          "a run started from a loader's listing reads its samples")
+{
+    char copy[400], victim[500];
+    rf__format(copy, sizeof(copy), "%s-kept", root);
+    rf__format(victim, sizeof(victim), "%s/class_1/img_3.jpg", copy);
+    copy_tree(root, copy);
+    rf_config *cfg = jpeg_folder_config(copy, 1, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERRORS, 0)); /* no limit */
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, 1000000));
+    const int fds = count_entries("/proc/self/fd");
+    rf_loader *first = test_open_loader(cfg);
+    rf_stats listed, now;
+    CHECK_OK(rf_loader_stats(first, &listed));
+    CHECK_OK(rf_config_set_listing(cfg, first));
+    CHECK_OK(rf_config_set_path(cfg, copy)); /* the same path: kept */
+    rf_loader_close(first);
+    CHECK_EQ(count_entries("/proc/self/fd"), fds + 2); /* the config's */
+    change_folder(copy, victim);
+    rf_loader *l = test_open_loader(cfg);
+    CHECK_OK(rf_loader_stats(l, &now));
+    CHECK_EQ(now.dataset_samples, listed.dataset_samples);
+    CHECK_EQ(now.listing_digest, listed.listing_digest);
+    run_on_first_listing(l, victim);
+    rf_loader_close(l);
+    /* another path drops the listing: the folder is listed as it is now */
+    CHECK_OK(rf_config_set_path(cfg, root));
+    CHECK_OK(rf_config_set_path(cfg, copy));
+    l = test_open_loader(cfg);
+    CHECK_OK(rf_loader_stats(l, &now));
+    CHECK(now.listing_digest != listed.listing_digest);
+    rf_loader_close(l);
+    l = test_open_loader(cfg);
+    CHECK_OK(rf_config_set_listing(cfg, l));
+    CHECK_OK(rf_config_set_listing(cfg, l)); /* the first two are closed */
+    rf_loader_close(l);
+    CHECK_EQ(count_entries("/proc/self/fd"), fds + 2);
+    rf_config_free(cfg); /* closes the two fds it kept */
+    CHECK_EQ(count_entries("/proc/self/fd"), fds);
+    remove_tree(copy);
+}
+
+TEST_CASE(test_listing_refused_without_one, "listing",
+          "no listing from a synthetic loader or NULL")
+{
+    rf_config *cfg = rf_config_create(), *synthetic = rf_config_create();
+    CHECK_OK(rf_config_set(synthetic, RF_PARAM_PRODUCERS, 1));
+    rf_loader *l = test_open_loader(synthetic);
+    CHECK_EQ(rf_config_set_listing(cfg, l), -EINVAL);
+    CHECK_CONTAINS(rf_config_error(cfg), "synthetic source has no listing");
+    CHECK_EQ(rf_config_set_listing(cfg, NULL), -EINVAL);
+    CHECK_CONTAINS(rf_config_error(cfg), "the loader is NULL");
+    CHECK_EQ(rf_config_set_listing(NULL, l), -EINVAL);
+    CHECK_STR_EQ(rf_config_get_path(cfg), ""); /* unchanged */
+    rf_loader_close(l);
+    rf_config_free(synthetic);
+    rf_config_free(cfg);
+}
+
+static void setup(void)
+{
+    scratch_make(base, sizeof(base), "change");
+    rf__format(root, sizeof(root), "%s/good", base);
+    CHECK_EQ(mkdir(root, 0755), 0);
+    fill_jpeg_folder(root, 9, CLASSES, PER_CLASS);
+}
+
+static void teardown(void)
+{
+    remove_tree(base);
+}
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN_WITH(argc, argv, setup, teardown);
+}
