@@ -899,9 +899,9 @@ RF_API int rf_loader_stats(const rf_loader *loader, rf_stats *stats);
  * rank's own (a launcher that binds ranks). RF_PARAM_PRODUCERS, when
  * set, wins over the count (with a message when it exceeds the budget).
  * Copies the line into out (len bytes, always terminated, cut short if
- * longer) and returns the budget's producer count (>= 1), or -EINVAL for
- * a NULL argument or len 0. A read of the loader's own copy: same
- * thread rules as rf_loader_stats().
+ * longer; 1024 bytes always hold it) and returns the budget's producer count
+ * (>= 1), or -EINVAL for a NULL argument or len 0. A read of the loader's own
+ * copy: same thread rules as rf_loader_stats().
  */
 RF_API int rf_loader_cpu_budget(const rf_loader *loader, char *out, size_t len);
 

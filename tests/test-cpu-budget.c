@@ -296,6 +296,13 @@ TEST_CASE(half_a_local_pair_is_described, "budget",
     CHECK(b.ranks_unknown == in.ranks_from); /* said at open (resolve.c) */
     CHECK_CONTAINS(b.why, "no local ranks (LOCAL_RANK is set without");
     CHECK_CONTAINS(b.why, "set RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE");
+    /* the longest reason, Slurm's, whole (the advice was cut at "RF_") */
+    in.ranks_from = "SLURM_LOCALID is set without this node's count of tasks "
+                    "(SLURM_TASKS_PER_NODE with SLURM_NODEID, or "
+                    "SLURM_NTASKS_PER_NODE)";
+    rf__budget_compute(&in, &b);
+    CHECK_CONTAINS(b.why, "SLURM_NTASKS_PER_NODE): the node's ranks are not "
+                          "known; set RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE)");
 }
 
 static void write_text(const char *path, const char *text)

@@ -103,7 +103,9 @@ static void take_slice(const struct rf__budget_input *in, int rank, int size,
 static void describe(const struct rf__budget_input *in, int rank, int size,
                      bool own, struct rf__budget *out)
 {
-    char mask[160], quota[RF__CGROUP_WHERE_MAX + 32] = "", ranks[200] = "";
+    /* ranks: the longest reason a launcher's variables give no local ranks
+     * (ranks_from, ~120 bytes) with the advice around it */
+    char mask[160], quota[RF__CGROUP_WHERE_MAX + 32] = "", ranks[400] = "";
     char pinned[200] = ", not pinned";
     rf__budget_format_cpus(in->affinity, in->affinity_count, mask,
                            sizeof(mask));

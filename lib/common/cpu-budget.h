@@ -57,7 +57,7 @@ struct rf__budget {
     /* why no local ranks were used where one was set ("LOCAL_RANK is set
      * without a LOCAL_WORLD_SIZE above it"), else NULL */
     const char *ranks_unknown;
-    char why[512]; /* "2 CPUs: affinity 0-7, quota 4.0 (the cgroup v2
+    char why[1024]; /* "2 CPUs: affinity 0-7, quota 4.0 (the cgroup v2
                       cpu.max of ...), local rank 1 of 2 (LOCAL_RANK);
                       pinned to 2-3" */
 };

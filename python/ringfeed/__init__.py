@@ -17,7 +17,8 @@ See help(ringfeed.Loader) and docs/python.md.
 from __future__ import annotations
 
 from ._capi import library_path
-from .errors import (BatchReleased, ConfigError, CorruptSample,
+from .errors import (BatchReleased, ConfigError, ConfigTypeError,
+                     CorruptSample,
                      DatasetNotFound, DatasetUnreadable, ForkError,
                      LoaderClosed, ProducerDied, ProducerFailed,
                      ProducerNotFound, RingCorrupted, RingfeedError)
@@ -46,7 +47,8 @@ __version__ = _version()
 
 __all__ = [
     "Loader", "Batch", "Synthetic", "Param", "params", "param",
-    "library_path", "RingfeedError", "ConfigError", "DatasetNotFound",
+    "library_path", "RingfeedError", "ConfigError", "ConfigTypeError",
+    "DatasetNotFound",
     "DatasetUnreadable", "CorruptSample", "ProducerDied", "ProducerFailed",
     "ProducerNotFound", "ForkError", "RingCorrupted", "BatchReleased",
     "LoaderClosed",

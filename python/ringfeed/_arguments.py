@@ -12,20 +12,20 @@ import operator
 import os
 from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
-from .errors import ConfigError
+from .errors import ConfigError, ConfigTypeError
 from .params import Param, by_keyword, param
 
 
 def whole(value: Any, keyword: str) -> int:
-    """A whole number (int, numpy integer), else ConfigError naming the
+    """A whole number (int, numpy integer), else ConfigTypeError naming the
     keyword."""
     if isinstance(value, bool):
-        raise ConfigError(f"{keyword}={value!r} is not a whole number")
+        raise ConfigTypeError(f"{keyword}={value!r} is not a whole number")
     try:
         return operator.index(value)
     except TypeError:
-        raise ConfigError(f"{keyword}={value!r} is not a whole number"
-                          ) from None
+        raise ConfigTypeError(f"{keyword}={value!r} is not a whole number"
+                              ) from None
 
 
 def epoch_number(epoch: Any) -> int:
@@ -51,7 +51,7 @@ def source_path(source: Any) -> str:
     try:
         path = os.fsdecode(os.fspath(source))
     except TypeError:
-        raise ConfigError(
+        raise ConfigTypeError(
             f"source={source!r}: give the path of a folder of class folders "
             "or of a packed file (str or os.PathLike), or "
             "ringfeed.Synthetic(...)") from None
@@ -145,15 +145,26 @@ def library_values(wanted: Dict[str, Any], height: int, width: int,
             raise TypeError(_unknown_keyword(keyword, table, own))
         values[p.name] = _checked(p, value, keyword)
     for name, side in (("height", height), ("width", width)):
-        values[name] = _checked(param(name), side, "size")  # both from size=
+        values[name] = _side(name, side)  # both from size=
     return values
 
 
 def _checked(p: Param, value: Any, keyword: str) -> int:
     try:
         return p.convert(value, keyword)
+    except TypeError as e:
+        raise ConfigTypeError(str(e)) from None
     except ValueError as e:
         raise ConfigError(str(e)) from None
+
+
+def _side(name: str, side: int) -> int:
+    """One side of size= (whole already), in the library's range."""
+    p = param(name)
+    if not p.minimum <= side <= p.maximum:
+        raise ConfigError(f"size=: the {name} {side} is out of range: "
+                          f"{p.minimum}..{p.maximum} pixels")
+    return side
 
 
 # torch DataLoader's keywords that have no namesake here, and what does

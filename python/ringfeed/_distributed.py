@@ -7,7 +7,7 @@ import numbers
 import os
 from typing import Optional, Tuple
 
-from .errors import ConfigError
+from .errors import ConfigError, ConfigTypeError
 
 # The launchers' variables, in the order the library itself reads them
 # (rf_loader_open: RANK/WORLD_SIZE from torchrun, then Open MPI's). Slurm's
@@ -48,17 +48,21 @@ def _from_environment() -> Optional[Tuple[int, int, str]]:
     return None
 
 
-def check_still_holds(rank: int, world: int, where: str) -> None:
-    """At a loop's start: the rank and world size taken when the Loader
-    was made, unless they were given, must be what an initialised
-    torch.distributed says now. A Loader made before init_process_group()
-    took 0 of 1 (or the launcher's), and every rank would read a shard
-    that is not its own, or the whole dataset: DistributedSampler
-    refuses to be made there, and this refuses to go on."""
-    if where == "arguments":
-        return
+def check_still_holds(rank: int, world: int, where: str,
+                      given: Tuple[bool, bool]) -> None:
+    """At a loop's start: the rank and the world size taken when the
+    Loader was made, those of them not given (`given`: rank=, world_size=),
+    must be what an initialised torch.distributed says now. A Loader made
+    before init_process_group() took 0 of 1 (or the launcher's), and every
+    rank would read a shard that is not its own, or the whole dataset:
+    DistributedSampler refuses to be made there, and this refuses to go
+    on. A value given is the caller's (world_size=1 for a loader that one
+    rank reads whole, a validation set on rank 0)."""
     found = _from_torch()
-    if found is None or found[:2] == (rank, world):
+    if found is None:
+        return
+    now = (rank if given[0] else found[0], world if given[1] else found[1])
+    if now == (rank, world):
         return
     raise ConfigError(
         f"this Loader took rank {rank} of world_size {world} from {where} "
@@ -76,7 +80,8 @@ def rank_and_world(rank: Optional[int], world_size: Optional[int]
     for value, keyword in ((rank, "rank"), (world_size, "world_size")):
         if value is not None and (isinstance(value, bool) or
                                   not isinstance(value, numbers.Integral)):
-            raise ConfigError(f"{keyword}={value!r} is not a whole number")
+            raise ConfigTypeError(f"{keyword}={value!r} is not a whole "
+                                  "number")
     if rank is not None and world_size is not None:
         r, w, where = int(rank), int(world_size), "arguments"
     else:
@@ -84,17 +89,21 @@ def rank_and_world(rank: Optional[int], world_size: Optional[int]
         if found is None and (rank is not None or world_size is not None):
             given, other = (("rank", "world_size") if rank is not None
                             else ("world_size", "rank"))
+            alone = ("rank= alone does not say how many shards there are"
+                     if rank is not None else "with world_size= alone every "
+                     "process would read rank 0's shard")
             raise ConfigError(
                 f"{given}= without {other}=, and no torch.distributed or "
-                f"launcher to take {other} from: pass both (with "
-                f"world_size= alone every process would read rank 0's "
-                "shard)")
+                f"launcher to take {other} from: pass both ({alone})")
         r, w, where = found or (0, 1, "default")
         if rank is not None:
             r, where = int(rank), f"rank= and {where}"
         if world_size is not None:
             w, where = int(world_size), f"world_size= and {where}"
     if w < 1 or not 0 <= r < w:
+        mixed = ("; pass both rank= and world_size= (rank=0, world_size=1 "
+                 "for a Loader this process reads whole)"
+                 if (rank is None) != (world_size is None) else "")
         raise ConfigError(f"rank {r} of world_size {w} (from {where}): the "
-                          "rank must be 0 to world_size - 1")
+                          f"rank must be 0 to world_size - 1{mixed}")
     return r, w, where

@@ -227,7 +227,7 @@ class _Run:
 
     def cpu_budget(self) -> str:
         """rf_loader_cpu_budget()'s line, in Python's terms."""
-        out = ctypes.create_string_buffer(512)
+        out = ctypes.create_string_buffer(1024)  # the line is shorter
         _capi.lib().rf_loader_cpu_budget(self.handle, out, len(out))
         return user_terms(out.value.decode(errors="replace"))
 

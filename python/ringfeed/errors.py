@@ -39,6 +39,12 @@ class ConfigError(RingfeedError, ValueError):
     message names the keyword to change."""
 
 
+class ConfigTypeError(ConfigError, TypeError):
+    """A Loader argument of a type its keyword does not take (batch_size=
+    4.0, shuffle="yes"): a ConfigError like any other bad value, and a
+    TypeError, as Python's own calls raise for a wrong type."""
+
+
 class DatasetNotFound(RingfeedError, FileNotFoundError):
     """The source path does not exist or is not a dataset."""
 

@@ -154,6 +154,7 @@ class Loader(NotADataLoader):
                               "'ringfeed' logger)")
         self._rank, self._world, self._rank_from = rank_and_world(
             rank, world_size)
+        self._shard_given = (rank is not None, world_size is not None)
         wanted: Dict[str, Any] = dict(
             batch_size=batch_size, transform=transform, shuffle=shuffle,
             seed=seed_value(seed), drop_last=drop_last, layout=layout,
@@ -299,7 +300,8 @@ class Loader(NotADataLoader):
         """Like iterating, but yields Batch objects with the details:
         indices, epoch, number, skipped (see Batch)."""
         self._check_open()
-        check_still_holds(self._rank, self._world, self._rank_from)
+        check_still_holds(self._rank, self._world, self._rank_from,
+                          self._shard_given)
         with self._busy():  # a loop in another thread checks the same
             if self._at.iterating:
                 raise RingfeedError(

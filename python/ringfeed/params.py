@@ -10,6 +10,7 @@ parameter added to the library is reachable from Python at once.
 from __future__ import annotations
 
 import ctypes
+import operator
 import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple, Union
@@ -68,20 +69,17 @@ class Param:
             if isinstance(value, bool) or value in (0, 1):
                 return int(bool(value))
             raise TypeError(f"{keyword} takes True or False, not {value!r}")
-        if isinstance(value, bool) or not isinstance(value, int):
-            try:
-                import numpy as np  # an np.int64 is fine too
-                if isinstance(value, np.integer):
-                    value = int(value)
-            except ImportError:
-                pass
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool):
+            raise TypeError(f"{keyword} takes an int, not bool")
+        try:  # an int, or any integer type: np.int64, a torch integer scalar
+            number = operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
             raise TypeError(f"{keyword} takes an int, not "
-                            f"{type(value).__name__}")
-        if not self.minimum <= value <= self.maximum:
-            raise ValueError(f"{keyword}={value} is out of range: "
+                            f"{type(value).__name__}") from None
+        if not self.minimum <= number <= self.maximum:
+            raise ValueError(f"{keyword}={number} is out of range: "
                              f"{self.minimum}..{self.maximum} ({self.doc})")
-        return value
+        return number
 
 
 _KINDS = {_capi.PARAM_KIND_INTEGER: "integer",

@@ -203,6 +203,23 @@ def test_killed_producer_is_producer_died(tmp_path_factory):
     assert loader.closed
 
 
+def test_respawn_limit_is_said_with_its_values(tmp_path_factory):
+    """max_respawns=0: a killed producer ends the run saying so, with the
+    keyword's value (it said "the most max_respawns= allows
+    (respawn_window_s=; 0 in the run)", keywords without values)."""
+    root = dataset(tmp_path_factory)
+    loader = ringfeed.Loader(root, 8, size=32, num_workers=2, epochs=3,
+                             max_respawns=0)
+    batches = loader.batches()
+    next(batches)
+    os.kill(producers_of(os.getpid())[0], signal.SIGKILL)
+    with pytest.raises(ringfeed.ProducerDied,
+                       match=r"max_respawns=0 replaces none: raise it"):
+        for _ in batches:
+            pass
+    assert loader.closed
+
+
 def test_killed_producer_is_replaced_under_respawn(tmp_path_factory):
     """The default, on_producer_death="respawn": the epoch completes, and
     on_message hears of the replacement."""

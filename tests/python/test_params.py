@@ -260,6 +260,46 @@ def test_an_unknown_keyword_says_what_to_use(tmp_path_factory, keyword, says):
     assert says in str(caught.value)
 
 
+@pytest.mark.parametrize("keyword, bad", [
+    ("batch_size", 4.0), ("batch_size", "4"), ("seed", 1.5),
+    ("shuffle", "yes"), ("drop_last", 2), ("pillow", 12.0),
+    ("spin_ns", True), ("transform", 1), ("source", 3), ("size", 224.0),
+    ("rank", 0.0),
+])
+def test_a_wrong_type_is_a_config_error_and_a_type_error(tmp_path_factory,
+                                                          keyword, bad):
+    """As the docs say, a value of the wrong type is a ConfigError naming
+    its keyword, as a value out of range is; it is a TypeError too (a
+    batch_size=4.0 was a TypeError only, missed by `except ConfigError`)."""
+    args = dict(source=dataset(tmp_path_factory, "tiny"), batch_size=4,
+                size=16, rank=0, world_size=1)
+    args[keyword] = bad
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(**args)
+    assert isinstance(caught.value, TypeError)
+    assert f"{keyword}" in str(caught.value)
+
+
+def test_integer_scalars_of_any_kind_are_ints(tmp_path_factory):
+    """A 0-d integer tensor is taken wherever an int is (seed= took one,
+    batch_size= refused it); a float tensor is refused."""
+    torch = pytest.importorskip("torch")
+    root = dataset(tmp_path_factory, "tiny")
+    with ringfeed.Loader(root, torch.tensor(4), size=16, num_workers=1,
+                         slots=torch.tensor(5)) as loader:
+        assert loader.batch_size == 4
+    with pytest.raises(ringfeed.ConfigError, match="batch_size"):
+        ringfeed.Loader(root, torch.tensor(4.0), size=16)
+
+
+def test_a_side_out_of_range_is_named_in_size(tmp_path_factory):
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(ringfeed.ConfigError,
+                       match=r"size=: the width 70000 is out of range: "
+                             r"1\.\.65536 pixels"):
+        ringfeed.Loader(root, 4, size=(32, 70000))
+
+
 def test_numpy_integers_are_taken_as_ints(tmp_path_factory):
     """A seed from numpy (np.uint64 up to 2**64 - 1, as a numpy Generator
     gives) is the same 64-bit pattern as the int; Synthetic's counts take

@@ -133,12 +133,15 @@ def test_from_torch_distributed(tmp_path_factory):
     check_shards(reports, world, 33)
 
 
+LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                      "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                      "SLURM_PROCID", "SLURM_NTASKS")
+
+
 def test_single_process_sees_everything(tmp_path_factory, monkeypatch):
     """No launcher: rank 0 of 1, every sample each epoch."""
     import ringfeed
-    for name in ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
-                 "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
-                 "SLURM_PROCID", "SLURM_NTASKS"):
+    for name in LAUNCHER_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     root = dataset(tmp_path_factory, "odd")
     for pad in (False, True):
@@ -167,6 +170,26 @@ def test_rank_arguments_win(tmp_path_factory, monkeypatch):
     assert len(set().union(*shards)) == 33
 
 
+def test_one_of_the_pair_given_says_to_give_both(tmp_path_factory,
+                                                 monkeypatch):
+    """world_size=1 alone on the launcher's rank 1 (a Loader meant to read
+    everything): refused, saying to pass both, and what for."""
+    import ringfeed
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    root = dataset(tmp_path_factory, "odd")
+    with pytest.raises(ringfeed.ConfigError,
+                       match=r"rank 1 of world_size 1 \(from world_size= and "
+                             r"\$RANK/\$WORLD_SIZE\).*pass both rank= and "
+                             r"world_size= \(rank=0, world_size=1"):
+        ringfeed.Loader(root, BATCH, size=16, world_size=1)
+    for name in LAUNCHER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ringfeed.ConfigError,
+                       match=r"rank= alone does not say how many shards"):
+        ringfeed.Loader(root, BATCH, size=16, rank=1)
+
+
 MADE_BEFORE_INIT = textwrap.dedent("""
     import sys
     import torch.distributed as dist
@@ -183,6 +206,9 @@ MADE_BEFORE_INIT = textwrap.dedent("""
     except ringfeed.ConfigError as e:
         print("early:", e)
     print("given:", len(next(iter(given))[1]))
+    if rank == 0:  # a validation set that rank 0 alone reads, whole
+        val = ringfeed.Loader(root, 5, size=16, num_workers=1, world_size=1)
+        print("val:", len(next(iter(val))[1]))
     dist.barrier()
     dist.destroy_process_group()
 """)
@@ -192,7 +218,9 @@ def test_made_before_init_process_group_is_refused(tmp_path_factory):
     """A Loader made before torch.distributed.init_process_group() took
     rank 0 of 1: its first loop raises ConfigError saying what to do,
     where every rank would otherwise read the whole dataset. rank= and
-    world_size= given stand."""
+    world_size= given stand, and so does world_size=1 alone, made after
+    init on rank 0 (its first loop refused it: torch.distributed's world
+    size differed from the one given)."""
     pytest.importorskip("torch.distributed")
     import torch.distributed as dist
     if not dist.is_available() or not dist.is_gloo_available():
@@ -207,7 +235,8 @@ def test_made_before_init_process_group_is_refused(tmp_path_factory):
     for r, p in enumerate(procs):
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
-        early, given = out.splitlines()
+        early, given, *val = out.splitlines()
+        assert val == (["val: 5"] if r == 0 else [])
         assert early.startswith("early: this Loader took rank 0 of "
                                 "world_size 1 from default"), early
         assert f"torch.distributed now says rank {r} of 2" in early
