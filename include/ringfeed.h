@@ -598,26 +598,33 @@ RF_API int rf_config_set_path(rf_config *cfg, const char *path);
  * rf_config_free() on it. */
 RF_API const char *rf_config_get_path(const rf_config *cfg);
 
-/* Makes the loaders opened with cfg read the dataset `from` reads, as
- * `from` listed it at its open: the same folder or packed file (the one
- * `from` opened, whatever its path names now) and the same samples,
- * indices and labels, instead of listing the path again. For starting a
- * run again at another position (a later epoch, a checkpoint's batch)
- * while the dataset may be changing on disk: files added since are not
+/* Makes the loaders opened with cfg go on with the run of `from`, for
+ * starting it again at another position (a later epoch, a checkpoint's
+ * batch) as the same run. They read the dataset `from` reads, as `from`
+ * listed it at its open: the same folder or packed file (the one `from`
+ * opened, whatever its path names now), the same samples, indices and
+ * labels, instead of listing the path again; files added since are not
  * read, a file removed or damaged since fails as that sample does
- * (RF_PARAM_ON_ERROR), and RF_PARAM_INDEX_CACHE is not used. Sets cfg's
- * path to `from`'s (which then only names the dataset in messages) and
- * RF_PARAM_SOURCE to RF_SOURCE_PATH; it is used while RF_PARAM_SOURCE
- * stays so, and a later rf_config_set_path() with another path drops
- * it. cfg keeps copies of two of `from`'s fds (close-on-exec) until
- * then, rf_config_free() or the next rf_config_set_listing(): `from` may
- * be closed as soon as this returns. Returns 0; -EINVAL when cfg or from is
- * NULL or `from` reads no dataset from a path (a synthetic source); or
- * -EMFILE/-ENFILE when no fd is free (rf_config_error() says which).
- * cfg is unchanged on error. `from` is only read: any thread, as
- * rf_loader_stats(); in a fork()ed child only the fds are copied, so a
+ * (RF_PARAM_ON_ERROR), and RF_PARAM_INDEX_CACHE is not used. And they take
+ * over its record of failed samples under RF_ON_ERROR_SKIP, as it stands
+ * now: rf_loader_sample_errors() lists the failures of `from` first,
+ * rf_stats.failed_samples counts on from its count, RF_PARAM_MAX_ERRORS
+ * counts the samples that failed in `from` too (each once), and the
+ * first ten samples left out are said over the whole run, not again at
+ * each start. RF_PARAM_MAX_ERROR_PPM counts each epoch's failures from
+ * the start of the new loader. Sets cfg's path to `from`'s (which then
+ * only names the dataset in messages) and RF_PARAM_SOURCE to
+ * RF_SOURCE_PATH; what cfg carries is used while RF_PARAM_SOURCE stays so,
+ * a later rf_config_set_path() with another path drops it, and the next
+ * rf_config_continue() replaces it. cfg holds copies (two fds,
+ * close-on-exec, and the record) until then or rf_config_free(): `from`
+ * may be closed as soon as this returns. Returns 0; -EINVAL when cfg or
+ * from is NULL or `from` reads no dataset from a path (a synthetic
+ * source); -EMFILE/-ENFILE when no fd is free; -ENOMEM (rf_config_error()
+ * says which). cfg is unchanged on error. `from` is only read: any thread,
+ * as rf_loader_stats(); in a fork()ed child only copies are made, so a
  * loader opened there reads the same dataset. */
-RF_API int rf_config_set_listing(rf_config *cfg, const rf_loader *from);
+RF_API int rf_config_continue(rf_config *cfg, const rf_loader *from);
 
 /* Receives one line of text (no newline) for each event a loader reports
  * while the run goes on: a producer replaced after it died ("producer

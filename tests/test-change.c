@@ -4,8 +4,9 @@
  * its path names later: a folder or pack replaced, or chdir() under a
  * relative path, changes nothing for producers started after it. A
  * loader names the classes of its own listing. A run started again from
- * another loader's listing (rf_config_set_listing(), as the Python
- * package does at each restart) reads the samples that loader listed.
+ * another loader (rf_config_continue(), as the Python package does at
+ * each restart) reads the samples that loader listed, and goes on with
+ * its record of failed samples.
  *
  * Setup makes the folder of good JPEGs once; each case copies what it
  * changes.
@@ -217,7 +218,7 @@ TEST_CASE(test_relative_path_after_chdir, "change",
     run_path_across_change(".", leave_folder);
 }
 
-/* ---- a run started again from another loader's listing ----------------- */
+/* ---- a run started again from another loader ---------------------------- */
 
 /* The folder changes after the first loader listed it: a class folder
  * that sorts first (every label's name would shift) with a good image,
@@ -277,7 +278,7 @@ TEST_CASE(test_restart_reads_the_first_listing, "listing",
     rf_loader *first = test_open_loader(cfg);
     rf_stats listed, now;
     CHECK_OK(rf_loader_stats(first, &listed));
-    CHECK_OK(rf_config_set_listing(cfg, first));
+    CHECK_OK(rf_config_continue(cfg, first));
     CHECK_OK(rf_config_set_path(cfg, copy)); /* the same path: kept */
     rf_loader_close(first);
     CHECK_EQ(count_entries("/proc/self/fd"), fds + 2); /* the config's */
@@ -296,8 +297,8 @@ TEST_CASE(test_restart_reads_the_first_listing, "listing",
     CHECK(now.listing_digest != listed.listing_digest);
     rf_loader_close(l);
     l = test_open_loader(cfg);
-    CHECK_OK(rf_config_set_listing(cfg, l));
-    CHECK_OK(rf_config_set_listing(cfg, l)); /* the first two are closed */
+    CHECK_OK(rf_config_continue(cfg, l));
+    CHECK_OK(rf_config_continue(cfg, l)); /* the first two are closed */
     rf_loader_close(l);
     CHECK_EQ(count_entries("/proc/self/fd"), fds + 2);
     rf_config_free(cfg); /* closes the two fds it kept */
@@ -311,15 +312,100 @@ TEST_CASE(test_listing_refused_without_one, "listing",
     rf_config *cfg = rf_config_create(), *synthetic = rf_config_create();
     CHECK_OK(rf_config_set(synthetic, RF_PARAM_PRODUCERS, 1));
     rf_loader *l = test_open_loader(synthetic);
-    CHECK_EQ(rf_config_set_listing(cfg, l), -EINVAL);
+    CHECK_EQ(rf_config_continue(cfg, l), -EINVAL);
     CHECK_CONTAINS(rf_config_error(cfg), "synthetic source has no listing");
-    CHECK_EQ(rf_config_set_listing(cfg, NULL), -EINVAL);
+    CHECK_EQ(rf_config_continue(cfg, NULL), -EINVAL);
     CHECK_CONTAINS(rf_config_error(cfg), "the loader is NULL");
-    CHECK_EQ(rf_config_set_listing(NULL, l), -EINVAL);
+    CHECK_EQ(rf_config_continue(NULL, l), -EINVAL);
     CHECK_STR_EQ(rf_config_get_path(cfg), ""); /* unchanged */
     rf_loader_close(l);
     rf_config_free(synthetic);
     rf_config_free(cfg);
+}
+
+/* A copy of the good folder where sample 0 (class_0/img_0.jpg) does not
+ * decode, and a config over it that skips failures with no share limit
+ * and runs epoch 0 only. */
+static rf_config *skipping_copy(char *copy, size_t len, const char *name)
+{
+    char bad[500];
+    rf__format(copy, len, "%s-%s", root, name);
+    rf__format(bad, sizeof(bad), "%s/class_0/img_0.jpg", copy);
+    copy_tree(root, copy);
+    write_file(bad, "not a jpeg", 10);
+    rf_config *cfg = jpeg_folder_config(copy, 1, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, 1000000));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 1));
+    return cfg;
+}
+
+/* Runs epoch 0 from cfg, then makes cfg continue that run at epoch 1. */
+static void run_first_epoch_then_continue(rf_config *cfg)
+{
+    rf_loader *first = test_open_loader(cfg);
+    CHECK_EQ(test_drain(first, NULL, NULL), 0);
+    CHECK_OK(rf_config_continue(cfg, first));
+    rf_loader_close(first);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_EPOCH, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 2));
+}
+
+/* A file that fails in every epoch, started again at epoch 1: listed
+ * once, counted once an epoch, said once in the whole run (each start
+ * said it again, and listed only its own failures). */
+TEST_CASE(test_restart_keeps_the_failures, "listing",
+          "a run started again goes on with its failed samples")
+{
+    char copy[400];
+    rf_config *cfg = skipping_copy(copy, sizeof(copy), "failing");
+    struct test_messages said = {0};
+    CHECK_OK(rf_config_set_message_handler(cfg, test_collect_message, &said));
+    run_first_epoch_then_continue(cfg);
+    CHECK_EQ(said.count, 1);
+    CHECK_CONTAINS(said.last, "left out");
+    rf_loader *l = test_open_loader(cfg);
+    uint64_t skipped = 0;
+    CHECK_EQ(test_drain(l, NULL, &skipped), 0);
+    CHECK_EQ(skipped, 1);
+    CHECK_EQ(said.count, 1); /* not said again */
+    rf_sample_error failed[2];
+    CHECK_EQ(rf_loader_sample_errors(l, failed, 2), 1);
+    CHECK_EQ(failed[0].index, 0);
+    CHECK_EQ(failed[0].epoch, 0); /* its first failure, in the first start */
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.failed_samples, 2); /* once an epoch */
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    remove_tree(copy);
+}
+
+/* RF_PARAM_MAX_ERRORS counts the samples that failed before the restart:
+ * sample 0 in epoch 0, then (sample 0 mended) another one removed, in
+ * epoch 1, is the second of the run, one more than 1 allows. */
+TEST_CASE(test_restart_counts_earlier_failures, "listing",
+          "the run's error limit counts failures before the restart")
+{
+    char copy[400], path[500];
+    rf_config *cfg = skipping_copy(copy, sizeof(copy), "limit");
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERRORS, 1));
+    run_first_epoch_then_continue(cfg);
+    rf__format(path, sizeof(path), "%s/class_0/img_0.jpg", copy);
+    void *jpeg = NULL;
+    size_t size = 0;
+    CHECK_OK(rf_synthetic_jpeg(2, 7, 50, 40, &jpeg, &size));
+    write_file(path, jpeg, size); /* mended */
+    free(jpeg);
+    rf__format(path, sizeof(path), "%s/class_2/img_5.jpg", copy);
+    CHECK_EQ(unlink(path), 0);
+    rf_loader *l = test_open_loader(cfg);
+    CHECK_EQ(test_drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
+    CHECK_CONTAINS(rf_loader_error(l),
+                   "2 samples have failed, more than RF_PARAM_MAX_ERRORS 1");
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    remove_tree(copy);
 }
 
 static void setup(void)

@@ -17,7 +17,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/text.h"
 
@@ -225,24 +224,14 @@ rf_config *rf_config_create(void)
         return NULL;
     for (size_t i = 0; i < RULES; i++)
         cfg->params[rules[i].param] = rules[i].def;
-    cfg->data_fd = cfg->listing_fd = -1;
     return cfg;
-}
-
-void rf__config_drop_listing(rf_config *cfg)
-{
-    if (cfg->data_fd >= 0)
-        close(cfg->data_fd);
-    if (cfg->listing_fd >= 0)
-        close(cfg->listing_fd);
-    cfg->data_fd = cfg->listing_fd = -1;
 }
 
 void rf_config_free(rf_config *cfg)
 {
     if (!cfg)
         return;
-    rf__config_drop_listing(cfg);
+    rf__carried_free(cfg->carried);
     free(cfg);
 }
 
@@ -319,8 +308,10 @@ int rf_config_set_path(rf_config *cfg, const char *path)
                    strlen(path), sizeof(cfg->path) - 1);
         return -ENAMETOOLONG;
     }
-    if (strcmp(cfg->path, path) != 0)
-        rf__config_drop_listing(cfg); /* the listing was of the old path */
+    if (strcmp(cfg->path, path) != 0) { /* what it carries is the old's */
+        rf__carried_free(cfg->carried);
+        cfg->carried = NULL;
+    }
     memcpy(cfg->path, path, strlen(path) + 1);
     cfg->params[RF_PARAM_SOURCE] = RF_SOURCE_PATH;
     cfg->error[0] = '\0';

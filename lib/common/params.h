@@ -29,11 +29,10 @@
 struct rf_config {
     int64_t params[RF__PARAMS]; /* indexed by rf_param (banded numbers) */
     char path[RF__PATH_MAX];    /* RF_SOURCE_PATH's dataset */
-    /* rf_config_set_listing(): the dataset a loader opened (its folder or
-     * packed file) and its listing, copies owned by the config; -1 when
-     * none, and the path is then listed at each open */
-    int data_fd;
-    int listing_fd;
+    /* rf_config_continue(): what the config carries from a loader
+     * (consumer/carry.h), owned by it; NULL when none, and the path is
+     * then listed at each open */
+    struct rf__carried *carried;
     rf_message_fn message_fn; /* NULL: the default (stderr, guarded) */
     void *message_user;
     char error[RF__DETAIL];
@@ -44,8 +43,9 @@ struct rf_config {
  * False for a number that is not a parameter. */
 bool rf__param_range(rf_param param, int64_t *min, int64_t *max);
 
-/* Closes the fds rf_config_set_listing() kept, if any: cfg lists its path
- * again at the next open. */
-void rf__config_drop_listing(rf_config *cfg);
+/* Frees what rf_config_continue() carried (NULL is fine); in
+ * consumer/carry.c, with it. rf_config_free() and rf_config_set_path()
+ * call it. */
+void rf__carried_free(struct rf__carried *c);
 
 #endif /* RF_COMMON_PARAMS_H */

@@ -170,6 +170,34 @@ uint64_t rf__failures_copy(const struct rf__failures *f, rf_sample_error *out,
     return f->distinct;
 }
 
+int rf__failures_carry(struct rf__failures *to, const struct rf__failures *from)
+{
+    rf_sample_error *kept = NULL;
+    uint64_t *seen = NULL;
+    if (from->kept) { /* whole: keep() takes RF__FAILURES_KEPT as room */
+        kept = malloc(RF__FAILURES_KEPT * sizeof(*kept));
+        if (!kept)
+            return -ENOMEM;
+        memcpy(kept, from->kept, from->kept_count * sizeof(*kept));
+    }
+    if (from->seen) {
+        seen = malloc(from->seen_capacity * sizeof(*seen));
+        if (!seen) {
+            free(kept);
+            return -ENOMEM;
+        }
+        memcpy(seen, from->seen, from->seen_capacity * sizeof(*seen));
+    }
+    rf__failures_free(to);
+    to->kept = kept;
+    to->kept_count = from->kept_count;
+    to->seen = seen;
+    to->seen_capacity = from->seen_capacity;
+    to->distinct = from->distinct;
+    to->total = from->total;
+    return 0;
+}
+
 void rf__failures_free(struct rf__failures *f)
 {
     free(f->kept);

@@ -57,6 +57,14 @@ int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
 uint64_t rf__failures_copy(const struct rf__failures *f, rf_sample_error *out,
                            size_t max);
 
+/* Copies from's record of failed samples into `to`: the list, the set of
+ * samples that failed, and the counts of them (distinct, total), in place
+ * of to's; not the limits nor the per-epoch counts (a run started again
+ * at an epoch counts that epoch's share afresh). Returns 0, or -ENOMEM
+ * with `to` unchanged. */
+int rf__failures_carry(struct rf__failures *to,
+                       const struct rf__failures *from);
+
 void rf__failures_free(struct rf__failures *f);
 
 #endif /* RF_FAILURES_H */

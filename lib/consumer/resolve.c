@@ -3,20 +3,19 @@
  * slot counts, rank and world size from the launcher's environment, the
  * span of batch numbers the run covers, and the dataset (listed once,
  * its size and classes taken, the decoders checked against it, or the
- * listing of another loader kept by rf_config_set_listing()). Writes
+ * listing of the loader rf_config_continue() carries on from). Writes
  * the loader's copy of the parameters; opens the dataset fds the
  * producers inherit.
  */
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/resources.h"
+#include "consumer/carry.h"
 #include "consumer/loader-internal.h"
 #include "decode/decode.h"
 #include "source/dataset.h"
@@ -204,28 +203,15 @@ static const char *reason_past_path(const char *why, const char *path)
                : why;
 }
 
-/* The dataset as rf_config_set_listing() kept it: the folder or packed
- * file another loader opened, with that loader's listing (checked again,
- * as a producer checks it). */
-static int open_kept(rf_dataset **ds, const rf_config *cfg, char **why)
-{
-    char reason[RF__DETAIL];
-    const int rc = rf__dataset_open_indexed(
-        ds, cfg->path, cfg->data_fd, cfg->listing_fd, reason, sizeof(reason));
-    if (rc < 0)
-        *why = strdup(reason);
-    return rc;
-}
-
 /* RF_SOURCE_PATH: lists the dataset once (the producers map the listing),
- * or takes the listing cfg kept; takes its size and classes, checks the
- * decoders against it, and says when the transform does not apply to its
+ * or takes the one cfg carries (carry.c); takes its size and classes, checks
+ * the decoders against it, and says when the transform does not apply to its
  * samples. */
 static int open_dataset(rf_loader *l, const rf_config *cfg)
 {
     rf_dataset *ds = NULL;
     char *why = NULL;
-    int rc = cfg->listing_fd >= 0 ? open_kept(&ds, cfg, &why)
+    int rc = cfg->carried ? rf__carried_open_dataset(cfg, &ds, &why)
              : l->params[RF_PARAM_INDEX_CACHE]
                  ? rf__dataset_open_cached(&ds, l->path, &why)
                  : rf_dataset_open(&ds, l->path, &why);
@@ -308,6 +294,12 @@ int rf__loader_resolve(rf_loader *l, const rf_config *cfg)
     l->timeout_ns = (uint64_t)p[RF_PARAM_BATCH_TIMEOUT_MS] * 1000000u;
     l->stall_ns = (uint64_t)p[RF_PARAM_STALL_WARNING_MS] * 1000000u;
     rf__failures_init(&l->failures, p, l->order.per_rank);
+    if (cfg->carried && /* the run goes on: its failures so far count */
+        rf__failures_carry(&l->failures, &cfg->carried->failed) < 0)
+        return set_error(l, -ENOMEM,
+                         "out of memory for the record of the %llu samples "
+                         "that failed before",
+                         (unsigned long long)cfg->carried->failed.distinct);
     return resolve_span(l);
 }
 
@@ -321,39 +313,4 @@ void rf__loader_keep_described(rf_loader *l, uint64_t fds_needed)
         rf__dataset_open_indexed(&l->described, l->path, l->fds.data,
                                  l->fds.listing, ignored, sizeof(ignored)) < 0)
         l->described = NULL;
-}
-
-int rf_config_set_listing(rf_config *cfg, const rf_loader *from)
-{
-    if (!cfg)
-        return -EINVAL;
-    if (!from || from->fds.listing < 0 || from->fds.data < 0) {
-        rf__format(cfg->error, sizeof(cfg->error), "rf_config_set_listing: %s",
-                   !from ? "the loader is NULL"
-                         : "the loader reads no dataset from a path (a "
-                           "synthetic source has no listing)");
-        return -EINVAL;
-    }
-    const int data = fcntl(from->fds.data, F_DUPFD_CLOEXEC, 3);
-    const int listing =
-        data < 0 ? -1 : fcntl(from->fds.listing, F_DUPFD_CLOEXEC, 3);
-    if (listing < 0) {
-        const int rc = -errno;
-        char advice[256] = "";
-        (void)rf__advise_on_exhaustion(-rc, advice, sizeof(advice));
-        rf__format(cfg->error, sizeof(cfg->error),
-                   "rf_config_set_listing: cannot keep the dataset '%s' "
-                   "open: %s%s%s",
-                   from->path, strerror(-rc), *advice ? "; " : "", advice);
-        if (data >= 0)
-            close(data);
-        return rc;
-    }
-    rf__config_drop_listing(cfg);
-    cfg->data_fd = data;
-    cfg->listing_fd = listing;
-    memcpy(cfg->path, from->path, sizeof(cfg->path));
-    cfg->params[RF_PARAM_SOURCE] = RF_SOURCE_PATH;
-    cfg->error[0] = '\0';
-    return 0;
 }

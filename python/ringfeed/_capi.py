@@ -163,7 +163,7 @@ _PROTOTYPES = [
      [_vp, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]),
     ("rf_config_error", ctypes.c_char_p, [_vp]),
     ("rf_config_set_path", ctypes.c_int, [_vp, ctypes.c_char_p]),
-    ("rf_config_set_listing", ctypes.c_int, [_vp, _vp]),
+    ("rf_config_continue", ctypes.c_int, [_vp, _vp]),
     ("rf_config_set_message_handler", ctypes.c_int, [_vp, MESSAGE_FN, _vp]),
     ("rf_loader_open", ctypes.c_int,
      [ctypes.POINTER(_vp), _vp, ctypes.POINTER(ctypes.c_void_p)]),

@@ -295,16 +295,16 @@ class _Run:
 class _Config:
     """The Loader's arguments as the library's parameters: one rf_config
     for the Loader's life, freed by close() or when the Loader is
-    collected. After the first run it holds that run's listing too
-    (keep_listing()), so that every later run reads the samples the first
-    listed, as torchvision's ImageFolder lists a folder once."""
+    collected. At each restart it takes over the run that ends
+    (continue_from()), so that every later run reads the samples the first
+    listed, as torchvision's ImageFolder lists a folder once, and the skip
+    policy counts over the Loader's whole run."""
 
     def __init__(self, source: Any, values: Dict[str, int]) -> None:
         self.source = source
         self.values = values  # parameter name -> int64
         self._c = 0
         self._free: Optional[weakref.finalize] = None
-        self.listing_kept = False
 
     def build(self, start_epoch: int, start_batch: int,
               message_fn: Any) -> int:
@@ -341,18 +341,20 @@ class _Config:
         self._c = c
         return c
 
-    def keep_listing(self, handle: Any) -> None:
-        """Later runs read the dataset and listing of the open loader
-        `handle` (rf_config_set_listing), not the path listed again: files
-        added since are not read, and a file removed since fails as that
-        sample. Nothing for a synthetic source."""
-        if self.listing_kept or isinstance(self.source, Synthetic):
+    def continue_from(self, handle: Any) -> None:
+        """Later runs go on with the run of the open loader `handle`
+        (rf_config_continue): they read its dataset as the first run
+        listed it, not the path listed again (files added since are not
+        read, a file removed since fails as that sample), and carry on its
+        record of failed samples (sample_errors(), failed_samples, the
+        max_errors= tally, the samples already said). Nothing for a
+        synthetic source."""
+        if isinstance(self.source, Synthetic):
             return
         lib = _capi.lib()
-        if lib.rf_config_set_listing(self._c, handle) < 0:
+        if lib.rf_config_continue(self._c, handle) < 0:
             raise RingfeedError(user_terms(
                 lib.rf_config_error(self._c).decode(errors="replace")))
-        self.listing_kept = True
 
     def close(self) -> None:
         """Frees the configuration and the dataset fds it kept."""

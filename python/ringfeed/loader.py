@@ -189,7 +189,7 @@ class Loader(NotADataLoader):
                 int(values.get("channels", param("channels").default)))
         self._at = Position(epochs)
         # what the first run listed, which every later run reads
-        # (_Config.keep_listing): its size and digest, for checkpoints
+        # (_Config.continue_from): its size and digest, for checkpoints
         self._samples = 0
         self._listing: Optional[int] = None
         self._open_run()
@@ -198,7 +198,10 @@ class Loader(NotADataLoader):
     # ---- the run --------------------------------------------------------
 
     def _open_run(self) -> _Run:
-        """(Re)starts the producers at the loader's position (self._at)."""
+        """(Re)starts the producers at the loader's position (self._at),
+        going on with the run that ends (_Config.continue_from)."""
+        if self._run is not None:
+            self._config.continue_from(self._run.handle)
         self._close_run()
         self._opening = True
         try:
@@ -211,7 +214,6 @@ class Loader(NotADataLoader):
         if self._listing is None:
             self._samples = int(stats.dataset_samples)
             self._listing = int(stats.listing_digest)
-            self._config.keep_listing(run.handle)
         # On the GPU a slot goes back at the next batch, whatever
         # keep_batches= says: the loop holds the batch handed over and the
         # next one's, being copied.

@@ -112,6 +112,30 @@ def test_skip_counts_and_lists_the_bad_samples(bad_folder):
         assert_user_terms(text)
 
 
+def test_restarts_keep_the_skip_record(bad_folder):
+    """Loops left early (a fixed number of steps an epoch) start the
+    producers again at each set_epoch(): the skip record is the Loader's
+    whole run's all the same. A bad file is said once and listed once
+    with its first failure; failed_samples counts every epoch. (Each
+    start said it again, and listed only its own failures.)"""
+    root, bad = bad_folder
+    early = sorted(i for i in bad if i < 6 * 8)  # in the batches taken
+    assert early
+    said = []
+    with ringfeed.Loader(root, 8, size=32, on_error="skip", shuffle=False,
+                         max_error_ppm=1_000_000, max_errors=len(early),
+                         num_workers=1, on_message=said.append) as loader:
+        for epoch in range(3):
+            loader.set_epoch(epoch)
+            for step, _ in enumerate(loader):
+                if step == 5:
+                    break
+        errors = loader.sample_errors()
+        assert loader.stats()["failed_samples"] == 3 * len(early)
+    assert sorted((i, e) for i, e, _ in errors) == [(i, 0) for i in early]
+    assert len([t for t in said if t.startswith("left out")]) == len(early)
+
+
 def test_skip_past_the_limit_fails(bad_folder):
     """on_error="skip" with the default max_error_ppm (1%): 2 of 61 is
     too many, and the message names the keyword to raise."""

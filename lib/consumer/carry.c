@@ -1,0 +1,102 @@
+/*
+ * carry.c - rf_config_continue(): a configuration takes from an open
+ * loader what the loaders opened from it need to go on with that
+ * loader's run (see carry.h). The Python package starts its producers
+ * again this way whenever a Loader's position moves (set_epoch() to
+ * another epoch, load_state_dict(), a loop left early): the dataset
+ * stays the one it listed, and the skip policy's list and limits count
+ * over the whole run, not from each restart.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/resources.h"
+#include "common/text.h"
+#include "consumer/carry.h"
+#include "consumer/loader-internal.h"
+#include "source/dataset.h"
+
+void rf__carried_free(struct rf__carried *c)
+{
+    if (!c)
+        return;
+    if (c->data_fd >= 0)
+        close(c->data_fd);
+    if (c->listing_fd >= 0)
+        close(c->listing_fd);
+    rf__failures_free(&c->failed);
+    free(c);
+}
+
+int rf__carried_open_dataset(const rf_config *cfg, rf_dataset **ds, char **why)
+{
+    char reason[RF__DETAIL];
+    const int rc = rf__dataset_open_indexed(
+        ds, cfg->path, cfg->carried->data_fd, cfg->carried->listing_fd, reason,
+        sizeof(reason));
+    if (rc < 0)
+        *why = strdup(reason);
+    return rc;
+}
+
+/* Copies of the loader's dataset fds into c; -errno with the reason in
+ * cfg's error when no fd is free. */
+static int copy_dataset_fds(rf_config *cfg, const rf_loader *from,
+                            struct rf__carried *c)
+{
+    c->data_fd = fcntl(from->fds.data, F_DUPFD_CLOEXEC, 3);
+    if (c->data_fd >= 0)
+        c->listing_fd = fcntl(from->fds.listing, F_DUPFD_CLOEXEC, 3);
+    if (c->data_fd >= 0 && c->listing_fd >= 0)
+        return 0;
+    const int rc = -errno;
+    char advice[256] = "";
+    (void)rf__advise_on_exhaustion(-rc, advice, sizeof(advice));
+    rf__format(cfg->error, sizeof(cfg->error),
+               "rf_config_continue: cannot keep the dataset '%s' open: %s%s%s",
+               from->path, strerror(-rc), *advice ? "; " : "", advice);
+    return rc;
+}
+
+int rf_config_continue(rf_config *cfg, const rf_loader *from)
+{
+    if (!cfg)
+        return -EINVAL;
+    if (!from || from->fds.listing < 0 || from->fds.data < 0) {
+        rf__format(cfg->error, sizeof(cfg->error), "rf_config_continue: %s",
+                   !from ? "the loader is NULL"
+                         : "the loader reads no dataset from a path (a "
+                           "synthetic source has no listing)");
+        return -EINVAL;
+    }
+    struct rf__carried *c = calloc(1, sizeof(*c));
+    if (!c) {
+        rf__format(cfg->error, sizeof(cfg->error),
+                   "rf_config_continue: out of memory");
+        return -ENOMEM;
+    }
+    c->data_fd = c->listing_fd = -1;
+    int rc = copy_dataset_fds(cfg, from, c);
+    if (rc == 0 && rf__failures_carry(&c->failed, &from->failures) < 0) {
+        rc = -ENOMEM;
+        rf__format(cfg->error, sizeof(cfg->error),
+                   "rf_config_continue: out of memory for the %llu failed "
+                   "samples' record",
+                   (unsigned long long)from->failures.distinct);
+    }
+    if (rc < 0) {
+        rf__carried_free(c);
+        return rc;
+    }
+    rf__carried_free(cfg->carried);
+    cfg->carried = c;
+    memcpy(cfg->path, from->path, sizeof(cfg->path));
+    cfg->params[RF_PARAM_SOURCE] = RF_SOURCE_PATH;
+    cfg->error[0] = '\0';
+    return 0;
+}
