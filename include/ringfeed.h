@@ -364,8 +364,10 @@ typedef enum rf_param {
                                         full, the same pixels as PIL's to
                                         within 1 */
     RF_PARAM_EXIF_ORIENTATION = 117, /* was 34; 1: apply the EXIF
-                                        orientation tag; 0 (default, as
-                                        torchvision): ignore it */
+                                        orientation tag of a JPEG (PNG's
+                                        and WebP's are not read); 0
+                                        (default, as torchvision): ignore
+                                        it */
     RF_PARAM_PILLOW = 118,           /* new in 0.2; eval: the Pillow
                                         release whose resize eval matches
                                         byte for byte (with

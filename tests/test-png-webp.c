@@ -1386,6 +1386,44 @@ TEST_CASE_LIMIT(test_decode_other_formats, "decode",
     remove_scratch();
 }
 
+/* What is no image at all (an empty file, HTML saved under an image's
+ * name) is refused naming the formats that would have decoded (it said
+ * "not a JPEG" of a .png). */
+TEST_CASE_LIMIT(test_decode_names_what_decodes, "decode",
+                "not an image: the formats that decode named", 60)
+{
+#if defined(HAVE_PNG) && defined(HAVE_WEBP)
+    const char *decoded = "JPEG, PNG or WebP";
+#elif defined(HAVE_PNG)
+    const char *decoded = "JPEG or PNG";
+#else
+    const char *decoded = "JPEG or WebP";
+#endif
+    make_scratch();
+    const struct blob empty = {(uint8_t *)"", 0, 0};
+    const struct blob html = {(uint8_t *)"<html></html>", 13, 0};
+    put_file("a.png", &empty);
+    put_file("b.webp", &html);
+    rf_dataset *ds = NULL;
+    CHECK_OK(rf_dataset_open(&ds, scratch, NULL));
+    rf_config *cfg = config_for(RF_TRANSFORM_EVAL, RF_LAYOUT_NHWC);
+    uint8_t out[OUT_W * OUT_H * 3];
+    char want[128];
+    CHECK_EQ(rf_dataset_decode(ds, cfg, 0, 0, out), RF_E_CORRUPT_SAMPLE);
+    snprintf(want, sizeof(want), "a.png): empty file (0 bytes): not a %s file",
+             decoded);
+    CHECK_CONTAINS(rf_dataset_error(ds), want);
+    CHECK_EQ(rf_dataset_decode(ds, cfg, 0, 1, out), RF_E_CORRUPT_SAMPLE);
+    snprintf(want, sizeof(want),
+             "b.webp): not a %s file (starts with 3c 68 74 6d: HTML or XML "
+             "text)",
+             decoded);
+    CHECK_CONTAINS(rf_dataset_error(ds), want);
+    rf_config_free(cfg);
+    rf_dataset_close(ds);
+    remove_scratch();
+}
+
 /* The file name never decides: a PNG named .jpg is a PNG, a JPEG named
  * .webp a JPEG. */
 TEST_CASE_LIMIT(test_decode_by_signature, "decode",

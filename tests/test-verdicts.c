@@ -4,10 +4,12 @@
  *
  * Each kind of file is made from a clean synthetic JPEG: extraneous bytes
  * before a marker (libjpeg warns; common in scraped data), corrupt
- * entropy-coded data, a file cut short at half and with only its end
- * marker missing, garbage. PIL's verdict comes from Debian's python3-pil
- * (Image.open + load, LOAD_TRUNCATED_IMAGES left off); ringfeed's from
- * rf_dataset_decode() of the whole image (transform none, full scale).
+ * entropy-coded data, a stray marker in it (0xff 0x38: bit rot), a file
+ * cut short at half and with only its end marker missing, garbage. PIL's
+ * verdict comes from Debian's python3-pil (Image.open + load,
+ * LOAD_TRUNCATED_IMAGES left off); ringfeed's from rf_dataset_decode() of
+ * the whole image (transform none, full scale), and of an eval crop that
+ * stops above the last rows (the verdict must not depend on the crop).
  * The default (RF_JPEG_AS_PIL) must agree with PIL on every file;
  * RF_JPEG_STRICT refuses every file libjpeg warned about; RF_JPEG_LENIENT
  * decodes every one that decodes at all, the truncated ones included.
@@ -23,15 +25,27 @@
 #include "scratch.h"
 #include "test.h"
 
-enum kind { CLEAN, EXTRANEOUS, CORRUPT, HALF, NO_EOI, GARBAGE, KINDS };
+enum kind {
+    CLEAN,
+    EXTRANEOUS,
+    CORRUPT,
+    STRAY_MARKER,
+    HALF,
+    NO_EOI,
+    GARBAGE,
+    KINDS
+};
 
-static const char *const kind_name[KINDS] = {"clean", "extraneous", "corrupt",
-                                             "half",  "no-eoi",     "garbage"};
+static const char *const kind_name[KINDS] = {
+    "clean", "extraneous", "corrupt", "stray-marker",
+    "half",  "no-eoi",     "garbage"};
 
 /* libjpeg warns about (so strict refuses) */
-static const bool warned[KINDS] = {false, true, true, true, true, false};
-/* decodes at all (so lenient accepts) */
-static const bool decodable[KINDS] = {true, true, true, true, true, false};
+static const bool warned[KINDS] = {false, true, true, true, true, true, false};
+/* decodes at all (so lenient accepts): a stray marker is an error at the
+ * end of the image data, after the warning */
+static const bool decodable[KINDS] = {true, true, true, false,
+                                      true, true, false};
 
 static char folder[512];
 
@@ -63,6 +77,14 @@ static uint8_t *make_kind(enum kind k, const uint8_t *jpeg, size_t size,
     } else if (k == CORRUPT) {
         for (size_t i = size / 2; i < size / 2 + 48; i++)
             p[i] = p[i] == 0x00 ? 0xfe : (uint8_t)(p[i] ^ 0x5a) & 0xfe;
+    } else if (k == STRAY_MARKER) {
+        /* 0xff 0x38 a third of the way into the image data */
+        const size_t sos = find_marker(p, size, 0xda, 2);
+        const size_t at = sos + (size - sos) / 3;
+        memmove(p + at + 2, p + at, size - at);
+        p[at] = 0xff;
+        p[at + 1] = 0x38;
+        *out_size = size + 2;
     } else if (k == HALF) {
         *out_size = size / 2;
     } else if (k == NO_EOI) {
@@ -120,14 +142,17 @@ static bool pil_verdicts(bool *ok)
     return false;
 }
 
-/* ringfeed's verdict on file k under `verdict`, and its reason. */
-static bool ringfeed_decodes(rf_dataset *ds, int k, rf_jpeg_verdict verdict,
-                             char *reason, size_t len)
+/* ringfeed's verdict on file k under `verdict`, and its reason: of the
+ * whole image, or (crop) of eval's centre 32 x 32, whose decode stops
+ * above the last rows. */
+static bool ringfeed_decodes_as(rf_dataset *ds, int k, rf_jpeg_verdict verdict,
+                                bool crop, char *reason, size_t len)
 {
     rf_config *cfg = rf_config_create();
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 64));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, 96));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_TRANSFORM, RF_TRANSFORM_NONE));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, crop ? 32 : 64));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WIDTH, crop ? 32 : 96));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_TRANSFORM,
+                           crop ? RF_TRANSFORM_EVAL : RF_TRANSFORM_NONE));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_DCT_SCALING, 0));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_JPEG_WARNINGS, verdict));
     static uint8_t pixels[64 * 96 * 3];
@@ -135,6 +160,12 @@ static bool ringfeed_decodes(rf_dataset *ds, int k, rf_jpeg_verdict verdict,
     snprintf(reason, len, "%s", rc < 0 ? rf_dataset_error(ds) : "");
     rf_config_free(cfg);
     return rc == 0;
+}
+
+static bool ringfeed_decodes(rf_dataset *ds, int k, rf_jpeg_verdict verdict,
+                             char *reason, size_t len)
+{
+    return ringfeed_decodes_as(ds, k, verdict, false, reason, len);
 }
 
 static rf_dataset *open_files(void)
@@ -160,10 +191,16 @@ TEST_CASE(default_agrees_with_pil, "verdicts",
         char reason[512];
         const bool ours =
             ringfeed_decodes(ds, k, RF_JPEG_AS_PIL, reason, sizeof(reason));
-        printf("  %-10s PIL %-7s ringfeed %-7s %s\n", kind_name[k],
+        printf("  %-12s PIL %-7s ringfeed %-7s %s\n", kind_name[k],
                pil[k] ? "decodes" : "refuses", ours ? "decodes" : "refuses",
                reason);
         CHECK_EQ(ours, pil[k]);
+        /* a centre crop's decode, which stops above the last rows: the
+         * same verdict (a stray marker in the rows it read was let
+         * through) */
+        CHECK_EQ(ringfeed_decodes_as(ds, k, RF_JPEG_AS_PIL, true, reason,
+                                     sizeof(reason)),
+                 pil[k]);
     }
     rf_dataset_close(ds);
     remove_tree(folder);
@@ -185,7 +222,7 @@ TEST_CASE(strict_and_lenient, "verdicts",
     /* what a refusal says to change */
     char reason[512];
     CHECK(!ringfeed_decodes(ds, HALF, RF_JPEG_AS_PIL, reason, sizeof(reason)));
-    CHECK_CONTAINS(reason, "c/3-half.jpg");
+    CHECK_CONTAINS(reason, "c/4-half.jpg");
     CHECK_CONTAINS(reason, "truncated");
     CHECK_CONTAINS(reason, "jpeg_warnings lenient");
     rf_dataset_close(ds);

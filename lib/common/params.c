@@ -103,8 +103,9 @@ static const struct param_rule rules[] = {
     FLAG(RF_PARAM_DCT_SCALING, 42, "dct_scaling", 1,
          "1: decode at a smaller DCT scale where the crop allows; 0: in "
          "full, PIL's pixels"),
-    FLAG(RF_PARAM_EXIF_ORIENTATION, 34, "exif_orientation", 0,
-         "1: apply the EXIF orientation tag; 0: ignore it, as torchvision"),
+    FLAG(
+        RF_PARAM_EXIF_ORIENTATION, 34, "exif_orientation", 0,
+        "1: apply a JPEG's EXIF orientation tag; 0: ignore it, as torchvision"),
     NUMBER(RF_PARAM_PILLOW, NEW_IN_0_2, "pillow", 13, 1, 1000,
            "eval: resize in the pass order of this Pillow release; 13: y "
            "first where it shrinks twice as much as x; 12 or less: x first"),

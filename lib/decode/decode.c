@@ -197,11 +197,29 @@ static int check_channels(const struct rf__decoder *d, const char *what,
     return -1;
 }
 
+/* The formats this build decodes, for the messages: all of them ("JPEG,
+ * PNG and WebP"), or any of them ("JPEG, PNG or WebP"). */
+static const char *decoded_formats(bool any)
+{
+#if defined(HAVE_PNG) && defined(HAVE_WEBP)
+    return any ? "JPEG, PNG or WebP" : "JPEG, PNG and WebP";
+#elif defined(HAVE_PNG)
+    return any ? "JPEG or PNG" : "JPEG and PNG";
+#elif defined(HAVE_WEBP)
+    return any ? "JPEG or WebP" : "JPEG and WebP";
+#else
+    (void)any;
+    return "JPEG";
+#endif
+}
+
 static int decode_jpeg(struct rf__decoder *d, const rf_sample_info *info,
                        uint64_t epoch, uint64_t index, uint8_t *dst, char *err,
                        size_t err_len)
 {
-    if (check_channels(d, "a JPEG", err, err_len) < 0)
+    if (check_channels(d, "a JPEG", err, err_len) < 0 ||
+        rf__jpeg_check_signature(info->data, info->size, decoded_formats(true),
+                                 err, err_len) < 0)
         return -1;
     struct rf__crop_key key = {&d->transform, d->seed, epoch, index};
     struct rf__jpeg_target target = d->target;
@@ -209,20 +227,6 @@ static int decode_jpeg(struct rf__decoder *d, const rf_sample_info *info,
     return rf__jpeg_decode(d->jpeg, info->data, info->size, &d->jpeg_options,
                            rf__transform_choose_crop, &key, &target, err,
                            err_len);
-}
-
-/* The formats this build decodes, for the messages. */
-static const char *decoded_formats(void)
-{
-#if defined(HAVE_PNG) && defined(HAVE_WEBP)
-    return "JPEG, PNG and WebP";
-#elif defined(HAVE_PNG)
-    return "JPEG and PNG";
-#elif defined(HAVE_WEBP)
-    return "JPEG and WebP";
-#else
-    return "JPEG";
-#endif
 }
 
 /* An image in a format this build does not decode: says which it is,
@@ -241,7 +245,7 @@ static int refuse_format(enum rf__image_format format, char *err,
         rf__format(err, err_len,
                    "a %s file: ringfeed decodes %s; convert it to one of "
                    "those",
-                   name, decoded_formats());
+                   name, decoded_formats(false));
     return -1;
 }
 
@@ -317,7 +321,8 @@ int rf__decode_check_signature(const uint8_t *data, size_t size, char *why,
     case RF_IMAGE_PNM:
         return refuse_format(format, why, why_len);
     default:
-        return rf__jpeg_check_signature(data, size, why, why_len);
+        return rf__jpeg_check_signature(data, size, decoded_formats(true), why,
+                                        why_len);
     }
 }
 

@@ -237,11 +237,12 @@ static void hex_prefix(const uint8_t *data, size_t size, char *hex, size_t len)
 }
 
 /* Refuses what is plainly not a JPEG, naming what it looks like. */
-int rf__jpeg_check_signature(const uint8_t *data, size_t size, char *why,
-                             size_t why_len)
+int rf__jpeg_check_signature(const uint8_t *data, size_t size,
+                             const char *decoded, char *why, size_t why_len)
 {
     if (size == 0) {
-        rf__format(why, why_len, "empty file (0 bytes): not a JPEG");
+        rf__format(why, why_len, "empty file (0 bytes): not a %s file",
+                   decoded);
         return -1;
     }
     if (size >= 2 && data[0] == 0xff && data[1] == 0xd8)
@@ -252,7 +253,7 @@ int rf__jpeg_check_signature(const uint8_t *data, size_t size, char *why,
     }
     char hex[16];
     hex_prefix(data, size, hex, sizeof(hex));
-    rf__format(why, why_len, "not a JPEG file (starts with %s: %s)", hex,
+    rf__format(why, why_len, "not a %s file (starts with %s: %s)", decoded, hex,
                guess_format(data, size));
     return -1;
 }
@@ -465,20 +466,53 @@ static bool end_marker_follows(const struct jpeg_source_mgr *src)
     return false;
 }
 
+/* Whether the entropy decoder stopped at a marker inside the image data:
+ * bytes of damage that read as one (0xff 0x38 in the scan), not the end
+ * marker nor a restart marker met on the way. The rows after it decode
+ * to nothing, and a full decode then reads that marker and fails (PIL's
+ * "broken data stream"). */
+static bool stopped_at_a_stray_marker(j_decompress_ptr ci)
+{
+    const int marker = ci->unread_marker;
+    return marker != 0 && marker != JPEG_EOI &&
+           !(marker >= JPEG_RST0 && marker < JPEG_RST0 + 8);
+}
+
 /*
  * A decode that read the last row reads on to the end, so that damage
  * after the image data (a stream cut short or out of step) is noticed.
  * One that stopped earlier abandons the rest: rows below the crop are
- * never decoded. A file cut short is still refused, by the end marker's
- * absence, so that it fails in every epoch and not only in those whose
- * crop reaches the cut. Other damage below the crop, and damage that
- * leaves the Huffman stream out of step without a marker to show it,
- * goes unseen by such a crop: `ringfeed-pack --verify` decodes every row
- * of every file.
+ * never decoded. Two kinds of damage are still refused as a full decode
+ * refuses them, so that such a file fails in every epoch and not only in
+ * those whose crop reaches it: a file cut short, by the end marker's
+ * absence; and a stray marker the rows decoded ran into, by reading on
+ * (the rows left are cheap: nothing after the marker is decoded). Other
+ * damage below the crop, and damage that leaves the Huffman stream out of
+ * step without a marker to show it, goes unseen by such a crop:
+ * `ringfeed-pack --verify` decodes every row of every file.
  */
+/* Reads on to the end of the image data as a full decode would, so that
+ * what follows it is read too: the rows but the last skipped (which
+ * decodes nothing after a stray marker), the last read (skipping to the
+ * very end would take the end as reached without reading on). */
+static void read_to_the_end(j_decompress_ptr ci)
+{
+    const JDIMENSION left = ci->output_height - ci->output_scanline;
+    if (left > 1)
+        (void)jpeg_skip_scanlines(ci, left - 1);
+    JSAMPARRAY row = (*ci->mem->alloc_sarray)(
+        (j_common_ptr)ci, JPOOL_IMAGE,
+        ci->output_width * (JDIMENSION)ci->out_color_components, 1);
+    while (ci->output_scanline < ci->output_height)
+        (void)jpeg_read_scanlines(ci, row, 1);
+}
+
 static void finish(struct rf__jpeg_decoder *dec)
 {
     j_decompress_ptr ci = &dec->cinfo;
+    if (ci->output_scanline < ci->output_height &&
+        stopped_at_a_stray_marker(ci))
+        read_to_the_end(ci);
     if (ci->output_scanline == ci->output_height) {
         jpeg_finish_decompress(ci);
         return;
@@ -519,7 +553,7 @@ int rf__jpeg_decode(struct rf__jpeg_decoder *dec, const uint8_t *data,
         err = none;
         err_len = sizeof(none);
     }
-    if (rf__jpeg_check_signature(data, size, err, err_len) < 0 ||
+    if (rf__jpeg_check_signature(data, size, "JPEG", err, err_len) < 0 ||
         check_target(target, err, err_len) < 0)
         return -1;
     struct rf__jpeg_job job = {.data = data,

@@ -82,10 +82,12 @@ int rf__jpeg_decode(struct rf__jpeg_decoder *dec, const uint8_t *data,
 
 /* Refuses what is plainly not a JPEG by its first bytes, naming what it
  * looks like: -1 with the reason in why ("not a JPEG file (starts with
- * 47 49 46 38: GIF)", "empty file (0 bytes): not a JPEG"), else 0.
- * rf__jpeg_decode() begins with it. */
-int rf__jpeg_check_signature(const uint8_t *data, size_t size, char *why,
-                             size_t why_len);
+ * 47 49 46 38: GIF)", "empty file (0 bytes): not a JPEG file"), else 0.
+ * `decoded` names what would have been decoded in those messages ("JPEG";
+ * "JPEG, PNG or WebP" from a decoder that tells those apart first).
+ * rf__jpeg_decode() begins with it, naming "JPEG". */
+int rf__jpeg_check_signature(const uint8_t *data, size_t size,
+                             const char *decoded, char *why, size_t why_len);
 
 /* The DCT scale numerator M (of M/8; 1, 2, 4 or 8) that rf__jpeg_decode()
  * uses for a crop of crop_w x crop_h source pixels and an output of
