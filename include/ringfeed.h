@@ -286,7 +286,7 @@ typedef enum rf_param {
                               crops and flips and synthetic content; any
                               int64_t (its 64-bit pattern); default 0 */
     RF_PARAM_EPOCHS = 81,  /* was 9; passes over the dataset, 0..2^30;
-                              0 = no end (2^40 batches); default 1 */
+                              0 = no end (2^40 - 1 batches); default 1 */
     RF_PARAM_SHUFFLE = 82, /* was 15; 1 (default): a new sample order each
                               epoch; 0: the dataset's order */
     RF_PARAM_ORDERED = 83, /* was 11; 1 (default): batches in batch order;
@@ -1198,7 +1198,8 @@ RF_API int64_t rf_synthetic_label(uint64_t seed, uint64_t index,
  * KB. Whatever the size, half the images (by seed and index) are 4:4:4 at
  * quality 95, the rest 4:2:0 at quality 90. The same arguments give the
  * same bytes. Returns 0, -EINVAL (jpeg or size is NULL, only one of width
- * and height is 0, or one is above 65535), -ENOMEM or -EIO. Thread-safe. */
+ * and height is 0, or one is above 65500, libjpeg-turbo's limit),
+ * -ENOMEM or -EIO. Thread-safe. */
 RF_API int rf_synthetic_jpeg(uint64_t seed, uint64_t index, uint32_t width,
                              uint32_t height, void **jpeg, size_t *size);
 

@@ -103,9 +103,24 @@ TEST_CASE_LIMIT(test_config_every_call_null, "config",
     CHECK_EQ(strcmp(rf_config_error(NULL), ""), 0);
     CHECK_EQ(strcmp(rf_config_get_path(NULL), ""), 0);
     CHECK_EQ(rf_config_set_message_handler(NULL, NULL, NULL), -EINVAL);
+    CHECK_EQ(rf_config_continue(NULL, NULL), -EINVAL);
     CHECK_EQ(rf_param_at(0, NULL), -EINVAL);
     CHECK_EQ(rf_param_lookup(RF_PARAM_BATCH_SIZE, NULL), -EINVAL);
     rf_config_free(NULL);
+}
+
+/* RF_PARAM_SOURCE set to a path with no path given: said so (it was
+ * "cannot open dataset '': No such file or directory"). */
+TEST_CASE_LIMIT(test_path_source_without_a_path, "config",
+                "a path source without a path", 10)
+{
+    rf_config *cfg = rf_config_create();
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SOURCE, RF_SOURCE_PATH));
+    char *err = test_open_refused(cfg, -EINVAL);
+    CHECK_CONTAINS(err, "no path was set; give the dataset with "
+                        "rf_config_set_path()");
+    free(err);
+    rf_config_free(cfg);
 }
 
 /* ---- rf_loader ----------------------------------------------------------- */

@@ -1523,6 +1523,10 @@ TEST_CASE(test_synthetic_jpeg, "synthetic", "ImageNet-like JPEGs")
     free(b);
     CHECK_EQ(rf_synthetic_jpeg(5, 1, 0, 10, &a, &size_a), -EINVAL);
     CHECK(a == NULL);
+    /* above libjpeg-turbo's 65500: refused as the header says (-EIO from
+     * the encoder, with no reason, from 65501 to 65535) */
+    CHECK_EQ(rf_synthetic_jpeg(5, 1, 65501, 8, &a, &size_a), -EINVAL);
+    CHECK(a == NULL);
     printf("synthetic jpeg: %d images, %.1f KB on average, %d of them 4:4:4, "
            "%.0f images/s\n",
            count, (double)bytes / count / 1024, fine, count / seconds);

@@ -302,6 +302,50 @@ TEST_CASE(test_interrupt_from_another_thread, "next",
     CHECK_EQ(rf_loader_interrupt(NULL), -EINVAL);
 }
 
+static rf_loader *interrupted_by_alarm;
+
+static void interrupt_on_alarm(int sig)
+{
+    (void)sig;
+    (void)rf_loader_interrupt(interrupted_by_alarm);
+}
+
+/* A signal handler that calls rf_loader_interrupt() ends the wait it cut
+ * short, and only that one: the next call waits for its batch (the
+ * interrupt was left pending, and ended the next wait at once too). */
+TEST_CASE(test_interrupt_from_a_signal_handler, "next",
+          "rf_loader_interrupt() from a signal handler ends one wait")
+{
+    rf_loader *l = open_small(1, 2);
+    int pids[4];
+    CHECK_EQ(list_children(pids, 4), 1);
+    CHECK_EQ(kill(pids[0], SIGSTOP), 0);
+    rf_batch b;
+    for (;;) { /* the batches made before the stop */
+        CHECK_OK(rf_loader_interrupt(l));
+        const int rc = rf_loader_next(l, &b);
+        if (rc == -EINTR)
+            break;
+        CHECK_EQ(rc, 1);
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    interrupted_by_alarm = l;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = interrupt_on_alarm;
+    sigemptyset(&sa.sa_mask);
+    CHECK_EQ(sigaction(SIGALRM, &sa, &old), 0);
+    const struct itimerval once = {.it_value = {.tv_usec = 200000}};
+    CHECK_EQ(setitimer(ITIMER_REAL, &once, NULL), 0);
+    CHECK_EQ(rf_loader_next(l, &b), -EINTR);
+    CHECK_EQ(sigaction(SIGALRM, &old, NULL), 0);
+    CHECK_CONTAINS(rf_loader_error(l), "rf_loader_interrupt()");
+    CHECK_EQ(kill(pids[0], SIGCONT), 0);
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    rf_loader_close(l);
+}
+
 /* A batch of another loader is refused, even with the same slot and
  * sequence, instead of refilling a slot the caller still reads. */
 TEST_CASE(test_release_of_another_loaders_batch, "slots",

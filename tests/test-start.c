@@ -67,21 +67,62 @@ TEST_CASE_LIMIT(test_no_batch_is_refused, "config",
 }
 
 TEST_CASE_LIMIT(test_too_many_batches_refused, "config",
-                "more batches than a handle counts", 10)
+                "more batches than a run counts", 10)
 {
     /* 2^38 one-sample batches x 2^26 epochs would wrap a 64-bit count;
-     * a handle counts 2^40 batches. */
+     * a run counts 2^40 - 1 batches (a handle's 40 bits), so 4 epochs of
+     * 2^38 are one too many. */
     rf_config *cfg = TEST_CONFIG({RF_PARAM_SAMPLES, INT64_C(1) << 38},
                                  {RF_PARAM_BATCH_SIZE, 1},
                                  {RF_PARAM_EPOCHS, INT64_C(1) << 26});
     char *err = test_open_refused(cfg, -EINVAL);
-    CHECK_CONTAINS(err, "more than a handle can count");
+    CHECK_CONTAINS(err, "more than a run can count (2^40 - 1 batches); "
+                        "lower RF_PARAM_EPOCHS");
     free(err);
-    /* Without an end, resuming beyond 2^40 batches is refused too. */
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 4));
+    free(test_open_refused(cfg, -EINVAL));
+    /* Without an end, resuming at or beyond the last sequence number is
+     * refused too, naming the epoch to lower (the last one was accepted,
+     * and its run gave no batch). */
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 0));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_EPOCH, 5));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_EPOCH, 3));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_BATCH, (INT64_C(1) << 38) - 1));
     err = test_open_refused(cfg, -EINVAL);
-    CHECK_CONTAINS(err, "more than a handle can count");
+    CHECK_CONTAINS(err, "cannot resume at batch 274877906943 of epoch 3: "
+                        "past the end of a run");
+    CHECK_CONTAINS(err, "lower RF_PARAM_START_EPOCH");
+    free(err);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_BATCH,
+                           (INT64_C(1) << 38) - 2)); /* the last batch */
+    rf_loader *l = test_open_loader(cfg);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    CHECK_EQ(rf_loader_next(l, &b), 0);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+}
+
+/* A ring over the 2^46 bytes a ring may have, of slots that are each
+ * fine, names the slots (it blamed one slot's size, "lower the batch
+ * size or sample shape"); one slot over 2^40 bytes names the batch. */
+TEST_CASE_LIMIT(test_ring_too_large_names_its_cause, "config",
+                "a ring too large says whether slots or batch", 10)
+{
+    rf_config *cfg =
+        TEST_CONFIG({RF_PARAM_SAMPLES, 1024}, {RF_PARAM_BATCH_SIZE, 512},
+                    {RF_PARAM_HEIGHT, 1024}, {RF_PARAM_WIDTH, 1024},
+                    {RF_PARAM_CHANNELS, 4}, {RF_PARAM_SLOTS, 65536});
+    char *err = test_open_refused(cfg, -EINVAL);
+    CHECK_CONTAINS(err, "over the 70368744177664 bytes a ring may have; use "
+                        "fewer slots (RF_PARAM_SLOTS)");
+    free(err);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SLOTS, 16));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 65536));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 65536));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SAMPLES, 65536));
+    err = test_open_refused(cfg, -EINVAL);
+    CHECK_CONTAINS(err, "is over 2^40 bytes; lower RF_PARAM_BATCH_SIZE");
     free(err);
     rf_config_free(cfg);
 }

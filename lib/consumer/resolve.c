@@ -137,15 +137,24 @@ static int resolve_span(rf_loader *l)
             "checkpoint's batch size and dataset must be this run's)",
             (unsigned long long)start_batch, (unsigned long long)start_epoch,
             (unsigned long long)per_epoch, (unsigned long long)epochs);
-    /* Sequence numbers travel in 40 bits of a handle. */
-    if ((epochs && per_epoch > RF__SEQ_MASK / epochs) ||
-        start_epoch > (RF__SEQ_MASK - start_batch) / per_epoch)
+    /* Sequence numbers travel in 40 bits of a handle: a run has at most
+     * 2^40 - 1 batches, and one without an end that many. */
+    if (epochs && per_epoch > RF__SEQ_MASK / epochs)
         return set_error(l, -EINVAL,
-                         "%llu epochs of %llu batches is more than a handle "
-                         "can count (2^40 batches); use fewer epochs or "
-                         "larger batches",
-                         (unsigned long long)(epochs ? epochs : start_epoch),
+                         "%llu epochs of %llu batches is more than a run can "
+                         "count (2^40 - 1 batches); lower RF_PARAM_EPOCHS or "
+                         "raise RF_PARAM_BATCH_SIZE",
+                         (unsigned long long)epochs,
                          (unsigned long long)per_epoch);
+    if (start_epoch > (RF__SEQ_MASK - 1 - start_batch) / per_epoch)
+        return set_error(
+            l, -EINVAL,
+            "cannot resume at batch %llu of epoch %llu: past the end of a "
+            "run, which counts 2^40 - 1 batches (%llu epochs of %llu); "
+            "lower RF_PARAM_START_EPOCH or raise RF_PARAM_BATCH_SIZE",
+            (unsigned long long)start_batch, (unsigned long long)start_epoch,
+            (unsigned long long)(RF__SEQ_MASK / per_epoch),
+            (unsigned long long)per_epoch);
     l->total_batches = epochs == 0 ? RF__SEQ_MASK : epochs * per_epoch;
     l->first_batch = start_epoch * per_epoch + start_batch;
     return 0;
@@ -209,6 +218,10 @@ static const char *reason_past_path(const char *why, const char *path)
  * samples. */
 static int open_dataset(rf_loader *l, const rf_config *cfg)
 {
+    if (l->path[0] == '\0')
+        return set_error(l, -EINVAL,
+                         "RF_PARAM_SOURCE is RF_SOURCE_PATH but no path was "
+                         "set; give the dataset with rf_config_set_path()");
     rf_dataset *ds = NULL;
     char *why = NULL;
     int rc = cfg->carried ? rf__carried_open_dataset(cfg, &ds, &why)

@@ -98,15 +98,31 @@ static int check_memory(rf_loader *l, const struct rf__layout *lay)
         (unsigned long long)lay->slot_bytes, limit, (unsigned long long)room);
 }
 
+/* Why rf__layout_compute() refused: one slot over 2^40 bytes, or the
+ * ring over RF__MAX_ARENA in all (slots that are each fine). */
+static int say_ring_too_large(rf_loader *l)
+{
+    if (l->sample_bytes > (UINT64_C(1) << 40) / l->batch_size)
+        return set_error(l, -EINVAL,
+                         "a slot of %u samples of %llu bytes is over 2^40 "
+                         "bytes; lower RF_PARAM_BATCH_SIZE or the sample "
+                         "size (RF_PARAM_HEIGHT, RF_PARAM_WIDTH)",
+                         l->batch_size, (unsigned long long)l->sample_bytes);
+    return set_error(
+        l, -EINVAL,
+        "the ring's %u slots of %u samples of %llu bytes are "
+        "over the %llu bytes a ring may have; use fewer slots "
+        "(RF_PARAM_SLOTS) or a smaller batch (RF_PARAM_BATCH_SIZE)",
+        l->slots, l->batch_size, (unsigned long long)l->sample_bytes,
+        (unsigned long long)RF__MAX_ARENA);
+}
+
 int rf__loader_create_segments(rf_loader *l)
 {
     struct rf__layout lay;
     if (rf__layout_compute(&lay, l->producers, l->slots, l->batch_size,
                            l->sample_bytes) < 0)
-        return set_error(l, -EINVAL,
-                         "a slot of %u samples of %llu bytes is too large; "
-                         "lower the batch size or sample shape",
-                         l->batch_size, (unsigned long long)l->sample_bytes);
+        return say_ring_too_large(l);
     int rc = check_memory(l, &lay);
     if (rc < 0)
         return rc;

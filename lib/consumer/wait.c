@@ -78,8 +78,14 @@ static int sleep_for_batches(rf_loader *l, uint64_t started)
         ssize_t r = read(l->fds.bell, &count, sizeof(count));
         (void)r; /* EAGAIN: another wake already took it */
     }
+    /* One interrupt ends one wait: a signal whose handler called
+     * rf_loader_interrupt() ended this one, so the interrupt is taken
+     * too (left, it ended the next call's wait at once) */
     if (rc == -EINTR)
-        return set_error(l, rc, "interrupted by a signal while waiting");
+        return set_error(l, rc,
+                         rf__take32(&l->interrupt)
+                             ? "interrupted by rf_loader_interrupt()"
+                             : "interrupted by a signal while waiting");
     if (rc < 0)
         return set_fatal(l,
                          set_error(l, rc, "poll() failed: %s", strerror(-rc)));

@@ -21,7 +21,8 @@
 
 #include "common/internal.h"
 
-#define MAX_SIDE 65535u /* JPEG's limit */
+#define MAX_SIDE                                                               \
+    65500u /* libjpeg-turbo's JPEG_MAX_DIMENSION (the format's is 65535) */
 #define SHAPES_MAX 6
 /* How strong the fine texture is, for 4:4:4 at quality 95 and for 4:2:0
  * at 90 (which keeps far less of it), at ImageNet's average size. */

@@ -24,6 +24,11 @@ __all__ = ["Param", "params", "param", "KEYWORDS"]
 KEYWORDS: Dict[str, str] = {"num_workers": "producers"}
 _OWN = {"height", "width", "source", "samples", "classes", "start_epoch",
         "start_batch", "epochs"}
+# what stands for those of them that no keyword sets, in messages
+_OWN_TERMS = {"start_epoch": "set_epoch()'s epoch",
+              "start_batch": "the checkpoint's batch",
+              "samples": "Synthetic's samples",
+              "classes": "Synthetic's classes"}
 
 
 @dataclass(frozen=True)
@@ -185,6 +190,9 @@ def user_terms(text: str) -> str:
             name = term[len("RF_PARAM_"):].lower()
             if name in ("height", "width"):
                 return "size="
+            if name in _OWN_TERMS:
+                last[0] = None
+                return _OWN_TERMS[name]
             try:
                 p = param(name)
             except KeyError:

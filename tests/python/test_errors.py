@@ -51,6 +51,21 @@ def assert_user_terms(text):
     assert "RF_" not in text, f"a C constant in {text!r}"
 
 
+def test_an_epoch_past_the_end_of_a_run_names_set_epoch():
+    """set_epoch() past the 2**40 - 1 batches a run counts: the message
+    says what to lower in the Loader's terms (it named "start_epoch=",
+    no keyword of the Loader's, and "epochs", which was not given)."""
+    loader = ringfeed.Loader(ringfeed.Synthetic(5000, 4), 1, size=8,
+                             num_workers=1)
+    loader.set_epoch(2**29)
+    with pytest.raises(ringfeed.ConfigError,
+                       match=r"past the end of a run, which counts 2\^40 - 1 "
+                             r"batches .*; lower set_epoch\(\)'s epoch or "
+                             r"raise batch_size="):
+        next(iter(loader))
+    loader.close()
+
+
 def test_missing_path_is_dataset_not_found(tmp_path):
     missing = tmp_path / "no-such-folder"
     with pytest.raises(ringfeed.DatasetNotFound) as caught:
@@ -668,7 +683,7 @@ def test_corrupt_sample_path_is_the_file(tmp_path, folder, name):
     assert e.path == os.fsdecode(bad)
     assert os.path.exists(e.path)
     assert e.index == 0  # its name sorts before the "img_..." ones
-    assert e.reason.startswith("not a JPEG file"), e.reason
+    assert e.reason.startswith("not a JPEG"), e.reason
     assert_user_terms(str(e))
 
 
@@ -751,7 +766,7 @@ def test_what_the_open_says_is_said_once_per_loader(tmp_path_factory,
 
 
 @pytest.mark.parametrize("message, index, path, name", [
-    (b"sample 3 (/data/best (2019) of cats/a.jpg): not a JPEG file", 3,
+    (b"sample 3 (/data/best (2019) of cats/a.jpg): not a JPEG", 3,
      "/data/best (2019) of cats/a.jpg", None),
     (b"sample 7 (n01/x (1).jpg, packed offset 4096) of /d/t (v1).pack: "
      b"bad", 7, "/d/t (v1).pack", "n01/x (1).jpg"),
@@ -842,7 +857,7 @@ def test_corrupt_sample_path_beside_a_folder_named_like_its_start(tmp_path):
             for _ in loader:
                 pass
     assert caught.value.path == bad
-    assert caught.value.reason.startswith("not a JPEG file")
+    assert caught.value.reason.startswith("not a JPEG")
 
 
 def test_channels_images_cannot_have_says_what_to_set(tmp_path_factory):
@@ -899,4 +914,4 @@ def test_corrupt_sample_path_of_a_relative_source_after_chdir(
             for _ in loader:
                 pass
     assert caught.value.path == str(bad)
-    assert caught.value.reason.startswith("not a JPEG file")
+    assert caught.value.reason.startswith("not a JPEG")
