@@ -117,6 +117,14 @@ def _check_same_samples(state: Dict[str, Any], mine: Dict[str, Any]) -> None:
             "samples the checkpoint was made with, or start the run over "
             "without load_state_dict()")
     listing = state.get("listing")  # none in a checkpoint before 0.2
+    if listing is not None and (listing == 0) != (mine["listing"] == 0):
+        made, now_on = (("a Synthetic source", "a dataset on disk")
+                        if listing == 0 else
+                        ("a dataset on disk", "a Synthetic source"))
+        raise ConfigError(
+            f"the checkpoint was made on {made} and source= is {now_on}: "
+            "resume on the source the checkpoint was made with, or start "
+            "the run over without load_state_dict()")
     if listing and mine["listing"] and listing != mine["listing"]:
         raise ConfigError(
             f"the checkpoint was made on other samples than source= holds "

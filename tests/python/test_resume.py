@@ -356,6 +356,25 @@ def test_checkpoint_of_other_files_is_refused(tmp_path_factory):
             os.rename(renamed[1], renamed[0])
 
 
+def test_checkpoint_of_another_kind_of_source_is_refused(tmp_path_factory):
+    """A folder's checkpoint into a Synthetic source of as many samples,
+    and the reverse: refused, saying which is which (a synthetic source's
+    listing digest is 0, and only the count was compared)."""
+    root = str(tmp_path_factory.mktemp("kind"))
+    write_folder(root, 3, 6, seed=9)
+    folder_state = partial_state(root, 1, batch_size=4)
+    synthetic = ringfeed.Synthetic(18, 3)
+    synthetic_state = partial_state(synthetic, 1, batch_size=4)
+    for state, source, says in (
+            (folder_state, synthetic, "made on a dataset on disk and "
+                                      "source= is a Synthetic source"),
+            (synthetic_state, root, "made on a Synthetic source and "
+                                    "source= is a dataset on disk")):
+        with make(source, batch_size=4) as loader:
+            with pytest.raises(ringfeed.ConfigError, match=says):
+                loader.load_state_dict(state)
+
+
 def test_checkpoint_without_a_listing_still_loads(reference):
     """A checkpoint from before the listing digest was kept resumes on
     the sample count alone."""
