@@ -164,6 +164,11 @@ TEST_CASE_LIMIT(test_error_names, "errors", "every error has a name of its own",
     }
     CHECK_CONTAINS(rf_strerror(-ENOMEM), "memory");
     CHECK_CONTAINS(rf_strerror(0), "success");
+    /* an errno no system has: still a static string, the same pointer
+     * each time (strerror() wrote "Unknown error 4000" into a per-thread
+     * buffer the next call overwrites) */
+    const char *unknown = rf_strerror(-4000);
+    CHECK(unknown == rf_strerror(-3999));
     CHECK_EQ(rf_version(), RF_VERSION_NUMBER);
 }
 

@@ -27,7 +27,15 @@ const char *rf_strerror(int code)
     default:
         break;
     }
-    if (code < 0 && code > -4096)
+    if (code < 0 && code > -4096) {
+#ifdef HAVE_STRERRORDESC_NP
+        /* static for every errno it knows, where strerror() writes an
+         * unknown one's "Unknown error N" into a per-thread buffer */
+        const char *known = strerrordesc_np(-code);
+        return known ? known : "unknown error code";
+#else
         return strerror(-code);
+#endif
+    }
     return "unknown ringfeed error code";
 }
