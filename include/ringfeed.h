@@ -329,8 +329,12 @@ typedef enum rf_param {
                                   labels are 0..CLASSES-1, 1..2^31;
                                   default 1000 (a dataset has its own) */
     RF_PARAM_INDEX_CACHE = 99, /* was 35; folder: 1 reads and writes the
-                                  listing in FOLDER/.ringfeed-index so a
-                                  restart does not list again; it is
+                                  listing in FOLDER/.ringfeed-index so
+                                  that the next loader opened on the
+                                  folder (another process's, a job
+                                  started again) does not list it again
+                                  (one rf_config_continue() set up
+                                  reads its carried listing); it is
                                   trusted only while the class folders
                                   are the same and no folder listed
                                   changed (ctime) since the listing
@@ -608,24 +612,30 @@ RF_API const char *rf_config_get_path(const rf_config *cfg);
  * labels, instead of listing the path again; files added since are not
  * read, a file removed or damaged since fails as that sample does
  * (RF_PARAM_ON_ERROR), and RF_PARAM_INDEX_CACHE is not used. And they take
- * over its record of failed samples under RF_ON_ERROR_SKIP, as it stands
- * now: rf_loader_sample_errors() lists the failures of `from` first,
- * rf_stats.failed_samples counts on from its count, RF_PARAM_MAX_ERRORS
- * counts the samples that failed in `from` too (each once), and the
- * first ten samples left out are said over the whole run, not again at
- * each start. RF_PARAM_MAX_ERROR_PPM counts each epoch's failures from
- * the start of the new loader. Sets cfg's path to `from`'s (which then
- * only names the dataset in messages) and RF_PARAM_SOURCE to
- * RF_SOURCE_PATH; what cfg carries is used while RF_PARAM_SOURCE stays so,
- * a later rf_config_set_path() with another path drops it, and the next
+ * over its record of what failed, as it stands now:
+ *  - samples that failed under RF_ON_ERROR_SKIP: rf_loader_sample_errors()
+ *    lists those of `from` first, rf_stats.failed_samples counts on from
+ *    its count (an epoch begun again counts its failures again),
+ *    RF_PARAM_MAX_ERRORS counts the samples that failed in `from` too
+ *    (each once), and the first ten samples left out are said over the
+ *    whole run, not again at each start; RF_PARAM_MAX_ERROR_PPM counts
+ *    each epoch's failures from the start of the new loader;
+ *  - samples that crashed or hung producers: those condemned stay left
+ *    out without being decoded again, and the others' deaths count on;
+ *    rf_stats.respawns and RF_PARAM_MAX_RESPAWNS's window count on too.
+ * Sets cfg's path to `from`'s (which then only names the dataset in
+ * messages) and RF_PARAM_SOURCE to RF_SOURCE_PATH; what cfg carries is
+ * used only while RF_PARAM_SOURCE is RF_SOURCE_PATH, a later
+ * rf_config_set_path() with another path drops it, and the next
  * rf_config_continue() replaces it. cfg holds copies (two fds,
- * close-on-exec, and the record) until then or rf_config_free(): `from`
+ * close-on-exec, and the records) until then or rf_config_free(): `from`
  * may be closed as soon as this returns. Returns 0; -EINVAL when cfg or
  * from is NULL or `from` reads no dataset from a path (a synthetic
  * source); -EMFILE/-ENFILE when no fd is free; -ENOMEM (rf_config_error()
- * says which). cfg is unchanged on error. `from` is only read: any thread,
- * as rf_loader_stats(); in a fork()ed child only copies are made, so a
- * loader opened there reads the same dataset. */
+ * says which). cfg is unchanged on error. `from`'s records change inside
+ * rf_loader_next(): call this from the thread that calls it on `from`,
+ * or while no call on `from` runs. In a fork()ed child only copies are
+ * made, so a loader opened there reads the same dataset. New in 0.2. */
 RF_API int rf_config_continue(rf_config *cfg, const rf_loader *from);
 
 /* Receives one line of text (no newline) for each event a loader reports
@@ -908,10 +918,12 @@ RF_API int rf_loader_stats(const rf_loader *loader, rf_stats *stats);
  * rank's own (a launcher that binds ranks). RF_PARAM_PRODUCERS, when
  * set, wins over the count (with a message when it exceeds the budget).
  * Copies the line into out (len bytes, always terminated, cut short if
- * longer; 1024 bytes always hold it) and returns the budget's producer count
- * (>= 1), or -EINVAL for a NULL argument or len 0. A read of the loader's own
- * copy: same thread rules as rf_loader_stats().
+ * longer; RF_CPU_BUDGET_MAX bytes always hold it whole) and returns the
+ * budget's producer count (>= 1), or -EINVAL for a NULL argument or len
+ * 0. A read of the loader's own copy: same thread rules as
+ * rf_loader_stats().
  */
+#define RF_CPU_BUDGET_MAX 1024
 RF_API int rf_loader_cpu_budget(const rf_loader *loader, char *out, size_t len);
 
 /* The name of class `label` in the listing this loader reads (its

@@ -69,6 +69,19 @@ static inline void remove_tree(const char *path)
     CHECK_EQ(nftw(path, remove_entry_, 64, FTW_DEPTH | FTW_PHYS), 0);
 }
 
+/* PATH: synthetic JPEG `index` of `seed` (rf_synthetic_jpeg()), width x
+ * height. */
+static inline void write_synthetic_jpeg(const char *path, uint64_t seed,
+                                        uint64_t index, uint32_t width,
+                                        uint32_t height)
+{
+    void *jpeg = NULL;
+    size_t size = 0;
+    CHECK_OK(rf_synthetic_jpeg(seed, index, width, height, &jpeg, &size));
+    write_file(path, jpeg, size);
+    free(jpeg);
+}
+
 /* FOLDER/class_c/img_i.jpg for `classes` x `per_class` small synthetic
  * JPEGs of varied shape (40 + 7i by 30 + 5c), whose pixels depend on the
  * seed. FOLDER exists. */
@@ -80,15 +93,10 @@ static inline void fill_jpeg_folder(const char *folder, uint64_t seed,
         snprintf(dir, sizeof(dir), "%s/class_%d", folder, c);
         CHECK_EQ(mkdir(dir, 0755), 0);
         for (int i = 0; i < per_class; i++) {
-            void *jpeg = NULL;
-            size_t size = 0;
-            const uint32_t w = 40 + 7 * (uint32_t)i, h = 30 + 5 * (uint32_t)c;
-            CHECK_OK(rf_synthetic_jpeg(seed, (uint64_t)(c * 100 + i), w, h,
-                                       &jpeg, &size));
             char path[600];
             snprintf(path, sizeof(path), "%s/img_%d.jpg", dir, i);
-            write_file(path, jpeg, size);
-            free(jpeg);
+            write_synthetic_jpeg(path, seed, (uint64_t)c * 100 + (uint64_t)i,
+                                 40 + 7 * (uint32_t)i, 30 + 5 * (uint32_t)c);
         }
     }
 }

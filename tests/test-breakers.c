@@ -113,8 +113,8 @@ static void *watch(void *arg)
     return NULL;
 }
 
-static rf_loader *open_folder(rf_on_error policy, int64_t timeout_ms,
-                              uint64_t seed)
+static rf_config *folder_config(rf_on_error policy, int64_t timeout_ms,
+                                uint64_t seed)
 {
     rf_config *cfg = rf_config_create();
     CHECK_OK(rf_config_set_path(cfg, folder));
@@ -129,6 +129,13 @@ static rf_loader *open_folder(rf_on_error policy, int64_t timeout_ms,
     CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, 1000000));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_TIMEOUT_MS, timeout_ms));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    return cfg;
+}
+
+static rf_loader *open_folder(rf_on_error policy, int64_t timeout_ms,
+                              uint64_t seed)
+{
+    rf_config *cfg = folder_config(policy, timeout_ms, seed);
     rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
     return l;
@@ -212,6 +219,46 @@ static void run_ends_naming_one(uint64_t seed)
     rf_loader_close(l);
 }
 
+/* A run carried on (rf_config_continue(), as the Python package starts
+ * its producers again at a new position) keeps its condemned samples
+ * left out: the second start's producers never decode them, so none dies
+ * (each start crashed 3 more on each, and counted its replacements from
+ * 0). A hit that lands as a producer passes over a condemned sample may
+ * still kill one or two. */
+static void condemned_stay_left_out(void)
+{
+    rf_config *cfg = folder_config(RF_ON_ERROR_SKIP, 0, 1);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 1));
+    rf_loader *l = test_open_loader(cfg);
+    struct watcher first = {0};
+    start_watching(&first, SIGABRT);
+    CHECK_EQ(test_drain(l, NULL, NULL), 0);
+    stop_watching(&first);
+    rf_stats before, after;
+    CHECK_OK(rf_loader_stats(l, &before));
+    CHECK_GE(before.respawns, 6);
+    CHECK_OK(rf_config_continue(cfg, l));
+    rf_loader_close(l);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_START_EPOCH, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 2));
+    l = test_open_loader(cfg);
+    struct watcher again = {0};
+    start_watching(&again, SIGABRT);
+    uint64_t samples = 0, skipped = 0;
+    CHECK_EQ(test_drain(l, &samples, &skipped), 0);
+    stop_watching(&again);
+    CHECK_LE(atomic_load(&again.hits), 2);
+    CHECK_EQ(samples, FILES - 2);
+    CHECK_EQ(skipped, 2);
+    CHECK_OK(rf_loader_stats(l, &after));
+    CHECK_GE(after.respawns, before.respawns); /* counted on */
+    CHECK_LE(after.respawns, before.respawns + 2);
+    printf("carried on: %d hits in the second start, %llu respawns in all\n",
+           atomic_load(&again.hits), (unsigned long long)after.respawns);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+}
+
 /* Every case makes its own folder: they run in separate processes. */
 static void with_folder(void (*body)(void))
 {
@@ -251,6 +298,12 @@ TEST_CASE(case_hangs_left_out, "skip", "two hanging samples are both left out")
 TEST_CASE(case_fail_names_one, "fail", "the run ends naming a crashing sample")
 {
     with_folder(fail_names_one);
+}
+
+TEST_CASE(case_condemned_stay_left_out, "skip",
+          "a run carried on leaves its condemned samples out")
+{
+    with_folder(condemned_stay_left_out);
 }
 
 int main(int argc, char **argv)

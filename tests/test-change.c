@@ -14,7 +14,9 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -228,12 +230,8 @@ static void change_folder(const char *copy, const char *victim)
     char added[500];
     rf__format(added, sizeof(added), "%s/class_", copy);
     CHECK_EQ(mkdir(added, 0755), 0);
-    void *jpeg = NULL;
-    size_t size = 0;
-    CHECK_OK(rf_synthetic_jpeg(2, 7, 50, 40, &jpeg, &size));
     rf__format(added, sizeof(added), "%s/class_/new.jpg", copy);
-    write_file(added, jpeg, size);
-    free(jpeg);
+    write_synthetic_jpeg(added, 2, 7, 50, 40);
     CHECK_EQ(unlink(victim), 0);
 }
 
@@ -271,9 +269,7 @@ TEST_CASE(test_restart_reads_the_first_listing, "listing",
     rf__format(victim, sizeof(victim), "%s/class_1/img_3.jpg", copy);
     copy_tree(root, copy);
     rf_config *cfg = jpeg_folder_config(copy, 1, RF_TRANSFORM_EVAL);
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERRORS, 0)); /* no limit */
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, 1000000));
+    test_set_skip(cfg, 0, 1000000); /* no limit */
     const int fds = count_entries("/proc/self/fd");
     rf_loader *first = test_open_loader(cfg);
     rf_stats listed, now;
@@ -283,6 +279,8 @@ TEST_CASE(test_restart_reads_the_first_listing, "listing",
     rf_loader_close(first);
     CHECK_EQ(count_entries("/proc/self/fd"), fds + 2); /* the config's */
     change_folder(copy, victim);
+    /* the index cache would list the changed folder: not used */
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_INDEX_CACHE, 1));
     rf_loader *l = test_open_loader(cfg);
     CHECK_OK(rf_loader_stats(l, &now));
     CHECK_EQ(now.dataset_samples, listed.dataset_samples);
@@ -334,8 +332,7 @@ static rf_config *skipping_copy(char *copy, size_t len, const char *name)
     copy_tree(root, copy);
     write_file(bad, "not a jpeg", 10);
     rf_config *cfg = jpeg_folder_config(copy, 1, RF_TRANSFORM_EVAL);
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, 1000000));
+    test_set_skip(cfg, 0, 1000000);
     CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 1));
     return cfg;
 }
@@ -389,14 +386,10 @@ TEST_CASE(test_restart_counts_earlier_failures, "listing",
 {
     char copy[400], path[500];
     rf_config *cfg = skipping_copy(copy, sizeof(copy), "limit");
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERRORS, 1));
+    test_set_skip(cfg, 1, 1000000);
     run_first_epoch_then_continue(cfg);
     rf__format(path, sizeof(path), "%s/class_0/img_0.jpg", copy);
-    void *jpeg = NULL;
-    size_t size = 0;
-    CHECK_OK(rf_synthetic_jpeg(2, 7, 50, 40, &jpeg, &size));
-    write_file(path, jpeg, size); /* mended */
-    free(jpeg);
+    write_synthetic_jpeg(path, 2, 7, 50, 40); /* mended */
     rf__format(path, sizeof(path), "%s/class_2/img_5.jpg", copy);
     CHECK_EQ(unlink(path), 0);
     rf_loader *l = test_open_loader(cfg);
@@ -406,6 +399,38 @@ TEST_CASE(test_restart_counts_earlier_failures, "listing",
     rf_loader_close(l);
     rf_config_free(cfg);
     remove_tree(copy);
+}
+
+/* Out of fds, rf_config_continue() fails with the reason and leaves
+ * nothing behind: with one fd free, the copy of the first of its two fds
+ * is closed again, and the config lists its path as before. */
+TEST_CASE(test_continue_out_of_fds, "listing",
+          "out of fds: refused, the config unchanged")
+{
+    rf_config *cfg = jpeg_folder_config(root, 1, RF_TRANSFORM_EVAL);
+    rf_loader *l = test_open_loader(cfg);
+    struct rlimit saved, tight;
+    CHECK_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    int spare[64], n = 0;
+    tight = saved;
+    tight.rlim_cur = (rlim_t)count_entries("/proc/self/fd") + 1;
+    CHECK_EQ(setrlimit(RLIMIT_NOFILE, &tight), 0);
+    while (n < 64 && (spare[n] = open("/dev/null", O_RDONLY)) >= 0)
+        n++; /* every fd below the limit taken */
+    CHECK_GT(n, 0);
+    close(spare[--n]); /* but one: the first copy is made, then closed */
+    const int fds = count_entries("/proc/self/fd");
+    CHECK_EQ(rf_config_continue(cfg, l), -EMFILE);
+    CHECK_EQ(count_entries("/proc/self/fd"), fds);
+    CHECK_CONTAINS(rf_config_error(cfg), "cannot keep the dataset");
+    while (n > 0)
+        close(spare[--n]);
+    CHECK_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+    rf_loader_close(l);
+    CHECK_STR_EQ(rf_config_get_path(cfg), root);
+    l = test_open_loader(cfg); /* lists the path: nothing was carried */
+    rf_loader_close(l);
+    rf_config_free(cfg);
 }
 
 static void setup(void)

@@ -303,6 +303,16 @@ TEST_CASE(half_a_local_pair_is_described, "budget",
     rf__budget_compute(&in, &b);
     CHECK_CONTAINS(b.why, "SLURM_NTASKS_PER_NODE): the node's ranks are not "
                           "known; set RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE)");
+    /* with a quota from a cgroup 4000 bytes deep: its path is shortened
+     * in the middle, and the line still ends whole */
+    static char deep[4001];
+    memset(deep, 'd', 4000);
+    in.quota = 4;
+    in.quota_where = deep;
+    rf__budget_compute(&in, &b);
+    CHECK(strlen(b.why) < RF_CPU_BUDGET_MAX - 1);
+    CHECK_CONTAINS(b.why, "...");
+    CHECK_CONTAINS(b.why, "set RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE)");
 }
 
 static void write_text(const char *path, const char *text)

@@ -3,13 +3,13 @@
  * leaves no child process, no fd and nothing in /dev/shm, even with a
  * stopped producer or exec() instead of close; holding every slot is an
  * error, not a hang; a killed producer is reported with its pid and
- * signal; a message handler that closes its loader inside next() ends
- * that call with -ECANCELED, the loader freed, and one that calls next()
- * or release() there gets -EBUSY while that next() goes on; a child of
+ * signal; rf_loader_interrupt() ends one wait, from another thread or a
+ * signal handler; a child of
  * fork() or clone() leaves its parent's run alone, and fork mode is
  * refused beside other threads; a small /dev/shm does not limit the
  * ring; producers map only the slots they fill; errors have names. (What
- * open refuses is test-start's.)
+ * open refuses is test-start's; a message handler calling back into its
+ * loader, test-handler's.)
  */
 #include "config.h"
 
@@ -258,6 +258,24 @@ static void *interrupt_later(void *arg)
     return NULL;
 }
 
+/* Takes the batches made before the producer stopped, from sequence
+ * number `next_seq` on: each call is interrupted first, so the first one
+ * that would wait returns -EINTR instead. Returns the next batch's
+ * sequence number. */
+static uint64_t take_ready_batches(rf_loader *l, uint64_t next_seq)
+{
+    rf_batch b;
+    for (;;) {
+        CHECK_OK(rf_loader_interrupt(l));
+        const int rc = rf_loader_next(l, &b);
+        if (rc == -EINTR)
+            return next_seq;
+        CHECK_EQ(rc, 1);
+        CHECK_EQ(b.sequence, next_seq++);
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+}
+
 /* rf_loader_interrupt() from another thread ends a next() that waits for
  * a batch that will not come (its producer stopped), at once; before any
  * call it ends the first call that would wait, without the wait (calls
@@ -275,16 +293,7 @@ TEST_CASE(test_interrupt_from_another_thread, "next",
     CHECK_EQ(list_children(pids, 4), 1);
     CHECK_EQ(kill(pids[0], SIGSTOP), 0);
     /* the batches already made come first, then the wait is cut short */
-    uint64_t next_seq = 1;
-    for (;;) {
-        CHECK_OK(rf_loader_interrupt(l));
-        const int rc = rf_loader_next(l, &b);
-        if (rc == -EINTR)
-            break;
-        CHECK_EQ(rc, 1);
-        CHECK_EQ(b.sequence, next_seq++);
-        CHECK_OK(rf_loader_release(l, &b));
-    }
+    const uint64_t next_seq = take_ready_batches(l, 1);
     CHECK_CONTAINS(rf_loader_error(l), "rf_loader_interrupt()");
     /* the interrupt was one call's: next() now waits, until the thread */
     struct interrupter in = {.loader = l, .delay_ms = 300, .rc = 1};
@@ -325,15 +334,8 @@ TEST_CASE(test_interrupt_from_a_signal_handler, "next",
     int pids[4];
     CHECK_EQ(list_children(pids, 4), 1);
     CHECK_EQ(kill(pids[0], SIGSTOP), 0);
+    (void)take_ready_batches(l, 0);
     rf_batch b;
-    for (;;) { /* the batches made before the stop */
-        CHECK_OK(rf_loader_interrupt(l));
-        const int rc = rf_loader_next(l, &b);
-        if (rc == -EINTR)
-            break;
-        CHECK_EQ(rc, 1);
-        CHECK_OK(rf_loader_release(l, &b));
-    }
     interrupted_by_alarm = l;
     struct sigaction sa, old;
     memset(&sa, 0, sizeof(sa));
@@ -399,179 +401,6 @@ TEST_CASE(test_exec_without_close_stops_producers, "close",
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
     CHECK(gone);
-}
-
-/* A message handler that closes the loader reporting to it, from inside
- * rf_loader_next() (a use after free before the close was put off). */
-struct closing_handler {
-    rf_loader *loader; /* NULL until open returns */
-    int messages;      /* while it had the loader */
-    char first[1024];
-};
-
-static void close_from_handler(void *user, const char *text)
-{
-    struct closing_handler *h = user;
-    if (!h->loader) /* a message of open's: not the one the case makes */
-        return;
-    if (h->messages++ == 0)
-        snprintf(h->first, sizeof(h->first), "%s", text);
-    rf_loader_close(h->loader);
-    rf_loader_close(h->loader); /* twice: still one close, at the end */
-}
-
-/* Opens one producer over two slots, reporting to h, with a long wait
- * reported after stall_ms (0: never), and passes one batch. */
-static rf_loader *open_closing(struct closing_handler *h, int64_t stall_ms)
-{
-    rf_config *cfg = small_config(1, 2);
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_STALL_WARNING_MS, stall_ms));
-    CHECK_OK(rf_config_set_message_handler(cfg, close_from_handler, h));
-    rf_loader *l = test_open_loader(cfg);
-    rf_config_free(cfg);
-    test_pass_one_batch(l);
-    h->loader = l;
-    return l;
-}
-
-/* Sends `sig` to the one producer, then takes batches until next()
- * ends: with -ECANCELED and a zeroed batch, after one message, which
- * says `said`, and with the loader freed: no producer, no fd of its
- * left. */
-static void handler_closes_after(int sig, int64_t stall_ms, const char *said)
-{
-    const int fds_before = count_entries("/proc/self/fd");
-    struct closing_handler h = {0};
-    rf_loader *l = open_closing(&h, stall_ms);
-    int pids[4];
-    CHECK_EQ(list_children(pids, 4), 1);
-    CHECK_EQ(kill(pids[0], sig), 0);
-    rf_batch b;
-    int rc;
-    while ((rc = rf_loader_next(l, &b)) == 1)
-        CHECK_OK(rf_loader_release(l, &b));
-    CHECK_EQ(rc, -ECANCELED);
-    CHECK(b.data == NULL && b.labels == NULL);
-    CHECK_EQ(h.messages, 1);
-    CHECK_CONTAINS(h.first, said);
-    CHECK_EQ(list_children(pids, 4), 0);
-    CHECK_EQ(count_entries("/proc/self/fd"), fds_before);
-}
-
-TEST_CASE(test_handler_closes_on_replacement, "close",
-          "the message handler closes it: a producer replaced")
-{
-    handler_closes_after(SIGKILL, 0, "replaced by pid");
-}
-
-TEST_CASE(test_handler_closes_on_long_wait, "close",
-          "the message handler closes it: a long wait reported")
-{
-    handler_closes_after(SIGSTOP, 100, "the loop has waited");
-}
-
-/* A message handler that calls its loader from inside rf_loader_next():
- * next() and release() are refused with -EBUSY and change nothing, the
- * reads and rf_loader_keep_arena() answer, and the next() that runs the
- * handler then hands out its batch as if nothing had been called. */
-struct calling_handler {
-    rf_loader *loader;    /* NULL until open returns */
-    const rf_batch *held; /* one the caller holds */
-    int stopped_pid;      /* SIGCONT to it once called, or 0 */
-    int messages;         /* while it had the loader */
-};
-
-static void call_from_handler(void *user, const char *text)
-{
-    struct calling_handler *h = user;
-    if (!h->loader || h->messages++ > 0) /* open's, or a later report */
-        return;
-    (void)text;
-    rf_loader *l = h->loader;
-    rf_batch b = {0};
-    CHECK_EQ(rf_loader_next(l, &b), -EBUSY);
-    CHECK(b.data == NULL);
-    CHECK_CONTAINS(rf_loader_error(l), "rf_loader_next() called from the "
-                                       "loader's own message handler");
-    CHECK_CONTAINS(rf_loader_error(l), "let the handler return");
-    CHECK_EQ(rf_loader_release(l, h->held), -EBUSY);
-    CHECK_CONTAINS(rf_loader_error(l), "rf_loader_release() called from the "
-                                       "loader's own message handler");
-    rf_stats st;
-    CHECK_OK(rf_loader_stats(l, &st));
-    CHECK_EQ(st.slots_with_user, 1); /* `held`, still */
-    char line[256];
-    CHECK_GE(rf_loader_cpu_budget(l, line, sizeof(line)), 1);
-    CHECK_EQ(rf_loader_class_name(l, 0, line, sizeof(line)), -ENOTSUP);
-    CHECK_EQ(rf_loader_sample_errors(l, NULL, 0), 0);
-    void *base = NULL;
-    size_t bytes = 0;
-    CHECK_OK(rf_loader_arena(l, &base, &bytes));
-    CHECK_OK(rf_loader_keep_arena(l));
-    if (h->stopped_pid > 0)
-        CHECK_EQ(kill(h->stopped_pid, SIGCONT), 0);
-}
-
-/* Holds one batch of one producer over two slots, sends `sig` to the
- * producer and takes batches until the handler has been called: the
- * next() that ran it hands out a batch, with its error detail as before
- * (""), and the run goes on; the batch the handler failed to release is
- * still the caller's to release. */
-static void handler_calls_after(int sig, int64_t stall_ms)
-{
-    struct calling_handler h = {0};
-    rf_config *cfg = small_config(1, 2);
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_STALL_WARNING_MS, stall_ms));
-    CHECK_OK(rf_config_set_message_handler(cfg, call_from_handler, &h));
-    rf_loader *l = test_open_loader(cfg);
-    rf_config_free(cfg);
-    rf_batch held, b;
-    CHECK_EQ(rf_loader_next(l, &held), 1);
-    h.loader = l;
-    h.held = &held;
-    int pids[4];
-    CHECK_EQ(list_children(pids, 4), 1);
-    if (sig == SIGSTOP)
-        h.stopped_pid = pids[0];
-    CHECK_EQ(kill(pids[0], sig), 0);
-    for (;;) {
-        CHECK_EQ(rf_loader_next(l, &b), 1);
-        if (h.messages > 0)
-            break;
-        CHECK_OK(rf_loader_release(l, &b));
-    }
-    CHECK_EQ(h.messages, 1);
-    CHECK_EQ(strcmp(rf_loader_error(l), ""), 0);
-    CHECK_GT(b.sequence, held.sequence);
-    CHECK_OK(rf_loader_release(l, &held));
-    CHECK_OK(rf_loader_release(l, &b));
-    for (int i = 0; i < 4; i++) {
-        CHECK_EQ(rf_loader_next(l, &b), 1);
-        CHECK_OK(rf_loader_release(l, &b));
-    }
-    rf_stats st;
-    CHECK_OK(rf_loader_stats(l, &st));
-    CHECK_EQ(st.respawns, sig == SIGKILL ? 1 : 0);
-    void *base = NULL;
-    size_t bytes = 0;
-    CHECK_OK(rf_loader_arena(l, &base, &bytes));
-    rf_loader_close(l);
-    CHECK_EQ(munmap(base, bytes), 0); /* kept by the handler */
-    CHECK_EQ(list_children(pids, 4), 0);
-}
-
-TEST_CASE(test_handler_calls_on_replacement, "next",
-          "the message handler's next() and release(): -EBUSY, a producer "
-          "replaced")
-{
-    handler_calls_after(SIGKILL, 0);
-}
-
-TEST_CASE(test_handler_calls_on_long_wait, "next",
-          "the message handler's next() and release(): -EBUSY, a long wait "
-          "reported")
-{
-    handler_calls_after(SIGSTOP, 100);
 }
 
 /* Takes the rest of the run: with `taken` samples already delivered, it

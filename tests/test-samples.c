@@ -65,20 +65,12 @@ static rf_config *bad_folder_config(int64_t producers, rf_transform transform)
     return cfg;
 }
 
-/* The skip policy with the given limits (0 errors: no count limit). */
-static void set_skip(rf_config *cfg, int64_t max_errors, int64_t max_ppm)
-{
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERRORS, max_errors));
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, max_ppm));
-}
-
-/* Opens a loader with cfg under the skip policy (set_skip()'s limits),
+/* Opens a loader with cfg under the skip policy (test_set_skip()'s limits),
  * then frees cfg. */
 static rf_loader *open_skipping(rf_config *cfg, int64_t max_errors,
                                 int64_t max_ppm)
 {
-    set_skip(cfg, max_errors, max_ppm);
+    test_set_skip(cfg, max_errors, max_ppm);
     rf_loader *l = test_open_loader(cfg);
     rf_config_free(cfg);
     return l;
@@ -434,7 +426,7 @@ TEST_CASE(test_zstd_pack, "pack", "zstd frames, one of a wrong size")
                                  {RF_PARAM_TRANSFORM, RF_TRANSFORM_NONE},
                                  {RF_PARAM_BATCH_SIZE, 3});
     CHECK_OK(rf_config_set_path(cfg, path));
-    set_skip(cfg, 0, 100000);
+    test_set_skip(cfg, 0, 100000);
     rf_loader *l = test_open_loader(cfg);
     rf_batch b;
     uint8_t expect[8 * 8 * 3];
@@ -552,13 +544,9 @@ TEST_CASE(test_index_cache, "folder",
     CHECK_EQ(samples_seen_by_loader(), before);
     /* A new file changes its class folder: the cache is listed again. */
     sleep(1); /* mtimes of the same second could tie */
-    void *jpeg = NULL;
-    size_t size = 0;
-    CHECK_OK(rf_synthetic_jpeg(2, 7, 50, 40, &jpeg, &size));
     char path[300];
     rf__format(path, sizeof(path), "%s/class_0/new.jpg", root);
-    write_file(path, jpeg, size);
-    free(jpeg);
+    write_synthetic_jpeg(path, 2, 7, 50, 40);
     CHECK_EQ(samples_seen_by_loader(), before + 1);
     /* A damaged cache is listed again, never trusted. */
     write_file(cache, "not an index", 12);
@@ -804,13 +792,9 @@ TEST_CASE(test_deep_folder_keeps_the_reason, "bad",
     CHECK_EQ(mkdir(folder, 0755), 0);
     rf__format(cls, sizeof(cls), "%s/c", folder);
     CHECK_EQ(mkdir(cls, 0755), 0);
-    void *jpeg = NULL;
-    size_t size = 0;
-    CHECK_OK(rf_synthetic_jpeg(9, 1, 64, 48, &jpeg, &size));
     char file[500];
     rf__format(file, sizeof(file), "%s/a.jpg", cls);
-    write_file(file, jpeg, size);
-    free(jpeg);
+    write_synthetic_jpeg(file, 9, 1, 64, 48);
     memset(name, 'd', 100);
     name[100] = '\0';
     const int cls_fd = open(cls, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -221,6 +221,7 @@ case_bad_skip_bad_decodes() {
     [ "$(count "$work/err" "skipped: sample")" -eq 3 ] ||
         fail "3 samples should be skipped"
     has "$work/err" "source/a/fake.jpg): not a JPEG"
+    has "$work/err" "file (starts with 78 0a"
     has "$work/err" "source/a/empty.jpg): empty file"
     has "$work/err" "source/a/cut.jpg): premature end of data"
     has "$work/out" "packed 2 samples"
@@ -233,6 +234,7 @@ case_bad_skip_bad_decodes() {
     [ "$(count "$work/err" "is packed as is but will fail to decode")" -eq 2 ] ||
         fail "2 files should be said to fail to decode"
     has "$work/err" "a/fake.jpg) is packed as is but will fail to decode: not a JPEG"
+    has "$work/err" "file (starts with 78 0a"
     run 1 "$pack" --verify "$dir/as-is.pack"
     [ "$(count "$work/out" "bad: ")" -eq 3 ] || fail "3 bad samples expected"
 }

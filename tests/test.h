@@ -209,6 +209,15 @@ static inline void test_pass_one_batch(rf_loader *l)
     CHECK_OK(rf_loader_release(l, &b));
 }
 
+/* The skip policy with the given limits (0 errors: no count limit). */
+static inline void test_set_skip(rf_config *cfg, int64_t max_errors,
+                                 int64_t max_ppm)
+{
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_ON_ERROR, RF_ON_ERROR_SKIP));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERRORS, max_errors));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_ERROR_PPM, max_ppm));
+}
+
 /* Takes every batch until next() stops; returns what it stopped with and
  * adds the samples delivered and skipped (either may be NULL). */
 static inline int test_drain(rf_loader *l, uint64_t *samples, uint64_t *skipped)

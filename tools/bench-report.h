@@ -25,7 +25,7 @@ struct bench_run {
     rf_sample_error failures[3];
     size_t failures_listed;
     uint64_t failed_distinct; /* samples that failed, each counted once */
-    char cpu_budget[1024];    /* rf_loader_cpu_budget()'s line */
+    char cpu_budget[RF_CPU_BUDGET_MAX]; /* rf_loader_cpu_budget()'s line */
 };
 
 /* Finishes the verification (verifier may be NULL), prints what the run

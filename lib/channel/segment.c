@@ -44,7 +44,7 @@ int rf__layout_compute(struct rf__layout *lay, uint32_t producers,
     if (producers == 0 || slots == 0 || batch_size == 0)
         return -EINVAL;
     if (slots > RF__MAX_SLOTS || producers > RF__MAX_PRODUCERS ||
-        sample_bytes > (UINT64_C(1) << 40) / batch_size)
+        sample_bytes > RF__MAX_SLOT_BYTES / batch_size)
         return -EOVERFLOW;
     lay->producers = producers;
     lay->slots = slots;

@@ -47,8 +47,10 @@ enum rf__handle_kind {
  * producers (one per CPU by default). */
 #define RF__MAX_PRODUCERS 65536u
 #define RF__MAX_BATCH 65536u
-/* rf__layout_compute() never makes a larger arena. */
+/* rf__layout_compute() never makes a larger arena, nor a slot of more
+ * pixel bytes. */
 #define RF__MAX_ARENA (UINT64_C(1) << 46)
+#define RF__MAX_SLOT_BYTES (UINT64_C(1) << 40)
 
 /* Every field must fit: a slot or sequence too large for its bits is the
  * caller's bug. The masks stay so that even then, in a release build, it

@@ -103,15 +103,18 @@ static void take_slice(const struct rf__budget_input *in, int rank, int size,
 static void describe(const struct rf__budget_input *in, int rank, int size,
                      bool own, struct rf__budget *out)
 {
-    /* ranks: the longest reason a launcher's variables give no local ranks
-     * (ranks_from, ~120 bytes) with the advice around it */
-    char mask[160], quota[RF__CGROUP_WHERE_MAX + 32] = "", ranks[400] = "";
-    char pinned[200] = ", not pinned";
+    /* The parts' sizes add up to under RF_CPU_BUDGET_MAX, so the line is
+     * never cut: a cgroup's path is shortened in its middle to `where`;
+     * ranks holds the longest reason a launcher's variables give no local
+     * ranks (ranks_from, ~120 bytes) with the advice around it. */
+    char mask[160], where[200], quota[sizeof(where) + 32] = "";
+    char ranks[400] = "", pinned[200] = ", not pinned";
     rf__budget_format_cpus(in->affinity, in->affinity_count, mask,
                            sizeof(mask));
+    rf__copy_elided(where, sizeof(where),
+                    in->quota_where ? in->quota_where : "cgroup");
     if (in->quota > 0)
-        rf__format(quota, sizeof(quota), ", quota %.2f (%s)", in->quota,
-                   in->quota_where ? in->quota_where : "cgroup");
+        rf__format(quota, sizeof(quota), ", quota %.2f (%s)", in->quota, where);
     if (own)
         rf__format(ranks, sizeof(ranks), ", the rank's own mask (%s)",
                    size > 1 ? "launcher-bound" : "narrower than the cpuset");

@@ -26,6 +26,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "ringfeed.h" /* RF_CPU_BUDGET_MAX */
+
 /* CPUs a budget can name; more are counted but not listed. */
 #define RF__BUDGET_MAX_CPUS 1024
 
@@ -57,9 +59,9 @@ struct rf__budget {
     /* why no local ranks were used where one was set ("LOCAL_RANK is set
      * without a LOCAL_WORLD_SIZE above it"), else NULL */
     const char *ranks_unknown;
-    char why[1024]; /* "2 CPUs: affinity 0-7, quota 4.0 (the cgroup v2
-                      cpu.max of ...), local rank 1 of 2 (LOCAL_RANK);
-                      pinned to 2-3" */
+    char why[RF_CPU_BUDGET_MAX]; /* "2 CPUs: affinity 0-7, quota 4.0 (the cgroup
+                      v2 cpu.max of ...), local rank 1 of 2 (LOCAL_RANK); pinned
+                      to 2-3" */
 };
 
 /* Computes the budget; never fails (a missing input means no limit from

@@ -228,11 +228,18 @@ rf_config *rf_config_create(void)
     return cfg;
 }
 
+void rf__config_drop_carried(rf_config *cfg)
+{
+    if (cfg->carried)
+        cfg->free_carried(cfg->carried);
+    cfg->carried = NULL;
+}
+
 void rf_config_free(rf_config *cfg)
 {
     if (!cfg)
         return;
-    rf__carried_free(cfg->carried);
+    rf__config_drop_carried(cfg);
     free(cfg);
 }
 
@@ -309,10 +316,8 @@ int rf_config_set_path(rf_config *cfg, const char *path)
                    strlen(path), sizeof(cfg->path) - 1);
         return -ENAMETOOLONG;
     }
-    if (strcmp(cfg->path, path) != 0) { /* what it carries is the old's */
-        rf__carried_free(cfg->carried);
-        cfg->carried = NULL;
-    }
+    if (strcmp(cfg->path, path) != 0)
+        rf__config_drop_carried(cfg); /* what it carries is the old's */
     memcpy(cfg->path, path, strlen(path) + 1);
     cfg->params[RF_PARAM_SOURCE] = RF_SOURCE_PATH;
     cfg->error[0] = '\0';

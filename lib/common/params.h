@@ -31,8 +31,10 @@ struct rf_config {
     char path[RF__PATH_MAX];    /* RF_SOURCE_PATH's dataset */
     /* rf_config_continue(): what the config carries from a loader
      * (consumer/carry.h), owned by it; NULL when none, and the path is
-     * then listed at each open */
+     * then listed at each open. carry.c sets how to free it too: common/
+     * depends on no layer above it. */
     struct rf__carried *carried;
+    void (*free_carried)(struct rf__carried *carried);
     rf_message_fn message_fn; /* NULL: the default (stderr, guarded) */
     void *message_user;
     char error[RF__DETAIL];
@@ -43,9 +45,8 @@ struct rf_config {
  * False for a number that is not a parameter. */
 bool rf__param_range(rf_param param, int64_t *min, int64_t *max);
 
-/* Frees what rf_config_continue() carried (NULL is fine); in
- * consumer/carry.c, with it. rf_config_free() and rf_config_set_path()
- * call it. */
-void rf__carried_free(struct rf__carried *c);
+/* Frees what rf_config_continue() carried, if anything: cfg lists its
+ * path again at the next open. */
+void rf__config_drop_carried(rf_config *cfg);
 
 #endif /* RF_COMMON_PARAMS_H */

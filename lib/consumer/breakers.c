@@ -59,6 +59,17 @@ uint32_t rf__breakers_others(const struct rf__breakers *b, uint64_t except,
     return n;
 }
 
+void rf__breakers_carry(struct rf__breakers *to,
+                        const struct rf__breakers *from)
+{
+    for (size_t i = 0; i < RF__BREAKERS_MAX; i++)
+        if (from->rec[i].kind == RF__BREAKER_SAMPLE)
+            to->rec[i] = from->rec[i];
+    for (uint32_t i = 0; i < from->condemned_count; i++)
+        to->condemned[i] = from->condemned[i];
+    to->condemned_count = from->condemned_count;
+}
+
 void rf__breakers_publish(const struct rf__breakers *b,
                           struct rf__broken_list *shared)
 {

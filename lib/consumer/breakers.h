@@ -59,6 +59,12 @@ uint32_t rf__breakers_others(const struct rf__breakers *b, uint64_t except,
 int rf__breakers_condemn(struct rf__breakers *b, uint64_t sample,
                          struct rf__broken_list *shared);
 
+/* Copies from's samples into `to` (an empty record): their deaths and the
+ * condemned list, so that a run started again leaves out what it left
+ * out; not the batches' records, whose deaths were that run's. */
+void rf__breakers_carry(struct rf__breakers *to,
+                        const struct rf__breakers *from);
+
 /* Writes the consumer's list over whatever `shared` holds now. */
 void rf__breakers_publish(const struct rf__breakers *b,
                           struct rf__broken_list *shared);

@@ -21,10 +21,8 @@
 #include "consumer/loader-internal.h"
 #include "source/dataset.h"
 
-void rf__carried_free(struct rf__carried *c)
+static void free_carried(struct rf__carried *c)
 {
-    if (!c)
-        return;
     if (c->data_fd >= 0)
         close(c->data_fd);
     if (c->listing_fd >= 0)
@@ -67,11 +65,14 @@ int rf_config_continue(rf_config *cfg, const rf_loader *from)
 {
     if (!cfg)
         return -EINVAL;
-    if (!from || from->fds.listing < 0 || from->fds.data < 0) {
+    if (!from || from->params[RF_PARAM_SOURCE] != RF_SOURCE_PATH ||
+        from->fds.listing < 0 || from->fds.data < 0) {
         rf__format(cfg->error, sizeof(cfg->error), "rf_config_continue: %s",
                    !from ? "the loader is NULL"
-                         : "the loader reads no dataset from a path (a "
-                           "synthetic source has no listing)");
+                   : from->params[RF_PARAM_SOURCE] != RF_SOURCE_PATH
+                       ? "the loader reads no dataset from a path (a "
+                         "synthetic source has no listing)"
+                       : "the loader kept no listing of its dataset");
         return -EINVAL;
     }
     struct rf__carried *c = calloc(1, sizeof(*c));
@@ -81,6 +82,10 @@ int rf_config_continue(rf_config *cfg, const rf_loader *from)
         return -ENOMEM;
     }
     c->data_fd = c->listing_fd = -1;
+    rf__breakers_carry(&c->breakers, &from->breakers);
+    c->respawns = from->respawns;
+    c->window_respawns = from->window_respawns;
+    c->window_start_ns = from->window_start_ns;
     int rc = copy_dataset_fds(cfg, from, c);
     if (rc == 0 && rf__failures_carry(&c->failed, &from->failures) < 0) {
         rc = -ENOMEM;
@@ -90,13 +95,31 @@ int rf_config_continue(rf_config *cfg, const rf_loader *from)
                    (unsigned long long)from->failures.distinct);
     }
     if (rc < 0) {
-        rf__carried_free(c);
+        free_carried(c);
         return rc;
     }
-    rf__carried_free(cfg->carried);
+    rf__config_drop_carried(cfg);
     cfg->carried = c;
+    cfg->free_carried = free_carried;
     memcpy(cfg->path, from->path, sizeof(cfg->path));
     cfg->params[RF_PARAM_SOURCE] = RF_SOURCE_PATH;
     cfg->error[0] = '\0';
+    return 0;
+}
+
+int rf__carried_apply(rf_loader *l, const rf_config *cfg)
+{
+    const struct rf__carried *c = cfg->carried;
+    if (!c || l->params[RF_PARAM_SOURCE] != RF_SOURCE_PATH)
+        return 0;
+    if (rf__failures_carry(&l->failures, &c->failed) < 0)
+        return set_error(l, -ENOMEM,
+                         "out of memory for the record of the %llu samples "
+                         "that failed before",
+                         (unsigned long long)c->failed.distinct);
+    rf__breakers_carry(&l->breakers, &c->breakers);
+    l->respawns = c->respawns;
+    l->window_respawns = c->window_respawns;
+    l->window_start_ns = c->window_start_ns;
     return 0;
 }

@@ -9,6 +9,7 @@
 #define RF_CONSUMER_CARRY_H
 
 #include "common/params.h"
+#include "consumer/breakers.h"
 #include "consumer/failures.h"
 #include "ringfeed.h"
 
@@ -20,11 +21,21 @@ struct rf__carried {
     /* its record of failed samples (the list, the distinct samples
      * RF_PARAM_MAX_ERRORS counts, the total); the limits are not used */
     struct rf__failures failed;
+    /* its producers' deaths: the samples that crashed or hung them
+     * (those condemned stay left out), and the replacements made, which
+     * RF_PARAM_MAX_RESPAWNS counts in its window */
+    struct rf__breakers breakers;
+    uint64_t respawns, window_respawns, window_start_ns;
 };
 
 /* Opens the dataset a config carries (cfg->carried is not NULL), as the
  * loader it came from listed it, like rf_dataset_open(): *why is the
  * reason, allocated, on error. */
 int rf__carried_open_dataset(const rf_config *cfg, rf_dataset **ds, char **why);
+
+/* Makes l, resolved from cfg, go on with the run cfg carries (if any, and
+ * only for a dataset from a path): its failed samples, its producers'
+ * breakers and replacements. Returns 0, or -ENOMEM with l's error set. */
+int rf__carried_apply(rf_loader *l, const rf_config *cfg);
 
 #endif /* RF_CONSUMER_CARRY_H */

@@ -202,8 +202,10 @@ static bool respawns_used_up(rf_loader *l)
     return l->window_respawns >= l->max_respawns;
 }
 
-/* Policy respawn: a new producer p, and its owed batches issued again. */
-static int replace_producer(rf_loader *l, uint32_t p, const char *what)
+/* The error that ends the run when no producer may be replaced: none at
+ * all (RF_PARAM_MAX_RESPAWNS 0), or as many as the limit allows already
+ * within the window. */
+static int say_respawns_used_up(rf_loader *l, const char *what)
 {
     if (l->max_respawns == 0)
         return set_error(l, RF_E_PRODUCER_DIED,
@@ -211,21 +213,26 @@ static int replace_producer(rf_loader *l, uint32_t p, const char *what)
                          "it for the run to go on, and look for what kills "
                          "producers (dmesg for the OOM killer)",
                          what);
-    if (respawns_used_up(l)) {
-        char window[64];
-        describe_seconds(window, sizeof(window), l->window_ns / 1000000000u);
-        return set_error(
-            l, RF_E_PRODUCER_DIED,
-            "%s; %llu producer%s been replaced within %s "
-            "(RF_PARAM_RESPAWN_WINDOW_S %llu), the most "
-            "RF_PARAM_MAX_RESPAWNS %llu allows (%llu in the run): look for "
-            "what kills them (dmesg for the OOM killer), or raise the limit",
-            what, (unsigned long long)l->window_respawns,
-            l->window_respawns == 1 ? " has" : "s have", window,
-            (unsigned long long)(l->window_ns / 1000000000u),
-            (unsigned long long)l->max_respawns,
-            (unsigned long long)l->respawns);
-    }
+    char window[64];
+    const uint64_t window_s = l->window_ns / 1000000000u;
+    describe_seconds(window, sizeof(window), window_s);
+    return set_error(
+        l, RF_E_PRODUCER_DIED,
+        "%s; %llu producer%s been replaced within %s "
+        "(RF_PARAM_RESPAWN_WINDOW_S %llu), the most "
+        "RF_PARAM_MAX_RESPAWNS %llu allows (%llu in the run): look for "
+        "what kills them (dmesg for the OOM killer), or raise the limit",
+        what, (unsigned long long)l->window_respawns,
+        l->window_respawns == 1 ? " has" : "s have", window,
+        (unsigned long long)window_s, (unsigned long long)l->max_respawns,
+        (unsigned long long)l->respawns);
+}
+
+/* Policy respawn: a new producer p, and its owed batches issued again. */
+static int replace_producer(rf_loader *l, uint32_t p, const char *what)
+{
+    if (respawns_used_up(l)) /* none at all for RF_PARAM_MAX_RESPAWNS 0 */
+        return say_respawns_used_up(l, what);
     const uint32_t owed = reclaim_slots(l, p);
     reset_channel(l, p);
     int rc = rf__loader_start_producer(l, p);

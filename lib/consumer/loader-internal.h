@@ -81,7 +81,8 @@ struct rf_loader {
     uint64_t listing_digest; /* RF_SOURCE_PATH's (rf_stats); else 0 */
     uint64_t first_batch;    /* sequence number the run starts at */
     uint64_t total_batches;  /* sequence number it ends at; without an
-                                end, the 2^40 a handle can count */
+                                end, RF__SEQ_MASK (2^40 - 1: a handle's
+                                40 bits) */
     uint64_t next_issue;     /* sequence number of the next order */
     uint64_t next_deliver;   /* ordered: the batch to hand out next */
     uint64_t delivered;
@@ -309,5 +310,9 @@ int rf__loader_check_producers(rf_loader *l);
 /* Spins, then sleeps until batches come, a producer dies or a deadline
  * passes; handles the dead and the stuck. */
 int rf__loader_wait_for_batches(rf_loader *l);
+
+/* Takes a pending rf_loader_interrupt(): -EINTR with the loader's detail
+ * saying so, or 0 when none is pending. */
+int rf__loader_take_interrupt(rf_loader *l);
 
 #endif /* RF_CONSUMER_LOADER_INTERNAL_H */

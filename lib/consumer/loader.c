@@ -82,6 +82,8 @@ static int open_loader(rf_loader *l, const rf_config *cfg)
         rc = rf__loader_create_segments(l);
     if (rc < 0)
         return rc;
+    /* samples a run carried on from condemned stay left out */
+    rf__breakers_publish(&l->breakers, rf__segment_broken(&l->seg));
     l->fds.bell = rf__fd_off_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (l->fds.bell < 0)
         return set_error(l, -errno, "eventfd: %s; raise the fd limit",
@@ -223,10 +225,9 @@ static int next_batch(rf_loader *l, rf_batch *batch)
                            l->slots);
             break;
         }
-        if (rf__take32(&l->interrupt)) { /* instead of waiting */
-            rc = set_error(l, -EINTR, "interrupted by rf_loader_interrupt()");
+        rc = rf__loader_take_interrupt(l); /* instead of waiting */
+        if (rc < 0)
             break;
-        }
         rf__loader_stall_begins(l);
         rc = rf__loader_wait_for_batches(l);
         rf__loader_report_stall(l); /* also when a signal cut it short */

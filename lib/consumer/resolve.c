@@ -150,8 +150,9 @@ static int resolve_span(rf_loader *l)
         return set_error(
             l, -EINVAL,
             "cannot resume at batch %llu of epoch %llu: past the end of a "
-            "run, which counts 2^40 - 1 batches (%llu epochs of %llu); "
-            "lower RF_PARAM_START_EPOCH or raise RF_PARAM_BATCH_SIZE",
+            "run, which counts 2^40 - 1 batches (at most %llu whole epochs "
+            "of %llu batches); lower RF_PARAM_START_EPOCH or raise "
+            "RF_PARAM_BATCH_SIZE",
             (unsigned long long)start_batch, (unsigned long long)start_epoch,
             (unsigned long long)(RF__SEQ_MASK / per_epoch),
             (unsigned long long)per_epoch);
@@ -216,6 +217,25 @@ static const char *reason_past_path(const char *why, const char *path)
  * or takes the one cfg carries (carry.c); takes its size and classes, checks
  * the decoders against it, and says when the transform does not apply to its
  * samples. */
+/* The dataset as listed: the listing cfg carries from another loader,
+ * the index cache's, or the path listed now; the reason is said. */
+static int open_listed(rf_loader *l, const rf_config *cfg, rf_dataset **ds)
+{
+    char *why = NULL;
+    int rc;
+    if (cfg->carried)
+        rc = rf__carried_open_dataset(cfg, ds, &why);
+    else if (l->params[RF_PARAM_INDEX_CACHE])
+        rc = rf__dataset_open_cached(ds, l->path, &why);
+    else
+        rc = rf_dataset_open(ds, l->path, &why);
+    if (rc < 0)
+        (void)set_error(l, rc, "cannot open dataset '%s': %s", l->path,
+                        why ? reason_past_path(why, l->path) : rf_strerror(rc));
+    free(why);
+    return rc;
+}
+
 static int open_dataset(rf_loader *l, const rf_config *cfg)
 {
     if (l->path[0] == '\0')
@@ -223,17 +243,9 @@ static int open_dataset(rf_loader *l, const rf_config *cfg)
                          "RF_PARAM_SOURCE is RF_SOURCE_PATH but no path was "
                          "set; give the dataset with rf_config_set_path()");
     rf_dataset *ds = NULL;
-    char *why = NULL;
-    int rc = cfg->carried ? rf__carried_open_dataset(cfg, &ds, &why)
-             : l->params[RF_PARAM_INDEX_CACHE]
-                 ? rf__dataset_open_cached(&ds, l->path, &why)
-                 : rf_dataset_open(&ds, l->path, &why);
-    if (rc < 0) {
-        (void)set_error(l, rc, "cannot open dataset '%s': %s", l->path,
-                        why ? reason_past_path(why, l->path) : rf_strerror(rc));
-        free(why);
+    int rc = open_listed(l, cfg, &ds);
+    if (rc < 0)
         return rc;
-    }
     l->params[RF_PARAM_SAMPLES] = (int64_t)rf_dataset_size(ds);
     l->params[RF_PARAM_CLASSES] = rf_dataset_classes(ds);
     rf_dataset_info info;
@@ -307,12 +319,9 @@ int rf__loader_resolve(rf_loader *l, const rf_config *cfg)
     l->timeout_ns = (uint64_t)p[RF_PARAM_BATCH_TIMEOUT_MS] * 1000000u;
     l->stall_ns = (uint64_t)p[RF_PARAM_STALL_WARNING_MS] * 1000000u;
     rf__failures_init(&l->failures, p, l->order.per_rank);
-    if (cfg->carried && /* the run goes on: its failures so far count */
-        rf__failures_carry(&l->failures, &cfg->carried->failed) < 0)
-        return set_error(l, -ENOMEM,
-                         "out of memory for the record of the %llu samples "
-                         "that failed before",
-                         (unsigned long long)cfg->carried->failed.distinct);
+    rc = rf__carried_apply(l, cfg); /* the run goes on, where it does */
+    if (rc < 0)
+        return rc;
     return resolve_span(l);
 }
 

@@ -102,7 +102,7 @@ static int check_memory(rf_loader *l, const struct rf__layout *lay)
  * ring over RF__MAX_ARENA in all (slots that are each fine). */
 static int say_ring_too_large(rf_loader *l)
 {
-    if (l->sample_bytes > (UINT64_C(1) << 40) / l->batch_size)
+    if (l->sample_bytes > RF__MAX_SLOT_BYTES / l->batch_size)
         return set_error(l, -EINVAL,
                          "a slot of %u samples of %llu bytes is over 2^40 "
                          "bytes; lower RF_PARAM_BATCH_SIZE or the sample "

@@ -82,10 +82,9 @@ static int sleep_for_batches(rf_loader *l, uint64_t started)
      * rf_loader_interrupt() ended this one, so the interrupt is taken
      * too (left, it ended the next call's wait at once) */
     if (rc == -EINTR)
-        return set_error(l, rc,
-                         rf__take32(&l->interrupt)
-                             ? "interrupted by rf_loader_interrupt()"
-                             : "interrupted by a signal while waiting");
+        return rf__loader_take_interrupt(l) < 0
+                   ? -EINTR
+                   : set_error(l, rc, "interrupted by a signal while waiting");
     if (rc < 0)
         return set_fatal(l,
                          set_error(l, rc, "poll() failed: %s", strerror(-rc)));
@@ -96,6 +95,13 @@ static int sleep_for_batches(rf_loader *l, uint64_t started)
     if (rc == 0)
         rc = rf__loader_collect_stuck(l);
     return rc < 0 ? set_fatal(l, rc) : 0;
+}
+
+int rf__loader_take_interrupt(rf_loader *l)
+{
+    if (!rf__take32(&l->interrupt))
+        return 0;
+    return set_error(l, -EINTR, "interrupted by rf_loader_interrupt()");
 }
 
 int rf__loader_wait_for_batches(rf_loader *l)

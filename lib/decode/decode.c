@@ -39,6 +39,22 @@ struct rf__decoder {
     size_t sample_bytes;
 };
 
+/* The formats this build decodes, for the messages: all of them ("JPEG,
+ * PNG and WebP"), or any of them ("JPEG, PNG or WebP"). */
+static const char *decoded_formats(bool any)
+{
+#if defined(HAVE_PNG) && defined(HAVE_WEBP)
+    return any ? "JPEG, PNG or WebP" : "JPEG, PNG and WebP";
+#elif defined(HAVE_PNG)
+    return any ? "JPEG or PNG" : "JPEG and PNG";
+#elif defined(HAVE_WEBP)
+    return any ? "JPEG or WebP" : "JPEG and WebP";
+#else
+    (void)any;
+    return "JPEG";
+#endif
+}
+
 static void read_params(struct rf__decoder *d, const int64_t *p)
 {
     rf__transform_from_params(&d->transform, p);
@@ -51,6 +67,7 @@ static void read_params(struct rf__decoder *d, const int64_t *p)
         p[RF_PARAM_JPEG_WARNINGS] == RF_JPEG_LENIENT;
     d->jpeg_options.exif_orientation = p[RF_PARAM_EXIF_ORIENTATION] != 0;
     d->jpeg_options.full_scale = p[RF_PARAM_DCT_SCALING] == 0;
+    d->jpeg_options.decoded = decoded_formats(true);
     d->image_limits.max_pixels = d->jpeg_options.max_pixels;
     d->image_limits.max_decode_memory = d->jpeg_options.max_decode_memory;
     d->target.out_height = (uint32_t)p[RF_PARAM_HEIGHT];
@@ -197,29 +214,11 @@ static int check_channels(const struct rf__decoder *d, const char *what,
     return -1;
 }
 
-/* The formats this build decodes, for the messages: all of them ("JPEG,
- * PNG and WebP"), or any of them ("JPEG, PNG or WebP"). */
-static const char *decoded_formats(bool any)
-{
-#if defined(HAVE_PNG) && defined(HAVE_WEBP)
-    return any ? "JPEG, PNG or WebP" : "JPEG, PNG and WebP";
-#elif defined(HAVE_PNG)
-    return any ? "JPEG or PNG" : "JPEG and PNG";
-#elif defined(HAVE_WEBP)
-    return any ? "JPEG or WebP" : "JPEG and WebP";
-#else
-    (void)any;
-    return "JPEG";
-#endif
-}
-
 static int decode_jpeg(struct rf__decoder *d, const rf_sample_info *info,
                        uint64_t epoch, uint64_t index, uint8_t *dst, char *err,
                        size_t err_len)
 {
-    if (check_channels(d, "a JPEG", err, err_len) < 0 ||
-        rf__jpeg_check_signature(info->data, info->size, decoded_formats(true),
-                                 err, err_len) < 0)
+    if (check_channels(d, "a JPEG", err, err_len) < 0)
         return -1;
     struct rf__crop_key key = {&d->transform, d->seed, epoch, index};
     struct rf__jpeg_target target = d->target;

@@ -478,19 +478,6 @@ static bool stopped_at_a_stray_marker(j_decompress_ptr ci)
            !(marker >= JPEG_RST0 && marker < JPEG_RST0 + 8);
 }
 
-/*
- * A decode that read the last row reads on to the end, so that damage
- * after the image data (a stream cut short or out of step) is noticed.
- * One that stopped earlier abandons the rest: rows below the crop are
- * never decoded. Two kinds of damage are still refused as a full decode
- * refuses them, so that such a file fails in every epoch and not only in
- * those whose crop reaches it: a file cut short, by the end marker's
- * absence; and a stray marker the rows decoded ran into, by reading on
- * (the rows left are cheap: nothing after the marker is decoded). Other
- * damage below the crop, and damage that leaves the Huffman stream out of
- * step without a marker to show it, goes unseen by such a crop:
- * `ringfeed-pack --verify` decodes every row of every file.
- */
 /* Reads on to the end of the image data as a full decode would, so that
  * what follows it is read too: the rows but the last skipped (which
  * decodes nothing after a stray marker), the last read (skipping to the
@@ -507,6 +494,19 @@ static void read_to_the_end(j_decompress_ptr ci)
         (void)jpeg_read_scanlines(ci, row, 1);
 }
 
+/*
+ * A decode that read the last row reads on to the end, so that damage
+ * after the image data (a stream cut short or out of step) is noticed.
+ * One that stopped earlier abandons the rest: rows below the crop are
+ * never decoded. Two kinds of damage are still refused as a full decode
+ * refuses them, so that such a file fails in every epoch and not only in
+ * those whose crop reaches it: a file cut short, by the end marker's
+ * absence; and a stray marker the rows decoded ran into, by reading on
+ * (the rows left are cheap: nothing after the marker is decoded). Other
+ * damage below the crop, and damage that leaves the Huffman stream out of
+ * step without a marker to show it, goes unseen by such a crop:
+ * `ringfeed-pack --verify` decodes every row of every file.
+ */
 static void finish(struct rf__jpeg_decoder *dec)
 {
     j_decompress_ptr ci = &dec->cinfo;
@@ -553,7 +553,9 @@ int rf__jpeg_decode(struct rf__jpeg_decoder *dec, const uint8_t *data,
         err = none;
         err_len = sizeof(none);
     }
-    if (rf__jpeg_check_signature(data, size, "JPEG", err, err_len) < 0 ||
+    if (rf__jpeg_check_signature(data, size,
+                                 opt->decoded ? opt->decoded : "JPEG", err,
+                                 err_len) < 0 ||
         check_target(target, err, err_len) < 0)
         return -1;
     struct rf__jpeg_job job = {.data = data,

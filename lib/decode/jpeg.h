@@ -38,6 +38,9 @@ struct rf__jpeg_options {
                                    decode around) fail the sample */
     bool exif_orientation;      /* apply the EXIF orientation tag */
     bool full_scale;            /* never decode at a DCT scale below 8/8 */
+    const char *decoded;        /* what would have decoded, for a file
+                                   that is no JPEG ("JPEG, PNG or WebP");
+                                   NULL: "JPEG" */
 };
 
 /* Where the output goes: out_height x out_width x channels (1 or 3) uint8,
@@ -85,7 +88,7 @@ int rf__jpeg_decode(struct rf__jpeg_decoder *dec, const uint8_t *data,
  * 47 49 46 38: GIF)", "empty file (0 bytes): not a JPEG file"), else 0.
  * `decoded` names what would have been decoded in those messages ("JPEG";
  * "JPEG, PNG or WebP" from a decoder that tells those apart first).
- * rf__jpeg_decode() begins with it, naming "JPEG". */
+ * rf__jpeg_decode() begins with it, naming its options' `decoded`. */
 int rf__jpeg_check_signature(const uint8_t *data, size_t size,
                              const char *decoded, char *why, size_t why_len);
 

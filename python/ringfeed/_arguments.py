@@ -8,24 +8,20 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import operator
 import os
 from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from .errors import ConfigError, ConfigTypeError
-from .params import Param, by_keyword, param
+from .params import Param, as_int, by_keyword, param
 
 
 def whole(value: Any, keyword: str) -> int:
-    """A whole number (int, numpy integer), else ConfigTypeError naming the
-    keyword."""
-    if isinstance(value, bool):
+    """A whole number of any kind (params.as_int), else ConfigTypeError
+    naming the keyword."""
+    number = as_int(value)
+    if number is None:
         raise ConfigTypeError(f"{keyword}={value!r} is not a whole number")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise ConfigTypeError(f"{keyword}={value!r} is not a whole number"
-                              ) from None
+    return number
 
 
 def epoch_number(epoch: Any) -> int:
@@ -106,8 +102,9 @@ def seed_value(seed: Any) -> Any:
     too) as int, and 2**63..2**64-1 as the negative number with the same
     bits, so that a seed drawn as an unsigned 64-bit number is taken.
     Anything else goes on as it is, for the table's check to name."""
-    if not isinstance(seed, bool) and hasattr(seed, "__index__"):
-        seed = operator.index(seed)  # np.uint64, ...
+    number = as_int(seed)  # np.uint64, ...
+    if number is not None:
+        seed = number
     if isinstance(seed, int) and 1 << 63 <= seed < 1 << 64:
         return seed - (1 << 64)
     return seed

@@ -32,7 +32,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
-from .errors import ConfigError, RingfeedError
+from .errors import ConfigError, ConfigTypeError, RingfeedError
 
 
 def check_device(device: Any) -> "Any":
@@ -178,8 +178,8 @@ def make_converter(dtype: Any, mean: Optional[Sequence[float]],
     on CPU and GPU tensors alike."""
     import torch
     if dtype is not None and not isinstance(dtype, torch.dtype):
-        raise ConfigError(f"dtype={dtype!r} is not a torch dtype: use "
-                          "torch.uint8, float32, float16 or bfloat16")
+        raise ConfigTypeError(f"dtype={dtype!r} is not a torch dtype: use "
+                              "torch.uint8, float32, float16 or bfloat16")
     if dtype is None or dtype == torch.uint8:
         if mean is not None or std is not None:
             raise ConfigError("mean= and std= need a float dtype= "

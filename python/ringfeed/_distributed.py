@@ -3,11 +3,11 @@ from an initialised torch.distributed, else from the launcher."""
 
 from __future__ import annotations
 
-import numbers
 import os
 from typing import Optional, Tuple
 
-from .errors import ConfigError, ConfigTypeError
+from ._arguments import whole
+from .errors import ConfigError
 
 # The launchers' variables, in the order the library itself reads them
 # (rf_loader_open: RANK/WORLD_SIZE from torchrun, then Open MPI's). Slurm's
@@ -77,11 +77,9 @@ def rank_and_world(rank: Optional[int], world_size: Optional[int]
     """(rank, world_size, where they came from): the arguments where
     given, else an initialised torch.distributed's, else the launcher's
     environment (torchrun, mpirun, Slurm), else (0, 1)."""
-    for value, keyword in ((rank, "rank"), (world_size, "world_size")):
-        if value is not None and (isinstance(value, bool) or
-                                  not isinstance(value, numbers.Integral)):
-            raise ConfigTypeError(f"{keyword}={value!r} is not a whole "
-                                  "number")
+    rank = None if rank is None else whole(rank, "rank")
+    world_size = None if world_size is None else whole(world_size,
+                                                       "world_size")
     if rank is not None and world_size is not None:
         r, w, where = int(rank), int(world_size), "arguments"
     else:

@@ -227,7 +227,7 @@ class _Run:
 
     def cpu_budget(self) -> str:
         """rf_loader_cpu_budget()'s line, in Python's terms."""
-        out = ctypes.create_string_buffer(1024)  # the line is shorter
+        out = ctypes.create_string_buffer(1024)  # RF_CPU_BUDGET_MAX
         _capi.lib().rf_loader_cpu_budget(self.handle, out, len(out))
         return user_terms(out.value.decode(errors="replace"))
 
@@ -347,14 +347,17 @@ class _Config:
         listed it, not the path listed again (files added since are not
         read, a file removed since fails as that sample), and carry on its
         record of failed samples (sample_errors(), failed_samples, the
-        max_errors= tally, the samples already said). Nothing for a
-        synthetic source."""
+        max_errors= tally, the samples already said) and of the samples
+        that crashed producers. Nothing for a synthetic source. Raises
+        (no fd free, no memory) with the run left as it was."""
         if isinstance(self.source, Synthetic):
             return
         lib = _capi.lib()
-        if lib.rf_config_continue(self._c, handle) < 0:
-            raise RingfeedError(user_terms(
-                lib.rf_config_error(self._c).decode(errors="replace")))
+        rc = lib.rf_config_continue(self._c, handle)
+        if rc < 0:
+            why = lib.rf_config_error(self._c).decode(errors="replace")
+            raise from_code(rc, "cannot start the producers again: " +
+                            why.replace("rf_config_continue: ", ""))
 
     def close(self) -> None:
         """Frees the configuration and the dataset fds it kept."""

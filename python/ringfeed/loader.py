@@ -31,7 +31,8 @@ from ._lifetime import track, untrack, weak_say
 from ._position import Position
 from ._run import _Config, _Held, _Run, copy_array
 from .batch import Batch
-from .errors import ConfigError, ForkError, LoaderClosed, RingfeedError
+from .errors import (ConfigError, ConfigTypeError, ForkError, LoaderClosed,
+                     RingfeedError)
 from .params import param
 from .source import Synthetic, class_names
 
@@ -149,9 +150,9 @@ class Loader(NotADataLoader):
         if keep_batches < 1:
             raise ConfigError(f"keep_batches={keep_batches} must be >= 1")
         if on_message is not None and not callable(on_message):
-            raise ConfigError(f"on_message={on_message!r} is not callable: "
-                              "give a function of one str, or None (the "
-                              "'ringfeed' logger)")
+            raise ConfigTypeError(f"on_message={on_message!r} is not "
+                                  "callable: give a function of one str, "
+                                  "or None (the 'ringfeed' logger)")
         self._rank, self._world, self._rank_from = rank_and_world(
             rank, world_size)
         self._shard_given = (rank is not None, world_size is not None)
@@ -522,10 +523,12 @@ class Loader(NotADataLoader):
     # ---- reports and lifetime -------------------------------------------
 
     def stats(self) -> Dict[str, Any]:
-        """Counters since the producers started: batches, samples, bytes,
-        wait_s (time the loop waited for batches), elapsed_s, producers,
-        slots, where the slots are, failed_samples, respawns, and
-        batches_per_epoch, samples_in_dataset, rank, world_size, cpu_budget."""
+        """Counters since the producers last started: batches, samples,
+        bytes, wait_s (time the loop waited for batches), elapsed_s,
+        producers, slots, where the slots are; over the Loader's whole run:
+        failed_samples (a sample once per pass of an epoch it failed in),
+        respawns; and batches_per_epoch, samples_in_dataset, rank,
+        world_size, cpu_budget."""
         with self._busy():  # not under a close() from another thread
             s = self._usable().read_stats()
         return {"batches": s.batches, "samples": s.samples, "bytes": s.bytes,

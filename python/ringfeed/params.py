@@ -74,17 +74,31 @@ class Param:
             if isinstance(value, bool) or value in (0, 1):
                 return int(bool(value))
             raise TypeError(f"{keyword} takes True or False, not {value!r}")
-        if isinstance(value, bool):
-            raise TypeError(f"{keyword} takes an int, not bool")
-        try:  # an int, or any integer type: np.int64, a torch integer scalar
-            number = operator.index(value)  # type: ignore[arg-type]
-        except TypeError:
+        number = as_int(value)
+        if number is None:
             raise TypeError(f"{keyword} takes an int, not "
-                            f"{type(value).__name__}") from None
+                            f"{type(value).__name__}")
         if not self.minimum <= number <= self.maximum:
             raise ValueError(f"{keyword}={number} is out of range: "
                              f"{self.minimum}..{self.maximum} ({self.doc})")
         return number
+
+
+def as_int(value: object) -> Optional[int]:
+    """value as an int when it is a whole number of any kind: an int,
+    numpy's, a 0-d integer tensor or array; None for anything else, a bool
+    of any kind (True, np.bool_, a bool tensor) and a tensor or array of
+    one element included."""
+    if isinstance(value, bool):
+        return None
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and (getattr(value, "ndim", 0) != 0 or
+                              "bool" in str(dtype)):
+        return None
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return None
 
 
 _KINDS = {_capi.PARAM_KIND_INTEGER: "integer",

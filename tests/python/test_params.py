@@ -264,7 +264,7 @@ def test_an_unknown_keyword_says_what_to_use(tmp_path_factory, keyword, says):
     ("batch_size", 4.0), ("batch_size", "4"), ("seed", 1.5),
     ("shuffle", "yes"), ("drop_last", 2), ("pillow", 12.0),
     ("spin_ns", True), ("transform", 1), ("source", 3), ("size", 224.0),
-    ("rank", 0.0),
+    ("rank", 0.0), ("on_message", 3),
 ])
 def test_a_wrong_type_is_a_config_error_and_a_type_error(tmp_path_factory,
                                                           keyword, bad):
@@ -282,14 +282,21 @@ def test_a_wrong_type_is_a_config_error_and_a_type_error(tmp_path_factory,
 
 def test_integer_scalars_of_any_kind_are_ints(tmp_path_factory):
     """A 0-d integer tensor is taken wherever an int is (seed= took one,
-    batch_size= refused it); a float tensor is refused."""
+    batch_size= and rank= refused it); a float tensor, a bool of any kind
+    and a tensor of one element are refused, as True is."""
     torch = pytest.importorskip("torch")
+    np = pytest.importorskip("numpy")
     root = dataset(tmp_path_factory, "tiny")
     with ringfeed.Loader(root, torch.tensor(4), size=16, num_workers=1,
-                         slots=torch.tensor(5)) as loader:
+                         slots=torch.tensor(5), rank=torch.tensor(0),
+                         world_size=np.int64(1)) as loader:
         assert loader.batch_size == 4
-    with pytest.raises(ringfeed.ConfigError, match="batch_size"):
-        ringfeed.Loader(root, torch.tensor(4.0), size=16)
+    for bad in (torch.tensor(4.0), np.bool_(True), torch.tensor(True),
+                torch.tensor([4]), np.array([4])):
+        with pytest.raises(ringfeed.ConfigTypeError, match="batch_size"):
+            ringfeed.Loader(root, bad, size=16)
+    with pytest.raises(ringfeed.ConfigTypeError, match="dtype=3"):
+        ringfeed.Loader(root, 4, size=16, dtype=3)
 
 
 def test_a_side_out_of_range_is_named_in_size(tmp_path_factory):
