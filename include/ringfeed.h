@@ -740,7 +740,9 @@ typedef struct rf_batch {
  * Processes: the producers are children of the calling process. They
  * end when it ends, even while stopped (PR_SET_PDEATHSIG with SIGCONT,
  * checked against getppid() so that the thread that started them may
- * return first; an idle producer also checks every 250 ms). They
+ * return first; an idle producer also checks every 250 ms). Open returns
+ * once each of them has got that far (or died, or 2 s passed), so that
+ * one stopped as it started cannot outlive a caller killed right after. They
  * inherit no fd of the caller's besides the ring's own. They ignore
  * SIGINT, so that Ctrl-C reaches only the training process, which then
  * closes the loader, and outlive SIGUSR1 and SIGUSR2 (a batch

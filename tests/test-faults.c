@@ -840,24 +840,39 @@ enum consumer_death {
     /* SIGKILL from the test, with one of its producers stopped (SIGSTOP)
      * and the thread that opened the loader still running */
     CONSUMER_KILLED_STOPPED,
+    /* the same, its producers stopped as soon as open returned, before any
+     * batch: open returns only once they follow the consumer (they could
+     * be stopped before they asked for PR_SET_PDEATHSIG, and stayed) */
+    CONSUMER_KILLED_STOPPED_AT_OPEN,
 };
 
-/* In the consumer: opens a loader, takes a batch, and writes the pids of
- * its two producers to fd. */
-static void open_and_report(int fd)
+/* In the consumer: opens a loader, takes a batch (or, `at_open`, stops
+ * both producers as soon as open returns), and writes the pids of its two
+ * producers to fd. */
+static void open_and_report(int fd, bool at_open)
 {
     rf_loader *l = TEST_OPEN_LOADER(
         {RF_PARAM_PRODUCERS, 2}, {RF_PARAM_HEIGHT, 16}, {RF_PARAM_WIDTH, 16});
-    rf_batch b;
-    CHECK_EQ(rf_loader_next(l, &b), 1);
     int pids[2];
     CHECK_EQ(list_children(pids, 2), 2);
+    rf_batch b;
+    if (at_open)
+        for (int p = 0; p < 2; p++)
+            CHECK_EQ(kill(pids[p], SIGSTOP), 0);
+    else
+        CHECK_EQ(rf_loader_next(l, &b), 1);
     CHECK_EQ(write(fd, pids, sizeof(pids)), (ssize_t)sizeof(pids));
 }
 
-static void *open_report_and_wait(void *fd)
+struct report_to {
+    int fd;
+    bool at_open;
+};
+
+static void *open_report_and_wait(void *arg)
 {
-    open_and_report(*(int *)fd);
+    const struct report_to *to = arg;
+    open_and_report(to->fd, to->at_open);
     for (;;)
         pause();
     return NULL;
@@ -873,14 +888,17 @@ static void consumer_dies(enum consumer_death how)
     const int shm_before = count_entries("/dev/shm");
     int fd;
     const pid_t child = fork_with_pipe(&fd);
+    const bool stopped = how == CONSUMER_KILLED_STOPPED ||
+                         how == CONSUMER_KILLED_STOPPED_AT_OPEN;
     if (child == 0) {
-        if (how == CONSUMER_KILLED_STOPPED) {
+        if (stopped) {
+            struct report_to to = {fd, how == CONSUMER_KILLED_STOPPED_AT_OPEN};
             pthread_t t;
-            CHECK_EQ(pthread_create(&t, NULL, open_report_and_wait, &fd), 0);
+            CHECK_EQ(pthread_create(&t, NULL, open_report_and_wait, &to), 0);
             for (;;)
                 pause();
         }
-        open_and_report(fd);
+        open_and_report(fd, false);
         if (how == CONSUMER_KILLED)
             raise(SIGKILL);
         _exit(0); /* no rf_loader_close(), no atexit handlers */
@@ -888,10 +906,12 @@ static void consumer_dies(enum consumer_death how)
     int pids[2];
     CHECK_EQ(read(fd, pids, sizeof(pids)), (ssize_t)sizeof(pids));
     close(fd);
-    if (how == CONSUMER_KILLED_STOPPED) {
-        CHECK_EQ(kill(pids[0], SIGSTOP), 0);
-        while (process_state(pids[0], NULL) != 'T')
-            sleep_us(100);
+    if (stopped) {
+        for (int p = 0; p < 2; p++)
+            CHECK_EQ(kill(pids[p], SIGSTOP), 0);
+        for (int p = 0; p < 2; p++)
+            while (process_state(pids[p], NULL) != 'T')
+                sleep_us(100);
         CHECK_EQ(kill(child, SIGKILL), 0);
     }
     int status;
@@ -905,8 +925,9 @@ static void consumer_dies(enum consumer_death how)
     printf("consumer %s: producers %s after %llu ms\n",
            how == CONSUMER_KILLED  ? "killed"
            : how == CONSUMER_EXITS ? "exited without close"
-                                   : "killed with a thread and a producer "
-                                     "stopped",
+           : how == CONSUMER_KILLED_STOPPED
+               ? "killed with a thread and its producers stopped"
+               : "killed with its producers stopped as open returned",
            gone ? "gone" : "still there", (unsigned long long)took_ms);
     if (!gone) { /* leave no stopped process behind the failure */
         kill(pids[0], SIGKILL);
@@ -924,6 +945,8 @@ TEST_CASE(test_consumer_death_leaves_nothing, "death",
     consumer_dies(CONSUMER_KILLED);
     consumer_dies(CONSUMER_EXITS);
     consumer_dies(CONSUMER_KILLED_STOPPED);
+    for (int i = 0; i < 5; i++) /* a race it lost 2 times in 6 */
+        consumer_dies(CONSUMER_KILLED_STOPPED_AT_OPEN);
 }
 
 /* ---- resources --------------------------------------------------------- */

@@ -16,6 +16,8 @@
 
 /* How long close() waits for producers to exit before it kills them. */
 #define CLOSE_GRACE_MS 1000
+/* How long open waits for its producers to follow it. */
+#define FOLLOW_WAIT_MS 2000
 
 /* Starts producer i (again, after a death) in its record. */
 int rf__loader_start_producer(rf_loader *l, uint32_t i)
@@ -121,6 +123,32 @@ int rf__loader_start_producers(rf_loader *l)
     for (uint32_t i = 0; i < l->producers && rc == 0; i++)
         rc = rf__loader_start_producer(l, i);
     return rc;
+}
+
+/* Producer i has attached (its pid in its record, written only after it
+ * asked for PR_SET_PDEATHSIG), or exited: waits for it up to `deadline`,
+ * a millisecond at a time on its pidfd. */
+static void await_producer(rf_loader *l, uint32_t i, uint64_t deadline)
+{
+    const struct rf__producer_state *st = rf__segment_producer(&l->seg, i);
+    struct pollfd exited = {.fd = l->producer_info[i].child.pidfd,
+                            .events = POLLIN};
+    while (rf__load_acquire32(&st->pid) == 0 && rf__now_ns() < deadline)
+        if (poll(&exited, 1, 1) > 0)
+            return; /* dead before it attached: next() says so */
+}
+
+/* Until a producer has asked the kernel for a signal at the consumer's
+ * death, nothing would wake it were it stopped while starting (a SIGSTOP
+ * to the process group, a debugger) and the caller then killed: it would
+ * stay, stopped, holding the ring, for good. So open returns only once
+ * every producer got that far, or died, or FOLLOW_WAIT_MS passed (one
+ * that slow is left to next()'s start checks). */
+void rf__loader_await_producers(rf_loader *l)
+{
+    const uint64_t deadline = rf__now_ns() + FOLLOW_WAIT_MS * 1000000ull;
+    for (uint32_t i = 0; i < l->producers; i++)
+        await_producer(l, i, deadline);
 }
 
 void rf__loader_stop_producers(rf_loader *l)

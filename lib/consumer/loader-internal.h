@@ -205,6 +205,10 @@ int rf__loader_create_segments(rf_loader *l);
 /* Pins, finds the helper, and starts every producer. */
 int rf__loader_start_producers(rf_loader *l);
 
+/* Waits (for a while) until every producer follows this process: has
+ * asked for a signal at its death (see launch.c). */
+void rf__loader_await_producers(rf_loader *l);
+
 /* Starts producer i (again, after a death) in its record. */
 int rf__loader_start_producer(rf_loader *l, uint32_t i);
 

@@ -96,6 +96,8 @@ static int open_loader(rf_loader *l, const rf_config *cfg)
     l->next_issue = l->next_deliver = l->first_batch;
     for (uint32_t s = 0; s < l->slots && rc == 0; s++)
         rc = rf__loader_issue_order(l, s);
+    if (rc == 0)
+        rf__loader_await_producers(l);
     return rc;
 }
 
