@@ -39,6 +39,12 @@ needs_reference = pytest.mark.skipif(
 _datasets: Dict[str, str] = {}
 
 
+def assert_user_terms(text: str) -> None:
+    """A message in the user's terms: no C constant (RF_PARAM_..., RF_E_...)
+    where a Python keyword stands for it."""
+    assert "RF_" not in text, f"a C constant in {text!r}"
+
+
 def write_folder(root: str, classes: int, per_class: int, *,
                  seed: int = 1, png_every: int = 0,
                  sides: Tuple[int, int] = (40, 96)) -> List[str]:
