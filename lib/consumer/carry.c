@@ -61,18 +61,45 @@ static int copy_dataset_fds(rf_config *cfg, const rf_loader *from,
     return rc;
 }
 
+/* Why `from` has nothing a config could carry on, or NULL. */
+static const char *nothing_to_carry(const rf_loader *from)
+{
+    if (!from)
+        return "the loader is NULL";
+    if (from->params[RF_PARAM_SOURCE] != RF_SOURCE_PATH)
+        return "the loader reads no dataset from a path (a synthetic source "
+               "has no listing)";
+    if (from->fds.listing < 0 || from->fds.data < 0)
+        return "the loader kept no listing of its dataset";
+    return NULL;
+}
+
+/* Copies from's records into c: its failed samples (the one copy that
+ * allocates), its producers' breakers and replacements. */
+static int copy_records(rf_config *cfg, const rf_loader *from,
+                        struct rf__carried *c)
+{
+    rf__breakers_carry(&c->breakers, &from->breakers);
+    c->respawns = from->respawns;
+    c->window_respawns = from->window_respawns;
+    c->window_start_ns = from->window_start_ns;
+    if (rf__failures_carry(&c->failed, &from->failures) == 0)
+        return 0;
+    rf__format(cfg->error, sizeof(cfg->error),
+               "rf_config_continue: out of memory for the %llu failed "
+               "samples' record",
+               (unsigned long long)from->failures.distinct);
+    return -ENOMEM;
+}
+
 int rf_config_continue(rf_config *cfg, const rf_loader *from)
 {
     if (!cfg)
         return -EINVAL;
-    if (!from || from->params[RF_PARAM_SOURCE] != RF_SOURCE_PATH ||
-        from->fds.listing < 0 || from->fds.data < 0) {
+    const char *none = nothing_to_carry(from);
+    if (none) {
         rf__format(cfg->error, sizeof(cfg->error), "rf_config_continue: %s",
-                   !from ? "the loader is NULL"
-                   : from->params[RF_PARAM_SOURCE] != RF_SOURCE_PATH
-                       ? "the loader reads no dataset from a path (a "
-                         "synthetic source has no listing)"
-                       : "the loader kept no listing of its dataset");
+                   none);
         return -EINVAL;
     }
     struct rf__carried *c = calloc(1, sizeof(*c));
@@ -82,18 +109,9 @@ int rf_config_continue(rf_config *cfg, const rf_loader *from)
         return -ENOMEM;
     }
     c->data_fd = c->listing_fd = -1;
-    rf__breakers_carry(&c->breakers, &from->breakers);
-    c->respawns = from->respawns;
-    c->window_respawns = from->window_respawns;
-    c->window_start_ns = from->window_start_ns;
     int rc = copy_dataset_fds(cfg, from, c);
-    if (rc == 0 && rf__failures_carry(&c->failed, &from->failures) < 0) {
-        rc = -ENOMEM;
-        rf__format(cfg->error, sizeof(cfg->error),
-                   "rf_config_continue: out of memory for the %llu failed "
-                   "samples' record",
-                   (unsigned long long)from->failures.distinct);
-    }
+    if (rc == 0)
+        rc = copy_records(cfg, from, c);
     if (rc < 0) {
         free_carried(c);
         return rc;
