@@ -25,16 +25,14 @@ def whole(value: Any, keyword: str) -> int:
 
 
 def epoch_number(epoch: Any) -> int:
-    """set_epoch()'s argument: a whole number (int, numpy integer) in the
-    range the library runs, else ConfigError."""
+    """set_epoch()'s argument: a whole number of any kind in the range the
+    library runs, else ConfigTypeError (another type) or ConfigError."""
     last = param("start_epoch").maximum
-    try:
-        number = whole(epoch, "epoch")
-    except ConfigError:
-        number = -1
-    if not 0 <= number <= last:
-        raise ConfigError(f"set_epoch({epoch!r}): an epoch is a whole number "
-                          f"from 0 to {last}")
+    number = as_int(epoch)
+    if number is None or not 0 <= number <= last:
+        raise (ConfigTypeError if number is None else ConfigError)(
+            f"set_epoch({epoch!r}): an epoch is a whole number from 0 to "
+            f"{last}")
     return number
 
 

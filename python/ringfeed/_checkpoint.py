@@ -4,10 +4,11 @@ load_state_dict() resumes at. Nothing here is public."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import Any, Dict, Tuple
 
 from .errors import ConfigError
-from .params import param
+from .params import as_int, param
 
 STATE_VERSION = 1
 
@@ -54,7 +55,7 @@ def make_state(values: Dict[str, int], epoch: int, batch: int,
 def _check_form(state: Any) -> None:
     """ConfigError, naming the entry, for a dict that is not a whole,
     undamaged state_dict()."""
-    if not isinstance(state, dict):
+    if not isinstance(state, Mapping):
         raise ConfigError("load_state_dict() takes the dict state_dict() "
                           "returned")
     if state.get("version") != STATE_VERSION:
@@ -69,11 +70,12 @@ def _check_form(state: Any) -> None:
         raise ConfigError(f"the checkpoint has no {listed}: not a whole "
                           "ringfeed Loader state_dict()")
     for key in needed:
-        value = state[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        value = as_int(state[key])  # a numpy integer after a round trip too
+        if value is None or value < 0:
             raise ConfigError(f"the checkpoint's state[{key!r}] is "
-                              f"{value!r}, not a whole number >= 0: a "
-                              "damaged or hand-edited state_dict()")
+                              f"{state[key]!r} ({type(state[key]).__name__}),"
+                              " not a whole number >= 0: a damaged or "
+                              "hand-edited state_dict()")
     if state["batch"] >= max(state["batches_per_epoch"], 1):
         raise ConfigError(f"the checkpoint's state['batch'] is "
                           f"{state['batch']} but its epochs have "

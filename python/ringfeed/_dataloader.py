@@ -5,7 +5,7 @@ it). Nothing here is public."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict
+from typing import TYPE_CHECKING, Any, Dict, NoReturn
 
 # torch DataLoader attributes that a Loader has no counterpart of under
 # the same name: what to use instead (see Loader.__getattr__)
@@ -40,7 +40,7 @@ DATALOADER_ATTRIBUTES: Dict[str, str] = {
 class NotADataLoader:
     """Loader's base: the refusals, each saying what to do instead."""
 
-    def __reduce__(self) -> Any:
+    def __reduce__(self) -> NoReturn:
         raise TypeError(
             "a ringfeed.Loader cannot be pickled or sent to another "
             "process (its producers and ring belong to this one): open a "
@@ -59,13 +59,13 @@ class NotADataLoader:
             raise AttributeError(f"a ringfeed.Loader has no .{name}, as "
                                  f"torch's DataLoader has: {hint}")
 
-    def __getitem__(self, index: Any) -> Any:
+    def __getitem__(self, index: Any) -> NoReturn:
         raise TypeError(
             "a ringfeed.Loader is iterated, not indexed: use it in place of "
             "the DataLoader (for images, labels in loader), not inside one "
             "as a dataset")
 
-    def __copy__(self) -> "NotADataLoader":
+    def __copy__(self) -> NoReturn:
         raise TypeError("a ringfeed.Loader cannot be copied (a copy would "
                         "share its producers); open a second Loader")
 

@@ -4,7 +4,7 @@ from an initialised torch.distributed, else from the launcher."""
 from __future__ import annotations
 
 import os
-from typing import Optional, Tuple
+from typing import Optional, SupportsIndex, Tuple
 
 from ._arguments import whole
 from .errors import ConfigError
@@ -72,7 +72,8 @@ def check_still_holds(rank: int, world: int, where: str,
         "world_size= to say which shard it reads")
 
 
-def rank_and_world(rank: Optional[int], world_size: Optional[int]
+def rank_and_world(rank: Optional[SupportsIndex],
+                   world_size: Optional[SupportsIndex]
                    ) -> Tuple[int, int, str]:
     """(rank, world_size, where they came from): the arguments where
     given, else an initialised torch.distributed's, else the launcher's

@@ -13,7 +13,8 @@ from . import _capi
 from .params import user_terms
 
 __all__ = [
-    "RingfeedError", "ConfigError", "DatasetNotFound", "DatasetUnreadable",
+    "RingfeedError", "ConfigError", "ConfigTypeError", "DatasetNotFound",
+    "DatasetUnreadable",
     "CorruptSample",
     "ProducerDied", "ProducerFailed", "ProducerNotFound", "ForkError",
     "RingCorrupted", "BatchReleased", "LoaderClosed",
@@ -45,19 +46,34 @@ class ConfigTypeError(ConfigError, TypeError):
     TypeError, as Python's own calls raise for a wrong type."""
 
 
-class DatasetNotFound(RingfeedError, FileNotFoundError):
-    """The source path does not exist or is not a dataset."""
+class _DatasetError(RingfeedError):
+    """The OSError fields of a dataset that cannot be opened: errno (the
+    library's code, else `default_errno`), filename (the path the
+    library's "cannot open dataset 'PATH': ..." names) and strerror (the
+    detail), as an except OSError clause reads them."""
+
+    default_errno = errno.ENOENT
+
+    def __init__(self, detail: str, code: int = 0) -> None:
+        super().__init__(detail, code)
+        self.errno = -code if code < 0 else self.default_errno
+        self.strerror = detail
+        named = re.match(r"cannot open dataset '(.*?)': ", detail)
+        self.filename = named.group(1) if named else None
 
     def __str__(self) -> str:
         return self.detail
 
 
-class DatasetUnreadable(RingfeedError, PermissionError):
+class DatasetNotFound(_DatasetError, FileNotFoundError):
+    """The source path does not exist or is not a dataset."""
+
+
+class DatasetUnreadable(_DatasetError, PermissionError):
     """The source, or a folder in it, may not be read by this process
     (permission denied while listing it); the detail names the folder."""
 
-    def __str__(self) -> str:
-        return self.detail
+    default_errno = errno.EACCES
 
 
 class CorruptSample(RingfeedError):
@@ -153,13 +169,14 @@ class CorruptSample(RingfeedError):
                 text[text_cuts[chosen] + len(separator):])
 
 
-class ProducerDied(RingfeedError):
+class ProducerDied(RingfeedError, RuntimeError):
     """A producer process died or stopped answering and was not replaced
     (on_producer_death="fail", or the respawn limit was reached); the
-    detail names the pid, the signal, the batch and the sample."""
+    detail names the pid, the signal, the batch and the sample. A
+    RuntimeError, as DataLoader's for a worker that died."""
 
 
-class ProducerFailed(RingfeedError):
+class ProducerFailed(RingfeedError, RuntimeError):
     """A producer process stopped with an error it reported."""
 
 
@@ -172,19 +189,21 @@ class ForkError(RingfeedError, RuntimeError):
     the parent's. Open a new Loader in the child."""
 
 
-class RingCorrupted(RingfeedError):
+class RingCorrupted(RingfeedError, RuntimeError):
     """The shared ring was overwritten (the wrong build of the producer
     helper, or memory damage)."""
 
 
-class BatchReleased(RingfeedError):
+class BatchReleased(RingfeedError, ValueError):
     """A Batch was read after its slot went back to the producers (the
     loop took further batches, or the loader closed). Copy what you keep
-    (``batch.images.clone()``) while the batch is current."""
+    (``batch.images.clone()``) while the batch is current. A ValueError,
+    as the use of a released memoryview is."""
 
 
-class LoaderClosed(RingfeedError):
-    """The Loader was used after close()."""
+class LoaderClosed(RingfeedError, ValueError):
+    """The Loader was used after close() (a ValueError, as a closed file's
+    and a released memoryview's use are)."""
 
 
 _BY_CODE: Dict[int, Type[RingfeedError]] = {

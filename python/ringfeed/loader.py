@@ -16,8 +16,8 @@ import contextlib
 import logging
 import os
 import threading
-from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional,
-                    Sequence, Set, Tuple, Union)
+from typing import (Any, Callable, Deque, Dict, Iterator, List, Mapping,
+                    Optional, Sequence, Set, SupportsIndex, Tuple, Union)
 
 import numpy as np
 
@@ -44,7 +44,7 @@ except ImportError:  # numpy arrays instead
 __all__ = ["Loader", "Batch", "Synthetic"]
 
 log = logging.getLogger("ringfeed")
-PathLike = Union[str, "os.PathLike[str]"]
+PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 
 class Loader(NotADataLoader):
@@ -112,17 +112,21 @@ class Loader(NotADataLoader):
     a Loader, but not two at once.
     """
 
-    def __init__(self, source: Union[PathLike, Synthetic], batch_size: int,
+    def __init__(self, source: Union[PathLike, Synthetic],
+                 batch_size: SupportsIndex,
                  *, transform: str = "train",
-                 size: Union[int, Tuple[int, int]] = 224,
-                 shuffle: bool = True, seed: int = 0, drop_last: bool = False,
-                 num_workers: Optional[int] = None, layout: str = "nchw",
-                 on_error: str = "fail", epochs: Optional[int] = None,
-                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 size: Union[SupportsIndex, Sequence[SupportsIndex]] = 224,
+                 shuffle: bool = True, seed: SupportsIndex = 0,
+                 drop_last: bool = False,
+                 num_workers: Optional[SupportsIndex] = None,
+                 layout: str = "nchw", on_error: str = "fail",
+                 epochs: Optional[SupportsIndex] = None,
+                 rank: Optional[SupportsIndex] = None,
+                 world_size: Optional[SupportsIndex] = None,
                  device: Optional[Union[str, Any]] = None, dtype: Any = None,
-                 mean: Optional[Sequence[float]] = None,
-                 std: Optional[Sequence[float]] = None,
-                 keep_batches: int = 1,
+                 mean: Optional[Union[Sequence[float], Any]] = None,
+                 std: Optional[Union[Sequence[float], Any]] = None,
+                 keep_batches: SupportsIndex = 1,
                  on_message: Optional[Callable[[str], None]] = None,
                  **params: Any) -> None:
         self._run: Optional[_Run] = None
@@ -414,6 +418,7 @@ class Loader(NotADataLoader):
         # then copy this batch alone, not the ring and the other batches
         # in it (a slice of the numpy ring keeps the mapping alive).
         pixels = run.ring[offset:offset + c.bytes]
+        images: Any  # a tensor, an array, or None until uploaded
         if torch is not None:
             images = torch.from_numpy(pixels).view(*shape)
         else:
@@ -438,7 +443,7 @@ class Loader(NotADataLoader):
 
     # ---- epochs and checkpoints -----------------------------------------
 
-    def set_epoch(self, epoch: int) -> None:
+    def set_epoch(self, epoch: SupportsIndex) -> None:
         """Makes the next ``for`` loop run epoch `epoch` (its own order,
         crops and flips), as DistributedSampler.set_epoch does. Without it
         each loop runs the epoch after the last one. Setting the epoch the
@@ -479,6 +484,10 @@ class Loader(NotADataLoader):
         one would yield next (torchdata's Stateful protocol). Take it
         between steps; the batch the loop holds counts as consumed. Works
         after close() too (after Ctrl-C, say): it records the position.
+        After a loop left early (break) it records where that loop
+        stopped, as StatefulDataLoader does: loaded, the next loop goes
+        on from there, where this Loader's next loop would start the next
+        epoch (or the one set_epoch() names).
 
         The position is the same on every rank of a job (each has the
         same number of batches per epoch), so one rank's state_dict()
@@ -494,13 +503,15 @@ class Loader(NotADataLoader):
                                       self._samples, self._listing or 0,
                                       self._rank, self._world)
 
-    def load_state_dict(self, state: Dict[str, Any],
+    def load_state_dict(self, state_dict: Mapping[str, Any],
                         strict: bool = True) -> None:
-        """Resumes at the position `state` (from state_dict()) records: the
-        next ``for`` loop yields the rest of that epoch, batch for batch
-        what the run that saved it would have yielded, on every rank.
+        """Resumes at the position `state_dict` (from state_dict())
+        records: the next ``for`` loop yields the rest of that epoch, batch
+        for batch what the run that saved it would have yielded, on every
+        rank. (The argument's name is torchdata's StatefulDataLoader's and
+        torch.nn.Module's.)
 
-        Raises ConfigError, naming the entry, when `state` is not a whole
+        Raises ConfigError, naming the entry, when it is not a whole
         state_dict() (an entry missing, a position out of range or not a
         whole number), and, naming the keyword, when the checkpoint was
         made with another dataset (its sample count), seed, batch size,
@@ -518,7 +529,7 @@ class Loader(NotADataLoader):
                 "the loop would go on from where it is. Leave the loop "
                 "first, or load the state before the loop starts")
         self._at.resume_at(*_checkpoint.resume_position(
-            state, self.state_dict(), strict))
+            state_dict, self.state_dict(), strict))
 
     # ---- reports and lifetime -------------------------------------------
 

@@ -41,6 +41,9 @@ def test_missing_path_is_dataset_not_found(tmp_path):
     assert isinstance(caught.value, FileNotFoundError)
     assert isinstance(caught.value, ringfeed.RingfeedError)
     assert str(missing) in str(caught.value)
+    # what an except OSError clause reads (all None before)
+    assert caught.value.errno == errno.ENOENT
+    assert caught.value.filename == str(missing)
 
 
 def test_unknown_keyword_is_a_type_error(tmp_path_factory):
@@ -114,6 +117,7 @@ def test_killed_producer_is_producer_died(tmp_path_factory):
     with pytest.raises(ringfeed.ProducerDied) as caught:
         for _ in batches:
             pass
+    assert isinstance(caught.value, RuntimeError)  # as DataLoader's
     text = str(caught.value)
     assert str(producers[0]) in text and "signal 9" in text
     assert "on_producer_death=" in text

@@ -165,9 +165,27 @@ def test_set_epoch_takes_numpy_integers_and_refuses_after_close(reference):
     assert type(loader.state_dict()["epoch"]) is int
     assert_same_batches(collect(loader), want[14:28])
     loader.close()
-    with pytest.raises(ringfeed.LoaderClosed):
+    with pytest.raises(ringfeed.LoaderClosed) as closed:
         loader.set_epoch(2)
+    assert isinstance(closed.value, ValueError)  # as a closed file's use
     assert loader.state_dict()["epoch"] == 2
+    for wrong in ("2", 1.0):  # a wrong type, as the constructor says it
+        with pytest.raises(ringfeed.ConfigTypeError, match="set_epoch"):
+            loader.set_epoch(wrong)
+
+
+def test_load_state_dict_by_the_protocols_keyword(reference):
+    """load_state_dict(state_dict=...), torchdata's and nn.Module's name
+    for it (it was `state`), and a state whose numbers came back as numpy
+    integers (a round trip through numpy or a tensor's .tolist())."""
+    np = pytest.importorskip("numpy")
+    root, want = reference
+    state = partial_state(root, 6)
+    numpyish = dict(state, epoch=np.int64(state["epoch"]),
+                    batch=np.int64(state["batch"]))
+    with make(root) as loader:
+        loader.load_state_dict(state_dict=numpyish)
+        assert_same_batches(collect(loader), want[6:14])
 
 
 def test_state_round_trips_through_torch_save(reference):
