@@ -67,7 +67,7 @@ class Loader(NotADataLoader):
     dtype there; that tensor is torch's, yours to keep.
 
     Arguments (everything after batch_size is keyword-only):
-      source       folder or packed file (str or os.PathLike), or
+      source       folder or packed file (str, bytes or os.PathLike), or
                    ringfeed.Synthetic(samples, classes)
       batch_size   images per batch
       transform    "train" (RandomResizedCrop + flip, as torchvision's
@@ -98,10 +98,11 @@ class Loader(NotADataLoader):
       on_message   called with each event the library reports (a producer
                    replaced after a crash); default: logging's "ringfeed"
                    logger at WARNING
-      **params     any other parameter of the library by its name
-                   (ringfeed.params() lists them with defaults and ranges:
-                   min_scale_ppm=, resize=, max_pixels=, jpeg_warnings=,
-                   slots=, on_producer_death=, batch_timeout_ms=, ...)
+      **params     any other parameter of the library by its Loader
+                   keyword (ringfeed.params() lists them, Param.keyword,
+                   with defaults and ranges: min_scale_ppm=, resize=,
+                   max_pixels=, jpeg_warnings=, slots=, on_producer_death=,
+                   batch_timeout_ms=, ...)
 
     Producers start at construction, so errors in the arguments, the
     source or the device are raised here, and the ring fills while the
