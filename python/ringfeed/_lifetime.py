@@ -14,6 +14,28 @@ from typing import Any, Callable
 _live: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _live_lock = threading.Lock()
 
+# A Ctrl-C that lands while Python runs a finalizer of ours (a ring's
+# unmapping, a dropped Loader's close, a loop's generator closed after a
+# break) would be dropped: Python prints "Exception ignored in ..." and
+# goes on, and the job with it. Freeing a ring of a few hundred MiB takes
+# ~0.1 s, long enough to catch one. Those places keep it here instead,
+# and the next batch a loop takes (or the next Loader made) raises it.
+_interrupt_kept = False
+
+
+def keep_interrupt() -> None:
+    """In an `except KeyboardInterrupt` of code a finalizer runs."""
+    global _interrupt_kept
+    _interrupt_kept = True
+
+
+def raise_kept_interrupt() -> None:
+    """Raises the KeyboardInterrupt a finalizer kept, if any."""
+    global _interrupt_kept
+    if _interrupt_kept:
+        _interrupt_kept = False
+        raise KeyboardInterrupt
+
 
 def track(loader: Any) -> None:
     """loader is open: closed at exit, marked in a child of fork()."""

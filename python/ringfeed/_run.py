@@ -17,6 +17,7 @@ import numpy as np
 from . import _capi
 from .batch import Batch
 from ._arguments import shown_path
+from ._lifetime import keep_interrupt
 from .errors import ConfigError, LoaderClosed, RingfeedError, from_code
 from .params import param, user_terms
 from .source import Synthetic
@@ -29,9 +30,13 @@ except ImportError:  # numpy arrays instead
 
 def _unmap_if_kept(base: int, size: int, kept: List[bool]) -> None:
     """The ring array's finalizer: unmaps the ring if the library handed
-    the mapping over (else rf_loader_close() unmapped it)."""
-    if kept[0]:
-        _capi.munmap(base, size)
+    the mapping over (else rf_loader_close() unmapped it). A Ctrl-C here
+    is kept for the next batch (_lifetime.keep_interrupt)."""
+    try:
+        if kept[0]:
+            _capi.munmap(base, size)
+    except KeyboardInterrupt:  # after munmap: the signal waits for a bytecode
+        keep_interrupt()
 
 
 class _Held:

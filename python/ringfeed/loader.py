@@ -27,7 +27,8 @@ from ._arguments import (epoch_count, epoch_number, library_values,
                          worker_count)
 from ._dataloader import NotADataLoader
 from ._distributed import check_still_holds, rank_and_world
-from ._lifetime import track, untrack, weak_say
+from ._lifetime import (keep_interrupt, raise_kept_interrupt, track, untrack,
+                        weak_say)
 from ._position import Position
 from ._run import _Config, _Held, _Run, copy_array
 from .batch import Batch
@@ -335,14 +336,19 @@ class Loader(NotADataLoader):
             # loader takes another batch (in the next loop) or closes:
             # `images, labels = next(iter(loader))` gives a batch that
             # stays as it is. A failure and Ctrl-C have closed the loader
-            # (_stream), which released them.
-            self._at.loop_ends(early)
+            # (_stream), which released them. After a break this runs as
+            # the generator is collected, where Python drops a Ctrl-C.
+            try:
+                self._at.loop_ends(early)
+            except KeyboardInterrupt:
+                keep_interrupt()
 
     def _stream(self, run: _Run, end: int) -> Iterator[Batch]:
         prefetched: Deque[_Held] = collections.deque()
         position = self._at.sequence
         try:
             while position < end:
+                raise_kept_interrupt()
                 with self._busy():
                     self._check_open()
                     if self._device is not None:
@@ -364,10 +370,13 @@ class Loader(NotADataLoader):
             self.close()
             raise
         finally:
-            with self._lock:
-                if run.handle:  # taken but never shown: give back
-                    for held in prefetched:
-                        run.release(held)
+            try:  # after a break, as the generator is collected (above)
+                with self._lock:
+                    if run.handle:  # taken but never shown: give back
+                        for held in prefetched:
+                            run.release(held)
+            except KeyboardInterrupt:
+                keep_interrupt()
 
     def _take(self, run: _Run, prefetched: Deque[_Held], position: int,
               end: int) -> Optional[_Held]:
@@ -687,6 +696,8 @@ class Loader(NotADataLoader):
     def __del__(self) -> None:
         try:
             self.close()
+        except KeyboardInterrupt:  # Python would drop it here
+            keep_interrupt()
         except Exception:  # interpreter shutdown: modules may be gone
             pass
 
