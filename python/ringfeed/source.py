@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 from . import _capi
 from ._arguments import whole
@@ -19,19 +19,44 @@ class Synthetic:
     """A dataset made up on the fly, for tests and benchmarks: `samples`
     images of `classes` labels; jpeg=True makes each one a JPEG that the
     producers decode (the cost of a real dataset), False fills the pixels
-    directly."""
+    directly. Immutable, as a path is: a Loader made on it keeps reading
+    what it was made with."""
+
+    __slots__ = ("samples", "classes", "jpeg")
+    samples: int
+    classes: int
+    jpeg: bool
 
     def __init__(self, samples: int, classes: int = 1000, *,
                  jpeg: bool = True) -> None:
-        self.samples = whole(samples, "samples")
-        self.classes = whole(classes, "classes")
-        if self.samples < 1 or self.classes < 1:
+        fields = (whole(samples, "samples"), whole(classes, "classes"))
+        if fields[0] < 1 or fields[1] < 1:
             raise ConfigError("Synthetic needs samples >= 1 and classes >= 1")
-        self.jpeg = bool(jpeg)
+        for name, value in zip(self.__slots__, fields + (bool(jpeg),)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Synthetic is immutable: make a new one with "
+                             f"the {name} you want")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Synthetic) and all(
+            getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    def __hash__(self) -> int:
+        return hash((self.samples, self.classes, self.jpeg))
+
+    def __reduce__(self) -> Tuple[Any, Tuple[int, int, bool]]:
+        """Pickled (sent to another process) and copied as its arguments."""
+        return _synthetic, (self.samples, self.classes, self.jpeg)
 
     def __repr__(self) -> str:
         return (f"Synthetic(samples={self.samples}, classes={self.classes}, "
                 f"jpeg={self.jpeg})")
+
+
+def _synthetic(samples: int, classes: int, jpeg: bool) -> Synthetic:
+    return Synthetic(samples, classes, jpeg=jpeg)
 
 
 def class_names(source: Any, listing: Optional[int] = None) -> List[str]:

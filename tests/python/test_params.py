@@ -340,3 +340,17 @@ def test_size_takes_any_sequence_of_two(tmp_path_factory):
     assert shapes == [(10, 16, 24, 3)] * 3
     with pytest.raises(ringfeed.ConfigError, match="size="):
         ringfeed.Loader(root, 10, size=np.array([16, 24, 3]))
+
+
+def test_synthetic_is_an_immutable_value():
+    """A Synthetic source is a value, as a path is: refused to change
+    (a Loader made on it read the changed classes in loader.classes),
+    equal to one of the same arguments, pickled and copied whole."""
+    import copy
+    import pickle
+    s = ringfeed.Synthetic(10, 3, jpeg=False)
+    with pytest.raises(AttributeError, match="immutable"):
+        s.classes = 4
+    assert s == ringfeed.Synthetic(10, 3, jpeg=False) != ringfeed.Synthetic(10)
+    assert len({s, ringfeed.Synthetic(10, 3, jpeg=False)}) == 1
+    assert pickle.loads(pickle.dumps(s)) == copy.copy(s) == s
