@@ -131,6 +131,14 @@ int rf_cuda_convert(rf_cuda_loader *gpu, const rf_cuda_batch *batch, void *dst,
 {
     if (!gpu)
         return -EINVAL;
+    if (gpu->fatal) /* only rf_cuda_close() is left (cuda.h) */
+        return gpu->fatal;
+    /* a batch released may be under the next upload already */
+    if (batch && !rf__cuda_held_buffer(gpu, batch))
+        return rf__cuda_fail(gpu, -EINVAL,
+                             "batch %" PRIu64 " is not held: convert a batch "
+                             "before rf_cuda_release() gives it back",
+                             batch->sequence);
     struct rf__convert_params p = {0};
     int rc = fill_params(gpu, batch, dst, dtype, layout, mean, std, &p);
     if (rc < 0 || p.pixels == 0)

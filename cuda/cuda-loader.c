@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "cuda-loader.h"
@@ -221,6 +222,9 @@ int rf_cuda_open(rf_cuda_loader **out, rf_loader *loader, int device,
         destroy(gpu);
         return rc;
     }
+    /* last, once nothing can fail: a failed open leaves the caller's
+     * loader as it was */
+    gpu->owns_mapping = rf_loader_keep_arena(loader) == 0;
     *out = gpu;
     return 0;
 }
@@ -264,6 +268,13 @@ static void release_cuda(rf_cuda_loader *gpu)
         rf__cuda_leave(gpu, previous);
 }
 
+/* The ring's mapping, once CUDA no longer reads it (see owns_mapping). */
+static void unmap_ring(rf_cuda_loader *gpu)
+{
+    if (gpu->owns_mapping)
+        (void)munmap(gpu->arena, gpu->arena_bytes);
+}
+
 /* In a child of fork(): the host copies of each buffer's labels and
  * indices, which release_cuda() frees with the rest in the owner. */
 static void free_host_copies(rf_cuda_loader *gpu)
@@ -281,6 +292,7 @@ static void destroy(rf_cuda_loader *gpu)
         free_host_copies(gpu);
     else if (gpu->device_chosen)
         release_cuda(gpu);
+    unmap_ring(gpu); /* a child's copy too: its loader leaves it mapped */
     free(gpu->buffers);
     free(gpu->queue);
     rf_loader_close(gpu->loader);

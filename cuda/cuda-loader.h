@@ -70,6 +70,10 @@ struct rf_cuda_loader {
     size_t arena_bytes;
     size_t slot_bytes;
     bool registered;
+    /* rf_loader_keep_arena(): the ring's mapping is this object's, unmapped
+     * only after it is unregistered, however the host loader closes (its
+     * message handler may close it inside rf_cuda_next()) */
+    bool owns_mapping;
     cudaStream_t copy_stream;
     struct rf__cuda_buffer *buffers; /* depth of them */
     uint32_t *queue;                 /* QUEUED buffers, oldest upload first */
@@ -116,5 +120,10 @@ void rf__cuda_leave(const rf_cuda_loader *gpu, int previous);
 /* Gives buffer b's ring slot (b->host) back to the loader, once no DMA
  * reads it any more. */
 void rf__cuda_give_slot_back(rf_cuda_loader *gpu, struct rf__cuda_buffer *b);
+
+/* The device buffer of `batch` when the caller holds it (handed out by
+ * rf_cuda_next(), not released), else NULL. */
+struct rf__cuda_buffer *rf__cuda_held_buffer(rf_cuda_loader *gpu,
+                                             const rf_cuda_batch *batch);
 
 #endif /* RF_CUDA_LOADER_H */

@@ -44,9 +44,12 @@ static int return_uploaded_slots(rf_cuda_loader *gpu)
             continue;
         const cudaError_t err = cudaEventQuery(b->copied);
         if (err == cudaErrorNotReady) {
-            /* Recorded as the thread's last error: a caller that checks
-             * cudaGetLastError() after its own launches would take it. */
-            (void)cudaGetLastError();
+            /* Where the runtime records it as the thread's last error, a
+             * caller that checks cudaGetLastError() after its own launches
+             * would take it: cleared then, and only then (an error of the
+             * caller's own launches stays for the caller). */
+            if (cudaPeekAtLastError() == cudaErrorNotReady)
+                (void)cudaGetLastError();
             continue;
         }
         if (err != cudaSuccess)
@@ -431,8 +434,8 @@ int rf_cuda_next(rf_cuda_loader *gpu, rf_cuda_batch *batch)
     return -ECANCELED;
 }
 
-static struct rf__cuda_buffer *held_buffer(rf_cuda_loader *gpu,
-                                           const rf_cuda_batch *batch)
+struct rf__cuda_buffer *rf__cuda_held_buffer(rf_cuda_loader *gpu,
+                                             const rf_cuda_batch *batch)
 {
     if (batch->buffer >= gpu->depth)
         return NULL;
@@ -465,7 +468,7 @@ int rf_cuda_release(rf_cuda_loader *gpu, const rf_cuda_batch *batch,
         return -EINVAL;
     if (gpu->calls > 0)
         return refuse_from_handler(gpu, "rf_cuda_release()");
-    struct rf__cuda_buffer *b = held_buffer(gpu, batch);
+    struct rf__cuda_buffer *b = rf__cuda_held_buffer(gpu, batch);
     if (!b)
         return rf__cuda_fail(gpu, -EINVAL,
                              "batch %" PRIu64 " (device buffer %" PRIu32

@@ -291,10 +291,25 @@ TEST_CASE(test_arguments_refused, "calls", "bad arguments are refused")
     rf_cuda_close(NULL);
 }
 
+/* CUDA's devices here: 0 where there is no GPU (no device, or no driver
+ * and no NVIDIA device node). Any other failure, as a driver too old for
+ * this CUDA on a machine with a GPU, fails the case: skipping there would
+ * pass the GPU cases without running one. */
 static int device_count(void)
 {
     int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+    const cudaError_t err = cudaGetDeviceCount(&n);
+    if (err == cudaSuccess)
+        return n;
+    const bool gpu_here = access("/dev/nvidiactl", F_OK) == 0;
+    if (err == cudaErrorNoDevice ||
+        (err == cudaErrorInsufficientDriver && !gpu_here))
+        return 0;
+    fprintf(stderr, "cudaGetDeviceCount: %s (%s), with %s\n",
+            cudaGetErrorName(err), cudaGetErrorString(err),
+            gpu_here ? "/dev/nvidiactl here" : "no /dev/nvidiactl");
+    CHECK(!"CUDA cannot count this machine's GPUs");
+    return 0;
 }
 
 /* Skips the running case on a machine with fewer than `n` devices. */
@@ -852,8 +867,14 @@ TEST_CASE(test_conversion_refused, "convert", "bad arguments are refused")
     CHECK_EQ(rf_cuda_convert(gpu, NULL, device, RF_CUDA_FLOAT32, RF_LAYOUT_NCHW,
                              NULL, NULL, 0),
              -EINVAL);
-    CHECK_CUDA(cudaFree(device));
     CHECK_GPU(gpu, rf_cuda_release(gpu, &b, 0));
+    /* released: its buffer may be under the next upload already */
+    CHECK_EQ(rf_cuda_convert(gpu, &b, device, RF_CUDA_FLOAT32, RF_LAYOUT_NCHW,
+                             NULL, NULL, 0),
+             -EINVAL);
+    CHECK_CONTAINS(rf_cuda_error(gpu), "is not held");
+    CHECK_CUDA(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaFree(device));
     rf_cuda_close(gpu);
 }
 

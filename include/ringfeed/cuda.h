@@ -149,7 +149,11 @@ typedef struct rf_cuda_batch {
  * gives it back for rf_loader_stats(), rf_loader_error() and
  * rf_loader_sample_errors()). On failure the caller still owns `loader`,
  * e.g. to fall back to a CPU loop. Batches the caller took from `loader`
- * before this call stay the caller's to release.
+ * before this call stay the caller's to release. *out also takes the
+ * ring's mapping (rf_loader_keep_arena()): it unmaps the ring only once
+ * CUDA has finished with it and it is unregistered, in rf_cuda_close(),
+ * even when the host loader was closed before (its message handler
+ * closing it inside rf_cuda_next()).
  *
  * Errors: -EINVAL (NULL out or loader, depth or flags out of range),
  * -ENODEV (no usable CUDA device: no driver, one too old or not matching
@@ -196,8 +200,10 @@ RF_API int rf_cuda_open(rf_cuda_loader **out, rf_loader *loader, int device,
  *                        rf_cuda_close() is left;
  *   any error of rf_loader_next(), with its detail: a producer died or
  *                        failed, a sample is corrupt.
- * Batches already uploaded are handed out before an error met while
- * fetching later ones is returned. Before it returns, the call fills
+ * Batches already uploaded are handed out before an error of
+ * rf_loader_next() met while fetching later ones is returned; after
+ * RF_E_CUDA or -ECANCELED none is (only rf_cuda_close() is left). Before
+ * it returns, the call fills
  * every free device buffer with the next batches (giving back the slots
  * of uploads that have landed first), so it waits on the host for the
  * producers whenever those batches are not ready yet, even when the batch
@@ -237,7 +243,9 @@ RF_API int rf_cuda_release(rf_cuda_loader *gpu, const rf_cuda_batch *batch,
  * the work is queued (release it on the same stream afterwards). Returns
  * 0, -EINVAL (NULL pointer, a dtype or layout that does not exist, a std
  * of 0, a non-finite mean or std, a batch that is not a whole number of
- * samples) or RF_E_CUDA (the kernel could not be launched).
+ * samples, or one not held: released already, or not this consumer's),
+ * RF_E_CUDA (the kernel could not be launched), or the error after which
+ * only rf_cuda_close() is left.
  */
 RF_API int rf_cuda_convert(rf_cuda_loader *gpu, const rf_cuda_batch *batch,
                            void *dst, rf_cuda_dtype dtype, rf_layout layout,

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .errors import ConfigError, ConfigTypeError, RingfeedError
 
@@ -82,13 +82,17 @@ class Uploader:
     """Registers the ring with CUDA and moves batches to one device."""
 
     def __init__(self, device: Any, base: int, size: int,
-                 convert: Optional[Callable[[Any], Any]]) -> None:
+                 convert: Optional[Callable[[Any], Any]],
+                 before_unmap: List[Optional[Callable[[], None]]]) -> None:
+        """before_unmap: the ring's, which close() is put in while the ring
+        is registered, so that it runs before any unmapping."""
         import torch
         self._torch = torch
         self.device = device
         self._convert = convert
         self._base, self._size = base, size
         self._registered = False
+        self._before_unmap = before_unmap
         with torch.cuda.device(device):
             self.stream = torch.cuda.Stream(device)
             cudart = torch.cuda.cudart()
@@ -102,6 +106,7 @@ class Uploader:
                     f"cudaHostRegister of the ring ({size} bytes) failed: "
                     f"{text} (CUDA error {rc}); {advice}")
             self._registered = True
+            before_unmap[0] = self.close
 
     def launch(self, host_view: Any) -> Pending:
         """Queues the copy of one batch (a CPU tensor viewing its slot) and
@@ -140,9 +145,11 @@ class Uploader:
         finally:
             with torch.cuda.device(self.device):
                 rc = int(torch.cuda.cudart().cudaHostUnregister(self._base))
+                if rc != 0:  # on this device: not a context on GPU 0
+                    _clear_error(torch)
             self._registered = False
+            self._before_unmap[0] = None
             if rc != 0:
-                _clear_error(torch)
                 warnings.warn(f"cudaHostUnregister of the ring failed (CUDA "
                               f"error {rc}); it is unmapped all the same",
                               RuntimeWarning, stacklevel=2)

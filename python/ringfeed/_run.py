@@ -28,11 +28,20 @@ except ImportError:  # numpy arrays instead
     torch = None  # type: ignore[assignment]
 
 
-def _unmap_if_kept(base: int, size: int, kept: List[bool]) -> None:
+def _unmap_if_kept(base: int, size: int, kept: List[bool],
+                   before: List[Optional[Callable[[], None]]]) -> None:
     """The ring array's finalizer: unmaps the ring if the library handed
-    the mapping over (else rf_loader_close() unmapped it). A Ctrl-C here
-    is kept for the next batch (_lifetime.keep_interrupt)."""
+    the mapping over (else rf_loader_close() unmapped it). `before[0]`,
+    when set, runs first: the device uploader's close, which waits for its
+    copies and unregisters the ring, when a Loader in a reference cycle is
+    collected and Python runs this before the Loader's __del__. A Ctrl-C
+    here is kept for the next batch (_lifetime.keep_interrupt)."""
     try:
+        if before[0] is not None:
+            try:
+                before[0]()
+            except Exception:  # a CUDA error: unmapped all the same
+                pass
         if kept[0]:
             _capi.munmap(base, size)
     except KeyboardInterrupt:  # after munmap: the signal waits for a bytecode
@@ -64,6 +73,9 @@ class _Run:
         self.ring: Any = None
         # whether the ring's mapping is the array's (rf_loader_keep_arena)
         self._arena_kept = [False]
+        # what must run before the ring is unmapped (_unmap_if_kept): the
+        # device uploader's close while it has the ring registered
+        self.before_unmap: List[Optional[Callable[[], None]]] = [None]
         # set by interrupt(): next() raises LoaderClosed instead of going on
         self.closing = False
         # interrupt() may come from any thread: it and close() take this,
@@ -154,7 +166,8 @@ class _Run:
             ring = (ctypes.c_uint8 * self.size).from_address(self.base)
             array = np.frombuffer(memoryview(ring), dtype=np.uint8)
             unmap = weakref.finalize(array, _unmap_if_kept, self.base,
-                                     self.size, self._arena_kept)
+                                     self.size, self._arena_kept,
+                                     self.before_unmap)
             # Not at exit: finalizers run there before atexit's loader
             # close, which may still have to wait for a copy from the ring
             # and unregister it; the process's exit unmaps it anyway.

@@ -232,7 +232,7 @@ class Loader(NotADataLoader):
             from ._cuda import Uploader
             try:
                 self._uploader = Uploader(self._device, run.base, run.size,
-                                          self._convert_fn)
+                                          self._convert_fn, run.before_unmap)
             except BaseException:  # no CPU batches in place of GPU ones
                 self._close_run()
                 raise

@@ -529,3 +529,31 @@ def test_ctrl_c_in_a_finalizer_is_raised_at_the_next_batch(tmp_path_factory,
         next(batches)
     assert loader.closed
     assert not _lifetime._interrupt_kept  # raised once, not again
+
+
+def test_what_must_precede_the_unmap_runs_first(tmp_path_factory,
+                                                monkeypatch):
+    """The ring's finalizer first runs what the run put in before_unmap
+    (with device=, the uploader's close: wait for the copies, unregister
+    the ring from CUDA), then unmaps: a Loader collected in a reference
+    cycle (loader -> on_message=self.log -> trainer -> loader) has its
+    ring finalized before its __del__ runs, and the ring was unmapped
+    while CUDA still had it registered. Recorded here without a GPU."""
+    from ringfeed import _capi
+    order = []
+    real_munmap = _capi.munmap
+
+    def munmap(base, size):
+        order.append("munmap")
+        real_munmap(base, size)
+
+    monkeypatch.setattr(_capi, "munmap", munmap)
+    loader = ringfeed.Loader(dataset(tmp_path_factory), 4, size=16,
+                             num_workers=1)
+    loader._run.before_unmap[0] = lambda: order.append("unregister")
+    images, _ = next(iter(loader))
+    loader.close()  # the ring stays mapped: `images` is a view of it
+    assert order == []
+    del images
+    gc.collect()
+    assert order == ["unregister", "munmap"]
