@@ -295,8 +295,11 @@ class Loader(NotADataLoader):
     # ---- iteration ------------------------------------------------------
 
     def __len__(self) -> int:
-        """Batches one ``for`` loop yields: this rank's batches per epoch
-        (times epochs= when given)."""
+        """Batches one whole ``for`` loop yields: this rank's batches per
+        epoch (times epochs= when given), as DataLoader's len(). A loop
+        resumed mid-epoch (load_state_dict(), or with epochs= after a
+        break) yields only the rest; state_dict()'s "batch" says how many
+        of the epoch are done."""
         self._usable()
         return self._at.per_epoch * (self._epochs or 1)
 

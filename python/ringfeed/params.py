@@ -41,7 +41,10 @@ class Param:
              another argument (``height`` from ``size``)
     kind:    "integer", "boolean" or "choice"
     default, minimum, maximum: what the library takes when it is not set,
-             and the range it accepts (for a choice: the values' numbers)
+             and the range it accepts (for a choice: the values' numbers).
+             The library's default: where a Loader keyword has one of its
+             own (layout="nchw", num_workers=None: the CPU budget), the
+             Loader's signature shows it
     choices: a choice's names in number order (("fail", "skip")), else ()
     doc:     the table's one line
     number:  the C enumerator's value (RF_PARAM_...)
