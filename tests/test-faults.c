@@ -606,7 +606,8 @@ struct stopper {
 };
 
 /* Stops producer 0 while it is on a sample of a batch (SIGSTOP, again if
- * it had just finished the batch), for stopped_ms, then lets it go on. */
+ * it had just finished the sample or the batch), for stopped_ms, then lets
+ * it go on. */
 static void *stopper_main(void *arg)
 {
     struct stopper *s = arg;
@@ -622,7 +623,10 @@ static void *stopper_main(void *arg)
             while (process_state(s->pid, NULL) != 'T')
                 sleep_us(100);
             s->seq = atomic_load(&st->current_seq);
-            if (s->seq != UINT64_MAX)
+            /* on a sample of a batch, not between two (the report then
+             * says "between samples": it failed so under load) */
+            if (s->seq != UINT64_MAX &&
+                atomic_load(&st->current_sample) != UINT64_MAX)
                 break;
             CHECK_EQ(kill(s->pid, SIGCONT), 0);
         }
