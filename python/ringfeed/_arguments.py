@@ -198,3 +198,21 @@ def _unknown_keyword(keyword: str, table: Dict[str, Param],
         return f"{text}; did you mean {' or '.join(close)}?"
     return (f"{text}; help(ringfeed.Loader) lists its arguments, and "
             "ringfeed.params() the library's keywords")
+
+
+def too_few_slots(held: int, slots: int, device: bool,
+                  keep_batches: Optional[int]) -> str:
+    """What to do when a loop holding `held` slots (device=: 2;
+    keep_batches= when given; else 1) would hold every slot of the
+    ring."""
+    ring = f"the ring has {slots} slot{'s' if slots != 1 else ''}"
+    if device:
+        holder = ("device= holds 2 slots (the batch handed over and the "
+                  "next one's, being copied)")
+    elif keep_batches is not None:
+        holder = (f"keep_batches={keep_batches} holds {keep_batches} "
+                  "slots, one a batch")
+    else:
+        holder = "the loop holds 1 slot, the batch it is on"
+    return (f"{holder}, and {ring}; the producers need one more: pass "
+            f"slots={held + 1} or more")

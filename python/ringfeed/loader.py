@@ -23,8 +23,8 @@ import numpy as np
 
 from . import _capi, _checkpoint
 from ._arguments import (epoch_count, epoch_number, library_values,
-                         seed_value, size_pair, source_path, whole,
-                         worker_count)
+                         seed_value, size_pair, source_path, too_few_slots,
+                         whole, worker_count)
 from ._dataloader import NotADataLoader
 from ._distributed import check_still_holds, rank_and_world
 from ._lifetime import (keep_interrupt, raise_kept_interrupt, track, untrack,
@@ -227,7 +227,9 @@ class Loader(NotADataLoader):
         held_at_most = self._keep if self._device is None else 2
         if stats.slots <= held_at_most:
             self._close_run()
-            raise ConfigError(self._too_few_slots(held_at_most, stats.slots))
+            raise ConfigError(too_few_slots(
+                held_at_most, stats.slots, self._device is not None,
+                self._keep if self._keep_given else None))
         if self._device is not None:
             from ._cuda import Uploader
             try:
@@ -237,20 +239,6 @@ class Loader(NotADataLoader):
                 self._close_run()
                 raise
         return run
-
-    def _too_few_slots(self, held: int, slots: int) -> str:
-        """What to do when the loop would hold every slot of the ring."""
-        ring = f"the ring has {slots} slot{'s' if slots != 1 else ''}"
-        if self._device is not None:
-            holder = ("device= holds 2 slots (the batch handed over and the "
-                      "next one's, being copied)")
-        elif self._keep_given:
-            holder = (f"keep_batches={self._keep} holds {self._keep} "
-                      "slots, one a batch")
-        else:
-            holder = "the loop holds 1 slot, the batch it is on"
-        return (f"{holder}, and {ring}; the producers need one more: pass "
-                f"slots={held + 1} or more")
 
     def _say(self, text: str) -> None:
         """A message of the library's to on_message. What the open says
