@@ -1255,8 +1255,10 @@ static void check_cmyk(struct rf__jpeg_decoder *dec, const char *name,
 
 /* ---- (e) EXIF orientation ------------------------------------------------ */
 
-/* An APP1 Exif block holding IFD0 with one entry: Orientation. */
-static void exif_block(uint8_t out[32], int orientation, bool big_endian)
+/* An APP1 Exif block holding IFD0 with one entry: Orientation, a SHORT
+ * as the standard says, or a LONG as some writers store it. */
+static void exif_block(uint8_t out[32], int orientation, bool big_endian,
+                       bool as_long)
 {
     static const uint8_t little[32] = {
         'E',  'x',  'i', 'f', 0, 0, 'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0,
@@ -1265,7 +1267,10 @@ static void exif_block(uint8_t out[32], int orientation, bool big_endian)
         'E',  'x',  'i', 'f', 0, 0, 'M', 'M', 0, 42, 0, 0, 0, 8, 0, 1,
         0x01, 0x12, 0,   3,   0, 0, 0,   1,   0, 0,  0, 0, 0, 0, 0, 0};
     memcpy(out, big_endian ? big : little, 32);
-    out[big_endian ? 25 : 24] = (uint8_t)orientation; /* the value */
+    if (as_long)
+        out[big_endian ? 19 : 18] = 4; /* the type */
+    /* the value: its last byte, big-endian */
+    out[!big_endian ? 24 : as_long ? 27 : 25] = (uint8_t)orientation;
 }
 
 /* The stored pixel that upright pixel (x, y) shows, for orientation o of
@@ -1342,8 +1347,9 @@ static void check_oriented(struct rf__jpeg_decoder *dec, const struct blob *b,
     free(px);
 }
 
-/* Orientations 1..8, whole and cropped, turn the stored pixels as EXIF
- * says; with `against_pil`, they also match PIL's exif_transpose. */
+/* Orientations 1..8 (stored as SHORTs and as LONGs, in both byte
+ * orders), whole and cropped, turn the stored pixels as EXIF says; with
+ * `against_pil`, they also match PIL's exif_transpose. */
 static void test_exif(struct rf__jpeg_decoder *dec, bool against_pil)
 {
     if (against_pil)
@@ -1352,7 +1358,7 @@ static void test_exif(struct rf__jpeg_decoder *dec, bool against_pil)
     const struct image im = make_image(w, h, 3);
     for (int o = 1; o <= 8; o++) {
         uint8_t app1[32];
-        exif_block(app1, o, o % 3 == 0);
+        exif_block(app1, o, o % 3 == 0, o % 2 == 0);
         const struct lj_options lo = {JCS_RGB, JCS_YCbCr, 90, .app1 = app1,
                                       .app1_len = sizeof(app1)};
         const struct blob b = lj_encode(&im, &lo);

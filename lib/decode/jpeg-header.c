@@ -30,9 +30,11 @@ static uint32_t tiff_u32(const uint8_t *p, bool big_endian)
                       : tiff_u16(p + 2, false) << 16 | tiff_u16(p, false);
 }
 
-/* The Orientation tag (0x0112, one SHORT) of IFD0 of an Exif block's
- * TIFF structure; 1 (upright) when absent or unreadable. Every offset is
- * checked against the block: the bytes come from the file. */
+/* The Orientation tag (0x0112) of IFD0 of an Exif block's TIFF
+ * structure; 1 (upright) when absent or unreadable. The standard stores
+ * one SHORT; some writers store a LONG, which PIL's exif_transpose()
+ * honours, so both are read. Every offset is checked against the block:
+ * the bytes come from the file. */
 static int tiff_orientation(const uint8_t *tiff, size_t len)
 {
     if (len < 8 ||
@@ -49,9 +51,11 @@ static int tiff_orientation(const uint8_t *tiff, size_t len)
             break;
         if (tiff_u16(tiff + at, big) != 0x0112)
             continue;
-        const uint32_t value = tiff_u16(tiff + at + 8, big);
-        const bool is_short = tiff_u16(tiff + at + 2, big) == 3;
-        return is_short && value >= 1 && value <= 8 ? (int)value : 1;
+        const uint32_t type = tiff_u16(tiff + at + 2, big);
+        const uint32_t value = type == 3   ? tiff_u16(tiff + at + 8, big)
+                               : type == 4 ? tiff_u32(tiff + at + 8, big)
+                                           : 0;
+        return value >= 1 && value <= 8 ? (int)value : 1;
     }
     return 1;
 }
