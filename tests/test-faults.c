@@ -953,6 +953,76 @@ TEST_CASE(test_consumer_death_leaves_nothing, "death",
         consumer_dies(CONSUMER_KILLED_STOPPED_AT_OPEN);
 }
 
+/* In the consumer: the message handler sees producer 0's replacement
+ * reported, stops it (SIGSTOP) at once and writes its pid to the test,
+ * then waits to be killed. */
+static void stop_the_replacement(void *arg, const char *message)
+{
+    const char *said = strstr(message, "replaced by pid ");
+    if (!said)
+        return;
+    const int fd = *(const int *)arg;
+    const int pid = atoi(said + strlen("replaced by pid "));
+    CHECK_EQ(kill(pid, SIGSTOP), 0);
+    CHECK_EQ(write(fd, &pid, sizeof(pid)), (ssize_t)sizeof(pid));
+    for (;;)
+        pause();
+}
+
+/* A replacement producer stopped as soon as its parent reports it, the
+ * parent then killed: it goes with its parent, as the first ones do
+ * (test_consumer_death_leaves_nothing), because the report comes only
+ * once the replacement asked for PR_SET_PDEATHSIG. */
+static void consumer_dies_at_a_respawn(void)
+{
+    const int shm_before = count_entries("/dev/shm");
+    int fd;
+    const pid_t child = fork_with_pipe(&fd);
+    if (child == 0) {
+        rf_config *cfg =
+            TEST_CONFIG({RF_PARAM_PRODUCERS, 2}, {RF_PARAM_HEIGHT, 16},
+                        {RF_PARAM_WIDTH, 16});
+        CHECK_OK(rf_config_set_message_handler(cfg, stop_the_replacement, &fd));
+        rf_loader *l = test_open_config_(cfg);
+        rf_batch b;
+        CHECK_EQ(rf_loader_next(l, &b), 1);
+        int pids[2];
+        CHECK_EQ(list_children(pids, 2), 2);
+        CHECK_EQ(kill(pids[0], SIGKILL), 0);
+        for (;;) { /* until the handler reports the replacement */
+            CHECK_OK(rf_loader_release(l, &b));
+            CHECK_EQ(rf_loader_next(l, &b), 1);
+        }
+    }
+    int replacement;
+    CHECK_EQ(read(fd, &replacement, sizeof(replacement)),
+             (ssize_t)sizeof(replacement));
+    close(fd);
+    while (process_state(replacement, NULL) != 'T')
+        sleep_us(100);
+    CHECK_EQ(kill(child, SIGKILL), 0);
+    int status;
+    CHECK_EQ(waitpid(child, &status, 0), child);
+    const uint64_t died = rf__now_ns();
+    while (!process_gone(replacement) && rf__now_ns() - died < 2000000000u)
+        sleep_us(1000);
+    const bool gone = process_gone(replacement);
+    printf("consumer killed with its replacement producer stopped: it is "
+           "%s\n",
+           gone ? "gone" : "still there");
+    if (!gone) /* leave no stopped process behind the failure */
+        kill(replacement, SIGKILL);
+    CHECK(gone);
+    CHECK_EQ(count_entries("/dev/shm"), shm_before);
+}
+
+TEST_CASE(test_consumer_death_at_a_respawn_leaves_nothing, "death",
+          "consumer death at a respawn leaves nothing")
+{
+    for (int i = 0; i < 5; i++)
+        consumer_dies_at_a_respawn();
+}
+
 /* ---- resources --------------------------------------------------------- */
 
 TEST_CASE(test_low_fd_limit_is_refused, "start", "low fd limit is refused")

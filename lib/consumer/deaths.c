@@ -243,6 +243,7 @@ static int replace_producer(rf_loader *l, uint32_t p, const char *what)
         return set_error(l, RF_E_PRODUCER_DIED,
                          "%s; no replacement could be started: %s", what, why);
     }
+    rf__loader_await_producer(l, p); /* as at open (launch.c) */
     l->respawns++;
     l->window_respawns++;
     for (uint32_t k = 0; k < owed && rc == 0; k++)

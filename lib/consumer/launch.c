@@ -151,6 +151,11 @@ void rf__loader_await_producers(rf_loader *l)
         await_producer(l, i, deadline);
 }
 
+void rf__loader_await_producer(rf_loader *l, uint32_t i)
+{
+    await_producer(l, i, rf__now_ns() + FOLLOW_WAIT_MS * 1000000ull);
+}
+
 void rf__loader_stop_producers(rf_loader *l)
 {
     if (!l->seg.header)

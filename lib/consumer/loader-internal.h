@@ -209,6 +209,10 @@ int rf__loader_start_producers(rf_loader *l);
  * asked for a signal at its death (see launch.c). */
 void rf__loader_await_producers(rf_loader *l);
 
+/* The same for producer i alone, a replacement (deaths.c): the window is
+ * the same for it. */
+void rf__loader_await_producer(rf_loader *l, uint32_t i);
+
 /* Starts producer i (again, after a death) in its record. */
 int rf__loader_start_producer(rf_loader *l, uint32_t i);
 
