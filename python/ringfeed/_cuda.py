@@ -208,9 +208,13 @@ def make_converter(dtype: Any, mean: Optional[Sequence[float]],
     except (TypeError, ValueError, RuntimeError):
         raise ConfigError(f"mean={mean!r} and std={std!r}: give sequences "
                           "of numbers, one per channel") from None
-    if mean_t.dim() != 1 or mean_t.shape != std_t.shape:
-        raise ConfigError("mean= and std= must be sequences of one float per "
-                          "channel")
+    if mean_t.dim() != 1 or std_t.dim() != 1:
+        raise ConfigError(f"mean={mean!r} and std={std!r}: give flat "
+                          "sequences of numbers, one per channel")
+    if mean_t.shape != std_t.shape:
+        raise ConfigError(f"mean= gives {mean_t.shape[0]} value(s) and std= "
+                          f"{std_t.shape[0]}: give one of each per channel "
+                          f"({channels} here)")
     if mean_t.shape[0] != channels:
         raise ConfigError(f"mean= and std= give {mean_t.shape[0]} value(s) "
                           f"but the images have {channels} channel(s) "

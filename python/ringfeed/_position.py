@@ -5,7 +5,52 @@ they are making another batch than the one the position names)."""
 
 from __future__ import annotations
 
-from typing import Optional
+import collections
+import threading
+from typing import Any, Deque, Optional
+
+from .errors import RingfeedError
+
+
+class Loop:
+    """One loop over a Loader (a ``for``, an iter() kept, batches()): the
+    thread it runs in, whether it is taking a batch now, the batches it
+    has taken but not shown yet (a device's prefetch), and what ended it
+    if it was paused. A loop paused in its thread (an iterator peeked at
+    and kept, a generator a kept traceback holds, as in a notebook after
+    an exception in the step) is ended by the next loop there, as torch's
+    DataLoader starts a new pass, or by load_state_dict(); if it is
+    resumed it raises instead of sharing batches with the next loop."""
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+        self.taking = False
+        self.prefetched: Deque[Any] = collections.deque()
+        self.ended_by: Optional[str] = None
+
+    def end(self, run: Any, by: str) -> bool:
+        """Ends this loop if it is paused in this thread between two
+        batches, its prefetched batches given back to `run` (the Loader's
+        _Run); `by` says what ended it. False, and nothing done, for a
+        loop that runs: in another thread, or taking a batch (a signal
+        handler or on_message calling from inside it)."""
+        if self.thread != threading.get_ident() or self.taking:
+            return False
+        self.ended_by = by
+        if run is not None and run.handle:
+            for held in self.prefetched:
+                run.release(held)
+        self.prefetched.clear()
+        return True
+
+    def check_not_ended(self) -> None:
+        """Raises in a loop resumed after something ended it."""
+        if self.ended_by is not None:
+            raise RingfeedError(
+                f"this loop over the Loader was ended by {self.ended_by}, "
+                "called in this loop's body or while this loop was paused "
+                "(its iterator kept): one loop at a time; open a second "
+                "Loader for a second stream")
 
 
 class Position:
@@ -27,9 +72,17 @@ class Position:
         # then means that finished epoch, whose loop yields nothing more
         self._resumed_after: Optional[int] = None
         self._nothing_left = False  # the next loop yields no batch
-        self.iterating = False  # a loop is running (one at a time)
+        self.loop: Optional[Loop] = None  # the loop running (one at a time)
         # set_epoch() called during a loop: applied when that loop ends
         self._epoch_after_loop: Optional[int] = None
+        # and the last such call, made again if the loop was only paused
+        # and a later loop ends it (end_paused_loop())
+        self._set_in_loop: Optional[int] = None
+
+    @property
+    def iterating(self) -> bool:
+        """A loop is running (or paused between two batches)."""
+        return self.loop is not None
 
     @property
     def sequence(self) -> int:
@@ -63,13 +116,30 @@ class Position:
         """The loop ended (early: left by break, an exception or a closed
         generator before its last batch). A set_epoch() made in it takes
         effect now, unless it named where the loop stopped."""
-        self.iterating = False
+        self.loop = None
+        self._set_in_loop = None
         self._left_early = early
         if self._epoch_after_loop is not None:
             epoch, self._epoch_after_loop = self._epoch_after_loop, None
             self._left_early = False
             if epoch != self.epoch:  # where the loop stopped, it stays
                 self.epoch, self.batch = epoch, 0
+
+    def end_paused_loop(self, run: Any, by: str) -> bool:
+        """Ends the loop if it is paused in this thread (Loop.end()): as
+        if left where it paused, a set_epoch() made since taken as made
+        after it (the trainer's loop over epochs, after a peek with the
+        iterator kept), as when the paused loop's generator is collected.
+        False while a loop runs; True when none is open now."""
+        if self.loop is None:
+            return True
+        if not self.loop.end(run, by):
+            return False
+        epoch = self._set_in_loop
+        self.loop_ends(True)
+        if epoch is not None:
+            self.set_epoch(epoch)
+        return True
 
     def set_epoch(self, epoch: int) -> None:
         """Loader.set_epoch()'s rules (its docstring says them)."""
@@ -80,6 +150,7 @@ class Position:
             # hook saying so): nothing to do when the loop ends.
             running = (self.sequence - 1) // max(self.per_epoch, 1)
             self._epoch_after_loop = None if epoch == running else epoch
+            self._set_in_loop = epoch
             return
         if self._resumed_after is not None:
             # right after a checkpoint taken at the end of an epoch: the

@@ -235,13 +235,24 @@ class _Run:
             held.pending.copied.synchronize()  # the DMA read the slot
         _capi.lib().rf_loader_release(self.handle, ctypes.byref(held.c_batch))
 
-    def read_stats(self) -> _capi.Stats:
-        """rf_loader_stats(): the counters now."""
+    def counters(self) -> Dict[str, Any]:
+        """rf_loader_stats(): the counters now, by Loader.stats()'s names
+        (cpu_budget aside)."""
         s = _capi.Stats()
         rc = _capi.lib().rf_loader_stats(self.handle, ctypes.byref(s))
         if rc < 0:
             raise from_code(rc, "rf_loader_stats() failed")
-        return s
+        return {"batches": s.batches, "samples": s.samples, "bytes": s.bytes,
+                "wait_s": s.wait_ns / 1e9, "elapsed_s": s.elapsed_ns / 1e9,
+                "producers": s.producers, "slots": s.slots,
+                "slots_at_producers": s.slots_at_producers,
+                "slots_ready": s.slots_ready,
+                "slots_with_user": s.slots_with_user,
+                "slots_free": s.slots_free,
+                "failed_samples": s.failed_samples, "respawns": s.respawns,
+                "batches_per_epoch": s.batches_per_epoch,
+                "samples_in_dataset": s.dataset_samples, "rank": s.rank,
+                "world_size": s.world_size}
 
     def cpu_budget(self) -> str:
         """rf_loader_cpu_budget()'s line, in Python's terms."""

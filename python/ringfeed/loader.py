@@ -11,7 +11,6 @@ so a CPU tensor is valid until then: ``.clone()`` what you keep longer.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import logging
 import os
@@ -29,7 +28,7 @@ from ._dataloader import NotADataLoader
 from ._distributed import check_still_holds, rank_and_world
 from ._lifetime import (keep_interrupt, raise_kept_interrupt, track, untrack,
                         weak_say)
-from ._position import Position
+from ._position import Loop, Position
 from ._run import _Config, _Held, _Run, copy_array
 from .batch import Batch
 from .errors import (ConfigError, ConfigTypeError, ForkError, LoaderClosed,
@@ -88,8 +87,9 @@ class Loader(NotADataLoader):
                    torch.distributed, else torchrun/mpirun/Slurm's
                    environment, else 0 of 1
       device       None (CPU tensors) or "cuda" / "cuda:N"
-      dtype        torch.uint8 (default), float32, float16 or bfloat16; a
-                   float is scaled to [0, 1] like torchvision's ToTensor
+      dtype        torch.uint8 (None, the default), float32, float16 or
+                   bfloat16; a float is scaled to [0, 1] like
+                   torchvision's ToTensor
       mean, std    with a float dtype: per-channel normalisation in those
                    [0, 1] units, e.g. (0.485, 0.456, 0.406) /
                    (0.229, 0.224, 0.225)
@@ -285,9 +285,9 @@ class Loader(NotADataLoader):
     def __len__(self) -> int:
         """Batches one whole ``for`` loop yields: this rank's batches per
         epoch (times epochs= when given), as DataLoader's len(). A loop
-        resumed mid-epoch (load_state_dict(), or with epochs= after a
-        break) yields only the rest; state_dict()'s "batch" says how many
-        of the epoch are done."""
+        resumed mid-epoch by load_state_dict() yields only the rest; a
+        loop after a break starts at the next epoch (with epochs=, the
+        rest of the epoch left is not run)."""
         self._usable()
         return self._at.per_epoch * (self._epochs or 1)
 
@@ -303,11 +303,12 @@ class Loader(NotADataLoader):
         check_still_holds(self._rank, self._world, self._rank_from,
                           self._shard_given)
         with self._busy():  # a loop in another thread checks the same
-            if self._at.iterating:
+            if not self._at.end_paused_loop(self._run, "a later loop over "
+                                            "it (a for loop or iter())"):
                 raise RingfeedError(
                     "this Loader is already being iterated: one loop at a "
-                    "time (finish or leave the other loop, or open a second "
-                    "Loader)")
+                    "time (finish or leave the other loop, or open a "
+                    "second Loader)")
             # under the lock: another loop's start may be between closing
             # its producers and opening the next ones
             self._usable()
@@ -315,10 +316,11 @@ class Loader(NotADataLoader):
                 return
             self._restart_if_elsewhere()
             run = self._usable()
-            self._at.iterating = True
+            loop = self._at.loop = Loop()
         early = False
         try:
-            yield from self._stream(run, self._at.loop_end())
+            yield from self._stream(run, self._at.loop_end(), loop)
+            loop.check_not_ended()
         except GeneratorExit:
             early = True
             raise
@@ -330,12 +332,13 @@ class Loader(NotADataLoader):
             # (_stream), which released them. After a break this runs as
             # the generator is collected, where Python drops a Ctrl-C.
             try:
-                self._at.loop_ends(early)
+                if self._at.loop is loop:  # else a later loop ended it
+                    self._at.loop_ends(early)
             except KeyboardInterrupt:
                 keep_interrupt()
 
-    def _stream(self, run: _Run, end: int) -> Iterator[Batch]:
-        prefetched: Deque[_Held] = collections.deque()
+    def _stream(self, run: _Run, end: int, loop: Loop) -> Iterator[Batch]:
+        prefetched = loop.prefetched
         position = self._at.sequence
         try:
             while position < end:
@@ -348,7 +351,11 @@ class Loader(NotADataLoader):
                         # long done (no host stall), whatever
                         # keep_batches= says.
                         run.release_beyond(0)
-                    held = self._take(run, prefetched, position, end)
+                    loop.taking = True
+                    try:
+                        held = self._take(run, prefetched, position, end)
+                    finally:
+                        loop.taking = False
                     if held is None:
                         return
                     run.held.append(held)
@@ -357,6 +364,8 @@ class Loader(NotADataLoader):
                 self._at.yielded(position)
                 position += 1
                 yield held.batch
+                if loop.ended_by is not None:
+                    return
         except (RingfeedError, KeyboardInterrupt):
             self.close()
             raise
@@ -364,8 +373,8 @@ class Loader(NotADataLoader):
             try:  # after a break, as the generator is collected (above)
                 with self._lock:
                     if run.handle:  # taken but never shown: give back
-                        for held in prefetched:
-                            run.release(held)
+                        for taken in prefetched:
+                            run.release(taken)
             except KeyboardInterrupt:
                 keep_interrupt()
 
@@ -522,13 +531,14 @@ class Loader(NotADataLoader):
         epoch, at the batch where as many samples of it had been consumed
         across all ranks; samples of that epoch near the cut may be seen
         twice or not at all (a warning says so), as each rank's share of
-        the order changes with the world size."""
+        the order changes with the world size. A loop paused in this
+        thread (its iterator kept) ends, and raises if resumed."""
         self._check_open()
-        if self._at.iterating:
+        if not self._at.end_paused_loop(self._run, "load_state_dict()"):
             raise RingfeedError(
-                "load_state_dict() while a loop over this Loader is running: "
-                "the loop would go on from where it is. Leave the loop "
-                "first, or load the state before the loop starts")
+                "load_state_dict() while a loop over this Loader runs in "
+                "another thread: that loop would go on from where it is. "
+                "Leave it first, or load the state before it starts")
         self._at.resume_at(*_checkpoint.resume_position(
             state_dict, self.state_dict(), strict))
 
@@ -542,18 +552,8 @@ class Loader(NotADataLoader):
         respawns; and batches_per_epoch, samples_in_dataset, rank,
         world_size, cpu_budget."""
         with self._busy():  # not under a close() from another thread
-            s = self._usable().read_stats()
-        return {"batches": s.batches, "samples": s.samples, "bytes": s.bytes,
-                "wait_s": s.wait_ns / 1e9, "elapsed_s": s.elapsed_ns / 1e9,
-                "producers": s.producers, "slots": s.slots,
-                "slots_at_producers": s.slots_at_producers,
-                "slots_ready": s.slots_ready,
-                "slots_with_user": s.slots_with_user,
-                "slots_free": s.slots_free,
-                "failed_samples": s.failed_samples, "respawns": s.respawns,
-                "batches_per_epoch": s.batches_per_epoch,
-                "samples_in_dataset": s.dataset_samples, "rank": s.rank,
-                "world_size": s.world_size, "cpu_budget": self.cpu_budget}
+            counters = self._usable().counters()
+        return dict(counters, cpu_budget=self.cpu_budget)
 
     @property
     def cpu_budget(self) -> str:

@@ -96,10 +96,26 @@ def test_bad_conversions_fail_at_construction(tmp_path_factory, kwargs):
 
 def test_mean_of_the_wrong_length(tmp_path_factory):
     root = dataset(tmp_path_factory, "tiny")
-    with pytest.raises(ringfeed.ConfigError):
+    with pytest.raises(ringfeed.ConfigError, match="give 2 value"):
         with ringfeed.Loader(root, 4, size=16, dtype=torch.float32,
                              mean=(0.5, 0.5), std=(0.2, 0.2)) as loader:
             next(iter(loader))
+
+
+@pytest.mark.parametrize("mean, std, said", [
+    ((0.5,), (0.2, 0.2, 0.2), "mean= gives 1 value(s) and std= 3"),
+    (MEAN, (0.2, 0.2), "mean= gives 3 value(s) and std= 2"),
+    (((0.5, 0.5),), STD, "give flat sequences"),
+])
+def test_mean_and_std_that_disagree_say_how(tmp_path_factory, mean, std,
+                                            said):
+    """The message says what differs (it said "must be sequences of one
+    float per channel" to sequences of different lengths)."""
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, 4, size=16, dtype=torch.float32, mean=mean,
+                        std=std)
+    assert said in str(caught.value)
 
 
 def test_mean_in_0_255_units_warns(tmp_path_factory):

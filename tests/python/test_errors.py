@@ -262,18 +262,25 @@ def test_half_a_launcher_pair_is_a_config_error(tmp_path_factory,
     assert "WORLD_SIZE" in text and "world_size=" in text
 
 
-def test_one_loop_at_a_time(tmp_path_factory):
-    """A second loop over a Loader while the first is still open would
-    split the batches between them: it raises, naming the way out, and
-    the first loop goes on; once the first is left, a loop may start."""
+def test_a_loop_ended_by_a_later_one_raises_if_resumed(tmp_path_factory):
+    """A loop paused in this thread (an iterator kept after a peek) is
+    ended by the next loop, which runs whole; the first, resumed, raises
+    instead of splitting the batches with it. A loop nested in another's
+    body is such a later loop: the outer one raises when it goes on."""
     root = dataset(tmp_path_factory, "tiny")
     with ringfeed.Loader(root, 4, size=16, num_workers=1) as loader:
         first = iter(loader)
         next(first)
-        with pytest.raises(ringfeed.RingfeedError, match="one loop at a time"):
-            next(iter(loader))
-        assert sum(1 for _ in first) == len(loader) - 1
         assert sum(1 for _ in loader) == len(loader)
+        with pytest.raises(ringfeed.RingfeedError,
+                           match="ended by a later loop over it") as caught:
+            next(first)
+        assert "open a second Loader" in str(caught.value)
+        with pytest.raises(ringfeed.RingfeedError,
+                           match=r"iter\(\)\), called in this loop's body"):
+            for _ in loader:
+                assert sum(1 for _ in loader) == len(loader)
+        assert sum(1 for _ in loader) == len(loader)  # still usable
 
 
 def second_loop_while_first_restarts(loader, held_restart, first_loop):

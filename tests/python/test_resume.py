@@ -10,6 +10,7 @@ import glob
 import io
 import os
 import shutil
+import threading
 
 import pytest
 
@@ -135,15 +136,20 @@ def test_set_epoch_inside_a_loop_applies_when_it_ends(reference):
         assert_same_batches(collect(loader), want[28:42])
 
 
-def test_load_state_dict_inside_a_loop_is_refused(reference):
-    root, _ = reference
+def test_load_state_dict_inside_a_loop_ends_it(reference):
+    """load_state_dict() in a loop's body (a trainer reloading its last
+    checkpoint): the loop raises at its next batch, saying what ended it,
+    instead of going on from where it was; the next loop resumes at the
+    state loaded."""
+    root, want = reference
     state = partial_state(root, 5)
     with make(root) as loader:
-        for _ in loader.batches():
-            with pytest.raises(ringfeed.RingfeedError,
-                               match="Leave the loop first"):
+        with pytest.raises(ringfeed.RingfeedError,
+                           match=r"ended by load_state_dict\(\), called in "
+                                 r"this loop's body"):
+            for _ in loader.batches():
                 loader.load_state_dict(state)
-            break
+        assert_same_batches(collect(loader), want[5:14])
 
 
 @pytest.mark.parametrize("epoch", [True, -1, 2 ** 30 + 1, 1.0, "1"])
@@ -441,6 +447,79 @@ def test_a_peeked_batch_then_set_epoch_runs_the_whole_epoch(reference):
             loader.set_epoch(epoch)
             got += collect(loader)
     assert_same_batches(got, want[:28])
+
+
+def test_a_kept_iterator_then_set_epoch_runs_the_whole_epoch(reference):
+    """The peek above with its iterator kept (PyTorch's tutorials do
+    ``dataiter = iter(loader); images, labels = next(dataiter)``): the
+    set_epoch() loop that follows ends it and runs as without it (it was
+    refused: "already being iterated")."""
+    root, want = reference
+    with make(root) as loader:
+        dataiter = iter(loader)
+        images, _ = next(dataiter)
+        assert images.shape[0] == BATCH
+        got = []
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            got += collect(loader)
+    assert_same_batches(got, want[:28])
+
+
+def test_a_loop_kept_by_a_traceback_does_not_block_the_next(reference):
+    """An exception in the step, kept with its traceback (a notebook's
+    sys.last_traceback, a logger, a retry wrapper), keeps the loop's
+    generator paused: the next loop runs the next epoch, as after a
+    break, batch for batch what an uninterrupted run yields there."""
+    root, want = reference
+    kept = []
+    with make(root) as loader:
+        try:
+            for step, _ in enumerate(loader):
+                if step == 3:
+                    raise ValueError("a bug in the step")
+        except ValueError as error:
+            kept.append(error)  # its traceback holds the loop
+        assert_same_batches(collect(loader), want[14:28])
+    assert kept
+
+
+def test_load_state_dict_ends_a_paused_loop(reference):
+    """load_state_dict() with a loop paused in this thread (its iterator
+    kept, or a notebook's traceback holding it): the loop ends, raising
+    if resumed, and the next loop resumes exactly; with a loop running in
+    another thread it is refused, and that loop goes on."""
+    root, want = reference
+    state = partial_state(root, 5)
+    with make(root) as loader:
+        paused = iter(loader)
+        next(paused)
+        loader.load_state_dict(state)
+        assert_same_batches(collect(loader), want[5:14])
+        with pytest.raises(ringfeed.RingfeedError,
+                           match=r"ended by load_state_dict\(\)"):
+            next(paused)
+    with make(root) as loader:
+        in_loop, done = threading.Event(), threading.Event()
+        counted = []
+
+        def loop():
+            for _ in loader:
+                in_loop.set()
+                done.wait(timeout=30)
+                counted.append(1)
+
+        thread = threading.Thread(target=loop)
+        thread.start()
+        assert in_loop.wait(timeout=30)
+        try:
+            with pytest.raises(ringfeed.RingfeedError,
+                               match="runs in another thread"):
+                loader.load_state_dict(state)
+        finally:
+            done.set()
+            thread.join(timeout=60)
+        assert len(counted) == len(loader)
 
 
 def test_finished_epoch_set_twice_stays_finished(reference):
