@@ -107,6 +107,12 @@ static void print_other_layouts(void)
     MEMBER(rf_sample_error, epoch);
     MEMBER(rf_sample_error, message);
     SIZE(rf_sample_error);
+    MEMBER(rf_failed_sample, index);
+    MEMBER(rf_failed_sample, epoch);
+    MEMBER(rf_failed_sample, path);
+    MEMBER(rf_failed_sample, name);
+    MEMBER(rf_failed_sample, reason);
+    SIZE(rf_failed_sample);
     MEMBER(rf_dataset_info, format);
     MEMBER(rf_dataset_info, classes);
     MEMBER(rf_dataset_info, samples);

@@ -246,11 +246,16 @@ static int account_failures(rf_loader *l, uint32_t slot, uint64_t epoch,
     /* failed indices run down from the end (see the producer) */
     const uint64_t *failed_index =
         rf__slot_indices(&l->seg, slot) + l->batch_size - 1;
-    if (failed && !l->skip_errors)
+    if (failed && !l->skip_errors) {
+        if (*failed_index < (uint64_t)l->params[RF_PARAM_SAMPLES])
+            rf__loader_note_failed_sample(l, epoch, *failed_index,
+                                          m->failures[0].text,
+                                          sizeof(m->failures[0].text));
         return set_error(l, RF_E_CORRUPT_SAMPLE,
                          "%.*s; set RF_PARAM_ON_ERROR to RF_ON_ERROR_SKIP to "
                          "leave failing samples out",
                          (int)sizeof(m->failures[0].text), m->failures[0].text);
+    }
     for (uint32_t i = 0; i < failed; i++) {
         const uint64_t index = *(failed_index - i);
         if (index >= (uint64_t)l->params[RF_PARAM_SAMPLES])
@@ -270,8 +275,10 @@ static int account_failures(rf_loader *l, uint32_t slot, uint64_t epoch,
                             sizeof(text));
         const int rc = rf__failures_add(&l->failures, epoch, index, text,
                                         l->error, sizeof(l->error));
-        if (rc < 0)
+        if (rc < 0) {
+            rf__loader_note_failed_sample(l, epoch, index, text, sizeof(text));
             return rc;
+        }
         if (rc == 1)
             report_skipped(l, text);
     }

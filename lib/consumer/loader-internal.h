@@ -138,9 +138,15 @@ struct rf_loader {
     rf_dataset *described;
 
     struct rf__failures failures; /* samples that failed */
-    bool skip_errors;             /* RF_ON_ERROR_SKIP */
-    int fatal;       /* sticky error; the loader can only be closed */
-    bool arena_kept; /* rf_loader_keep_arena(): close leaves it mapped */
+    /* the sample whose failure ended the run (failed-sample.c) */
+    struct {
+        bool set;
+        uint64_t index, epoch;
+        char text[RF__ERROR_TEXT]; /* its failure, as its producer said */
+    } failed;
+    bool skip_errors; /* RF_ON_ERROR_SKIP */
+    int fatal;        /* sticky error; the loader can only be closed */
+    bool arena_kept;  /* rf_loader_keep_arena(): close leaves it mapped */
     /* rf_loader_interrupt(): set by any thread, taken by next() */
     _Atomic uint32_t interrupt;
     uint64_t open_ns, wait_ns, samples_out, bytes_out;
@@ -274,6 +280,14 @@ bool rf__loader_current_sample(const rf_loader *l, uint32_t p,
  * memory (no file system access); "sample 12" without one. */
 void rf__loader_describe_sample(const rf_loader *l, uint64_t index, char *out,
                                 size_t len);
+
+/* ---- failed-sample.c ----------------------------------------------------- */
+
+/* Keeps sample `index` of `epoch` (< the dataset's samples) and its
+ * failure `text` (at most text_len bytes, from a slot) as the sample whose
+ * failure ends the run, for rf_loader_failed_sample(). */
+void rf__loader_note_failed_sample(rf_loader *l, uint64_t epoch, uint64_t index,
+                                   const char *text, size_t text_len);
 
 /* ---- stalls.c ------------------------------------------------------------ */
 

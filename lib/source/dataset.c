@@ -311,6 +311,35 @@ void rf__dataset_describe(const rf_dataset *ds, uint64_t index, char *out,
     }
 }
 
+/* snprintf(out, len, "%s%s%s", a, b, c) when it fits. */
+static bool join_fits(char *out, size_t len, const char *a, const char *b,
+                      const char *c)
+{
+    const int n = snprintf(out, len, "%s%s%s", a, b, c);
+    return n >= 0 && (size_t)n < len;
+}
+
+int rf__dataset_sample_place(const rf_dataset *ds, uint64_t index, char *path,
+                             size_t path_len, char *name, size_t name_len)
+{
+    path[0] = name[0] = '\0';
+    if (index >= ds->samples)
+        return -ERANGE;
+    bool fits;
+    if (ds->kind == RF__DATASET_FOLDER) {
+        fits = join_fits(path, path_len, ds->path, "/",
+                         rf__folder_sample_name(ds, index));
+    } else {
+        const char *stored = rf__pack_sample_name(ds, index);
+        fits = join_fits(path, path_len, ds->path, "", "") &&
+               join_fits(name, name_len, stored ? stored : "", "", "");
+    }
+    if (fits)
+        return 0;
+    path[0] = name[0] = '\0';
+    return -ENAMETOOLONG;
+}
+
 int rf__dataset_sample_failed(rf_dataset *ds, const char *who, const char *what,
                               int rc)
 {

@@ -92,6 +92,15 @@ int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp);
 void rf__dataset_describe(const rf_dataset *ds, uint64_t index, char *out,
                           size_t len);
 
+/* Where sample `index` (< the dataset's samples) is stored, whole (the
+ * messages above elide long paths): for a folder the image's path in
+ * `path` and "" in `name`; for a packed file the pack's path in `path`
+ * and the sample's stored name (or "") in `name`. Returns 0, -ERANGE for
+ * an index past the end, or -ENAMETOOLONG when either does not fit (both
+ * are then ""). */
+int rf__dataset_sample_place(const rf_dataset *ds, uint64_t index, char *path,
+                             size_t path_len, char *name, size_t name_len);
+
 /* The buffer behind rf_dataset_error(), for rf_dataset_decode() (which
  * lives in lib/decode/decode.c) to write its reason into. */
 char *rf__dataset_error_buffer(rf_dataset *ds, size_t *len);

@@ -129,6 +129,18 @@ class SampleError(ctypes.Structure):
     ]
 
 
+class FailedSample(ctypes.Structure):
+    """struct rf_failed_sample."""
+
+    _fields_ = [
+        ("index", ctypes.c_uint64),
+        ("epoch", ctypes.c_uint64),
+        ("path", ctypes.c_char * 4096),
+        ("name", ctypes.c_char * 4096),
+        ("reason", ctypes.c_char * 512),
+    ]
+
+
 class DatasetInfo(ctypes.Structure):
     """struct rf_dataset_info."""
 
@@ -182,6 +194,8 @@ _PROTOTYPES = [
      [_vp, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t]),
     ("rf_loader_sample_errors", ctypes.c_uint64,
      [_vp, ctypes.POINTER(SampleError), ctypes.c_size_t]),
+    ("rf_loader_failed_sample", ctypes.c_int,
+     [_vp, ctypes.POINTER(FailedSample)]),
     ("rf_dataset_open", ctypes.c_int,
      [ctypes.POINTER(_vp), ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
     ("rf_dataset_get_info", ctypes.c_int, [_vp, ctypes.POINTER(DatasetInfo)]),

@@ -18,7 +18,8 @@ from . import _capi
 from .batch import Batch
 from ._arguments import shown_path
 from ._lifetime import keep_interrupt
-from .errors import ConfigError, LoaderClosed, RingfeedError, from_code
+from .errors import (ConfigError, LoaderClosed, RingfeedError,
+                     SampleFields, from_code)
 from .params import param, user_terms
 from .source import Synthetic
 
@@ -212,7 +213,19 @@ class _Run:
             if rc == 0:
                 return None
             if rc != -errno.EINTR:
-                raise from_code(rc, lib.rf_loader_error(self.handle))
+                raise from_code(rc, lib.rf_loader_error(self.handle),
+                                self.failed_sample())
+
+    def failed_sample(self) -> Optional[SampleFields]:
+        """rf_loader_failed_sample(): the sample whose failure ended the
+        run, its fields apart, or None."""
+        f = _capi.FailedSample()
+        if _capi.lib().rf_loader_failed_sample(self.handle,
+                                               ctypes.byref(f)) < 0:
+            return None
+        reason = user_terms(f.reason.decode(errors="replace"))
+        return (int(f.index), os.fsdecode(f.path) or None,
+                os.fsdecode(f.name) or None, reason)
 
     def interrupt(self) -> None:
         """From another thread, or a callback inside next(): next() stops

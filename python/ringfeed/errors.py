@@ -76,6 +76,11 @@ class DatasetUnreadable(_DatasetError, PermissionError):
     default_errno = errno.EACCES
 
 
+# A failed sample's index, path, name and reason, as the library gives
+# them apart (None for a path or name it does not know).
+SampleFields = Tuple[int, Optional[str], Optional[str], str]
+
+
 class CorruptSample(RingfeedError):
     """A sample could not be read or decoded (on_error="fail"), or too many
     did (on_error="skip" past max_errors / max_error_ppm).
@@ -101,15 +106,21 @@ class CorruptSample(RingfeedError):
     _ELIDED = "..."
 
     def __init__(self, detail: str, code: int = _capi.E_CORRUPT_SAMPLE,
-                 names: Optional[str] = None) -> None:
-        """names: the library's message as the file system's names decode
-        (os.fsdecode), for path and name; detail, for the rest, has a
-        name's bytes that are not UTF-8 replaced."""
+                 names: Optional[str] = None,
+                 sample: Optional[SampleFields] = None) -> None:
+        """sample: the fields as the library gives them apart
+        (rf_loader_failed_sample()); without them they are taken from
+        the message: names is the library's message as the file system's
+        names decode (os.fsdecode), for path and name; detail, for the
+        rest, has a name's bytes that are not UTF-8 replaced."""
         super().__init__(detail, code)
         self.index: Optional[int] = None
         self.path: Optional[str] = None
         self.name: Optional[str] = None
         self.reason: str = detail
+        if sample is not None:
+            self.index, self.path, self.name, self.reason = sample
+            return
         names = detail if names is None else names
         head, named_head = self._HEAD.search(detail), self._HEAD.search(names)
         if not head or not named_head:
@@ -222,10 +233,12 @@ _BY_CODE: Dict[int, Type[RingfeedError]] = {
 }
 
 
-def from_code(code: int, detail: Union[str, bytes]) -> RingfeedError:
+def from_code(code: int, detail: Union[str, bytes],
+              sample: Optional[SampleFields] = None) -> RingfeedError:
     """The exception for a library return code and its detail (the
     library's bytes, or text), the detail put in Python's terms (keywords
-    for C parameters)."""
+    for C parameters); for a CorruptSample, the sample's fields when the
+    library gave them."""
     names = None
     if isinstance(detail, bytes):
         names = os.fsdecode(detail)  # file names as open() takes them
@@ -237,7 +250,7 @@ def from_code(code: int, detail: Union[str, bytes]) -> RingfeedError:
     if cls is CorruptSample and "not a ringfeed packed file" in detail:
         cls = DatasetNotFound  # a file that is no dataset at all
     if cls is CorruptSample:
-        return CorruptSample(detail, code, names)
+        return CorruptSample(detail, code, names, sample)
     # rf_loader_open() begins the detail of the dataset's own errors so,
     # and no other's (ringfeed.h): an -EACCES after it is not the dataset's
     # (a helper, a memfd, ...)

@@ -21,6 +21,7 @@ STRUCTS = {
     "rf_stats": _capi.Stats,
     "rf_param_info": _capi.ParamInfo,
     "rf_sample_error": _capi.SampleError,
+    "rf_failed_sample": _capi.FailedSample,
     "rf_dataset_info": _capi.DatasetInfo,
 }
 

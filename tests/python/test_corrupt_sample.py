@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -249,3 +250,39 @@ def test_corrupt_sample_path_of_a_relative_source_after_chdir(
                 pass
     assert caught.value.path == str(bad)
     assert re.match(NOT_AN_IMAGE, caught.value.reason), caught.value.reason
+
+
+def first_failure(source):
+    """The CorruptSample a loop over source ends with."""
+    with pytest.raises(ringfeed.CorruptSample) as caught:
+        with ringfeed.Loader(source, 3, size=32, shuffle=False,
+                             num_workers=1) as loader:
+            for _ in loader:
+                pass
+    return caught.value
+
+
+def test_corrupt_sample_fields_come_from_the_library(tmp_path):
+    """The fields as the library gives them apart: .path whole for a path
+    longer than its message keeps (that message shortens it in its middle,
+    and .path was None), and a packed sample's stored name that holds the
+    message's own words (", packed offset 7) of ")."""
+    root = os.path.join(str(tmp_path), "c" * 200 + " (1): x")
+    write_folder(root, 1, 2, seed=5)
+    name = "class_00/a, packed offset 7) of b.jpg"
+    with open(os.path.join(root, name), "wb") as f:
+        f.write(b"not a picture at all")
+    e = first_failure(root)
+    assert "..." in str(e)
+    assert (e.index, e.path, e.name) == (0, os.path.join(root, name), None)
+    assert re.match(NOT_AN_IMAGE, e.reason), e.reason
+    tools = os.environ.get("RINGFEED_TOOLS")
+    if not tools:
+        pytest.skip("set RINGFEED_TOOLS to the build's tools (ringfeed-pack)")
+    pack = os.path.join(str(tmp_path), "p: 1.pack")
+    subprocess.run([os.path.join(tools, "ringfeed-pack"), root, pack],
+                   check=True, capture_output=True)
+    e = first_failure(pack)
+    assert (e.index, e.path, e.name) == (0, pack, name)
+    assert re.match(NOT_AN_IMAGE, e.reason), e.reason
+    assert_user_terms(str(e))
