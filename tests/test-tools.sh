@@ -26,7 +26,8 @@ bench/raw_pack_as_stored bench/gpu_options_need_gpu bench/json_alone
 bench/messages_in_its_flags bench/detail_without_errno_name
 bench/policy_options bench/stall_in_its_flags bench/verify_one_rank
 bench/non_square_size bench/skipped_in_its_flags bench/rank_flags
-bench/source_path_refused bench/not_a_dataset bench/verify_unopened
+bench/source_path_refused bench/source_kind_beside_folder
+bench/not_a_dataset bench/verify_unopened
 output/unwritable options/value_not_an_option
 jobs/same_output
 jobs/bad_value jobs/killed_worker synth/needs_an_image_per_class
@@ -891,6 +892,30 @@ case_bench_source_path_refused() {
     run 2 "$bench" --source "$long" --quiet
     has "$work/err" "ringfeed-bench: --source: the path is 5000 bytes; the limit"
     lacks "$work/err" "rf_config"
+}
+
+# A --source that names a kind of source (synthetic, empty,
+# synthetic-jpeg) while a file or folder of that name is in the current
+# folder is refused (it ran on made-up data, as if on the dataset);
+# ./NAME reads the folder, and the kind still runs where nothing is
+# called so.
+case_bench_source_kind_beside_folder() {
+    dir=$work/bench-kind-beside
+    mkdir -p "$dir"
+    cp -r "$work/ds" "$dir/synthetic"
+    : >"$dir/empty"
+    for kind in synthetic empty; do
+        run 2 sh -c 'cd "$1" && exec "$2" --source "$3" --samples 8 --quiet' \
+            sh "$dir" "$bench" "$kind"
+        has "$work/err" "--source $kind names a kind of source, not a path"
+        has "$work/err" "use --source ./$kind"
+    done
+    has "$work/err" "a file called 'empty' is here too"
+    run 0 sh -c 'cd "$1" && exec "$2" --source ./synthetic --size 32 --quiet' \
+        sh "$dir" "$bench"
+    has "$work/out" "24 samples"
+    run 0 sh -c 'cd "$1" && exec "$2" --source synthetic-jpeg --samples 8 \
+        --size 32 --quiet' sh "$dir" "$bench"
 }
 
 # A --source that is not a dataset (a text file, a JPEG) is said to be

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli-terms.h"
 
@@ -271,6 +272,17 @@ static void parse_source(struct bench_options *o, const char *arg)
     if (*arg == '\0')
         refuse_empty_source(&info);
     const int64_t kind = choice_value(&info, arg);
+    struct stat st;
+    /* "synthetic" is a kind of source, also when a folder of that name
+     * lies here: which the user meant cannot be told, and a run on
+     * made-up images would look like one on the dataset. */
+    if (kind >= 0 && kind != RF_SOURCE_PATH && stat(arg, &st) == 0)
+        cli_die_usage(PROGRAM,
+                      "--source %s names a kind of source, not a path, but "
+                      "a %s called '%s' is here too: to read it, use "
+                      "--source ./%s; for the kind, run from another "
+                      "folder",
+                      arg, S_ISDIR(st.st_mode) ? "folder" : "file", arg, arg);
     if (kind >= 0 && kind != RF_SOURCE_PATH) {
         o->source = (rf_source_kind)kind;
         return;
