@@ -26,7 +26,7 @@ bench/raw_pack_as_stored bench/gpu_options_need_gpu bench/json_alone
 bench/messages_in_its_flags bench/detail_without_errno_name
 bench/policy_options bench/stall_in_its_flags bench/verify_one_rank
 bench/non_square_size bench/skipped_in_its_flags bench/rank_flags
-bench/source_path_refused bench/source_kind_beside_folder
+bench/source_path_refused bench/source_kind_beside_folder bench/no_c_names
 bench/not_a_dataset bench/verify_unopened
 output/unwritable options/value_not_an_option
 jobs/same_output
@@ -916,6 +916,28 @@ case_bench_source_kind_beside_folder() {
     has "$work/out" "24 samples"
     run 0 sh -c 'cd "$1" && exec "$2" --source synthetic-jpeg --samples 8 \
         --size 32 --quiet' sh "$dir" "$bench"
+}
+
+# The bench says nothing in C's names: its --help named RF_PARAM_FLIP
+# and RF_PARAM_DCT_SCALING, and the note after the tenth sample left out
+# said the others were counted (rf_stats.failed_samples) and listed
+# (rf_loader_sample_errors()), where the bench shows them in its summary.
+case_bench_no_c_names() {
+    run 0 "$bench" --help
+    no_c_terms "$work/out"
+    dir=$work/bench-no-c-names/a
+    mkdir -p "$dir"
+    for i in 01 02 03 04 05 06 07 08 09 10 11 12; do
+        dd if="$(first_image class_000)" of="$dir/cut$i.jpg" bs=1000 \
+            count=1 2>/dev/null
+    done
+    cp "$(first_image class_001)" "$dir/"
+    run 0 "$bench" --source "${dir%/a}" --on-error skip --producers 1 \
+        --max-error-ppm 1000000 --size 32 --epochs 1
+    has "$work/err" "left out after this one are counted and listed in the summary's \"skipped\" lines, not said"
+    lacks "$work/err" "rf_"
+    no_c_terms "$work/err"
+    has "$work/out" "skipped       12 samples"
 }
 
 # A --source that is not a dataset (a text file, a JPEG) is said to be

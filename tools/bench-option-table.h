@@ -129,13 +129,13 @@
       "out and count it")                                                      \
     X(FULL_SCALE, "full-scale", no_argument, "", NO_PARAM,                     \
       "a PATH or synthetic-jpeg: decode every JPEG in full, never at a "       \
-      "smaller DCT scale (RF_PARAM_DCT_SCALING 0): PIL's pixels, slower")      \
+      "smaller DCT scale: PIL's pixels, slower")                               \
     X(JPEG_WARNINGS, "jpeg-warnings", required_argument, "W",                  \
       RF_PARAM_JPEG_WARNINGS,                                                  \
       "a PATH or synthetic-jpeg: damaged JPEGs: pil: PIL's verdicts; "         \
       "lenient: accept all; strict: any libjpeg warning fails")                \
     X(NO_FLIP, "no-flip", no_argument, "", NO_PARAM,                           \
-      "--transform train: flip no sample (RF_PARAM_FLIP 0)")                   \
+      "--transform train: flip no sample")                                     \
     X(ON_PRODUCER_DEATH, "on-producer-death", required_argument, "P",          \
       RF_PARAM_ON_PRODUCER_DEATH,                                              \
       "a dead producer: respawn: replace it and go on; fail: end the run")     \

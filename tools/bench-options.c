@@ -47,9 +47,20 @@ const char *bench_option_name(enum option_id id)
     return long_options[option_index(id)].name;
 }
 
+/* The library's calls and fields that its messages name, as this tool's
+ * summary shows them. */
+static const struct cli_call calls[] = {
+    {"(rf_stats.failed_samples) and listed (rf_loader_sample_errors())",
+     "and listed in the summary's \"skipped\" lines"},
+    {"rf_stats.failed_samples", "the summary's \"skipped\" count"},
+    {"rf_loader_sample_errors()", "the summary's \"skipped\" list"},
+    {NULL, NULL},
+};
+
 void bench_user_terms(const char *text, char *out, size_t len)
 {
     cli_user_terms(text, long_options, aliases, out, len);
+    cli_replace_calls(out, len, calls);
 }
 
 struct number_option {

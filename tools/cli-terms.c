@@ -275,6 +275,28 @@ void cli_user_terms(const char *text, const struct option *options,
     drop_repeated_items(out);
 }
 
+void cli_replace_calls(char *text, size_t len, const struct cli_call *calls)
+{
+    for (size_t i = 0; calls && calls[i].c_name; i++) {
+        const size_t from = strlen(calls[i].c_name);
+        const size_t to = strlen(calls[i].tool_term);
+        for (char *p = strstr(text, calls[i].c_name); p;
+             p = strstr(p, calls[i].c_name)) {
+            const size_t at = (size_t)(p - text), rest = strlen(p + from);
+            if (at + to >= len) { /* no room for the term itself */
+                *p = '\0';
+                return;
+            }
+            /* the tail after the term, cut to what fits */
+            const size_t keep = at + to + rest < len ? rest : len - 1 - at - to;
+            memmove(p + to, p + from, keep);
+            p[to + keep] = '\0';
+            memcpy(p, calls[i].tool_term, to);
+            p += to;
+        }
+    }
+}
+
 rf_param_info cli_param_info(const char *program, rf_param param)
 {
     rf_param_info info;

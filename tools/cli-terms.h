@@ -36,6 +36,18 @@ struct cli_alias {
 void cli_user_terms(const char *text, const struct option *options,
                     const struct cli_alias *aliases, char *out, size_t len);
 
+/* A library call or field that a message names ("rf_stats.failed_samples"),
+ * and what stands for it in a tool's output; a list ends with a NULL
+ * c_name. */
+struct cli_call {
+    const char *c_name;
+    const char *tool_term;
+};
+
+/* Replaces, in place, each c_name of calls in text (len bytes, always
+ * terminated; what does not fit is cut) with its tool_term. */
+void cli_replace_calls(char *text, size_t len, const struct cli_call *calls);
+
 /* param's row of the library's table, which a tool builds its flags'
  * ranges, defaults and choices from. Exits with status 1 (cli_die(),
  * naming program) when the library loaded has no such parameter: one

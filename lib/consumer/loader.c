@@ -86,7 +86,10 @@ static int open_loader(rf_loader *l, const rf_config *cfg)
     rf__breakers_publish(&l->breakers, rf__segment_broken(&l->seg));
     l->fds.bell = rf__fd_off_stdio(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (l->fds.bell < 0)
-        return set_error(l, -errno, "eventfd: %s; raise the fd limit",
+        return set_error(l, -errno,
+                         "cannot create the loader's wake-up event (eventfd): "
+                         "%s; raise the open-files limit (ulimit -n) or close "
+                         "some files",
                          strerror(errno));
     l->pfds[0].fd = l->fds.bell;
     l->pfds[0].events = POLLIN;

@@ -48,9 +48,19 @@ static int make_memfd(rf_loader *l, const char *name, uint64_t size,
                       const char *purpose, int *fd)
 {
     *fd = rf__fd_off_stdio(memfd_create(name, MFD_CLOEXEC));
-    if (*fd < 0)
-        return set_error(l, -errno, "memfd_create(%s): %s; raise the fd limit",
-                         name, strerror(errno));
+    if (*fd < 0) {
+        const int err = errno;
+        return set_error(l, -err,
+                         "cannot create the shared memory for %s: %s%s",
+                         purpose, strerror(err),
+                         err == EMFILE   ? "; this process has as many files "
+                                           "open as its limit allows: raise it "
+                                           "(ulimit -n) or close some files"
+                         : err == ENFILE ? "; the system has as many files "
+                                           "open as it allows: close some, or "
+                                           "raise its limit (fs.file-max)"
+                                         : "");
+    }
     /* Reserve every page now, so that too little memory is an error here
      * and never a SIGBUS in the middle of a run. */
     const int err = reserve(*fd, size);
