@@ -286,8 +286,12 @@ TEST_CASE(test_many_failures_in_one_batch, "bad",
         CHECK(strstr(info.name, "img_") == NULL); /* a bad file's index */
         for (int k = 0; k < e; k++)
             CHECK(errors[k].index != errors[e].index);
-        if (strstr(errors[e].message, "its reason was not kept"))
+        /* and says how to get the reason, in C's terms */
+        if (strstr(errors[e].message, "its reason was not kept")) {
+            CHECK_CONTAINS(errors[e].message,
+                           "failed); rf_dataset_decode() of it says why");
             not_kept++;
+        }
         /* named even then (it was "sample 28: its reason was not kept") */
         CHECK_CONTAINS(errors[e].message, info.name);
     }

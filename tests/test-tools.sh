@@ -938,6 +938,9 @@ case_bench_no_c_names() {
     lacks "$work/err" "rf_"
     no_c_terms "$work/err"
     has "$work/out" "skipped       12 samples"
+    # past the 4 reasons a batch keeps, how to get the reason
+    has "$work/err" "failed); ringfeed-pack --verify of the --source says why"
+    lacks "$work/out" "rf_"
 }
 
 # A --source that is not a dataset (a text file, a JPEG) is said to be

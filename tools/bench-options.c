@@ -54,6 +54,7 @@ static const struct cli_call calls[] = {
      "and listed in the summary's \"skipped\" lines"},
     {"rf_stats.failed_samples", "the summary's \"skipped\" count"},
     {"rf_loader_sample_errors()", "the summary's \"skipped\" list"},
+    {"rf_dataset_decode() of it", "ringfeed-pack --verify of the --source"},
     {NULL, NULL},
 };
 

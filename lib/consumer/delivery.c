@@ -232,7 +232,7 @@ static void reason_not_kept(const rf_loader *l, uint64_t index, uint64_t seq,
     rf__loader_describe_sample(l, index, who, sizeof(who));
     rf__format(out, len,
                "%s: its reason was not kept (more than %d samples of batch "
-               "%llu failed)",
+               "%llu failed); rf_dataset_decode() of it says why",
                who, RF__SLOT_FAILURES, (unsigned long long)seq);
 }
 

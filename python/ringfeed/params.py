@@ -252,4 +252,5 @@ _C_CALLS = {
     "rf_stats.failed_samples": "stats()['failed_samples']",
     "rf_stats.respawns": "stats()['respawns']",
     "rf_loader_sample_errors()": "sample_errors()",
+    "rf_dataset_decode() of it": "`ringfeed-pack --verify` of the source",
 }

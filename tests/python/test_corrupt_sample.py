@@ -103,6 +103,31 @@ def test_skip_counts_and_lists_the_bad_samples(bad_folder):
         assert_user_terms(text)
 
 
+def test_a_reason_not_kept_says_how_to_get_it(tmp_path):
+    """Past the four reasons a batch keeps, a failed sample's message says
+    how to get its reason in Python's terms (it said only that it was not
+    kept)."""
+    root = str(tmp_path)
+    write_folder(root, 1, 8, seed=3)
+    for i in range(6):
+        with open(os.path.join(root, "class_00", f"img_{i:04d}.jpg"),
+                  "wb") as f:
+            f.write(b"not an image")
+    with ringfeed.Loader(root, 8, size=32, on_error="skip", shuffle=False,
+                         max_error_ppm=1_000_000, num_workers=1,
+                         on_message=lambda text: None) as loader:
+        for _ in loader:
+            pass
+        errors = loader.sample_errors()
+    not_kept = [m for _, _, m in errors if "its reason was not kept" in m]
+    assert len(not_kept) == 2, errors
+    for message in not_kept:
+        assert message.endswith("failed); `ringfeed-pack --verify` of the "
+                                "source says why"), message
+        assert "rf_" not in message
+        assert_user_terms(message)
+
+
 def test_restarts_keep_the_skip_record(bad_folder):
     """Loops left early (a fixed number of steps an epoch) start the
     producers again at each set_epoch(): the skip record is the Loader's
