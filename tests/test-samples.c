@@ -458,7 +458,10 @@ TEST_CASE(test_zstd_pack, "pack", "zstd frames, one of a wrong size")
     CHECK_OK(rf_config_set(cfg, RF_PARAM_HEIGHT, 16));
     CHECK_OK(rf_config_set(cfg, RF_PARAM_LAYOUT, RF_LAYOUT_NCHW));
     char *err = test_open_refused(cfg, -EINVAL);
-    CHECK_CONTAINS(err, "holds 8x8x3 nhwc samples but the loader is "
+    char named[320]; /* the file named, as the other messages do */
+    rf__format(named, sizeof(named), "the packed file '%s' holds", path);
+    CHECK_CONTAINS(err, named);
+    CHECK_CONTAINS(err, "' holds 8x8x3 nhwc samples but the loader is "
                         "configured for 16x8x3 nchw; set RF_PARAM_HEIGHT to "
                         "8, RF_PARAM_WIDTH to 8, RF_PARAM_CHANNELS to 3 and "
                         "RF_PARAM_LAYOUT to RF_LAYOUT_NHWC to match");

@@ -93,12 +93,13 @@ static int check_raw_shape(const struct rf__decoder *d, const rf_dataset *ds,
     /* every parameter by its own name, so that each reads as a keyword
      * in Python (params.py's user_terms()) */
     rf__format(why, why_len,
-               "the packed file holds %ux%ux%u %s samples but the loader is "
-               "configured for %ux%ux%u %s; set RF_PARAM_HEIGHT to %u, "
-               "RF_PARAM_WIDTH to %u, RF_PARAM_CHANNELS to %u and "
+               "the packed file '%s' holds %ux%ux%u %s samples but the "
+               "loader is configured for %ux%ux%u %s; set RF_PARAM_HEIGHT "
+               "to %u, RF_PARAM_WIDTH to %u, RF_PARAM_CHANNELS to %u and "
                "RF_PARAM_LAYOUT to %s to match",
-               h, w, c, layout == RF_LAYOUT_NCHW ? "nchw" : "nhwc",
-               t->out_height, t->out_width, t->channels,
+               rf__dataset_path(ds), h, w, c,
+               layout == RF_LAYOUT_NCHW ? "nchw" : "nhwc", t->out_height,
+               t->out_width, t->channels,
                t->layout == RF_LAYOUT_NCHW ? "nchw" : "nhwc", h, w, c,
                layout == RF_LAYOUT_NCHW ? "RF_LAYOUT_NCHW" : "RF_LAYOUT_NHWC");
     return -EINVAL;

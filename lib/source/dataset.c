@@ -252,6 +252,11 @@ void rf__dataset_raw_shape(const rf_dataset *ds, uint32_t *height,
     *layout = (rf_layout)ds->header.layout;
 }
 
+const char *rf__dataset_path(const rf_dataset *ds)
+{
+    return ds->path;
+}
+
 /* ---- the listing for producers ------------------------------------------ */
 
 const struct rf__walked *rf__dataset_walked(const rf_dataset *ds)

@@ -59,6 +59,9 @@ void rf__dataset_raw_shape(const rf_dataset *ds, uint32_t *height,
                            uint32_t *width, uint32_t *channels,
                            rf_layout *layout);
 
+/* The path the dataset was opened with, for messages. */
+const char *rf__dataset_path(const rf_dataset *ds);
+
 /* The folders a listing walked, for the index cache. */
 struct rf__walked {
     char *names; /* the path below the folder of each, NUL-terminated,

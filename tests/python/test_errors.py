@@ -493,6 +493,7 @@ def test_raw_pack_shape_names_each_keyword(raw_pack):
     for c_name in ("WIDTH", "CHANNELS", "LAYOUT"):
         assert c_name not in text, text
     assert "set size=32, channels=3 and layout='nhwc' to match" in text, text
+    assert f"the packed file '{raw_pack}' holds" in text, text
 
 
 def test_raw_pack_under_a_transform_is_said(raw_pack, caplog):
