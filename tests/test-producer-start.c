@@ -134,6 +134,30 @@ TEST_CASE(test_helper_not_executable_is_refused, "start",
     restore_helper(saved);
 }
 
+/* A folder (RINGFEED_PRODUCER=/tmp) is said to be one, and where it came
+ * from: it passed access(X_OK), and the spawn then failed with "cannot
+ * start producer 0 from '/tmp': Permission denied". */
+TEST_CASE(test_helper_that_is_a_folder_is_said, "start",
+          "helper that is a folder is said")
+{
+    char path[] = "/tmp/rf-helper-folder-XXXXXX";
+    CHECK(mkdtemp(path) != NULL);
+    char *saved = use_helper(path);
+    rf_config *cfg = rf_config_create();
+    char *err = test_open_refused(cfg, RF_E_NO_PRODUCER_BINARY);
+    char expected[128];
+    snprintf(expected, sizeof(expected),
+             "producer helper '%s' (RINGFEED_PRODUCER) cannot be executed: "
+             "it is a folder, not the program",
+             path);
+    CHECK_CONTAINS(err, expected);
+    CHECK_CONTAINS(err, "point RINGFEED_PRODUCER at an executable");
+    free(err);
+    rf_config_free(cfg);
+    rmdir(path);
+    restore_helper(saved);
+}
+
 /* A new executable script from the template path (mkstemp's XXXXXX) that
  * exits with `status` at once: 127 as a helper whose shared library is
  * missing does, 0 as another program named by RINGFEED_PRODUCER may. */

@@ -27,6 +27,7 @@ bench/messages_in_its_flags bench/detail_without_errno_name
 bench/policy_options bench/stall_in_its_flags bench/verify_one_rank
 bench/non_square_size bench/skipped_in_its_flags bench/rank_flags
 bench/source_path_refused bench/source_kind_beside_folder bench/no_c_names
+bench/helper_advice_once
 bench/not_a_dataset bench/verify_unopened
 output/unwritable options/value_not_an_option
 jobs/same_output
@@ -941,6 +942,17 @@ case_bench_no_c_names() {
     # past the 4 reasons a batch keeps, how to get the reason
     has "$work/err" "failed); ringfeed-pack --verify of the --source says why"
     lacks "$work/out" "rf_"
+}
+
+# A RINGFEED_PRODUCER that cannot be run is said once, with its advice
+# once (the code's text said "set RINGFEED_PRODUCER to its path" before
+# the detail's own advice, though it was set), and a folder as a folder.
+case_bench_helper_advice_once() {
+    run 1 env RINGFEED_PRODUCER=/nonexistent "$bench" --samples 8 --quiet
+    has "$work/err" "ringfeed-bench: producer helper '/nonexistent' (RINGFEED_PRODUCER) cannot be executed: No such file or directory; point RINGFEED_PRODUCER at"
+    lacks "$work/err" "set RINGFEED_PRODUCER"
+    run 1 env RINGFEED_PRODUCER="$work" "$bench" --samples 8 --quiet
+    has "$work/err" "(RINGFEED_PRODUCER) cannot be executed: it is a folder"
 }
 
 # A --source that is not a dataset (a text file, a JPEG) is said to be

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "bench-options.h"
@@ -50,8 +51,11 @@ static void print_failure(int rc, const char *detail, bool opening)
         return;
     }
     bench_user_terms(detail, text, sizeof(text));
-    /* the RF_E_* codes start at RF_E_ABI, downwards */
-    if (rc > RF_E_ABI || (opening && rc == RF_E_CORRUPT_SAMPLE))
+    /* the RF_E_* codes start at RF_E_ABI, downwards; a helper that cannot
+     * be run is said with its own advice, which the code's text would
+     * give again (as "set RINGFEED_PRODUCER" where it is set) */
+    if (rc > RF_E_ABI || (opening && rc == RF_E_CORRUPT_SAMPLE) ||
+        (rc == RF_E_NO_PRODUCER_BINARY && strstr(detail, "RINGFEED_PRODUCER")))
         cli_print_line(stderr, PROGRAM ": %s", text);
     else
         cli_print_line(stderr, PROGRAM ": %s: %s", rf_strerror(rc), text);

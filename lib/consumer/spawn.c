@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -108,7 +109,10 @@ int rf__producer_path(char *path, size_t len, char *why, size_t why_len)
         return 0;
     rf__format(path, len, "%s",
                from_env ? env : RF_PKGLIBEXECDIR "/ringfeed-producer");
-    if (access(path, X_OK) == 0)
+    struct stat st;
+    /* a folder passes access(X_OK): it is said as what it is */
+    const bool folder = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    if (!folder && access(path, X_OK) == 0)
         return 0;
     /* The detail stands alone (rf_loader_open() gives it without
      * rf_strerror()'s text), with the advice that fits where the path
@@ -116,7 +120,7 @@ int rf__producer_path(char *path, size_t len, char *why, size_t why_len)
     rf__format(why, why_len,
                "producer helper '%s' (%s) cannot be executed: %s; %s", path,
                from_env ? "RINGFEED_PRODUCER" : "installed path",
-               strerror(errno),
+               folder ? "it is a folder, not the program" : strerror(errno),
                from_env ? "point RINGFEED_PRODUCER at an executable "
                           "ringfeed-producer, or unset it to use the "
                           "installed helper"
