@@ -101,16 +101,18 @@ static void on_message(j_common_ptr cinfo, int level)
     const bool truncated = cinfo->err->msg_code == JWRN_JPEG_EOF;
     if (truncated && !dec->err.accept_truncated)
         rf__jpeg_raise(dec, "premature end of data: the file is truncated; "
-                            "copy it again or leave it out (jpeg_warnings "
-                            "lenient accepts it, the missing rows grey, as "
-                            "PIL's LOAD_TRUNCATED_IMAGES)");
+                            "copy it again or leave it out "
+                            "(RF_PARAM_JPEG_WARNINGS RF_JPEG_LENIENT accepts "
+                            "it, the missing rows grey, as PIL's "
+                            "LOAD_TRUNCATED_IMAGES)");
     if (!dec->err.warnings_are_errors)
         return;
     char text[JMSG_LENGTH_MAX];
     (*cinfo->err->format_message)(cinfo, text);
     rf__jpeg_raise(dec,
-                   "libjpeg warning: %s (jpeg_warnings strict refuses such "
-                   "images; pil, the default, accepts them as PIL does)",
+                   "libjpeg warning: %s (RF_PARAM_JPEG_WARNINGS "
+                   "RF_JPEG_STRICT refuses such images; RF_JPEG_AS_PIL, the "
+                   "default, accepts them as PIL does)",
                    text);
 }
 
@@ -525,8 +527,9 @@ static void finish(struct rf__jpeg_decoder *dec)
     if (!dec->err.accept_truncated && !whole)
         rf__jpeg_raise(dec, "premature end of data: the file is truncated "
                             "(no end-of-image marker after the rows decoded); "
-                            "copy it again or leave it out (jpeg_warnings "
-                            "lenient accepts it, the missing rows grey)");
+                            "copy it again or leave it out "
+                            "(RF_PARAM_JPEG_WARNINGS RF_JPEG_LENIENT accepts "
+                            "it, the missing rows grey)");
     jpeg_abort_decompress(ci);
 }
 

@@ -103,6 +103,25 @@ def test_skip_counts_and_lists_the_bad_samples(bad_folder):
         assert_user_terms(text)
 
 
+def test_a_truncated_jpeg_names_the_keyword_that_accepts_it(tmp_path):
+    """A truncated JPEG's reason says which jpeg_warnings= accepts it, as
+    a keyword and its value (the library writes it in C's names)."""
+    root = str(tmp_path)
+    write_folder(root, 1, 2, seed=5)
+    path = os.path.join(root, "class_00", "img_0000.jpg")
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[:len(data) // 2])
+    with pytest.raises(ringfeed.CorruptSample) as caught:
+        for _ in ringfeed.Loader(root, 2, size=32, num_workers=1):
+            pass
+    text = str(caught.value)
+    assert "(jpeg_warnings='lenient' accepts it, the missing rows grey" \
+        in text, text
+    assert_user_terms(text)
+
+
 def test_a_reason_not_kept_says_how_to_get_it(tmp_path):
     """Past the four reasons a batch keeps, a failed sample's message says
     how to get its reason in Python's terms (it said only that it was not
