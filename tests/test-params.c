@@ -138,7 +138,21 @@ static void check_refused(rf_config *cfg, const rf_param_info *info,
     int64_t before, after;
     CHECK_OK(rf_config_get(cfg, info->param, &before));
     CHECK_EQ(rf_config_set(cfg, info->param, value), -EINVAL);
-    CHECK_CONTAINS(rf_config_error(cfg), info->name);
+    /* by its C name, RF_PARAM_BATCH_SIZE, as C code sets it */
+    char c_name[80] = "RF_PARAM_";
+    for (size_t i = 0; info->name[i] && 9 + i + 1 < sizeof(c_name); i++) {
+        c_name[9 + i] = (char)toupper((unsigned char)info->name[i]);
+        c_name[10 + i] = '\0';
+    }
+    CHECK_CONTAINS(rf_config_error(cfg), c_name);
+    /* a choice with every value's enumerator and number: "RF_LAYOUT_NHWC
+     * (0) or RF_LAYOUT_NCHW (1)" */
+    if (info->kind == RF_PARAM_KIND_CHOICE) {
+        char last[32];
+        snprintf(last, sizeof(last), " (%lld)", (long long)info->max);
+        CHECK_CONTAINS(rf_config_error(cfg), last);
+        CHECK_CONTAINS(rf_config_error(cfg), " or RF_");
+    }
     CHECK_OK(rf_config_get(cfg, info->param, &after));
     CHECK_EQ(after, before);
 }

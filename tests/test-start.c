@@ -46,7 +46,20 @@ TEST_CASE_LIMIT(test_set_refuses_bad_values, "config",
 {
     rf_config *cfg = rf_config_create();
     CHECK_EQ(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 0), -EINVAL);
-    CHECK_CONTAINS(rf_config_error(cfg), "batch_size = 0 is out of range");
+    CHECK_CONTAINS(rf_config_error(cfg), "rf_config_set: RF_PARAM_BATCH_SIZE "
+                                         "0 is out of range; use 1..65536");
+    /* a choice's values by their C names, a flag's as 0 or 1 */
+    CHECK_EQ(rf_config_set(cfg, RF_PARAM_LAYOUT, 5), -EINVAL);
+    CHECK_CONTAINS(rf_config_error(cfg),
+                   "RF_PARAM_LAYOUT 5 is out of range; use RF_LAYOUT_NHWC "
+                   "(0) or RF_LAYOUT_NCHW (1)");
+    CHECK_EQ(rf_config_set(cfg, RF_PARAM_JPEG_WARNINGS, -1), -EINVAL);
+    CHECK_CONTAINS(rf_config_error(cfg),
+                   "use RF_JPEG_AS_PIL (0), RF_JPEG_LENIENT (1) or "
+                   "RF_JPEG_STRICT (2)");
+    CHECK_EQ(rf_config_set(cfg, RF_PARAM_DROP_LAST, 2), -EINVAL);
+    CHECK_CONTAINS(rf_config_error(cfg),
+                   "RF_PARAM_DROP_LAST 2 is out of range; use 0 or 1");
     CHECK_EQ(rf_config_set(cfg, (rf_param)999, 1), -EINVAL);
     CHECK_CONTAINS(rf_config_error(cfg), "not a parameter");
     int64_t v = 0;

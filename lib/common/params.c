@@ -15,6 +15,7 @@
 #include "common/params.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,17 +29,19 @@ struct param_rule {
     rf_param_kind kind;
     int64_t def, min, max;
     const char *choices; /* RF_PARAM_KIND_CHOICE only */
+    const char *c_names; /* the choices' enumerators, in messages */
     const char *doc;
 };
 
 /* One row each; clang-format would spread them over three lines. */
 /* clang-format off */
 #define NUMBER(param, old, name, def, min, max, doc)                           \
-    {param, old, name, RF_PARAM_KIND_INTEGER, def, min, max, NULL, doc}
+    {param, old, name, RF_PARAM_KIND_INTEGER, def, min, max, NULL, NULL, doc}
 #define FLAG(param, old, name, def, doc)                                       \
-    {param, old, name, RF_PARAM_KIND_BOOLEAN, def, 0, 1, NULL, doc}
-#define CHOICE(param, old, name, def, min, max, choices, doc)                  \
-    {param, old, name, RF_PARAM_KIND_CHOICE, def, min, max, choices, doc}
+    {param, old, name, RF_PARAM_KIND_BOOLEAN, def, 0, 1, NULL, NULL, doc}
+#define CHOICE(param, old, name, def, min, max, choices, c_names, doc)         \
+    {param, old, name, RF_PARAM_KIND_CHOICE, def, min, max, choices, c_names,  \
+     doc}
 /* clang-format on */
 
 #define POW2(n) (INT64_C(1) << (n))
@@ -55,7 +58,7 @@ static const struct param_rule rules[] = {
     NUMBER(RF_PARAM_WIDTH, 3, "width", 224, 1, 65536, "sample width in pixels"),
     NUMBER(RF_PARAM_CHANNELS, 4, "channels", 3, 1, 4, "bytes per pixel"),
     CHOICE(RF_PARAM_LAYOUT, 5, "layout", RF_LAYOUT_NHWC, RF_LAYOUT_NHWC,
-           RF_LAYOUT_NCHW, "nhwc nchw",
+           RF_LAYOUT_NCHW, "nhwc nchw", "RF_LAYOUT_NHWC RF_LAYOUT_NCHW",
            "memory layout of a batch: pixels interleaved, or planes"),
     FLAG(RF_PARAM_DROP_LAST, 10, "drop_last", 0,
          "1: drop each epoch's partial last batch"),
@@ -83,6 +86,8 @@ static const struct param_rule rules[] = {
     CHOICE(RF_PARAM_SOURCE, 12, "source", RF_SOURCE_SYNTHETIC,
            RF_SOURCE_SYNTHETIC, RF_SOURCE_SYNTHETIC_JPEG,
            "synthetic empty path synthetic-jpeg",
+           "RF_SOURCE_SYNTHETIC RF_SOURCE_EMPTY RF_SOURCE_PATH "
+           "RF_SOURCE_SYNTHETIC_JPEG",
            "where samples come from (path: set by rf_config_set_path)"),
     NUMBER(RF_PARAM_SAMPLES, 13, "samples", 10000, 1, POW2(38),
            "a synthetic or empty source's samples per epoch"),
@@ -93,6 +98,7 @@ static const struct param_rule rules[] = {
     /* Decode and augmentation */
     CHOICE(RF_PARAM_TRANSFORM, 24, "transform", RF_TRANSFORM_TRAIN,
            RF_TRANSFORM_NONE, RF_TRANSFORM_EVAL, "none train eval",
+           "RF_TRANSFORM_NONE RF_TRANSFORM_TRAIN RF_TRANSFORM_EVAL",
            "how each image is cut to the output size"),
     NUMBER(RF_PARAM_RESIZE, 25, "resize", 0, 0, 65536,
            "eval: short side before the centre crop; 0 = 8/7 of the output"),
@@ -112,6 +118,7 @@ static const struct param_rule rules[] = {
     /* Bad input */
     CHOICE(RF_PARAM_ON_ERROR, 28, "on_error", RF_ON_ERROR_FAIL,
            RF_ON_ERROR_FAIL, RF_ON_ERROR_SKIP, "fail skip",
+           "RF_ON_ERROR_FAIL RF_ON_ERROR_SKIP",
            "a sample that does not decode: end the run, or leave it out"),
     NUMBER(RF_PARAM_MAX_ERRORS, 29, "max_errors", 0, 0, INT64_MAX,
            "skip: fail once more samples than this failed; 0 = no limit"),
@@ -125,11 +132,13 @@ static const struct param_rule rules[] = {
            POW2(20), POW2(40), "refuse JPEGs whose decode needs more bytes"),
     CHOICE(RF_PARAM_JPEG_WARNINGS, 33, "jpeg_warnings", RF_JPEG_AS_PIL,
            RF_JPEG_AS_PIL, RF_JPEG_STRICT, "pil lenient strict",
+           "RF_JPEG_AS_PIL RF_JPEG_LENIENT RF_JPEG_STRICT",
            "damaged JPEGs: PIL's verdicts, accept all, or any warning fails"),
     /* Faults */
     CHOICE(RF_PARAM_ON_PRODUCER_DEATH, 36, "on_producer_death",
            RF_ON_DEATH_RESPAWN, RF_ON_DEATH_RESPAWN, RF_ON_DEATH_FAIL,
-           "respawn fail", "a dead producer: replace it, or end the run"),
+           "respawn fail", "RF_ON_DEATH_RESPAWN RF_ON_DEATH_FAIL",
+           "a dead producer: replace it, or end the run"),
     NUMBER(RF_PARAM_MAX_RESPAWNS, 37, "max_respawns", 1000, 0, INT64_MAX,
            "respawn: most producers replaced within one window"),
     NUMBER(RF_PARAM_RESPAWN_WINDOW_S, 41, "respawn_window_s", 3600, 1, POW2(31),
@@ -152,6 +161,7 @@ static const struct param_rule rules[] = {
            "batches in the ring; 0 = 3 per producer, at least 4"),
     CHOICE(RF_PARAM_START_MODE, 16, "start_mode", RF_START_SPAWN,
            RF_START_SPAWN, RF_START_FORK, "spawn fork",
+           "RF_START_SPAWN RF_START_FORK",
            "how producers start: posix_spawn of the helper, or fork()"),
     NUMBER(RF_PARAM_SPIN_NS, 17, "spin_ns", 20000, 0, 1000000000,
            "ns a waiting side spins before it sleeps in the kernel"),
@@ -243,6 +253,34 @@ void rf_config_free(rf_config *cfg)
     free(cfg);
 }
 
+/* What r accepts, as a message says it: "1..65536", "0 or 1",
+ * "RF_LAYOUT_NHWC (0) or RF_LAYOUT_NCHW (1)". */
+static void values_allowed(const struct param_rule *r, char *out, size_t len)
+{
+    if (r->kind == RF_PARAM_KIND_BOOLEAN) {
+        rf__format(out, len, "0 or 1");
+        return;
+    }
+    if (!r->c_names) {
+        rf__format(out, len, "%lld..%lld", (long long)r->min,
+                   (long long)r->max);
+        return;
+    }
+    size_t used = 0;
+    out[0] = '\0';
+    const char *c = r->c_names;
+    for (int64_t v = r->min; v <= r->max && *c; v++) {
+        const size_t n = strcspn(c, " ");
+        const char *sep = v == r->min ? "" : v == r->max ? " or " : ", ";
+        const int k = snprintf(out + used, len - used, "%s%.*s (%lld)", sep,
+                               (int)n, c, (long long)v);
+        if (k < 0 || (size_t)k >= len - used)
+            break;
+        used += (size_t)k;
+        c += n + (c[n] == ' ');
+    }
+}
+
 int rf_config_set(rf_config *cfg, rf_param param, int64_t value)
 {
     if (!cfg)
@@ -256,10 +294,19 @@ int rf_config_set(rf_config *cfg, rf_param param, int64_t value)
         return -EINVAL;
     }
     if (value < r->min || value > r->max) {
+        /* the parameter and its values by their C names, which Python and
+         * the tools put in their own terms */
+        char allowed[256], upper_name[64];
+        values_allowed(r, allowed, sizeof(allowed));
+        size_t i = 0;
+        for (; r->name[i] && i + 1 < sizeof(upper_name); i++)
+            upper_name[i] = (char)(r->name[i] >= 'a' && r->name[i] <= 'z'
+                                       ? r->name[i] - 'a' + 'A'
+                                       : r->name[i]);
+        upper_name[i] = '\0';
         rf__format(cfg->error, sizeof(cfg->error),
-                   "rf_config_set: %s = %lld is out of range; use %lld..%lld",
-                   r->name, (long long)value, (long long)r->min,
-                   (long long)r->max);
+                   "rf_config_set: RF_PARAM_%s %lld is out of range; use %s",
+                   upper_name, (long long)value, allowed);
         return -EINVAL;
     }
     cfg->params[r->param] = value;

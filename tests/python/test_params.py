@@ -14,6 +14,7 @@ import pytest
 
 import ringfeed
 from ringfeed import _capi
+from ringfeed.params import user_terms
 from helpers import child_env, dataset, run_python
 
 HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
@@ -91,6 +92,37 @@ def test_defaults_are_what_a_new_config_holds():
                 assert value.value == int(p.default), p.name
     finally:
         cdll.rf_config_free(cfg)
+
+
+@pytest.mark.parametrize("name, value, says", [
+    ("batch_size", 0, "batch_size=0 is out of range; use 1..65536"),
+    ("layout", 5, "layout=5 is out of range; use 'nhwc' (0) or 'nchw' (1)"),
+    ("jpeg_warnings", 3, "use 'pil' (0), 'lenient' (1) or 'strict' (2)"),
+    ("source", 9, "'synthetic' (0), 'empty' (1), 'path' (2) or "
+                  "'synthetic-jpeg' (3)"),
+])
+def test_the_librarys_range_error_reads_in_keywords(name, value, says):
+    """rf_config_set()'s refusal, which names the parameter and a choice's
+    values in C (RF_PARAM_LAYOUT, RF_LAYOUT_NHWC), reads in Python's
+    terms: the keyword and the values' names."""
+    cdll = ctypes.CDLL(ringfeed.library_path())
+    cdll.rf_config_create.restype = ctypes.c_void_p
+    cdll.rf_config_set.argtypes = [ctypes.c_void_p, ctypes.c_int,
+                                   ctypes.c_int64]
+    cdll.rf_config_error.argtypes = [ctypes.c_void_p]
+    cdll.rf_config_error.restype = ctypes.c_char_p
+    cdll.rf_config_free.argtypes = [ctypes.c_void_p]
+    cfg = cdll.rf_config_create()
+    try:
+        assert cdll.rf_config_set(cfg, ringfeed.param(name).number,
+                                  value) < 0
+        text = cdll.rf_config_error(cfg).decode()
+    finally:
+        cdll.rf_config_free(cfg)
+    assert f"RF_PARAM_{name.upper()} {value} is out of range" in text, text
+    terms = user_terms(text)
+    assert says in terms, terms
+    assert "RF_" not in terms, terms
 
 
 @pytest.mark.skipif(not os.path.exists(HEADER),
