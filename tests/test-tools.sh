@@ -870,7 +870,12 @@ case_bench_rank_flags() {
     run 0 env RANK=abc WORLD_SIZE=2 "$bench" --source synthetic --samples 50 \
         --rank 2 --world-size 5 --verify --unordered --batch 4 --quiet
     has "$work/out" "verified: 10 samples, 0 missing, 0 duplicated, 0 corrupt"
-    run 1 "$bench" --samples 8 --size 8 --rank 3 --world-size 3 --quiet
+    # both flags: bad usage (it exited 1, as a failed run)
+    run 2 "$bench" --samples 8 --size 8 --rank 3 --world-size 3 --quiet
+    has "$work/err" "--rank 3 is not below --world-size 3: ranks count from 0; use --rank 0..2"
+    no_c_terms "$work/err"
+    # one of them from the environment: the library's check, in its flags
+    run 1 env WORLD_SIZE=3 "$bench" --samples 8 --size 8 --rank 3 --quiet
     has "$work/err" "rank 3 is not below world size 3; set --rank and"
     no_c_terms "$work/err"
     run 2 "$bench" --rank -2 --quiet

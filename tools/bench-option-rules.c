@@ -12,6 +12,7 @@
  */
 #include "bench-option-table.h"
 
+#include <inttypes.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 
@@ -185,8 +186,21 @@ static void check_raw_pack_options(struct bench_options *o)
  * policies', so that a transform's option on such a pack is refused for
  * what is wrong (its pixels were transformed when packed), not for the
  * transform named. */
+/* --rank and --world-size given together must name a rank of that world:
+ * bad usage (exit 2), as --help says, not a failed run. A rank or world
+ * size from the environment (RANK, WORLD_SIZE) is the library's to check. */
+static void check_rank_options(const struct bench_options *o)
+{
+    if (o->rank >= 0 && o->world_size > 0 && o->rank >= o->world_size)
+        cli_die_usage(PROGRAM,
+                      "--rank %" PRId64 " is not below --world-size %" PRId64
+                      ": ranks count from 0; use --rank 0..%" PRId64,
+                      o->rank, o->world_size, o->world_size - 1);
+}
+
 void bench_check_option_rules(struct bench_options *o)
 {
+    check_rank_options(o);
     check_gpu_built(o);
     check_gpu_options(o);
     check_source_options(o);
