@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zdict.h>
+#include <sys/stat.h>
 #include <zstd.h>
 
 #include "cli.h"
@@ -159,11 +160,20 @@ static void warn_if_undecodable(struct packer *pk, uint64_t i,
     if (rf__decode_check_signature(r->data, r->size, why, sizeof(why)) == 0)
         return;
     if (pk->undecodable++ < MAX_BAD_LISTED) {
+        /* a folder's file by its path, as the library's messages name it;
+         * a pack's sample by its name in the pack */
+        struct stat st;
+        const char *source = pk->o->source;
+        const size_t n = strlen(source);
+        const bool folder = stat(source, &st) == 0 && S_ISDIR(st.st_mode);
         progress_clear(&pk->progress);
         cli_print_line(stderr,
-                       PROGRAM ": warning: sample %" PRIu64 " (%s) is packed "
-                               "as is but will fail to decode: %s",
-                       i, r->name, why);
+                       PROGRAM ": warning: sample %" PRIu64 " (%.*s%s%s) is "
+                               "packed as is but will fail to decode: %s; "
+                               "pass --skip-bad to leave it out",
+                       i, folder ? (int)n : 0, source,
+                       folder && n && source[n - 1] != '/' ? "/" : "", r->name,
+                       why);
     }
 }
 
