@@ -709,7 +709,16 @@ case_output_unwritable() {
         [ $status -eq 1 ] ||
             fail "exit status $status, expected 1: $command >/dev/full"
         tool=${command%% *}
-        has "$work/err" "${tool##*/}: cannot write the output: No space left"
+        has "$work/err" "${tool##*/}: cannot write to standard output: No space left"
+    done
+    # closed: said as standard output, not "the output: Bad file descriptor"
+    for command in "$synth --help" "$bench --help"; do
+        # shellcheck disable=SC2086 # a command and its arguments
+        $command >&- 2>"$work/err"
+        status=$?
+        [ $status -eq 1 ] ||
+            fail "exit status $status, expected 1: $command >&-"
+        has "$work/err" "cannot write to standard output: Bad file descriptor (it is closed)"
     done
 }
 

@@ -212,8 +212,12 @@ int cli_finish_output(const char *program, int status)
     const int err = fflush(stdout) != 0 ? errno : ferror(stdout) ? EIO : 0;
     if (err == 0)
         return status;
-    fprintf(stderr, "%s: cannot write the output: %s\n", program,
-            strerror(err));
+    /* said as the user knows it: a closed stdout (>&-) fails with EBADF */
+    fprintf(stderr, "%s: cannot write to standard output: %s%s\n", program,
+            strerror(err),
+            err == EBADF ? " (it is closed); to drop the output, send it to "
+                           "/dev/null"
+                         : "");
     return CLI_EXIT_FAILED;
 }
 

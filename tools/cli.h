@@ -58,7 +58,7 @@ int cli_next_option(const char *program, int argc, char **argv,
 /* For a tool about to end with status: stdout flushed and checked, so
  * that output lost to a full disk, a closed pipe or /dev/full is not a
  * success. Returns status, or, when stdout could not be written, says
- * "PROGRAM: cannot write the output: <reason>" on stderr and returns
+ * "PROGRAM: cannot write to standard output: <reason>" on stderr and returns
  * CLI_EXIT_FAILED. Each tool's main() returns through it, and --help
  * exits through it. */
 int cli_finish_output(const char *program, int status);
