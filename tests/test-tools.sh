@@ -35,7 +35,7 @@ jobs/bad_value jobs/killed_worker synth/needs_an_image_per_class
 synth/killed_writes_no_partial_jpeg synth/workers_stop_with_parent
 harness/in_process_runs_one_case pack/not_to_stdout
 options/raw_value_quoted_whole pack/file_size_limit
-synth/stopped_says_what_is_left"
+synth/stopped_says_what_is_left synth/missing_parent"
 
 # ---- setup --------------------------------------------------------------
 
@@ -1270,8 +1270,17 @@ case_synth_stopped_says_what_is_left() {
     has "$work/err" "exists and is not empty"
 }
 
+# A DIR whose parent folder is missing is said so, with what to do (it
+# said "cannot create /x/y/z: No such file or directory").
+case_synth_missing_parent() {
+    run 1 "$synth" "$work/nope/deeper/ds" --images 4 --classes 2 --quiet
+    has "$work/err" "ringfeed-synth: cannot create $work/nope/deeper/ds: the folder it goes in, $work/nope/deeper, does not exist; create it first (mkdir -p $work/nope/deeper)"
+    [ ! -e "$work/nope" ] || fail "it created $work/nope"
+}
+
 # ---- the run ----------------------------------------------------------
 
 # shellcheck source=tests/harness.sh
 . "$(dirname "$0")/harness.sh"
 test_main "$cases" "$@"
+

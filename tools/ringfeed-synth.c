@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -153,6 +154,25 @@ static void make_root(const char *dir)
 {
     if (mkdir(dir, 0755) == 0)
         return;
+    if (errno == ENOENT) {
+        /* said as what to do: mkdir's ENOENT is about the folder above */
+        char parent[4096];
+        snprintf(parent, sizeof(parent), "%s", dir);
+        size_t n = strlen(parent);
+        while (n > 1 && parent[n - 1] == '/')
+            parent[--n] = '\0';
+        char *slash = strrchr(parent, '/');
+        if (slash == parent)
+            slash[1] = '\0';
+        else if (slash)
+            *slash = '\0';
+        else
+            snprintf(parent, sizeof(parent), ".");
+        cli_die(PROGRAM,
+                "cannot create %s: the folder it goes in, %s, does not "
+                "exist; create it first (mkdir -p %s), or choose another path",
+                dir, parent, parent);
+    }
     if (errno != EEXIST)
         cli_die(PROGRAM,
                 "cannot create %s: %s; check the path and that you may write "
@@ -192,13 +212,26 @@ static void class_path(const struct layout *l, uint64_t c, char *out,
     snprintf(out, len, "%s/class_%0*" PRIu64, l->dir, l->class_digits, c);
 }
 
+static const char *write_advice(int err, const char *dir);
+
+/* The class folders; one that cannot be made (a full disk, no inodes
+ * left) stops the run with what DIR then holds, as a failed image does. */
 static void make_class_folders(const struct layout *l)
 {
     char path[4200];
     for (uint64_t c = 0; c < l->classes; c++) {
         class_path(l, c, path, sizeof(path));
-        if (mkdir(path, 0755) != 0)
-            cli_die(PROGRAM, "cannot create %s: %s", path, strerror(errno));
+        if (mkdir(path, 0755) != 0) {
+            const int err = errno;
+            cli_print_line(stderr, PROGRAM ": cannot create %s: %s%s", path,
+                           strerror(err), write_advice(-err, l->dir));
+            cli_die(PROGRAM,
+                    "stopped: %s holds %" PRIu64 " of the %" PRIu64
+                    " class folders and no images, not a whole dataset; "
+                    "remove it (a folder to write into must be empty), then "
+                    "run again",
+                    l->dir, c, l->classes);
+        }
     }
 }
 
@@ -240,9 +273,16 @@ static int write_file_whole(const char *path, const unsigned char *data,
     return err;
 }
 
-/* What to do about a file that could not be written (-err), or "". */
-static const char *write_advice(int err)
+/* What to do about a file of dir that could not be written (-err), or
+ * "". A file system out of inodes fails with ENOSPC too, with bytes to
+ * spare: said as such, since freeing space would not help. */
+static const char *write_advice(int err, const char *dir)
 {
+    struct statvfs fs;
+    if (err == -ENOSPC && statvfs(dir, &fs) == 0 && fs.f_files > 0 &&
+        fs.f_favail == 0)
+        return "; the file system has no inodes left (df -i): remove some "
+               "files, or write to a folder on another file system";
     if (err == -ENOSPC || err == -EDQUOT)
         return "; free some space, or write to a folder on another disk";
     if (err == -EFBIG)
@@ -268,7 +308,7 @@ static size_t write_image(const struct layout *l, uint64_t seed, uint64_t i)
     free(jpeg);
     if (err < 0)
         cli_die(PROGRAM, "%s: cannot write it: %s%s", path, strerror(-err),
-                write_advice(err));
+                write_advice(err, l->dir));
     return size;
 }
 
