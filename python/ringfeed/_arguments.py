@@ -139,8 +139,9 @@ def library_values(wanted: Dict[str, Any], height: int, width: int,
                    if name not in ("self", "params")]
             raise TypeError(_unknown_keyword(keyword, table, own))
         values[p.name] = _checked(p, value, keyword)
+    shown = height if height == width else (height, width)
     for name, side in (("height", height), ("width", width)):
-        values[name] = _side(name, side)  # both from size=
+        values[name] = _side(name, side, shown)  # both from size=
     return values
 
 
@@ -153,12 +154,13 @@ def _checked(p: Param, value: Any, keyword: str) -> int:
         raise ConfigError(str(e)) from None
 
 
-def _side(name: str, side: int) -> int:
-    """One side of size= (whole already), in the library's range."""
+def _side(name: str, side: int, size: Any) -> int:
+    """One side of size= (whole already, `size` as given), in the
+    library's range."""
     p = param(name)
     if not p.minimum <= side <= p.maximum:
-        raise ConfigError(f"size=: the {name} {side} is out of range: "
-                          f"{p.minimum}..{p.maximum} pixels")
+        raise ConfigError(f"size={size!r}: a {name} of {side} is out of "
+                          f"range; use {p.minimum}..{p.maximum} pixels")
     return side
 
 

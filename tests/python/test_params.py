@@ -332,11 +332,16 @@ def test_integer_scalars_of_any_kind_are_ints(tmp_path_factory):
 
 
 def test_a_side_out_of_range_is_named_in_size(tmp_path_factory):
+    """size= as given, then the side that is out of range (it said
+    "size=: the height 0 ...")."""
     root = dataset(tmp_path_factory, "tiny")
     with pytest.raises(ringfeed.ConfigError,
-                       match=r"size=: the width 70000 is out of range: "
-                             r"1\.\.65536 pixels"):
+                       match=r"^size=\(32, 70000\): a width of 70000 is out "
+                             r"of range; use 1\.\.65536 pixels"):
         ringfeed.Loader(root, 4, size=(32, 70000))
+    with pytest.raises(ringfeed.ConfigError,
+                       match=r"^size=0: a height of 0 is out of range"):
+        ringfeed.Loader(root, 4, size=0)
 
 
 def test_numpy_integers_are_taken_as_ints(tmp_path_factory):
