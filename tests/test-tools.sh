@@ -27,7 +27,7 @@ bench/messages_in_its_flags bench/detail_without_errno_name
 bench/policy_options bench/stall_in_its_flags bench/verify_one_rank
 bench/non_square_size bench/skipped_in_its_flags bench/rank_flags
 bench/source_path_refused bench/source_kind_beside_folder bench/no_c_names
-bench/helper_advice_once
+bench/helper_advice_once bench/busy_share_within_100
 bench/not_a_dataset bench/verify_unopened
 output/unwritable options/value_not_an_option
 jobs/same_output
@@ -531,7 +531,7 @@ case_pack_advice_in_its_flags() {
     no_c_terms "$work/err"
     run 0 "$pack" "$dir/one" "$dir/one.pack" --raw 16x16 --quiet \
         --max-pixels $pixels
-    has "$work/out" "packed 1 samples"
+    has "$work/out" "packed 1 sample in 1 class from"
 }
 
 # Only the library's words are put in the tool's terms: a file whose name
@@ -862,7 +862,8 @@ case_bench_skipped_in_its_flags() {
     cp "$(first_image class_001)" "$dir/"
     run 0 "$bench" --source "${dir%/a}" --on-error skip \
         --max-error-ppm 1000000 --size 32 --quiet
-    has "$work/out" "skipped       1 samples"
+    has "$work/out" "skipped       1 sample (--on-error skip"
+    has "$work/out" "1 sample in 1 batch of 64 ("
     has "$work/out" "(--jpeg-warnings lenient accepts it"
     no_c_terms "$work/out"
 }
@@ -934,6 +935,17 @@ case_bench_source_kind_beside_folder() {
     has "$work/out" "24 samples"
     run 0 sh -c 'cd "$1" && exec "$2" --source synthetic-jpeg --samples 8 \
         --size 32 --quiet' sh "$dir" "$bench"
+}
+
+# A producer's busy share is of the time it ran, open included: the
+# producers fill the ring while the open waits for them, and a short run
+# showed "producer busy 186.2%".
+case_bench_busy_share_within_100() {
+    run 0 "$bench" --source synthetic --samples 256 --batch 64 --size 128 \
+        --producers 2
+    grep "producer busy" "$work/out" | tr ' ' '\n' | sed -n 's/%$//p' |
+        awk '$1 > 100 { bad = 1 } END { exit bad }' ||
+        fail "a producer was busy more than all the time"
 }
 
 # The bench says nothing in C's names: its --help named RF_PARAM_FLIP

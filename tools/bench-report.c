@@ -24,6 +24,15 @@ static double share_of_run(uint64_t ns, const struct bench_run *run)
     return cli_per_second((double)ns * 1e-9, run->elapsed_s);
 }
 
+/* A producer's busy time as a share of the time it ran: the producers
+ * start during the open and fill the ring while it waits for them, so
+ * their busy time counts from the start of the open, not from the timed
+ * run's (over which a short run showed "producer busy 186.2%"). */
+static double busy_share(uint64_t ns, const struct bench_run *run)
+{
+    return cli_per_second((double)ns * 1e-9, run->startup_s + run->elapsed_s);
+}
+
 static void print_busy_shares(const struct bench_run *run)
 {
     const uint32_t count = producers_counted(&run->stats);
@@ -33,7 +42,7 @@ static void print_busy_shares(const struct bench_run *run)
         if (p > 0 && p % 10 == 0)
             printf("\n               ");
         printf(" %5.1f%%",
-               100 * share_of_run(run->stats.producer_busy_ns[p], run));
+               100 * busy_share(run->stats.producer_busy_ns[p], run));
     }
     putchar('\n');
 }
@@ -45,9 +54,10 @@ static void print_summary(const struct bench_options *o,
     const double secs = run->elapsed_s;
     char layout[16], source[32];
     printf(
-        "%" PRIu64 " samples in %" PRIu64 " batches of %" PRId64 " (%" PRId64
+        "%" PRIu64 " sample%s in %" PRIu64 " batch%s of %" PRId64 " (%" PRId64
         "x%" PRId64 "x%" PRId64 " %s, %s) in %.3f s\n",
-        s->samples, s->batches, o->batch, o->height, o->width, o->channels,
+        s->samples, s->samples == 1 ? "" : "s", s->batches,
+        s->batches == 1 ? "" : "es", o->batch, o->height, o->width, o->channels,
         bench_choice_name(RF_PARAM_LAYOUT, o->layout, layout, sizeof(layout)),
         o->source == RF_SOURCE_PATH
             ? o->path
@@ -67,10 +77,11 @@ static void print_summary(const struct bench_options *o,
     print_busy_shares(run);
     if (s->failed_samples == 0)
         return;
-    printf("  skipped       %" PRIu64 " samples (--on-error skip; %" PRIu64
+    printf("  skipped       %" PRIu64 " sample%s (--on-error skip; %" PRIu64
            " distinct, a file counted once per epoch it failed in); the "
            "first:\n",
-           s->failed_samples, run->failed_distinct);
+           s->failed_samples, s->failed_samples == 1 ? "" : "s",
+           run->failed_distinct);
     for (size_t i = 0; i < run->failures_listed; i++) {
         char text[sizeof(run->failures[i].message) + 256]; /* flags grow */
         bench_user_terms(run->failures[i].message, text, sizeof(text));
@@ -136,7 +147,7 @@ static void json_busy_shares(bool *first, const struct bench_run *run)
     putchar('[');
     for (uint32_t p = 0; p < count; p++)
         printf("%s%.6g", p > 0 ? ", " : "",
-               share_of_run(run->stats.producer_busy_ns[p], run));
+               busy_share(run->stats.producer_busy_ns[p], run));
     putchar(']');
 }
 

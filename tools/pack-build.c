@@ -405,9 +405,10 @@ static void write_pack_summary(FILE *out, const struct packer *pk,
 {
     const struct pack_options *o = pk->o;
     fprintf(out,
-            "packed %" PRIu64 " samples in %u classes from %s into %s: %.1f "
-            "MB, %.1f KB each",
-            pk->packed, packed_classes(pk), o->source, o->output,
+            "packed %" PRIu64 " sample%s in %u class%s from %s into %s: "
+            "%.1f MB, %.1f KB each",
+            pk->packed, pk->packed == 1 ? "" : "s", packed_classes(pk),
+            packed_classes(pk) == 1 ? "" : "es", o->source, o->output,
             (double)pk->bytes / 1e6,
             pk->packed ? (double)pk->bytes / 1024.0 / (double)pk->packed : 0.0);
     if (o->height)
@@ -420,7 +421,8 @@ static void write_pack_summary(FILE *out, const struct packer *pk,
     fprintf(out, ", in %.1f s (%.0f samples/s)", seconds,
             cli_per_second((double)pk->packed, seconds));
     if (pk->bad.count)
-        fprintf(out, "; %" PRIu64 " bad samples left out", pk->bad.count);
+        fprintf(out, "; %" PRIu64 " bad sample%s left out", pk->bad.count,
+                pk->bad.count == 1 ? "" : "s");
 }
 
 static void print_pack_summary(const struct packer *pk, double seconds)
