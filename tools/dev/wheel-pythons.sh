@@ -54,17 +54,18 @@ for python in "$@"; do
         continue
     }
     if "$python" -c 'import numpy' 2>/dev/null; then
-        "$python" -m venv --system-site-packages "$venv"
+        made() { "$python" -m venv --system-site-packages "$venv"; }
     else
-        "$python" -m venv "$venv" && "$venv/bin/pip" install -q numpy
-    fi >"$work/venv$n.log" 2>&1 &&
-        "$venv/bin/pip" install --no-index --no-deps "$wheel" \
-            >>"$work/venv$n.log" 2>&1 || {
+        made() { "$python" -m venv "$venv" &&
+            "$venv/bin/pip" install -q numpy; }
+    fi
+    if ! { made && "$venv/bin/pip" install --no-index --no-deps "$wheel"; } \
+        >"$work/venv$n.log" 2>&1; then
         echo "CPython $version ($python): venv or install failed:"
         tail -5 "$work/venv$n.log"
         status=1
         continue
-    }
+    fi
     if out=$(cd "$work" && env -u PYTHONPATH "$venv/bin/python" - \
         "$work/ds" <<'EOF' 2>&1
 import os, sys
