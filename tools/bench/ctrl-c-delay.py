@@ -15,8 +15,9 @@ moment Python runs it, and the child says when KeyboardInterrupt reached
 its `except` and whether the loader had closed (closing it waits for its
 producer to end: a stopped one is killed after a grace period). Then the
 same with the producer left running, the loop waiting for the batch it
-decodes. Prints both delays per run and their medians. Needs ringfeed importable (PYTHONPATH,
-RINGFEED_LIBRARY, RINGFEED_PRODUCER for a build tree).
+decodes. Prints both delays per run and their medians. Needs ringfeed
+importable (PYTHONPATH, RINGFEED_LIBRARY, RINGFEED_PRODUCER for a build
+tree).
 """
 
 import os

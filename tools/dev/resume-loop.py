@@ -49,7 +49,8 @@ import torch
 import torch.nn.functional as F
 import ringfeed
 
-TRAIN, CKPT, EPOCHS, OUT = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+TRAIN, CKPT, OUT = sys.argv[1], sys.argv[2], sys.argv[4]
+EPOCHS = int(sys.argv[3])
 torch.set_num_threads(1)
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, stride=2),
