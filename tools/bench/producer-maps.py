@@ -22,21 +22,10 @@ import sys
 import tempfile
 
 import ringfeed
+from procfs import children
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-
-
-def children():
-    me, found = str(os.getpid()), []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[1] == me:
-                    found.append(pid)
-        except OSError:
-            pass
-    return found
 
 
 def ring_mapping(pid):
