@@ -153,7 +153,27 @@ TEST_CASE_LIMIT(test_loader_every_call_null, "loader",
     CHECK_EQ(rf_loader_class_name(NULL, 0, line, sizeof(line)), -EINVAL);
     rf_sample_error errors[1];
     CHECK_EQ(rf_loader_sample_errors(NULL, errors, 1), 0);
+    rf_failed_sample failed;
+    CHECK_EQ(rf_loader_failed_sample(NULL, &failed), -EINVAL);
     rf_loader_close(NULL);
+}
+
+/* A NULL batch is said in the loader's detail: a caller that prints
+ * rf_loader_error() after a failed call showed an older, unrelated
+ * error. */
+TEST_CASE_LIMIT(test_loader_null_batch_is_said, "loader",
+                "NULL batch is said, not an older error", 30)
+{
+    rf_loader *l = TEST_OPEN_LOADER({RF_PARAM_PRODUCERS, 1},
+                                    {RF_PARAM_HEIGHT, 8}, {RF_PARAM_WIDTH, 8});
+    rf_batch b = {0};
+    CHECK_EQ(rf_loader_release(l, &b), -EINVAL); /* a detail to replace */
+    CHECK_EQ(rf_loader_next(l, NULL), -EINVAL);
+    CHECK_CONTAINS(rf_loader_error(l), "rf_loader_next: batch is NULL");
+    CHECK_EQ(rf_loader_release(l, &b), -EINVAL);
+    CHECK_EQ(rf_loader_release(l, NULL), -EINVAL);
+    CHECK_CONTAINS(rf_loader_error(l), "rf_loader_release: batch is NULL");
+    rf_loader_close(l);
 }
 
 /* ---- rf_pack_writer ------------------------------------------------------ */

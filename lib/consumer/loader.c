@@ -247,8 +247,12 @@ static int next_batch(rf_loader *l, rf_batch *batch)
 
 int rf_loader_next(rf_loader *l, rf_batch *batch)
 {
-    if (!l || !batch)
+    if (!l)
         return -EINVAL;
+    if (!batch) /* said, so that rf_loader_error() shows no older error */
+        return set_error(l, -EINVAL,
+                         "rf_loader_next: batch is NULL; pass where to write "
+                         "the batch");
     int rc = refuse_other_process(l, "rf_loader_next");
     if (rc == 0)
         rc = refuse_inside_next(
@@ -279,8 +283,12 @@ int rf_loader_interrupt(rf_loader *l)
 
 int rf_loader_release(rf_loader *l, const rf_batch *batch)
 {
-    if (!l || !batch)
+    if (!l)
         return -EINVAL;
+    if (!batch)
+        return set_error(l, -EINVAL,
+                         "rf_loader_release: batch is NULL; pass the batch "
+                         "rf_loader_next() gave");
     int rc = refuse_other_process(l, "rf_loader_release");
     if (rc == 0)
         rc = refuse_inside_next(l, "rf_loader_release()",
