@@ -14,34 +14,58 @@ from .errors import RingfeedError
 
 class Loop:
     """One loop over a Loader (a ``for``, an iter() kept, batches()): the
-    thread it runs in, whether it is taking a batch now, the batches it
-    has taken but not shown yet (a device's prefetch), and what ended it
-    if it was paused. A loop paused in its thread (an iterator peeked at
-    and kept, a generator a kept traceback holds, as in a notebook after
-    an exception in the step) is ended by the next loop there, as torch's
-    DataLoader starts a new pass, or by load_state_dict(); if it is
-    resumed it raises instead of sharing batches with the next loop."""
+    thread it last ran in, whether it is running now (from its resumption
+    until it hands its batch over: taking a batch, counting it), the
+    batches it has taken but not shown yet (a device's prefetch), and
+    what ended it if it was paused. A loop paused in its thread (an
+    iterator peeked at and kept, a generator a kept traceback holds, as
+    in a notebook after an exception in the step) is ended by the next
+    loop there, as torch's DataLoader starts a new pass, or by
+    load_state_dict(); if it is resumed it raises instead of sharing
+    batches with the next loop."""
 
     def __init__(self) -> None:
         self.thread = threading.get_ident()
-        self.taking = False
+        self.running = False
         self.prefetched: Deque[Any] = collections.deque()
         self.ended_by: Optional[str] = None
+
+    def resumes(self) -> bool:
+        """The loop goes on to its next batch, in this thread: False when
+        something ended it while it was paused (it must then take, count
+        and hand over nothing). From here until handed_over() it runs,
+        and end() refuses (a signal handler or on_message calling)."""
+        if self.ended_by is not None:
+            return False
+        self.thread = threading.get_ident()
+        self.running = True
+        return True
+
+    def handed_over(self) -> None:
+        """The loop's batch is counted and about to be yielded: paused."""
+        self.running = False
 
     def end(self, run: Any, by: str) -> bool:
         """Ends this loop if it is paused in this thread between two
         batches, its prefetched batches given back to `run` (the Loader's
-        _Run); `by` says what ended it. False, and nothing done, for a
-        loop that runs: in another thread, or taking a batch (a signal
-        handler or on_message calling from inside it)."""
-        if self.thread != threading.get_ident() or self.taking:
+        _Run; the caller holds the Loader's lock); `by` says what ended
+        it. False, and nothing done, for a loop that runs: in another
+        thread, or inside its own work (a signal handler or on_message
+        calling from there)."""
+        if self.thread != threading.get_ident() or self.running:
             return False
         self.ended_by = by
-        if run is not None and run.handle:
-            for held in self.prefetched:
-                run.release(held)
-        self.prefetched.clear()
+        self.give_back(run)
         return True
+
+    def give_back(self, run: Any) -> None:
+        """Releases the batches taken but not shown to `run` (while it is
+        open), each once however this is cut short; the caller holds the
+        Loader's lock."""
+        while self.prefetched:
+            held = self.prefetched.popleft()
+            if run is not None and run.handle:
+                run.release(held)
 
     def check_not_ended(self) -> None:
         """Raises in a loop resumed after something ended it."""
@@ -75,8 +99,11 @@ class Position:
         self.loop: Optional[Loop] = None  # the loop running (one at a time)
         # set_epoch() called during a loop: applied when that loop ends
         self._epoch_after_loop: Optional[int] = None
-        # and the last such call, made again if the loop was only paused
-        # and a later loop ends it (end_paused_loop())
+        # and the last such call since the loop handed its last batch
+        # over, made again if the loop was only paused and a later loop
+        # ends it (end_paused_loop()): made after the loop, as far as the
+        # loop can tell. One in the body of a loop then left with its
+        # iterator kept is taken so too.
         self._set_in_loop: Optional[int] = None
 
     @property
@@ -139,6 +166,14 @@ class Position:
         self.loop_ends(True)
         if epoch is not None:
             self.set_epoch(epoch)
+        return True
+
+    def loop_resumes(self, loop: Loop) -> bool:
+        """`loop` goes on to its next batch (Loop.resumes()): a set_epoch()
+        made before this was made in its body, not after it."""
+        if not loop.resumes():
+            return False
+        self._set_in_loop = None
         return True
 
     def set_epoch(self, epoch: int) -> None:

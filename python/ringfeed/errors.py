@@ -109,18 +109,21 @@ class CorruptSample(RingfeedError):
                  names: Optional[str] = None,
                  sample: Optional[SampleFields] = None) -> None:
         """sample: the fields as the library gives them apart
-        (rf_loader_failed_sample()); without them they are taken from
-        the message: names is the library's message as the file system's
-        names decode (os.fsdecode), for path and name; detail, for the
-        rest, has a name's bytes that are not UTF-8 replaced."""
+        (rf_loader_failed_sample()); without them, or without a path in
+        them, they are taken from the message: names is the library's
+        message as the file system's names decode (os.fsdecode), for path
+        and name; detail, for the rest, has a name's bytes that are not
+        UTF-8 replaced."""
         super().__init__(detail, code)
         self.index: Optional[int] = None
         self.path: Optional[str] = None
         self.name: Optional[str] = None
         self.reason: str = detail
-        if sample is not None:
+        if sample is not None and sample[1] is not None:
             self.index, self.path, self.name, self.reason = sample
             return
+        # no fields, or no path in them (a loader that kept no listing, a
+        # path past 4095 bytes): taken from the message
         names = detail if names is None else names
         head, named_head = self._HEAD.search(detail), self._HEAD.search(names)
         if not head or not named_head:

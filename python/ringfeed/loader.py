@@ -341,42 +341,41 @@ class Loader(NotADataLoader):
         prefetched = loop.prefetched
         position = self._at.sequence
         try:
-            while position < end:
-                raise_kept_interrupt()
-                with self._busy():
-                    self._check_open()
-                    if self._device is not None:
-                        # The GPU tensors are torch's: the last batch's
-                        # slot goes back before the next is taken, its copy
-                        # long done (no host stall), whatever
-                        # keep_batches= says.
-                        run.release_beyond(0)
-                    loop.taking = True
-                    try:
-                        held = self._take(run, prefetched, position, end)
-                    finally:
-                        loop.taking = False
+            while position < end and self._at.loop_resumes(loop):
+                try:
+                    held = self._next_held(run, prefetched, position, end)
                     if held is None:
                         return
-                    run.held.append(held)
-                    if self._device is None:
-                        run.release_beyond(self._keep)
-                self._at.yielded(position)
+                    self._at.yielded(position)
+                finally:
+                    loop.handed_over()
                 position += 1
                 yield held.batch
-                if loop.ended_by is not None:
-                    return
         except (RingfeedError, KeyboardInterrupt):
             self.close()
             raise
         finally:
             try:  # after a break, as the generator is collected (above)
                 with self._lock:
-                    if run.handle:  # taken but never shown: give back
-                        for taken in prefetched:
-                            run.release(taken)
+                    loop.give_back(run)
             except KeyboardInterrupt:
                 keep_interrupt()
+
+    def _next_held(self, run: _Run, prefetched: Deque[_Held], position: int,
+                   end: int) -> Optional[_Held]:
+        """The batch at `position`, held in the run, or None at the end."""
+        raise_kept_interrupt()
+        with self._busy():
+            self._check_open()
+            if self._device is not None:  # the GPU tensors are torch's:
+                run.release_beyond(0)  # the last slot's copy is long done
+            held = self._take(run, prefetched, position, end)
+            if held is None:
+                return None
+            run.held.append(held)
+            if self._device is None:
+                run.release_beyond(self._keep)
+        return held
 
     def _take(self, run: _Run, prefetched: Deque[_Held], position: int,
               end: int) -> Optional[_Held]:
@@ -534,13 +533,15 @@ class Loader(NotADataLoader):
         the order changes with the world size. A loop paused in this
         thread (its iterator kept) ends, and raises if resumed."""
         self._check_open()
-        if not self._at.end_paused_loop(self._run, "load_state_dict()"):
-            raise RingfeedError(
-                "load_state_dict() while a loop over this Loader runs in "
-                "another thread: that loop would go on from where it is. "
-                "Leave it first, or load the state before it starts")
-        self._at.resume_at(*_checkpoint.resume_position(
-            state_dict, self.state_dict(), strict))
+        at = _checkpoint.resume_position(state_dict, self.state_dict(),
+                                         strict)  # refused: nothing changes
+        with self._busy():
+            if not self._at.end_paused_loop(self._run, "load_state_dict()"):
+                raise RingfeedError(
+                    "load_state_dict() while a loop over this Loader runs: "
+                    "that loop would go on from where it is. Leave it "
+                    "first, or load the state before it starts")
+            self._at.resume_at(*at)
 
     # ---- reports and lifetime -------------------------------------------
 

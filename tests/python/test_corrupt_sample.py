@@ -330,3 +330,16 @@ def test_corrupt_sample_fields_come_from_the_library(tmp_path):
     assert (e.index, e.path, e.name) == (0, pack, name)
     assert re.match(NOT_AN_IMAGE, e.reason), e.reason
     assert_user_terms(str(e))
+
+
+def test_fields_without_a_path_fall_back_to_the_message():
+    """A loader that kept no listing (few fds free at open) gives the
+    index and the whole failure, no path: .path and .reason are then
+    read from the message, as without fields."""
+    from ringfeed import _capi
+    from ringfeed.errors import from_code
+    message = b"sample 3 (/data/best (2019) of cats/a.jpg): not a JPEG"
+    e = from_code(_capi.E_CORRUPT_SAMPLE, message,
+                  (3, None, None, message.decode()))
+    assert (e.index, e.path, e.name, e.reason) == (
+        3, "/data/best (2019) of cats/a.jpg", None, "not a JPEG")

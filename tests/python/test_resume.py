@@ -15,7 +15,8 @@ import threading
 import pytest
 
 import ringfeed
-from helpers import assert_same_batches, collect, dataset, write_folder
+from helpers import (as_numpy, assert_same_batches, collect, dataset,
+                     write_folder)
 
 torch = pytest.importorskip("torch")
 
@@ -505,12 +506,94 @@ def test_load_state_dict_ends_a_paused_loop(reference):
         assert in_loop.wait(timeout=30)
         try:
             with pytest.raises(ringfeed.RingfeedError,
-                               match="runs in another thread"):
+                               match="while a loop over this Loader runs"):
                 loader.load_state_dict(state)
         finally:
             done.set()
             thread.join(timeout=60)
         assert len(counted) == len(loader)
+
+
+def record(batch):
+    """A Batch as collect() records it."""
+    return (batch.epoch, batch.number, as_numpy(batch.images),
+            as_numpy(batch.labels), as_numpy(batch.indices))
+
+
+def test_a_refused_checkpoint_leaves_a_paused_loop_alone(reference):
+    """load_state_dict() of a checkpoint it refuses changes nothing: the
+    paused loop goes on (it was ended before the checkpoint was read)."""
+    root, want = reference
+    state = dict(partial_state(root, 5), seed=ARGS["seed"] + 1)
+    with make(root) as loader:
+        paused = loader.batches()
+        got = [record(next(paused))]
+        with pytest.raises(ringfeed.ConfigError, match="seed"):
+            loader.load_state_dict(state)
+        got += [record(batch) for batch in paused]
+    assert_same_batches(got, want[:14])
+
+
+def test_a_loop_is_not_ended_from_inside_its_own_work(reference):
+    """A loop that is taking or counting its batch is running, even when
+    a signal handler or on_message calls in from there: a new loop or
+    load_state_dict() from inside is refused and the loop goes on exactly
+    (it was ended, then handed over a batch and wrote its old position
+    back over the loaded one)."""
+    root, want = reference
+    state = partial_state(root, 2)
+    with make(root) as loader:
+        count = loader._at.yielded
+        refused = []
+
+        def count_and_call_in(sequence):
+            count(sequence)
+            for call in (lambda: next(iter(loader)),
+                         lambda: loader.load_state_dict(state)):
+                try:
+                    call()
+                except ringfeed.RingfeedError as error:
+                    refused.append(str(error))
+
+        loader._at.yielded = count_and_call_in
+        got = collect(loader)
+    assert_same_batches(got, want[:14])
+    assert len(refused) == 2 * 14
+    assert all("already being iterated" in r or
+               "while a loop over this Loader runs" in r for r in refused)
+
+
+def test_a_loop_handed_to_another_thread_is_not_ended(reference):
+    """A loop peeked at here and then run by a worker thread belongs to
+    the worker: a loop or load_state_dict() here is refused while it is
+    open, and the worker's batches are the epoch's."""
+    root, want = reference
+    state = partial_state(root, 2)
+    with make(root) as loader:
+        loop = iter(loader)
+        got = [next(loop)]
+        in_loop, done = threading.Event(), threading.Event()
+
+        def worker():
+            for batch in loop:
+                got.append(batch)
+                in_loop.set()
+                done.wait(timeout=30)
+
+        thread = threading.Thread(target=worker)
+        thread.start()
+        assert in_loop.wait(timeout=30)
+        try:
+            with pytest.raises(ringfeed.RingfeedError,
+                               match="while a loop over this Loader runs"):
+                loader.load_state_dict(state)
+            with pytest.raises(ringfeed.RingfeedError,
+                               match="already being iterated"):
+                next(iter(loader))
+        finally:
+            done.set()
+            thread.join(timeout=60)
+    assert len(got) == 14
 
 
 def test_finished_epoch_set_twice_stays_finished(reference):
