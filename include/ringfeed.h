@@ -967,17 +967,19 @@ RF_API uint64_t rf_loader_sample_errors(const rf_loader *loader,
  * gives it: the parts rf_loader_error()'s message names, apart, and the
  * file's path whole (a message shortens a long one in the middle). */
 typedef struct rf_failed_sample {
-    uint64_t index; /* dataset index */
-    uint64_t epoch;
+    uint64_t index;   /* dataset index */
+    uint64_t epoch;   /* the epoch of the batch it was to go into */
     char path[4096];  /* the image's file for a folder, the packed file for
-                         a pack; "" when not known (a synthetic source, or
-                         a loader that did not keep its listing: see
-                         rf_loader_class_name()) */
-    char name[4096];  /* a packed sample's stored name, else "" */
+                         a pack; "" when not known (a synthetic source, a
+                         loader that did not keep its listing: see
+                         rf_loader_class_name(), or a path of 4096 bytes
+                         or more) */
+    char name[4096];  /* a packed sample's stored name, else "" (also
+                         when path is "") */
     char reason[512]; /* what was wrong with it ("premature end of data
                          segment", ...), without the sample's name; its
                          whole failure when the name cannot be told
-                         apart */
+                         apart (a synthetic source, no listing kept) */
 } rf_failed_sample;
 
 /* Fills out with the sample whose failure ended the run: the one
@@ -987,10 +989,12 @@ typedef struct rf_failed_sample {
  * For bindings and tools that show the file, the sample and the reason
  * apart (Python's CorruptSample.path, .index, .reason) without taking the
  * message apart. Returns 0; -ENOENT when no sample's failure ended the
- * run (no error, another error, or a dataset that failed at open:
- * rf_loader_open()'s detail names the file); -EINVAL when loader or out
- * is NULL. A read of the loader's error: same thread rules as
- * rf_loader_error(). New in 0.2. */
+ * run: no error, another error (a sample that crashed or hung producers
+ * ends it with RF_E_PRODUCER_DIED, whose message names it), or a dataset
+ * that failed at open (rf_loader_open()'s detail names the file);
+ * -EINVAL when loader or out is NULL. out is written only on success.
+ * A read of the loader's error: same thread rules as rf_loader_error().
+ * New in 0.2. */
 RF_API int rf_loader_failed_sample(const rf_loader *loader,
                                    rf_failed_sample *out);
 

@@ -10,11 +10,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/internal.h"
 #include "harness.h"
+#include "proc.h"
 #include "scratch.h"
 #include "test.h"
 
@@ -187,6 +189,64 @@ TEST_CASE(test_skip_limit_fields, "fields",
     rf_loader_close(l);
     rf_config_free(cfg);
     remove_tree(folder);
+}
+
+/* Five bad files in one batch, past the four reasons a slot keeps: the
+ * fifth, which goes past RF_PARAM_MAX_ERRORS 4, has no reason kept, and
+ * its reason says so without its (long) description in front. */
+TEST_CASE(test_reason_not_kept_fields, "fields",
+          "past the reasons a batch keeps: the reason without the name")
+{
+    char folder[400], cls[700];
+    rf__format(folder, sizeof(folder), "%s/five", base);
+    copy_tree(root, folder);
+    char long_name[260];
+    memset(long_name, 'b', 250); /* sorts before class_0 */
+    long_name[250] = '\0';
+    rf__format(cls, sizeof(cls), "%s/%s", folder, long_name);
+    CHECK_EQ(mkdir(cls, 0755), 0);
+    for (uint64_t i = 0; i < 5; i++) {
+        char file[800];
+        rf__format(file, sizeof(file), "%s/%llu.jpg", cls,
+                   (unsigned long long)i);
+        write_truncated_jpeg(file, i);
+    }
+    rf_config *cfg = jpeg_folder_config(folder, 1, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
+    test_set_skip(cfg, 4, 1000000);
+    rf_loader *l = test_open_loader(cfg);
+    CHECK_EQ(test_drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
+    rf_failed_sample f;
+    CHECK_OK(rf_loader_failed_sample(l, &f));
+    CHECK_EQ(f.index, 4);
+    CHECK(strncmp(f.reason, "its reason was not kept", 23) == 0);
+    char whole[800];
+    rf__format(whole, sizeof(whole), "%s/4.jpg", cls);
+    CHECK_STR_EQ(f.path, whole);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    remove_tree(folder);
+}
+
+/* A run that another failure ended (a producer killed, no respawn left)
+ * has no failed sample: -ENOENT, and out as it was. */
+TEST_CASE(test_other_error_has_no_sample, "fields",
+          "another error ends the run: -ENOENT")
+{
+    rf_config *cfg = jpeg_folder_config(root, 1, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_RESPAWNS, 0));
+    rf_loader *l = test_open_loader(cfg);
+    int pid = 0;
+    CHECK_EQ(list_children(&pid, 1), 1);
+    CHECK_EQ(kill(pid, SIGKILL), 0);
+    CHECK_EQ(test_drain(l, NULL, NULL), RF_E_PRODUCER_DIED);
+    rf_failed_sample f;
+    memset(&f, 0x5a, sizeof(f));
+    f.index = 77;
+    CHECK_EQ(rf_loader_failed_sample(l, &f), -ENOENT);
+    CHECK_EQ(f.index, 77);
+    rf_loader_close(l);
+    rf_config_free(cfg);
 }
 
 TEST_CASE(test_bad_arguments, "args", "NULL loader or out is -EINVAL")

@@ -228,12 +228,22 @@ static void report_skipped(rf_loader *l, const char *text)
 static void reason_not_kept(const rf_loader *l, uint64_t index, uint64_t seq,
                             char *out, size_t len)
 {
-    char who[RF__DETAIL / 4];
+    char who[RF__SAMPLE_NAME_MAX]; /* as a producer's (failed-sample.c) */
     rf__loader_describe_sample(l, index, who, sizeof(who));
     rf__format(out, len,
                "%s: its reason was not kept (more than %d samples of batch "
                "%llu failed); rf_dataset_decode() of it says why",
                who, RF__SLOT_FAILURES, (unsigned long long)seq);
+}
+
+/* A slot's list of failed samples names one past the dataset. */
+static int say_bad_failed_index(rf_loader *l, uint32_t slot, uint64_t index)
+{
+    return set_error(l, RF_E_BAD_HANDLE,
+                     "slot %u lists failed sample %llu, but the dataset has "
+                     "%lld samples; the shared memory was overwritten",
+                     slot, (unsigned long long)index,
+                     (long long)l->params[RF_PARAM_SAMPLES]);
 }
 
 /* Failed samples of a batch (`failed` of them, read once from the slot):
@@ -247,24 +257,22 @@ static int account_failures(rf_loader *l, uint32_t slot, uint64_t epoch,
     const uint64_t *failed_index =
         rf__slot_indices(&l->seg, slot) + l->batch_size - 1;
     if (failed && !l->skip_errors) {
-        if (*failed_index < (uint64_t)l->params[RF_PARAM_SAMPLES])
-            rf__loader_note_failed_sample(l, epoch, *failed_index,
-                                          m->failures[0].text,
-                                          sizeof(m->failures[0].text));
+        /* read once, and checked: the slot is shared memory */
+        const uint64_t index = __atomic_load_n(failed_index, __ATOMIC_RELAXED);
+        if (index >= (uint64_t)l->params[RF_PARAM_SAMPLES])
+            return say_bad_failed_index(l, slot, index);
+        rf__loader_note_failed_sample(l, epoch, index, m->failures[0].text,
+                                      sizeof(m->failures[0].text));
         return set_error(l, RF_E_CORRUPT_SAMPLE,
                          "%.*s; set RF_PARAM_ON_ERROR to RF_ON_ERROR_SKIP to "
                          "leave failing samples out",
                          (int)sizeof(m->failures[0].text), m->failures[0].text);
     }
     for (uint32_t i = 0; i < failed; i++) {
-        const uint64_t index = *(failed_index - i);
+        const uint64_t index =
+            __atomic_load_n(failed_index - i, __ATOMIC_RELAXED);
         if (index >= (uint64_t)l->params[RF_PARAM_SAMPLES])
-            return set_error(l, RF_E_BAD_HANDLE,
-                             "slot %u lists failed sample %llu, but the "
-                             "dataset has %lld samples; the shared memory "
-                             "was overwritten",
-                             slot, (unsigned long long)index,
-                             (long long)l->params[RF_PARAM_SAMPLES]);
+            return say_bad_failed_index(l, slot, index);
         char text[sizeof(m->failures[0].text) + 1];
         /* The slot records the first RF__SLOT_FAILURES in full. */
         if (i < RF__SLOT_FAILURES)

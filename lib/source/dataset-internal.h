@@ -73,9 +73,6 @@ int rf__folder_read(rf_dataset *ds, uint64_t index, rf_sample_info *info);
 void rf__folder_describe(const rf_dataset *ds, uint64_t index, char *out,
                          size_t len);
 
-/* The path of folder sample index (< ds->samples) below the folder. */
-const char *rf__folder_sample_name(const rf_dataset *ds, uint64_t index);
-
 /* rf__dataset_index_fd() for a folder: a sealed memfd of its listing. */
 int rf__folder_index_fd(rf_dataset *ds, int *fd);
 
@@ -104,10 +101,6 @@ void rf__pack_describe(const rf_dataset *ds, uint64_t index, char *out,
 /* rf__dataset_index_fd() for a packed file: a new fd of the sealed copy
  * of its metadata; *fd stays -1 when there is none (no samples). */
 int rf__pack_index_fd(rf_dataset *ds, int *fd);
-
-/* The stored name of packed sample index (< ds->samples), or NULL when
- * it has none. */
-const char *rf__pack_sample_name(const rf_dataset *ds, uint64_t index);
 
 /* Frees what rf__pack_open() made (the mapping, the memfd). */
 void rf__pack_close(rf_dataset *ds);

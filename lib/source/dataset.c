@@ -330,15 +330,14 @@ int rf__dataset_sample_place(const rf_dataset *ds, uint64_t index, char *path,
     path[0] = name[0] = '\0';
     if (index >= ds->samples)
         return -ERANGE;
-    bool fits;
-    if (ds->kind == RF__DATASET_FOLDER) {
-        fits = join_fits(path, path_len, ds->path, "/",
-                         rf__folder_sample_name(ds, index));
-    } else {
-        const char *stored = rf__pack_sample_name(ds, index);
-        fits = join_fits(path, path_len, ds->path, "", "") &&
-               join_fits(name, name_len, stored ? stored : "", "", "");
-    }
+    uint32_t label;
+    size_t length;
+    const char *stored = entry_label_name(ds, index, &label, &length);
+    const bool fits =
+        ds->kind == RF__DATASET_FOLDER
+            ? join_fits(path, path_len, ds->path, "/", stored)
+            : join_fits(path, path_len, ds->path, "", "") &&
+                  join_fits(name, name_len, stored ? stored : "", "", "");
     if (fits)
         return 0;
     path[0] = name[0] = '\0';

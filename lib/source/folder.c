@@ -255,15 +255,9 @@ static void describe_folder_sample(const rf_dataset *ds, uint64_t index,
 void rf__folder_describe(const rf_dataset *ds, uint64_t index, char *out,
                          size_t len)
 {
-    describe_folder_sample(ds, index, rf__folder_sample_name(ds, index), out,
-                           len);
-}
-
-const char *rf__folder_sample_name(const rf_dataset *ds, uint64_t index)
-{
     struct rf__index_entry e;
     rf__index_entry_decode(&e, ds->entries + index * RF__INDEX_ENTRY_SIZE);
-    return ds->names + e.name_offset;
+    describe_folder_sample(ds, index, ds->names + e.name_offset, out, len);
 }
 
 static int folder_sample_failed(rf_dataset *ds, uint64_t index,

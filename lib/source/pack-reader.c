@@ -353,13 +353,6 @@ void rf__pack_describe(const rf_dataset *ds, uint64_t index, char *out,
     describe_packed_sample(ds, index, &e, out, len);
 }
 
-const char *rf__pack_sample_name(const rf_dataset *ds, uint64_t index)
-{
-    struct rf__pack_entry e;
-    rf__pack_entry_decode(&e, ds->entries + index * RF__PACK_ENTRY_SIZE);
-    return e.name_length ? ds->names + e.name_offset : NULL;
-}
-
 /* The name of a packed sample: its stored name, else "packed offset N". */
 static const char *packed_name(rf_dataset *ds, const struct rf__pack_entry *e)
 {
