@@ -772,7 +772,9 @@ RF_API int rf_loader_open(rf_loader **out, const rf_config *cfg, char **errp);
  *                        rf_loader_next() (nothing is changed: the call
  *                        that runs the handler hands out the batch once
  *                        the handler returns; see rf_message_fn);
- *   -EINTR               a signal arrived while waiting, or
+ *   -EINTR               a signal arrived while waiting (for a batch,
+ *                        or, up to 2 s, for a producer started in place
+ *                        of a dead one to follow the caller), or
  *                        rf_loader_interrupt() was called; call again;
  *   -ECANCELED           the loader was closed by its message handler
  *                        during this call (see rf_message_fn): it is

@@ -340,6 +340,74 @@ TEST_CASE(test_helper_replaced_during_run, "start",
            "opened\n");
 }
 
+/* A new helper from the template path (mkstemp's XXXXXX) that sleeps 3 s
+ * before it runs the real one while the file named in `mark` (PATH.slow)
+ * exists: a slow start, as on a loaded machine or a slow file system. */
+static void write_slow_helper(char *path, char *mark, size_t mark_len)
+{
+    const char *real = getenv("RINGFEED_PRODUCER");
+    CHECK(real != NULL);
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    snprintf(mark, mark_len, "%s.slow", path);
+    char script[2200];
+    const int n = snprintf(script, sizeof(script),
+                           "#!/bin/sh\n[ -e '%s' ] && sleep 3\nexec '%s' "
+                           "\"$@\"\n",
+                           mark, real);
+    CHECK(n > 0 && (size_t)n < sizeof(script));
+    CHECK_EQ(write(fd, script, (size_t)n), (ssize_t)n);
+    close(fd);
+    CHECK_EQ(chmod(path, 0755), 0);
+}
+
+/* next() waits up to 2 s for a replacement to follow the consumer, as
+ * open does for the first ones; a signal ends that wait at once: next()
+ * returns -EINTR, as for a signal while it waits for a batch (it went on
+ * waiting, and a Ctrl-C or rf_loader_interrupt() waited with it), and
+ * the run goes on once the replacement has started. */
+TEST_CASE(test_signal_ends_the_wait_for_a_replacement, "start",
+          "a signal ends the wait for a slow replacement")
+{
+    char helper[] = "/tmp/rf-slow-helper-XXXXXX", mark[64];
+    write_slow_helper(helper, mark, sizeof(mark));
+    char *saved = use_helper(helper);
+    rf_config *cfg = small_config(1, 1000000, 4, 8);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    rf_loader *l = test_open_loader(cfg);
+    rf_config_free(cfg);
+    rf_batch b;
+    CHECK_EQ(rf_loader_next(l, &b), 1);
+    CHECK_OK(rf_loader_release(l, &b));
+    const int marked = creat(mark, 0644); /* the replacement starts slowly */
+    CHECK(marked >= 0);
+    close(marked);
+    int pid = 0;
+    CHECK_EQ(list_children(&pid, 1), 1);
+    CHECK_EQ(kill(pid, SIGKILL), 0);
+    struct sigaction sa = {.sa_handler = on_alarm}, old;
+    CHECK_EQ(sigaction(SIGALRM, &sa, &old), 0);
+    const struct itimerval once = {{0, 0}, {0, 300000}};
+    CHECK_EQ(setitimer(ITIMER_REAL, &once, NULL), 0);
+    const uint64_t started = rf__now_ns();
+    int rc;
+    while ((rc = rf_loader_next(l, &b)) == 1) /* what it made before */
+        CHECK_OK(rf_loader_release(l, &b));
+    const uint64_t took_ms = (rf__now_ns() - started) / 1000000;
+    printf("next() returned %d after %llu ms: %s\n", rc,
+           (unsigned long long)took_ms, rf_loader_error(l));
+    CHECK_EQ(rc, -EINTR);
+    CHECK_CONTAINS(rf_loader_error(l), "while a replacement producer started");
+    CHECK_LT(took_ms, 1500); /* the signal came at 300 ms; the wait is 2 s */
+    unlink(mark);
+    CHECK_EQ(rf_loader_next(l, &b), 1); /* once the replacement runs */
+    CHECK_OK(rf_loader_release(l, &b));
+    CHECK_EQ(sigaction(SIGALRM, &old, NULL), 0);
+    rf_loader_close(l);
+    unlink(helper);
+    restore_helper(saved);
+}
+
 /* A spawned producer holds fds 0 to 5 and nothing else: not the caller's
  * files (opened here without O_CLOEXEC), not the fd its helper was
  * started from. */

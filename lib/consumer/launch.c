@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <signal.h>
 
@@ -127,15 +128,25 @@ int rf__loader_start_producers(rf_loader *l)
 
 /* Producer i has attached (its pid in its record, written only after it
  * asked for PR_SET_PDEATHSIG), or exited: waits for it up to `deadline`,
- * a millisecond at a time on its pidfd. */
-static void await_producer(rf_loader *l, uint32_t i, uint64_t deadline)
+ * a millisecond at a time on its pidfd. Returns early, with -EINTR, when
+ * rf_loader_interrupt() was called (next() then takes the interrupt), or,
+ * when `signals_end_it`, a signal came; else 0. */
+static int await_producer(rf_loader *l, uint32_t i, uint64_t deadline,
+                          bool signals_end_it)
 {
     const struct rf__producer_state *st = rf__segment_producer(&l->seg, i);
     struct pollfd exited = {.fd = l->producer_info[i].child.pidfd,
                             .events = POLLIN};
-    while (rf__load_acquire32(&st->pid) == 0 && rf__now_ns() < deadline)
-        if (poll(&exited, 1, 1) > 0)
-            return; /* dead before it attached: next() says so */
+    while (rf__load_acquire32(&st->pid) == 0 && rf__now_ns() < deadline) {
+        if (rf__load_acquire32(&l->interrupt))
+            return -EINTR;
+        const int n = poll(&exited, 1, 1);
+        if (n > 0)
+            return 0; /* dead before it attached: next() says so */
+        if (n < 0 && errno == EINTR && signals_end_it)
+            return -EINTR;
+    }
+    return 0;
 }
 
 /* Until a producer has asked the kernel for a signal at the consumer's
@@ -147,13 +158,17 @@ static void await_producer(rf_loader *l, uint32_t i, uint64_t deadline)
 void rf__loader_await_producers(rf_loader *l)
 {
     const uint64_t deadline = rf__now_ns() + FOLLOW_WAIT_MS * 1000000ull;
+    /* a signal does not end it: a profiler's timer would, at every open */
     for (uint32_t i = 0; i < l->producers; i++)
-        await_producer(l, i, deadline);
+        (void)await_producer(l, i, deadline, false);
 }
 
 void rf__loader_await_producer(rf_loader *l, uint32_t i)
 {
-    await_producer(l, i, rf__now_ns() + FOLLOW_WAIT_MS * 1000000ull);
+    const uint64_t deadline = rf__now_ns() + FOLLOW_WAIT_MS * 1000000ull;
+    if (await_producer(l, i, deadline, true) < 0 &&
+        !rf__load_acquire32(&l->interrupt))
+        l->signal_in_respawn = true; /* next() returns -EINTR for it */
 }
 
 void rf__loader_stop_producers(rf_loader *l)

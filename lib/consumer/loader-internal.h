@@ -149,6 +149,9 @@ struct rf_loader {
     bool arena_kept;  /* rf_loader_keep_arena(): close leaves it mapped */
     /* rf_loader_interrupt(): set by any thread, taken by next() */
     _Atomic uint32_t interrupt;
+    /* a signal ended the wait for a replacement producer (launch.c):
+     * taken by next() as an interrupt */
+    bool signal_in_respawn;
     uint64_t open_ns, wait_ns, samples_out, bytes_out;
     pid_t owner;          /* the process that opened the loader */
     uint64_t owner_token; /* its rf__process_token() */
@@ -215,8 +218,9 @@ int rf__loader_start_producers(rf_loader *l);
  * asked for a signal at its death (see launch.c). */
 void rf__loader_await_producers(rf_loader *l);
 
-/* The same for producer i alone, a replacement (deaths.c): the window is
- * the same for it. */
+/* The same for producer i alone, a replacement (deaths.c), which could be
+ * stopped as it starts too. rf_loader_interrupt() or a signal ends the
+ * wait: next() then returns -EINTR before it waits for a batch. */
 void rf__loader_await_producer(rf_loader *l, uint32_t i);
 
 /* Starts producer i (again, after a death) in its record. */

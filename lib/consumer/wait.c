@@ -99,6 +99,12 @@ static int sleep_for_batches(rf_loader *l, uint64_t started)
 
 int rf__loader_take_interrupt(rf_loader *l)
 {
+    if (l->signal_in_respawn) {
+        l->signal_in_respawn = false;
+        return set_error(l, -EINTR,
+                         "interrupted by a signal while a replacement "
+                         "producer started");
+    }
     if (!rf__take32(&l->interrupt))
         return 0;
     return set_error(l, -EINTR, "interrupted by rf_loader_interrupt()");
