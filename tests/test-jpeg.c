@@ -1403,6 +1403,85 @@ static void test_exif(struct rf__jpeg_decoder *dec, bool against_pil)
     free(im.px);
 }
 
+/* v at p, in the byte order `big` says. */
+static void put_u16(uint8_t *p, uint32_t v, bool big)
+{
+    p[big ? 0 : 1] = (uint8_t)(v >> 8);
+    p[big ? 1 : 0] = (uint8_t)v;
+}
+
+static void put_u32(uint8_t *p, uint32_t v, bool big)
+{
+    put_u16(p + (big ? 0 : 2), v >> 16, big);
+    put_u16(p + (big ? 2 : 0), v & 0xffff, big);
+}
+
+/* An APP1 Exif block whose Orientation is `count` values of TIFF type
+ * `type` (SHORT 3, LONG 4, SSHORT 8, SLONG 9), the first `orientation`
+ * and the rest 0, after the IFD when they do not fit in its 4 bytes;
+ * returns its length (at most 64). */
+static size_t exif_block_stored_as(uint8_t out[64], int orientation, bool big,
+                                   uint32_t type, uint32_t count)
+{
+    const uint32_t size = type == 3 || type == 8 ? 2 : 4;
+    const size_t ifd_end = 8 + 2 + 12 + 4; /* in the TIFF structure */
+    const size_t values = (size_t)count * size;
+    const size_t len = 6 + ifd_end + (values > 4 ? values : 0);
+    CHECK(len <= 64);
+    memset(out, 0, 64);
+    memcpy(out, "Exif\0\0", 6);
+    uint8_t *tiff = out + 6;
+    memcpy(tiff, big ? "MM\0*" : "II*\0", 4);
+    put_u32(tiff + 4, 8, big); /* IFD0 */
+    put_u16(tiff + 8, 1, big); /* one entry */
+    put_u16(tiff + 10, 0x0112, big);
+    put_u16(tiff + 12, type, big);
+    put_u32(tiff + 14, count, big);
+    uint8_t *value = tiff + 18;
+    if (values > 4) {
+        put_u32(tiff + 18, (uint32_t)ifd_end, big);
+        value = tiff + ifd_end;
+    }
+    if (size == 2)
+        put_u16(value, (uint32_t)orientation, big);
+    else
+        put_u32(value, (uint32_t)orientation, big);
+    return len;
+}
+
+/* Orientation 6 stored as PIL's exif_transpose() reads it, in both byte
+ * orders: as a LONG, SSHORT or SLONG, or as two or three values (the
+ * first counts) turns the pixels; with a count of 0 there is none. */
+static void test_exif_stored_as(struct rf__jpeg_decoder *dec)
+{
+    const uint32_t w = 64, h = 40;
+    const struct image im = make_image(w, h, 3);
+    static const struct {
+        uint32_t type, count;
+        bool turns;
+    } ways[] = {{4, 1, true}, {8, 1, true},  {9, 1, true}, {4, 2, true},
+                {3, 3, true}, {3, 0, false}, {4, 0, false}};
+    for (size_t i = 0; i < sizeof(ways) / sizeof(ways[0]); i++)
+        for (int big = 0; big < 2; big++) {
+            uint8_t app1[64];
+            const size_t n =
+                exif_block_stored_as(app1, 6, big, ways[i].type, ways[i].count);
+            const struct lj_options lo = {JCS_RGB, JCS_YCbCr, 90, .app1 = app1,
+                                          .app1_len = n};
+            const struct blob b = lj_encode(&im, &lo);
+            uint8_t *stored = tj_decode(&b, w, h, 3);
+            const int o = ways[i].turns ? 6 : 1;
+            const uint32_t uw = o == 6 ? h : w, uh = o == 6 ? w : h;
+            const struct rf__crop whole = RF_CROP_BOX(0, 0, uw, uh, false);
+            check_oriented(dec, &b, o, stored, w, h, &whole);
+            free(stored);
+            free(b.data);
+        }
+    printf("  orientation 6 as LONG, SSHORT, SLONG, 2 and 3 values: turned; "
+           "a count of 0: not\n");
+    free(im.px);
+}
+
 /* ---- the cases ----------------------------------------------------------- */
 
 TEST_CASE_LIMIT(test_scale_for, "scale", "the DCT scale that covers a crop", 10)
@@ -1522,6 +1601,12 @@ CMYK_CASE(case_ycck_adobe, "YCCK, Adobe (inverted)", JCS_YCCK, true)
 TEST_CASE(case_exif, "exif", "orientations 1..8 turn the stored pixels")
 {
     test_exif(decoder, false);
+}
+
+TEST_CASE(case_exif_stored_as, "exif",
+          "an orientation stored as PIL reads it, other types and counts")
+{
+    test_exif_stored_as(decoder);
 }
 
 /* Case case_pil_<what>(): test_against_pil() of fixtures[F] (0 4:2:0,

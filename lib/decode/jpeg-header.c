@@ -30,11 +30,20 @@ static uint32_t tiff_u32(const uint8_t *p, bool big_endian)
                       : tiff_u16(p + 2, false) << 16 | tiff_u16(p, false);
 }
 
+/* Bytes of one value of TIFF type `type` among those an orientation may
+ * be stored as (SHORT, LONG, SSHORT, SLONG), else 0. */
+static uint32_t tiff_integer_size(uint32_t type)
+{
+    return type == 3 || type == 8 ? 2 : type == 4 || type == 9 ? 4 : 0;
+}
+
 /* The Orientation tag (0x0112) of IFD0 of an Exif block's TIFF
  * structure; 1 (upright) when absent or unreadable. The standard stores
- * one SHORT; some writers store a LONG, which PIL's exif_transpose()
- * honours, so both are read. Every offset is checked against the block:
- * the bytes come from the file. */
+ * one SHORT; writers also store a LONG, a signed type or more than one
+ * value (the first counts; the values are then at an offset), which
+ * PIL's exif_transpose() honours, so these are read as it reads them;
+ * none at all (a count of 0) is no orientation. Every offset is checked
+ * against the block: the bytes come from the file. */
 static int tiff_orientation(const uint8_t *tiff, size_t len)
 {
     if (len < 8 ||
@@ -51,10 +60,17 @@ static int tiff_orientation(const uint8_t *tiff, size_t len)
             break;
         if (tiff_u16(tiff + at, big) != 0x0112)
             continue;
-        const uint32_t type = tiff_u16(tiff + at + 2, big);
-        const uint32_t value = type == 3   ? tiff_u16(tiff + at + 8, big)
-                               : type == 4 ? tiff_u32(tiff + at + 8, big)
-                                           : 0;
+        const uint32_t size = tiff_integer_size(tiff_u16(tiff + at + 2, big));
+        const uint32_t count = tiff_u32(tiff + at + 4, big);
+        if (size == 0 || count == 0)
+            return 1;
+        size_t value_at = at + 8; /* the value itself when it fits in 4 */
+        if ((uint64_t)count * size > 4)
+            value_at = tiff_u32(tiff + at + 8, big);
+        if (value_at > len - size)
+            return 1;
+        const uint32_t value = size == 2 ? tiff_u16(tiff + value_at, big)
+                                         : tiff_u32(tiff + value_at, big);
         return value >= 1 && value <= 8 ? (int)value : 1;
     }
     return 1;
