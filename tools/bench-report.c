@@ -24,13 +24,20 @@ static double share_of_run(uint64_t ns, const struct bench_run *run)
     return cli_per_second((double)ns * 1e-9, run->elapsed_s);
 }
 
-/* A producer's busy time as a share of the time it ran: the producers
- * start during the open and fill the ring while it waits for them, so
- * their busy time counts from the start of the open, not from the timed
- * run's (over which a short run showed "producer busy 186.2%"). */
-static double busy_share(uint64_t ns, const struct bench_run *run)
+/* Producer p's busy share of the timed run: its busy time less what it
+ * had when the open returned (the producers start during the open and
+ * fill the ring while it waits for them: counted against the run, a
+ * short run showed "producer busy 186.2%"). A batch's time is counted
+ * when it is done, so one begun before the run counts whole in it: a
+ * producer busy all the time shows a little over 100% in a run of few
+ * batches, said as 100%. A producer replaced during the run counts from
+ * 0 again: its share then is the replacement's. */
+static double busy_share(uint32_t p, const struct bench_run *run)
 {
-    return cli_per_second((double)ns * 1e-9, run->startup_s + run->elapsed_s);
+    const uint64_t end = run->stats.producer_busy_ns[p];
+    const uint64_t before = run->opened.producer_busy_ns[p];
+    const double share = share_of_run(end >= before ? end - before : end, run);
+    return share < 1.0 ? share : 1.0;
 }
 
 static void print_busy_shares(const struct bench_run *run)
@@ -41,8 +48,7 @@ static void print_busy_shares(const struct bench_run *run)
         /* Ten to a line keeps 64 producers within 80 columns. */
         if (p > 0 && p % 10 == 0)
             printf("\n               ");
-        printf(" %5.1f%%",
-               100 * busy_share(run->stats.producer_busy_ns[p], run));
+        printf(" %5.1f%%", 100 * busy_share(p, run));
     }
     putchar('\n');
 }
@@ -146,8 +152,7 @@ static void json_busy_shares(bool *first, const struct bench_run *run)
     json_key(first, "producer_busy");
     putchar('[');
     for (uint32_t p = 0; p < count; p++)
-        printf("%s%.6g", p > 0 ? ", " : "",
-               busy_share(run->stats.producer_busy_ns[p], run));
+        printf("%s%.6g", p > 0 ? ", " : "", busy_share(p, run));
     putchar(']');
 }
 

@@ -20,6 +20,7 @@ struct bench_run {
     double opened_at; /* when rf_loader_open() returned */
     double elapsed_s; /* from then until the last batch was released */
     int error;        /* 0, or what ended the run early */
+    rf_stats opened;  /* read as rf_loader_open() returned */
     rf_stats stats;   /* read just before close */
     /* --on-error skip: the first failures, as the loader lists them */
     rf_sample_error failures[3];

@@ -98,6 +98,8 @@ static int start_loader(const rf_config *cfg, rf_loader **loader,
     run->startup_s = run->opened_at - start;
     if (rc < 0)
         print_failure(rc, detail, true);
+    else /* the producers' busy time so far is the open's, not the run's */
+        (void)rf_loader_stats(*loader, &run->opened);
     free(detail);
     return rc < 0 ? EXIT_RUN_FAILED : EXIT_SUCCESS;
 }
