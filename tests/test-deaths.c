@@ -303,7 +303,7 @@ static void stop_the_replacement(void *arg, const char *message)
     if (!said)
         return;
     const int fd = *(const int *)arg;
-    const int pid = atoi(said + strlen("replaced by pid "));
+    const int pid = (int)strtol(said + strlen("replaced by pid "), NULL, 10);
     CHECK_EQ(kill(pid, SIGSTOP), 0);
     CHECK_EQ(write(fd, &pid, sizeof(pid)), (ssize_t)sizeof(pid));
     for (;;)

@@ -1429,9 +1429,11 @@ static size_t exif_block_stored_as(uint8_t out[64], int orientation, bool big,
     const size_t len = 6 + ifd_end + (values > 4 ? values : 0);
     CHECK(len <= 64);
     memset(out, 0, 64);
-    memcpy(out, "Exif\0\0", 6);
+    static const uint8_t exif_id[6] = {'E', 'x', 'i', 'f', 0, 0};
+    static const uint8_t ii[4] = {'I', 'I', 42, 0}, mm[4] = {'M', 'M', 0, 42};
+    memcpy(out, exif_id, sizeof(exif_id));
     uint8_t *tiff = out + 6;
-    memcpy(tiff, big ? "MM\0*" : "II*\0", 4);
+    memcpy(tiff, big ? mm : ii, 4);
     put_u32(tiff + 4, 8, big); /* IFD0 */
     put_u16(tiff + 8, 1, big); /* one entry */
     put_u16(tiff + 10, 0x0112, big);

@@ -147,11 +147,11 @@ struct rf_loader {
     bool skip_errors; /* RF_ON_ERROR_SKIP */
     int fatal;        /* sticky error; the loader can only be closed */
     bool arena_kept;  /* rf_loader_keep_arena(): close leaves it mapped */
-    /* rf_loader_interrupt(): set by any thread, taken by next() */
-    _Atomic uint32_t interrupt;
     /* a signal ended the wait for a replacement producer (launch.c):
      * taken by next() as an interrupt */
     bool signal_in_respawn;
+    /* rf_loader_interrupt(): set by any thread, taken by next() */
+    _Atomic uint32_t interrupt;
     uint64_t open_ns, wait_ns, samples_out, bytes_out;
     pid_t owner;          /* the process that opened the loader */
     uint64_t owner_token; /* its rf__process_token() */
