@@ -236,12 +236,6 @@ def user_terms(text: str) -> str:
     text = re.sub(r"\b(\w+)= (?:to )?('[^']*')", r"\1=\2", text)
     text = re.sub(r"\b(\w+)= (?:to )?(\d+)\b", _number_value, text)
     text = re.sub(r"\bsize=(\d*)(, | and )size=(\d*)", _one_size, text)
-    # "jpeg_warnings lenient", as the library names a choice in prose
-    for p in params():
-        if p.kind == "choice" and p.keyword and p.keyword + " " in text:
-            for choice in p.choices:
-                text = re.sub(rf"\b{p.name} {re.escape(choice)}\b",
-                              f"{p.keyword}={choice!r}", text)
     for c_name, python_name in _C_CALLS.items():
         text = text.replace(c_name, python_name)
     return text
