@@ -233,9 +233,10 @@ TEST_CASE(test_reason_not_kept_fields, "fields",
 TEST_CASE(test_other_error_has_no_sample, "fields",
           "another error ends the run: -ENOENT")
 {
-    rf_config *cfg = jpeg_folder_config(root, 1, RF_TRANSFORM_EVAL);
-    CHECK_OK(rf_config_set(cfg, RF_PARAM_MAX_RESPAWNS, 0));
-    rf_loader *l = test_open_loader(cfg);
+    /* synthetic batches, more than the run can make before the kill */
+    rf_loader *l = TEST_OPEN_LOADER(
+        {RF_PARAM_PRODUCERS, 1}, {RF_PARAM_MAX_RESPAWNS, 0},
+        {RF_PARAM_HEIGHT, 8}, {RF_PARAM_WIDTH, 8}, {RF_PARAM_QUIET, 1});
     int pid = 0;
     CHECK_EQ(list_children(&pid, 1), 1);
     CHECK_EQ(kill(pid, SIGKILL), 0);
@@ -246,7 +247,6 @@ TEST_CASE(test_other_error_has_no_sample, "fields",
     CHECK_EQ(rf_loader_failed_sample(l, &f), -ENOENT);
     CHECK_EQ(f.index, 77);
     rf_loader_close(l);
-    rf_config_free(cfg);
 }
 
 TEST_CASE(test_bad_arguments, "args", "NULL loader or out is -EINVAL")

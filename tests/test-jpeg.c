@@ -1451,9 +1451,29 @@ static size_t exif_block_stored_as(uint8_t out[64], int orientation, bool big,
     return len;
 }
 
+/* An APP1 Exif block with two Orientation entries: type `first_type`
+ * holding `first`, then a SHORT holding `second`; returns its length. */
+static size_t exif_block_twice(uint8_t out[64], uint32_t first_type, int first,
+                               int second, bool big)
+{
+    size_t n = exif_block_stored_as(out, first, big, first_type, 1);
+    uint8_t *tiff = out + 6;
+    put_u16(tiff + 8, 2, big); /* two entries: the second where the next
+                                  IFD's offset was, then that offset */
+    put_u16(tiff + 22, 0x0112, big);
+    put_u16(tiff + 24, 3, big);
+    put_u32(tiff + 26, 1, big);
+    put_u16(tiff + 30, (uint32_t)second, big);
+    put_u32(tiff + 34, 0, big);
+    n += 12;
+    CHECK(n <= 64);
+    return n;
+}
+
 /* Orientation 6 stored as PIL's exif_transpose() reads it, in both byte
- * orders: as a LONG, SSHORT or SLONG, or as two or three values (the
- * first counts) turns the pixels; with a count of 0 there is none. */
+ * orders: as a LONG, SSHORT or SLONG, as two or three values (the first
+ * counts), or in a second entry after one holding 1 or an UNDEFINED
+ * (the last counts) turns the pixels; with a count of 0 there is none. */
 static void test_exif_stored_as(struct rf__jpeg_decoder *dec)
 {
     const uint32_t w = 64, h = 40;
@@ -1479,8 +1499,21 @@ static void test_exif_stored_as(struct rf__jpeg_decoder *dec)
             free(stored);
             free(b.data);
         }
-    printf("  orientation 6 as LONG, SSHORT, SLONG, 2 and 3 values: turned; "
-           "a count of 0: not\n");
+    for (int big = 0; big < 2; big++) /* the last entry counts */
+        for (uint32_t first_type = 3; first_type <= 7; first_type += 4) {
+            uint8_t app1[64];
+            const size_t n = exif_block_twice(app1, first_type, 1, 6, big);
+            const struct lj_options lo = {JCS_RGB, JCS_YCbCr, 90, .app1 = app1,
+                                          .app1_len = n};
+            const struct blob b = lj_encode(&im, &lo);
+            uint8_t *stored = tj_decode(&b, w, h, 3);
+            const struct rf__crop whole = RF_CROP_BOX(0, 0, h, w, false);
+            check_oriented(dec, &b, 6, stored, w, h, &whole);
+            free(stored);
+            free(b.data);
+        }
+    printf("  orientation 6 as LONG, SSHORT, SLONG, 2 and 3 values, or after "
+           "another entry: turned; a count of 0: not\n");
     free(im.px);
 }
 

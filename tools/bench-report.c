@@ -27,17 +27,15 @@ static double share_of_run(uint64_t ns, const struct bench_run *run)
 /* Producer p's busy share of the timed run: its busy time less what it
  * had when the open returned (the producers start during the open and
  * fill the ring while it waits for them: counted against the run, a
- * short run showed "producer busy 186.2%"). A batch's time is counted
- * when it is done, so one begun before the run counts whole in it: a
- * producer busy all the time shows a little over 100% in a run of few
- * batches, said as 100%. A producer replaced during the run counts from
- * 0 again: its share then is the replacement's. */
+ * short run showed "producer busy 186.2%"). A replacement adds to the
+ * same count. A batch's time is counted when it is done, so one begun
+ * before the run counts whole in it: a producer busy all the time shows
+ * a little over 1 in a run of few batches (the summary says 100%). */
 static double busy_share(uint32_t p, const struct bench_run *run)
 {
     const uint64_t end = run->stats.producer_busy_ns[p];
     const uint64_t before = run->opened.producer_busy_ns[p];
-    const double share = share_of_run(end >= before ? end - before : end, run);
-    return share < 1.0 ? share : 1.0;
+    return share_of_run(end > before ? end - before : 0, run);
 }
 
 static void print_busy_shares(const struct bench_run *run)
@@ -48,7 +46,8 @@ static void print_busy_shares(const struct bench_run *run)
         /* Ten to a line keeps 64 producers within 80 columns. */
         if (p > 0 && p % 10 == 0)
             printf("\n               ");
-        printf(" %5.1f%%", 100 * busy_share(p, run));
+        const double share = busy_share(p, run);
+        printf(" %5.1f%%", 100 * (share < 1.0 ? share : 1.0));
     }
     putchar('\n');
 }

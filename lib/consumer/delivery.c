@@ -263,10 +263,11 @@ static int account_failures(rf_loader *l, uint32_t slot, uint64_t epoch,
             return say_bad_failed_index(l, slot, index);
         rf__loader_note_failed_sample(l, epoch, index, m->failures[0].text,
                                       sizeof(m->failures[0].text));
+        /* from the copy: the slot's text read twice could differ */
         return set_error(l, RF_E_CORRUPT_SAMPLE,
-                         "%.*s; set RF_PARAM_ON_ERROR to RF_ON_ERROR_SKIP to "
+                         "%s; set RF_PARAM_ON_ERROR to RF_ON_ERROR_SKIP to "
                          "leave failing samples out",
-                         (int)sizeof(m->failures[0].text), m->failures[0].text);
+                         l->failed.text);
     }
     for (uint32_t i = 0; i < failed; i++) {
         const uint64_t index =

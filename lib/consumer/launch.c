@@ -128,9 +128,9 @@ int rf__loader_start_producers(rf_loader *l)
 
 /* Producer i has attached (its pid in its record, written only after it
  * asked for PR_SET_PDEATHSIG), or exited: waits for it up to `deadline`,
- * a millisecond at a time on its pidfd. Returns early, with -EINTR, when
- * rf_loader_interrupt() was called (next() then takes the interrupt), or,
- * when `signals_end_it`, a signal came; else 0. */
+ * a millisecond at a time on its pidfd. With `signals_end_it` (inside
+ * next()), returns early with -EINTR when rf_loader_interrupt() was
+ * called (next() then takes the interrupt) or a signal came; else 0. */
 static int await_producer(rf_loader *l, uint32_t i, uint64_t deadline,
                           bool signals_end_it)
 {
@@ -138,7 +138,7 @@ static int await_producer(rf_loader *l, uint32_t i, uint64_t deadline,
     struct pollfd exited = {.fd = l->producer_info[i].child.pidfd,
                             .events = POLLIN};
     while (rf__load_acquire32(&st->pid) == 0 && rf__now_ns() < deadline) {
-        if (rf__load_acquire32(&l->interrupt))
+        if (signals_end_it && rf__load_acquire32(&l->interrupt))
             return -EINTR;
         const int n = poll(&exited, 1, 1);
         if (n > 0)

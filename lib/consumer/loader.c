@@ -200,6 +200,9 @@ static int next_batch(rf_loader *l, rf_batch *batch)
 {
     if (l->fatal)
         return l->fatal;
+    /* a signal in an earlier call's respawn is that call's, which found
+     * a batch ready and gave it instead */
+    l->signal_in_respawn = false;
     if (l->first_batch + l->delivered >= l->total_batches)
         return 0;
     const uint64_t start = rf__now_ns();

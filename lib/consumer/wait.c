@@ -99,14 +99,16 @@ static int sleep_for_batches(rf_loader *l, uint64_t started)
 
 int rf__loader_take_interrupt(rf_loader *l)
 {
-    if (l->signal_in_respawn) {
-        l->signal_in_respawn = false;
+    /* both at once: one interrupt ends one wait, whichever came */
+    const bool in_respawn = l->signal_in_respawn;
+    l->signal_in_respawn = false;
+    if (!rf__take32(&l->interrupt)) {
+        if (!in_respawn)
+            return 0;
         return set_error(l, -EINTR,
                          "interrupted by a signal while a replacement "
                          "producer started");
     }
-    if (!rf__take32(&l->interrupt))
-        return 0;
     return set_error(l, -EINTR, "interrupted by rf_loader_interrupt()");
 }
 

@@ -37,13 +37,33 @@ static uint32_t tiff_integer_size(uint32_t type)
     return type == 3 || type == 8 ? 2 : type == 4 || type == 9 ? 4 : 0;
 }
 
+/* The orientation in IFD0 entry `at` (its tag checked), or 0 when it
+ * holds none this reads: a SHORT, LONG, SSHORT or SLONG, the first of
+ * several values (then at an offset), none for a count of 0. Every offset
+ * is checked against the block: the bytes come from the file. */
+static uint32_t entry_orientation(const uint8_t *tiff, size_t len, size_t at,
+                                  bool big)
+{
+    const uint32_t size = tiff_integer_size(tiff_u16(tiff + at + 2, big));
+    const uint32_t count = tiff_u32(tiff + at + 4, big);
+    if (size == 0 || count == 0)
+        return 0;
+    size_t value_at = at + 8; /* the value itself when it fits in 4 */
+    if ((uint64_t)count * size > 4)
+        value_at = tiff_u32(tiff + at + 8, big);
+    if (value_at > len - size)
+        return 0;
+    return size == 2 ? tiff_u16(tiff + value_at, big)
+                     : tiff_u32(tiff + value_at, big);
+}
+
 /* The Orientation tag (0x0112) of IFD0 of an Exif block's TIFF
  * structure; 1 (upright) when absent or unreadable. The standard stores
  * one SHORT; writers also store a LONG, a signed type or more than one
- * value (the first counts; the values are then at an offset), which
- * PIL's exif_transpose() honours, so these are read as it reads them;
- * none at all (a count of 0) is no orientation. Every offset is checked
- * against the block: the bytes come from the file. */
+ * value, and the tag twice, which PIL's exif_transpose() honours (the
+ * last entry counts), so these are read as it reads them (not the
+ * rational, floating and byte types it also takes, which no writer
+ * seen uses for a number from 1 to 8). */
 static int tiff_orientation(const uint8_t *tiff, size_t len)
 {
     if (len < 8 ||
@@ -54,26 +74,18 @@ static int tiff_orientation(const uint8_t *tiff, size_t len)
     if (ifd > len - 2)
         return 1;
     const uint32_t entries = tiff_u16(tiff + ifd, big);
+    uint32_t value = 0;
     for (uint32_t i = 0; i < entries; i++) {
         const size_t at = ifd + 2 + (size_t)12 * i;
         if (at + 12 > len)
             break;
         if (tiff_u16(tiff + at, big) != 0x0112)
             continue;
-        const uint32_t size = tiff_integer_size(tiff_u16(tiff + at + 2, big));
-        const uint32_t count = tiff_u32(tiff + at + 4, big);
-        if (size == 0 || count == 0)
-            return 1;
-        size_t value_at = at + 8; /* the value itself when it fits in 4 */
-        if ((uint64_t)count * size > 4)
-            value_at = tiff_u32(tiff + at + 8, big);
-        if (value_at > len - size)
-            return 1;
-        const uint32_t value = size == 2 ? tiff_u16(tiff + value_at, big)
-                                         : tiff_u32(tiff + value_at, big);
-        return value >= 1 && value <= 8 ? (int)value : 1;
+        const uint32_t here = entry_orientation(tiff, len, at, big);
+        if (here)
+            value = here;
     }
-    return 1;
+    return value >= 1 && value <= 8 ? (int)value : 1;
 }
 
 static int exif_orientation(j_decompress_ptr cinfo)

@@ -30,16 +30,20 @@ class Loop:
         self.prefetched: Deque[Any] = collections.deque()
         self.ended_by: Optional[str] = None
 
-    def resumes(self) -> bool:
+    def resumes(self, lock: Any) -> bool:
         """The loop goes on to its next batch, in this thread: False when
         something ended it while it was paused (it must then take, count
         and hand over nothing). From here until handed_over() it runs,
-        and end() refuses (a signal handler or on_message calling)."""
-        if self.ended_by is not None:
-            return False
-        self.thread = threading.get_ident()
-        self.running = True
-        return True
+        and end() refuses (a signal handler or on_message calling): the
+        flag is up before the check, so that an end() between the two
+        is seen, and both are under `lock`, the Loader's, as end() is."""
+        with lock:
+            self.running = True
+            if self.ended_by is not None:
+                self.running = False
+                return False
+            self.thread = threading.get_ident()
+            return True
 
     def handed_over(self) -> None:
         """The loop's batch is counted and about to be yielded: paused."""
@@ -62,10 +66,10 @@ class Loop:
         """Releases the batches taken but not shown to `run` (while it is
         open), each once however this is cut short; the caller holds the
         Loader's lock."""
-        while self.prefetched:
-            held = self.prefetched.popleft()
+        while self.prefetched:  # released, then dropped: none kept held
             if run is not None and run.handle:
-                run.release(held)
+                run.release(self.prefetched[0])  # again is refused, harmless
+            self.prefetched.popleft()
 
     def check_not_ended(self) -> None:
         """Raises in a loop resumed after something ended it."""
@@ -168,13 +172,11 @@ class Position:
             self.set_epoch(epoch)
         return True
 
-    def loop_resumes(self, loop: Loop) -> bool:
-        """`loop` goes on to its next batch (Loop.resumes()): a set_epoch()
-        made before this was made in its body, not after it."""
-        if not loop.resumes():
-            return False
+    def loop_hands_over(self, loop: Loop) -> None:
+        """`loop` has its batch (Loop.handed_over()): a set_epoch() made
+        before this was made in its body or its work, not after it."""
+        loop.handed_over()
         self._set_in_loop = None
-        return True
 
     def set_epoch(self, epoch: int) -> None:
         """Loader.set_epoch()'s rules (its docstring says them)."""

@@ -122,8 +122,10 @@ class CorruptSample(RingfeedError):
         if sample is not None and sample[1] is not None:
             self.index, self.path, self.name, self.reason = sample
             return
-        # no fields, or no path in them (a loader that kept no listing, a
-        # path past 4095 bytes): taken from the message
+        if sample is not None:  # no path (no listing kept, a path past
+            # 4095 bytes): the index is the library's, the rest is read
+            # from the message as far as it goes
+            self.index, self.reason = sample[0], sample[3]
         names = detail if names is None else names
         head, named_head = self._HEAD.search(detail), self._HEAD.search(names)
         if not head or not named_head:

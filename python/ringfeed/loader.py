@@ -341,14 +341,14 @@ class Loader(NotADataLoader):
         prefetched = loop.prefetched
         position = self._at.sequence
         try:
-            while position < end and self._at.loop_resumes(loop):
+            while position < end and loop.resumes(self._lock):
                 try:
                     held = self._next_held(run, prefetched, position, end)
                     if held is None:
                         return
                     self._at.yielded(position)
                 finally:
-                    loop.handed_over()
+                    self._at.loop_hands_over(loop)
                 position += 1
                 yield held.batch
         except (RingfeedError, KeyboardInterrupt):
