@@ -312,6 +312,19 @@ class _Run:
         if handle:
             _capi.lib().rf_loader_close(handle)
 
+    def __del__(self) -> None:
+        # A run dropped unclosed: a Ctrl-C that landed as its __init__
+        # returned, before the Loader stored it, where nothing else holds
+        # the handle (the producers ran on until the process ended).
+        if not getattr(self, "handle", None):
+            return
+        try:
+            self.close()
+        except KeyboardInterrupt:  # Python would drop it here
+            keep_interrupt()
+        except Exception:  # interpreter shutdown: modules may be gone
+            pass
+
     def close(self) -> None:
         """Stops the producers. Waits for the copies still reading the ring
         first, but closes whatever those waits raise (a CUDA error of the

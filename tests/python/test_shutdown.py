@@ -437,6 +437,22 @@ def test_ctrl_c_while_a_loader_is_made_leaves_nothing(tmp_path_factory):
     assert (producers, rings) == (0, 0), done.stdout
 
 
+def test_a_run_dropped_unclosed_stops_its_producers(tmp_path_factory):
+    """A Ctrl-C that lands as the producers' run is made, after it is
+    built and before the Loader holds it, drops the run unclosed: it
+    stops its producers itself (they ran on until the process ended:
+    test_ctrl_c_while_a_loader_is_made_leaves_nothing caught it once in
+    CI). Here the Loader lets go of its run by hand."""
+    root = dataset(tmp_path_factory, "tiny")
+    loader = ringfeed.Loader(root, 4, size=16, num_workers=2)
+    producers = producers_of(os.getpid())
+    assert len(producers) == 2
+    run, loader._run = loader._run, None
+    del run
+    assert wait_gone(producers) == []
+    loader.close()
+
+
 def test_close_from_a_signal_handler_in_the_loop(tmp_path_factory):
     """close() from a signal handler (a preemption handler) that runs in
     the loop's own thread, at any moment of taking a batch: the loop ends
