@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PIL's answer for one crop, for tests/test-jpeg.c to compare with.
+"""PIL's answer for one crop, for tests/jpeg-pil.h to compare with.
 
     pil_reference.py IMAGE X0 Y0 X1 Y1 WIDTH HEIGHT FLIP [EXIF [RW RH SX SY]]
 

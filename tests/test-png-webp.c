@@ -93,7 +93,7 @@ TEST_CASE_LIMIT(test_buffer, "buffer", "reused, a huge one given back", 60)
  * A folder dataset of PNG and WebP files (and others), decoded by
  * rf_dataset_decode() as a producer decodes them: the transform's crop,
  * resized into the sample, must be PIL's resize(size, BILINEAR, box) of
- * the file (tests/pil_reference.py, as test-jpeg uses it), flipped when
+ * the file (tests/pil_reference.py, as test-jpeg-pil uses it), flipped when
  * the crop flips. Needs both libraries (its fixtures are of both kinds). */
 
 #if defined(HAVE_PNG) && defined(HAVE_WEBP)
@@ -272,7 +272,7 @@ TEST_CASE_LIMIT(test_decode_resized, "decode", "cropped and resized as PIL",
     }
     printf("  after crop and resize: max difference %d, mean at most %.3f\n",
            worst, worst_mean);
-    /* test-jpeg's bound at full scale (EXACT_MAX, EXACT_MEAN) */
+    /* test-jpeg-pil's bound at full scale (EXACT_MAX, EXACT_MEAN) */
     CHECK_LE(worst, 1);
     CHECK(worst_mean <= 0.1);
     rf_dataset_close(ds);

@@ -2,7 +2,7 @@
  * test-resize.c - lib/resize.c's SIMD levels against each other.
  *
  * The resampler has a plain C pass, an SSE2 pass and an AVX2 pass, chosen
- * at run time; all must write the same bytes. test-jpeg checks the level
+ * at run time; all must write the same bytes. test-jpeg-pil checks the level
  * this CPU picks against PIL; this test feeds random pixels through every
  * level the CPU can run and requires identical output, over random boxes
  * (shrinking by up to 5x, which needs more taps than the AVX2 windows

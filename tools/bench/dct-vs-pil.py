@@ -11,7 +11,7 @@ photo-set.sh makes one of photographs) twice through ringfeed.Loader,
 with the default dct_scaling=True and with dct_scaling=False, the same
 seed, order and crops. With dct_scaling=False the pixels are PIL's (the
 resize of the crop box of the full-size decode, byte for byte:
-tests/test-jpeg.c and tests/python/test_pixels.py check that), so the
+tests/test-jpeg-pil.c and tests/python/test_pixels.py check that), so the
 difference of the two is the difference from PIL. A sample decoded at
 8/8 either way is the same bytes; every sample that differs was decoded
 at 1/8, 2/8 or 4/8. Prints, over those samples, the mean absolute

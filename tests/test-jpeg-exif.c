@@ -1,0 +1,320 @@
+/*
+ * test-jpeg-exif.c - lib/decode/jpeg.c's EXIF orientation (section (e) of
+ * the JPEG tests): orientations 1..8, stored as SHORTs and as LONGs in
+ * both byte orders, whole and cropped, turn the stored pixels as EXIF
+ * says and are ignored unless asked for; an orientation stored as PIL's
+ * exif_transpose() reads it (other types, counts, a second entry) turns
+ * them too. The pil/ case also matches PIL's pixels (skipped without a
+ * python3 that has PIL). Setup makes the decoder once; every case's child
+ * inherits it.
+ */
+#include "config.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "jpeg-decode.h"
+#include "jpeg-pil.h"
+
+/* ---- (e) EXIF orientation ------------------------------------------------ */
+
+/* An APP1 Exif block holding IFD0 with one entry: Orientation, a SHORT
+ * as the standard says, or a LONG as some writers store it. */
+static void exif_block(uint8_t out[32], int orientation, bool big_endian,
+                       bool as_long)
+{
+    static const uint8_t little[32] = {
+        'E',  'x',  'i', 'f', 0, 0, 'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0,
+        0x12, 0x01, 3,   0,   1, 0, 0,   0,   0,  0, 0, 0, 0, 0, 0, 0};
+    static const uint8_t big[32] = {
+        'E',  'x',  'i', 'f', 0, 0, 'M', 'M', 0, 42, 0, 0, 0, 8, 0, 1,
+        0x01, 0x12, 0,   3,   0, 0, 0,   1,   0, 0,  0, 0, 0, 0, 0, 0};
+    memcpy(out, big_endian ? big : little, 32);
+    if (as_long)
+        out[big_endian ? 19 : 18] = 4; /* the type */
+    /* the value: its last byte, big-endian */
+    out[!big_endian ? 24 : as_long ? 27 : 25] = (uint8_t)orientation;
+}
+
+/* The stored pixel that upright pixel (x, y) shows, for orientation o of
+ * a stored w x h image. */
+static size_t stored_index(int o, uint32_t x, uint32_t y, uint32_t w,
+                           uint32_t h)
+{
+    uint32_t sx = x, sy = y;
+    switch (o) {
+    case 2:
+        sx = w - 1 - x;
+        break;
+    case 3:
+        sx = w - 1 - x;
+        sy = h - 1 - y;
+        break;
+    case 4:
+        sy = h - 1 - y;
+        break;
+    case 5:
+        sx = y;
+        sy = x;
+        break;
+    case 6:
+        sx = y;
+        sy = h - 1 - x;
+        break;
+    case 7:
+        sx = w - 1 - y;
+        sy = h - 1 - x;
+        break;
+    case 8:
+        sx = w - 1 - y;
+        sy = x;
+        break;
+    default:
+        break;
+    }
+    return (size_t)sy * w + sx;
+}
+
+static void check_oriented(struct rf__jpeg_decoder *dec, const struct blob *b,
+                           int o, const uint8_t *stored, uint32_t w, uint32_t h,
+                           const struct rf__crop *crop)
+{
+    struct rf__jpeg_options opt = default_options();
+    opt.exif_orientation = true;
+    const uint32_t cw = (uint32_t)crop->width, ch_ = (uint32_t)crop->height;
+    struct chooser ch = {.whole = false, .crop = *crop};
+    uint8_t *px =
+        decode_with(dec, b, &opt, &ch, cw, ch_, 3, (rf_layout)(o % 2));
+    CHECK(px);
+    if (o % 2) {
+        uint8_t *t = nchw_to_nhwc(px, cw, ch_, 3);
+        free(px);
+        px = t;
+    }
+    const bool transposed = o >= 5;
+    CHECK_EQ(ch.seen_width, transposed ? h : w);
+    CHECK_EQ(ch.seen_height, transposed ? w : h);
+    for (uint32_t y = 0; y < ch_; y++)
+        for (uint32_t x = 0; x < cw; x++) {
+            const uint32_t ux = (uint32_t)crop->x + x,
+                           uy = (uint32_t)crop->y + y;
+            const uint32_t fx = crop->flip ? cw - 1 - x : x;
+            const size_t s = stored_index(o, ux, uy, w, h);
+            if (memcmp(px + ((size_t)y * cw + fx) * 3, stored + s * 3, 3) !=
+                0) {
+                fprintf(stderr, "orientation %d: pixel %u,%u differs\n", o, x,
+                        y);
+                CHECK(!"oriented pixels");
+            }
+        }
+    free(px);
+}
+
+/* Orientations 1..8 (stored as SHORTs and as LONGs, in both byte
+ * orders), whole and cropped, turn the stored pixels as EXIF says; with
+ * `against_pil`, they also match PIL's exif_transpose. */
+static void test_exif(struct rf__jpeg_decoder *dec, bool against_pil)
+{
+    if (against_pil)
+        require_pil();
+    const uint32_t w = 120, h = 80;
+    const struct image im = make_image(w, h, 3);
+    for (int o = 1; o <= 8; o++) {
+        uint8_t app1[32];
+        exif_block(app1, o, o % 3 == 0, o % 2 == 0);
+        const struct lj_options lo = {JCS_RGB, JCS_YCbCr, 90, .app1 = app1,
+                                      .app1_len = sizeof(app1)};
+        const struct blob b = lj_encode(&im, &lo);
+        uint8_t *stored = tj_decode(&b, w, h, 3);
+        const uint32_t uw = o >= 5 ? h : w, uh = o >= 5 ? w : h;
+        const struct rf__crop whole = RF_CROP_BOX(0, 0, uw, uh, false);
+        const struct rf__crop part = RF_CROP_BOX(5, 7, 50, 30, o % 2 == 0);
+        check_oriented(dec, &b, o, stored, w, h, &whole);
+        check_oriented(dec, &b, o, stored, w, h, &part);
+        /* ignored unless asked for */
+        uint8_t *plain = decode_whole(dec, &b, w, h, 3);
+        check_same(plain, stored, (size_t)w * h * 3, "orientation off");
+        free(plain);
+        if (against_pil) {
+            char path[512];
+            write_temp_jpeg(&b, path, sizeof(path));
+            struct rf__jpeg_options opt = default_options();
+            opt.exif_orientation = true;
+            const struct pil_case pc[3] = {
+                {"EXIF, 8/8", RF_CROP_BOX(3.5, 4.25, 60, 50, true), 56, 48},
+                {"EXIF, DCT-scaled", RF_CROP_BOX(0, 0, uw, uh, false), 24, 24},
+                {"EXIF, resize then crop",
+                 {.width = uw,
+                  .height = uh,
+                  .resized_width = 70,
+                  .resized_height = 60,
+                  .skip_x = 7,
+                  .skip_y = 5,
+                  .y_first = rf__crop_pillow13_y_first(uw, uh, 70, 60)},
+                 56,
+                 48}};
+            printf("  orientation %d:\n", o);
+            for (int i = 0; i < 3; i++)
+                check_against_pil(dec, &b, path, &pc[i], &opt, true);
+            unlink(path);
+        }
+        free(stored);
+        free(b.data);
+    }
+    printf("  orientations 1..8 = the full decode turned (whole, crops)\n");
+    free(im.px);
+}
+
+/* v at p, in the byte order `big` says. */
+static void put_u16(uint8_t *p, uint32_t v, bool big)
+{
+    p[big ? 0 : 1] = (uint8_t)(v >> 8);
+    p[big ? 1 : 0] = (uint8_t)v;
+}
+
+static void put_u32(uint8_t *p, uint32_t v, bool big)
+{
+    put_u16(p + (big ? 0 : 2), v >> 16, big);
+    put_u16(p + (big ? 2 : 0), v & 0xffff, big);
+}
+
+/* An APP1 Exif block whose Orientation is `count` values of TIFF type
+ * `type` (SHORT 3, LONG 4, SSHORT 8, SLONG 9), the first `orientation`
+ * and the rest 0, after the IFD when they do not fit in its 4 bytes;
+ * returns its length (at most 64). */
+static size_t exif_block_stored_as(uint8_t out[64], int orientation, bool big,
+                                   uint32_t type, uint32_t count)
+{
+    const uint32_t size = type == 3 || type == 8 ? 2 : 4;
+    const size_t ifd_end = 8 + 2 + 12 + 4; /* in the TIFF structure */
+    const size_t values = (size_t)count * size;
+    const size_t len = 6 + ifd_end + (values > 4 ? values : 0);
+    CHECK(len <= 64);
+    memset(out, 0, 64);
+    static const uint8_t exif_id[6] = {'E', 'x', 'i', 'f', 0, 0};
+    static const uint8_t ii[4] = {'I', 'I', 42, 0}, mm[4] = {'M', 'M', 0, 42};
+    memcpy(out, exif_id, sizeof(exif_id));
+    uint8_t *tiff = out + 6;
+    memcpy(tiff, big ? mm : ii, 4);
+    put_u32(tiff + 4, 8, big); /* IFD0 */
+    put_u16(tiff + 8, 1, big); /* one entry */
+    put_u16(tiff + 10, 0x0112, big);
+    put_u16(tiff + 12, type, big);
+    put_u32(tiff + 14, count, big);
+    uint8_t *value = tiff + 18;
+    if (values > 4) {
+        put_u32(tiff + 18, (uint32_t)ifd_end, big);
+        value = tiff + ifd_end;
+    }
+    if (size == 2)
+        put_u16(value, (uint32_t)orientation, big);
+    else
+        put_u32(value, (uint32_t)orientation, big);
+    return len;
+}
+
+/* An APP1 Exif block with two Orientation entries: type `first_type`
+ * holding `first`, then a SHORT holding `second`; returns its length. */
+static size_t exif_block_twice(uint8_t out[64], uint32_t first_type, int first,
+                               int second, bool big)
+{
+    size_t n = exif_block_stored_as(out, first, big, first_type, 1);
+    uint8_t *tiff = out + 6;
+    put_u16(tiff + 8, 2, big); /* two entries: the second where the next
+                                  IFD's offset was, then that offset */
+    put_u16(tiff + 22, 0x0112, big);
+    put_u16(tiff + 24, 3, big);
+    put_u32(tiff + 26, 1, big);
+    put_u16(tiff + 30, (uint32_t)second, big);
+    put_u32(tiff + 34, 0, big);
+    n += 12;
+    CHECK(n <= 64);
+    return n;
+}
+
+/* Orientation 6 stored as PIL's exif_transpose() reads it, in both byte
+ * orders: as a LONG, SSHORT or SLONG, as two or three values (the first
+ * counts), or in a second entry after one holding 1 or an UNDEFINED
+ * (the last counts) turns the pixels; with a count of 0 there is none. */
+static void test_exif_stored_as(struct rf__jpeg_decoder *dec)
+{
+    const uint32_t w = 64, h = 40;
+    const struct image im = make_image(w, h, 3);
+    static const struct {
+        uint32_t type, count;
+        bool turns;
+    } ways[] = {{4, 1, true}, {8, 1, true},  {9, 1, true}, {4, 2, true},
+                {3, 3, true}, {3, 0, false}, {4, 0, false}};
+    for (size_t i = 0; i < sizeof(ways) / sizeof(ways[0]); i++)
+        for (int big = 0; big < 2; big++) {
+            uint8_t app1[64];
+            const size_t n =
+                exif_block_stored_as(app1, 6, big, ways[i].type, ways[i].count);
+            const struct lj_options lo = {JCS_RGB, JCS_YCbCr, 90, .app1 = app1,
+                                          .app1_len = n};
+            const struct blob b = lj_encode(&im, &lo);
+            uint8_t *stored = tj_decode(&b, w, h, 3);
+            const int o = ways[i].turns ? 6 : 1;
+            const uint32_t uw = o == 6 ? h : w, uh = o == 6 ? w : h;
+            const struct rf__crop whole = RF_CROP_BOX(0, 0, uw, uh, false);
+            check_oriented(dec, &b, o, stored, w, h, &whole);
+            free(stored);
+            free(b.data);
+        }
+    for (int big = 0; big < 2; big++) /* the last entry counts */
+        for (uint32_t first_type = 3; first_type <= 7; first_type += 4) {
+            uint8_t app1[64];
+            const size_t n = exif_block_twice(app1, first_type, 1, 6, big);
+            const struct lj_options lo = {JCS_RGB, JCS_YCbCr, 90, .app1 = app1,
+                                          .app1_len = n};
+            const struct blob b = lj_encode(&im, &lo);
+            uint8_t *stored = tj_decode(&b, w, h, 3);
+            const struct rf__crop whole = RF_CROP_BOX(0, 0, h, w, false);
+            check_oriented(dec, &b, 6, stored, w, h, &whole);
+            free(stored);
+            free(b.data);
+        }
+    printf("  orientation 6 as LONG, SSHORT, SLONG, 2 and 3 values, or after "
+           "another entry: turned; a count of 0: not\n");
+    free(im.px);
+}
+
+/* ---- the cases ----------------------------------------------------------- */
+
+/* What setup makes once for every case: the decoder (no fixtures). */
+static struct rf__jpeg_decoder *decoder;
+
+static void setup(void)
+{
+    decoder = rf__jpeg_decoder_new();
+    CHECK(decoder);
+}
+
+static void teardown(void)
+{
+    rf__jpeg_decoder_free(decoder);
+}
+
+TEST_CASE(case_exif, "exif", "orientations 1..8 turn the stored pixels")
+{
+    test_exif(decoder, false);
+}
+
+TEST_CASE(case_exif_stored_as, "exif",
+          "an orientation stored as PIL reads it, other types and counts")
+{
+    test_exif_stored_as(decoder);
+}
+
+TEST_CASE(case_pil_exif, "pil", "EXIF orientations 1..8: PIL's pixels")
+{
+    test_exif(decoder, true);
+}
+
+int main(int argc, char **argv)
+{
+    return TEST_MAIN_WITH(argc, argv, setup, teardown);
+}
