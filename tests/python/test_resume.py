@@ -6,6 +6,7 @@ boundaries, and under the usual set_epoch() loop."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import io
 import os
@@ -476,6 +477,29 @@ def test_a_loop_kept_by_a_traceback_does_not_block_the_next(reference):
     assert kept
 
 
+@contextlib.contextmanager
+def looping_in_a_thread(batches, seen):
+    """Runs ``for batch in batches`` in a thread, each batch appended to
+    `seen`, the thread held at its first batch (its loop open, paused)
+    until the with block ends."""
+    in_loop, done = threading.Event(), threading.Event()
+
+    def loop():
+        for batch in batches:
+            seen.append(batch)
+            in_loop.set()
+            done.wait(timeout=30)
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    assert in_loop.wait(timeout=30)
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(timeout=60)
+
+
 def test_load_state_dict_ends_a_paused_loop(reference):
     """load_state_dict() with a loop paused in this thread (its iterator
     kept, or a notebook's traceback holding it): the loop ends, raising
@@ -492,25 +516,11 @@ def test_load_state_dict_ends_a_paused_loop(reference):
                            match=r"ended by load_state_dict\(\)"):
             next(paused)
     with make(root) as loader:
-        in_loop, done = threading.Event(), threading.Event()
         counted = []
-
-        def loop():
-            for _ in loader:
-                in_loop.set()
-                done.wait(timeout=30)
-                counted.append(1)
-
-        thread = threading.Thread(target=loop)
-        thread.start()
-        assert in_loop.wait(timeout=30)
-        try:
+        with looping_in_a_thread(loader, counted):
             with pytest.raises(ringfeed.RingfeedError,
                                match="while a loop over this Loader runs"):
                 loader.load_state_dict(state)
-        finally:
-            done.set()
-            thread.join(timeout=60)
         assert len(counted) == len(loader)
 
 
@@ -572,27 +582,13 @@ def test_a_loop_handed_to_another_thread_is_not_ended(reference):
     with make(root) as loader:
         loop = iter(loader)
         got = [next(loop)]
-        in_loop, done = threading.Event(), threading.Event()
-
-        def worker():
-            for batch in loop:
-                got.append(batch)
-                in_loop.set()
-                done.wait(timeout=30)
-
-        thread = threading.Thread(target=worker)
-        thread.start()
-        assert in_loop.wait(timeout=30)
-        try:
+        with looping_in_a_thread(loop, got):
             with pytest.raises(ringfeed.RingfeedError,
                                match="while a loop over this Loader runs"):
                 loader.load_state_dict(state)
             with pytest.raises(ringfeed.RingfeedError,
                                match="already being iterated"):
                 next(iter(loader))
-        finally:
-            done.set()
-            thread.join(timeout=60)
     assert len(got) == 14
 
 
