@@ -71,6 +71,7 @@ class _Run:
     def __init__(self, cfg: "_Config", start_epoch: int, start_batch: int,
                  on_message: Callable[[str], None]) -> None:
         self.handle = ctypes.c_void_p()
+        self._pid = os.getpid()  # the process whose producers these are
         self.ring: Any = None
         # whether the ring's mapping is the array's (rf_loader_keep_arena)
         self._arena_kept = [False]
@@ -319,7 +320,10 @@ class _Run:
         if not getattr(self, "handle", None):
             return
         try:
-            self.close()
+            if os.getpid() != self._pid:  # a child of fork(): its copy
+                self.free_child_copy()
+            else:
+                self.close()
         except KeyboardInterrupt:  # Python would drop it here
             keep_interrupt()
         except Exception:  # interpreter shutdown: modules may be gone

@@ -211,6 +211,9 @@ FORK = textwrap.dedent("""
             pass
         except BaseException:
             code = 14
+        # the child's copy of the run, dropped unclosed, frees only itself
+        run, loader._run = loader._run, None
+        del run
         sys.exit(code)
     _, status = os.waitpid(pid, 0)
     child = os.waitstatus_to_exitcode(status)
