@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,31 @@ static inline void *map_memfd(const char *name, size_t *size)
     }
     CHECK(!"no such memfd");
     return NULL;
+}
+
+/* Sanitizers whose allocator aborts on a failed allocation instead of
+ * returning NULL (and whose shadow memory fills any cap). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ALLOCATOR_ABORTS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||     \
+    __has_feature(memory_sanitizer)
+#define ALLOCATOR_ABORTS 1
+#endif
+#endif
+
+/* The address space this process has mapped, in bytes. */
+static inline uint64_t mapped_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    CHECK(f);
+    char line[128];
+    CHECK(fgets(line, sizeof(line), f));
+    fclose(f);
+    char *end = NULL;
+    const unsigned long long pages = strtoull(line, &end, 10);
+    CHECK(end != line);
+    return pages * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
 #endif /* RF_TEST_PROC_H */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "jpeg-fixtures.h"
+#include "proc.h"
 
 /* ---- (c) bad input ------------------------------------------------------ */
 
@@ -287,31 +288,6 @@ static void test_memory_limit(struct rf__jpeg_decoder *dec,
     free(prog420.data);
     free(baseline.data);
     free(big.px);
-}
-
-/* Sanitizers whose allocator aborts on a failed allocation instead of
- * returning NULL (and whose shadow memory fills any cap). */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define ALLOCATOR_ABORTS 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||     \
-    __has_feature(memory_sanitizer)
-#define ALLOCATOR_ABORTS 1
-#endif
-#endif
-
-/* The address space this process has mapped, in bytes. */
-static uint64_t mapped_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    CHECK(f);
-    char line[128];
-    CHECK(fgets(line, sizeof(line), f));
-    fclose(f);
-    char *end = NULL;
-    const unsigned long long pages = strtoull(line, &end, 10);
-    CHECK(end != line);
-    return pages * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
 /* A progressive file whose 24 MiB of coefficients fit the decode memory

@@ -465,32 +465,7 @@ TEST_CASE(test_set_dictionary, "dictionary",
     printf("dictionary: set after create, refused after the first sample\n");
 }
 
-/* Sanitizers whose allocator aborts on a failed allocation instead of
- * returning NULL (and whose shadow memory fills any cap). */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define ALLOCATOR_ABORTS 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||     \
-    __has_feature(memory_sanitizer)
-#define ALLOCATOR_ABORTS 1
-#endif
-#endif
-
 #ifndef ALLOCATOR_ABORTS
-/* The address space this process has mapped, in bytes. */
-static uint64_t mapped_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    CHECK(f);
-    char line[128];
-    CHECK(fgets(line, sizeof(line), f));
-    fclose(f);
-    char *end = NULL;
-    const unsigned long long pages = strtoull(line, &end, 10);
-    CHECK(end != line);
-    return pages * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 /* The child's exit status when its hard limit leaves no room to test. */
 #define CHILD_SKIPPED 77
 

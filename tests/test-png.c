@@ -28,6 +28,7 @@
 #include "harness.h"
 #include "image-pil.h"
 #include "image-png.h"
+#include "proc.h"
 #include "test.h"
 
 /* ---- PNG ----------------------------------------------------------------- */
@@ -313,31 +314,6 @@ TEST_CASE_LIMIT(test_png_limits, "png", "limits refuse before allocating", 60)
                  1u << 20, 4u << 20);
     free(huge.data);
     free(b.data);
-}
-
-/* Sanitizers whose allocator aborts on a failed allocation instead of
- * returning NULL (and whose shadow memory fills any cap). */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define ALLOCATOR_ABORTS 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||     \
-    __has_feature(memory_sanitizer)
-#define ALLOCATOR_ABORTS 1
-#endif
-#endif
-
-/* The address space this process has mapped, in bytes. */
-static uint64_t mapped_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    CHECK(f);
-    char line[128];
-    CHECK(fgets(line, sizeof(line), f));
-    fclose(f);
-    char *end = NULL;
-    const unsigned long long pages = strtoull(line, &end, 10);
-    CHECK(end != line);
-    return pages * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
 /* A PNG of 5000 x 5000 whose 72 MiB of pixels fit the limits but not the
