@@ -58,7 +58,8 @@ mkdir -p "$out/build" "$out/lib" "$out/debs/root"
 # LD_LIBRARY_PATH, which gpu-check sets; no relinking on the other side.
 (cd "$out/build" && "$top/configure" -q "$with_cuda" --disable-static &&
     make -s -j"$jobs" all &&
-    make -s -j"$jobs" tests/test-cuda examples/cuda-train) >/dev/null
+    make -s -j"$jobs" tests/test-cuda tests/test-cuda-upload \
+        tests/test-cuda-convert examples/cuda-train) >/dev/null
 grep -q '^NVCC = .' "$out/build/Makefile" || {
     echo "gpu-bundle: configure did not find CUDA" >&2
     exit 1

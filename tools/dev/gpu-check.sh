@@ -1,6 +1,7 @@
 #!/bin/sh
 # tools/dev/gpu-check.sh - the GPU consumer's checks, for a machine with a GPU:
-# test-cuda and the cuda-train example (both skip without a GPU, so here a
+# test-cuda, test-cuda-upload, test-cuda-convert and the cuda-train example
+# (all skip without a GPU, so here a
 # skip counts as a failure), the same under compute-sanitizer where the
 # toolkit has it, then ringfeed-bench --gpu in a few shapes, then the
 # figures in one table.
@@ -29,6 +30,8 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/tools/dev/gpu-lib.sh"
 build=$(cd "${1:-$top/_build}" && pwd) || exit 2
 jobs=$(nproc 2>/dev/null || echo 2)
+# the GPU consumer's test programs (tests/cuda-fixtures.h is theirs)
+cuda_tests="tests/test-cuda tests/test-cuda-upload tests/test-cuda-convert"
 failed=0
 
 say() { printf '\n== %s\n' "$*"; }
@@ -47,7 +50,8 @@ command -v nvidia-smi >/dev/null 2>&1 &&
 if [ "${GPU_CHECK_NO_BUILD:-0}" != 1 ] && [ -f "$top/configure" ]; then
     say "build"
     make -C "$build" -j"$jobs" -s all >/dev/null || exit 1
-    make -C "$build" -j"$jobs" -s tests/test-cuda examples/cuda-train \
+    # shellcheck disable=SC2086 # $cuda_tests: words
+    make -C "$build" -j"$jobs" -s $cuda_tests examples/cuda-train \
         >/dev/null || exit 1
 fi
 
@@ -58,6 +62,8 @@ fi
 export LD_LIBRARY_PATH="$build/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export RINGFEED_PRODUCER="$build/tools/ringfeed-producer"
 for bin in "$RINGFEED_PRODUCER" "$build/tests/.libs/test-cuda" \
+    "$build/tests/.libs/test-cuda-upload" \
+    "$build/tests/.libs/test-cuda-convert" \
     "$build/examples/.libs/cuda-train" "$build/tools/.libs/ringfeed-bench"; do
     missing=$(ldd "$bin" 2>&1 | grep 'not found')
     if [ -n "$missing" ]; then
@@ -69,7 +75,8 @@ for bin in "$RINGFEED_PRODUCER" "$build/tests/.libs/test-cuda" \
 done
 
 wants tests && say "GPU tests"
-wants tests && for t in tests/test-cuda examples/cuda-train; do
+# shellcheck disable=SC2086 # $cuda_tests: words
+wants tests && for t in $cuda_tests examples/cuda-train; do
     timeout --kill-after=5 "$(limit 300)" "$build/$t" >"$build/$t.gpu-check.log" 2>&1
     status=$?
     case $status in
@@ -89,7 +96,7 @@ done
 # check that producers never load CUDA would fail for the sanitizer's sake.
 sanitizer=$(command -v compute-sanitizer ||
     ls "${CUDA_HOME:-/usr/local/cuda}"/bin/compute-sanitizer 2>/dev/null)
-# sanitize TOOL PROGRAM [CASE]: PROGRAM (or test-cuda's CASE, in the
+# sanitize TOOL PROGRAM [CASE]: PROGRAM (or a test program's CASE, in the
 # program's own process rather than the harness's forked child) under
 # TOOL; its log beside it. On 2026-11-27 every CUDA case of test-cuda
 # hung under the sanitizer ("No attachable process found") with other
@@ -133,14 +140,16 @@ if ! wants sanitizer; then
     :
 elif [ -n "$sanitizer" ]; then
     say "compute-sanitizer ($sanitizer)"
-    cases=$("$build/tests/.libs/test-cuda" --list)
     for tool in $tools; do
-        : >"$build/tests/test-cuda.$tool.log"
-        while IFS= read -r case; do
-            sanitize "$tool" tests/test-cuda "$case" </dev/null
-        done <<EOF
+        for t in $cuda_tests; do
+            cases=$("$build/$(dirname "$t")/.libs/$(basename "$t")" --list)
+            : >"$build/$t.$tool.log"
+            while IFS= read -r case; do
+                sanitize "$tool" "$t" "$case" </dev/null
+            done <<EOF
 $cases
 EOF
+        done
         : >"$build/examples/cuda-train.$tool.log"
         sanitize "$tool" examples/cuda-train
     done

@@ -8,18 +8,20 @@
 #   sh tools/dev/gpu-session.sh [BUNDLE]       # there, carrying _gpu
 #
 # 1. Side by side, nothing timed: the C consumer's tests (test-cuda,
-#    cuda-train), the Python package's GPU tests, and the 6,000-image
-#    dataset the later parts read.
+#    test-cuda-upload, test-cuda-convert, cuda-train), the Python
+#    package's GPU tests, and the 6,000-image dataset the later parts
+#    read.
 # 2. One at a time, for figures: ringfeed-bench --gpu in four shapes,
 #    examples/train.py with AMP (30 steps, then resumed for 10), ResNet-50
 #    AMP steps fed by ringfeed and by torch's DataLoader.
 # 3. With the time left, one at a time: compute-sanitizer's memcheck on
 #    three Python GPU tests, then memcheck, racecheck and synccheck on
-#    the C tests (each case of test-cuda its own sanitizer run, in the
-#    program's own process: RF_TEST_IN_PROCESS in tests/harness.h). On
-#    2026-11-27, with two or three sanitizers running at once, test-cuda's
-#    CUDA cases hung under each ("No attachable process found"); alone,
-#    on 2026-11-26, they had passed.
+#    the C tests (each case of the three test-cuda programs its own
+#    sanitizer run, in the program's own process: RF_TEST_IN_PROCESS in
+#    tests/harness.h). On 2026-11-27, with two or three sanitizers
+#    running at once, test-cuda's CUDA cases (then one program) hung
+#    under each ("No attachable process found"); alone, on 2026-11-26,
+#    they had passed.
 #
 # SESSION_S (default 390) bounds the whole run; each part gets at most
 # what is left. The logs go to $OUT/gpu-session.tar.gz (one file: the
