@@ -1,6 +1,7 @@
 /*
  * test-producer-start.c - what starting the producers survives or refuses:
- * a low fd limit is refused at open with what to change; open finishes
+ * a low fd limit is refused at open with what to change, and no room for
+ * another process (ulimit -u, pids.max) is named so; open finishes
  * under a frequent timer signal; a build tree finds its own helper; a
  * helper that is not executable, cannot start, exits at once or crashes
  * after attaching is named instead of respawned forever; a helper file
@@ -10,6 +11,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -44,6 +46,51 @@ TEST_CASE(test_low_fd_limit_is_refused, "start", "low fd limit is refused")
         _exit(0);
     }
     CHECK_EQ(exit_status_of(child), 0);
+}
+
+/* No room for another process (ulimit -u; a cgroup's pids.max gives the
+ * same EAGAIN): the open names the limit and the producer count, in
+ * spawn and in fork mode, rather than a bare "Resource temporarily
+ * unavailable". Root is not held to RLIMIT_NPROC, so as root the child
+ * becomes nobody first; with a limit of 0 no process can be started. */
+TEST_CASE(test_process_limit_is_named, "start", "process limit is named")
+{
+    for (int fork_mode = 0; fork_mode < 2; fork_mode++) {
+        const pid_t child = fork();
+        CHECK(child >= 0);
+        if (child == 0) {
+            if (geteuid() == 0 && (setgroups(0, NULL) != 0 ||
+                                   setresgid(65534, 65534, 65534) != 0 ||
+                                   setresuid(65534, 65534, 65534) != 0))
+                _exit(TEST_SKIP);
+            const struct rlimit none = {0, 0};
+            CHECK_EQ(setrlimit(RLIMIT_NPROC, &none), 0);
+            rf_config *cfg =
+                TEST_CONFIG({RF_PARAM_PRODUCERS, 2}, {RF_PARAM_QUIET, 1},
+                            {RF_PARAM_START_MODE,
+                             fork_mode ? RF_START_FORK : RF_START_SPAWN});
+            rf_loader *l = NULL;
+            char *err = NULL;
+            const int rc = rf_loader_open(&l, cfg, &err);
+            if (rc == RF_E_NO_PRODUCER_BINARY) /* nobody cannot reach it */
+                _exit(TEST_SKIP);
+            if (rc != -EAGAIN)
+                fprintf(stderr, "rf_loader_open: %d %s\n", rc, err ? err : "");
+            CHECK_EQ(rc, -EAGAIN);
+            CHECK_CONTAINS(err, "producer 0");
+            CHECK_CONTAINS(err, "ulimit -u, RLIMIT_NPROC");
+            CHECK_CONTAINS(err, "pids.max");
+            CHECK_CONTAINS(err, "start fewer producers (RF_PARAM_PRODUCERS)");
+            free(err);
+            rf_config_free(cfg);
+            _exit(0);
+        }
+        const int status = exit_status_of(child);
+        if (status == TEST_SKIP)
+            TEST_SKIP_BECAUSE("cannot become nobody, or nobody cannot run "
+                              "the helper");
+        CHECK_EQ(status, 0);
+    }
 }
 
 static volatile sig_atomic_t timer_ticks;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "common/cgroup.h"
 #include "common/text.h"
@@ -127,4 +128,28 @@ bool rf__advise_on_exhaustion(int error, char *out, size_t len)
     default:
         return false;
     }
+}
+
+bool rf__advise_on_process_limit(int error, char *out, size_t len)
+{
+    if (error != EAGAIN)
+        return false;
+    /* Root's processes are not held to RLIMIT_NPROC: only the cgroup's
+     * limit or the system's can refuse them. */
+    struct rlimit procs;
+    if (getuid() != 0 && getrlimit(RLIMIT_NPROC, &procs) == 0 &&
+        procs.rlim_cur != RLIM_INFINITY)
+        rf__format(out, len,
+                   "no room for another process: this user may run %llu "
+                   "processes and threads in all (ulimit -u, RLIMIT_NPROC), "
+                   "or the job's cgroup its pids.max; raise that limit, or "
+                   "start fewer producers (RF_PARAM_PRODUCERS)",
+                   (unsigned long long)procs.rlim_cur);
+    else
+        rf__format(out, len,
+                   "no room for another process: the job's cgroup allows no "
+                   "more (pids.max), or the system none (sysctl "
+                   "kernel.threads-max, kernel.pid_max); raise that limit, "
+                   "or start fewer producers (RF_PARAM_PRODUCERS)");
+    return true;
 }

@@ -34,4 +34,12 @@ int rf__fds_free(uint64_t *limit);
  * advice fits it (a file to fix, a path to pass). */
 bool rf__advise_on_exhaustion(int error, char *out, size_t len);
 
+/* What to change after fork() or posix_spawn() of producer failed with
+ * errno `error`: for EAGAIN (no room for another process: RLIMIT_NPROC,
+ * a cgroup's pids.max, the system's limits), that limit and fewer
+ * producers (RF_PARAM_PRODUCERS, which the tools and the Python package
+ * put in their own terms), into out (len bytes), and true. False, out
+ * untouched, for any other error. */
+bool rf__advise_on_process_limit(int error, char *out, size_t len);
+
 #endif /* RF_COMMON_RESOURCES_H */

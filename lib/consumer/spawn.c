@@ -36,6 +36,7 @@
 
 #include "common/clock.h"
 #include "common/fds.h"
+#include "common/resources.h"
 #include "common/text.h"
 #include "producer/producer.h"
 #include "ringfeed.h"
@@ -303,8 +304,11 @@ int rf__spawn_producer(const char *path, int helper,
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) {
-        rf__format(why, why_len, "cannot start producer %u from '%s': %s",
-                   index, path, strerror(rc));
+        char advice[320] = "";
+        const bool limit =
+            rf__advise_on_process_limit(rc, advice, sizeof(advice));
+        rf__format(why, why_len, "cannot start producer %u from '%s': %s%s%s",
+                   index, path, strerror(rc), limit ? "; " : "", advice);
         return rc == ENOENT || rc == EACCES ? RF_E_NO_PRODUCER_BINARY : -rc;
     }
     return watch_child(pid, child, why, why_len);
@@ -423,8 +427,11 @@ int rf__fork_producer(const struct rf__producer_fds *fds, uint32_t index,
         (void)sigprocmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
         const int err = errno;
-        rf__format(why, why_len, "fork() for producer %u failed: %s", index,
-                   strerror(err));
+        char advice[320] = "";
+        const bool limit =
+            rf__advise_on_process_limit(err, advice, sizeof(advice));
+        rf__format(why, why_len, "fork() for producer %u failed: %s%s%s", index,
+                   strerror(err), limit ? "; " : "", advice);
         return -err;
     }
     if (pid == 0) {
