@@ -5,7 +5,8 @@
  * a container whose mount shows only its own subtree), then on a real
  * cgroup that the test creates: a loader whose ring is larger than the
  * cgroup's 100 MB limit must be refused at open with -ENOMEM and a
- * message naming the cgroup's file, not be killed by the OOM killer; and
+ * message naming the cgroup's file, not be killed by the OOM killer, and
+ * so must one that fits with too little to spare for its producers; and
  * a real CPU quota must read back as written. The real part needs root
  * and a writable cgroup hierarchy; without them those two cases skip,
  * saying why, and the made-up ones still run.
@@ -20,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "channel/segment.h"
 #include "common/cgroup.h"
 #include "common/internal.h"
 #include "harness.h"
@@ -491,6 +493,89 @@ TEST_CASE(test_real_memory, "real",
     const int status = run_inside(what, open_ring_over_limit);
     check_child(what, status);
     printf("%s: refused at open (cgroup v%d)\n", what, made_version);
+}
+
+/* A ring that leaves the cgroup only `spare` bytes: synthetic samples of
+ * 64x64x3 in 4 slots, one producer, the batch the largest that fits. */
+enum { SNUG_SLOTS = 4, SNUG_SIDE = 64 };
+
+static rf_config *snug_config(uint64_t spare)
+{
+    const uint64_t sample_bytes = (uint64_t)SNUG_SIDE * SNUG_SIDE * 3;
+    char where[RF__CGROUP_WHERE_MAX];
+    const uint64_t room = rf__memory_room(where, sizeof(where));
+    CHECK_LE(room, LIMIT);
+    uint32_t batch = 0;
+    for (uint32_t b = 1; b < RF__MAX_BATCH; b++) {
+        struct rf__layout lay;
+        CHECK_EQ(rf__layout_compute(&lay, 1, SNUG_SLOTS, b, sample_bytes), 0);
+        if (lay.arena_size + lay.control_size + spare > room)
+            break;
+        batch = b;
+    }
+    CHECK_GT(batch, 0);
+    printf("room %llu bytes: batches of %u leave %llu spare\n",
+           (unsigned long long)room, batch, (unsigned long long)spare);
+    return TEST_CONFIG(
+        {RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC}, {RF_PARAM_PRODUCERS, 1},
+        {RF_PARAM_SLOTS, SNUG_SLOTS}, {RF_PARAM_BATCH_SIZE, batch},
+        {RF_PARAM_HEIGHT, SNUG_SIDE}, {RF_PARAM_WIDTH, SNUG_SIDE},
+        {RF_PARAM_SAMPLES, (int64_t)batch * 2 * SNUG_SLOTS},
+        {RF_PARAM_QUIET, 1});
+}
+
+/* In the cgroup: a ring that fits under the limit with 1 MiB to spare is
+ * refused at open, for the producer's own memory (such a ring, 0.4 MB
+ * short of a 200 MB limit, with two producers decoding JPEGs, was
+ * reserved and the run then killed by the OOM killer); one that leaves
+ * the room the loader asks for runs. */
+static void open_ring_to_the_limit(void)
+{
+    rf_config *cfg = snug_config(UINT64_C(1) << 20);
+    rf_loader *l = NULL;
+    char *err = NULL;
+    int rc = rf_loader_open(&l, cfg, &err);
+    printf("a ring 1 MiB short of the room: %d (%s)\n", rc,
+           err ? err : "opened");
+    rf_batch b;
+    for (int i = 0; rc == 0 && i < 2 * SNUG_SLOTS; i++) {
+        CHECK_EQ(rf_loader_next(l, &b), 1);
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    if (rc == 0)
+        rf_loader_close(l);
+    CHECK_EQ(rc, -ENOMEM);
+    CHECK_CONTAINS(err, "1 producer and the loader about");
+    CHECK_CONTAINS(err, "more of their own");
+    CHECK_CONTAINS(err, "use fewer slots (RF_PARAM_SLOTS)");
+    free(err);
+    rf_config_free(cfg);
+    cfg = snug_config(UINT64_C(24) << 20);
+    l = test_open_loader(cfg);
+    for (int i = 0; i < 2 * SNUG_SLOTS; i++) {
+        CHECK_EQ(rf_loader_next(l, &b), 1);
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    rf_loader_close(l);
+    rf_config_free(cfg);
+}
+
+TEST_CASE(test_real_memory_to_the_limit, "real",
+          "a ring that leaves the producers no memory is refused at open")
+{
+    const char *what = "real memory limit, ring to the limit";
+    make_cgroup(what, "memory", "memory.limit_in_bytes", "memory.max");
+    char limit[32];
+    rf__format(limit, sizeof(limit), "%llu", (unsigned long long)LIMIT);
+    const int set = write_to(
+        made, made_version == 1 ? "memory.limit_in_bytes" : "memory.max",
+        limit);
+    if (set < 0)
+        skip(what, "cannot set the limit of %s: %s", made, strerror(-set));
+    const int status = run_inside(what, open_ring_to_the_limit);
+    check_child(what, status);
+    printf("%s: refused at open, and run with room (cgroup v%d)\n", what,
+           made_version);
 }
 
 static double quota_wanted; /* CPUs, set before the child starts */

@@ -90,22 +90,50 @@ static int map_segment(rf_loader *l, int fd, uint64_t size, void **out)
     return 0;
 }
 
-/* Refuses a ring that the machine or the cgroup cannot hold, before
- * reserving it can wake the OOM killer. */
+/* Memory the run takes beside the ring, once it is reserved: each
+ * producer's own (its private pages of the libraries, page tables,
+ * decoder and read buffers: 1 to 4 MB measured while decoding photographs
+ * of up to 500x500 into 224x224 batches), and the consumer's tables and
+ * the producers' start. A ring that left less would be reserved, and the
+ * first producer to touch its pages would wake the OOM killer: in a
+ * 200 MB cgroup, a ring 0.4 MB short of the room was killed at its first
+ * batch. Larger images need more (RF_PARAM_MAX_DECODE_MEMORY bounds a
+ * JPEG's); this covers what any run needs. */
+#define ROOM_PER_PRODUCER (UINT64_C(8) << 20)
+#define ROOM_FOR_THE_RUN (UINT64_C(8) << 20)
+
+/* Refuses a ring that the machine or the cgroup cannot hold, with room
+ * to spare for the producers, before reserving it can wake the OOM
+ * killer. */
 static int check_memory(rf_loader *l, const struct rf__layout *lay)
 {
     char limit[RF__CGROUP_WHERE_MAX];
     const uint64_t room = rf__memory_room(limit, sizeof(limit));
-    if (lay->arena_size + lay->control_size <= room)
+    const uint64_t ring = lay->arena_size + lay->control_size;
+    const uint64_t beside =
+        ROOM_FOR_THE_RUN + ROOM_PER_PRODUCER * (uint64_t)l->producers;
+    if (ring <= room && beside <= room - ring)
         return 0;
+    if (ring <= room) /* the ring alone would fit, to the last bytes */
+        return set_error(
+            l, -ENOMEM,
+            "the ring needs %llu bytes (%u slots of %llu bytes), and its %u "
+            "producer%s and the loader about %llu more of their own, but %s "
+            "allows only %llu more; use fewer slots (RF_PARAM_SLOTS), a "
+            "smaller batch (RF_PARAM_BATCH_SIZE) or sample size "
+            "(RF_PARAM_HEIGHT, RF_PARAM_WIDTH), or raise the memory limit",
+            (unsigned long long)ring, l->slots,
+            (unsigned long long)lay->slot_bytes, l->producers,
+            l->producers == 1 ? "" : "s", (unsigned long long)beside, limit,
+            (unsigned long long)room);
     return set_error(
         l, -ENOMEM,
         "the ring needs %llu bytes (%u slots of %llu bytes) but %s allows "
         "only %llu more; use fewer slots (RF_PARAM_SLOTS), a smaller batch "
         "(RF_PARAM_BATCH_SIZE) or sample size (RF_PARAM_HEIGHT, "
         "RF_PARAM_WIDTH), or raise the memory limit",
-        (unsigned long long)(lay->arena_size + lay->control_size), l->slots,
-        (unsigned long long)lay->slot_bytes, limit, (unsigned long long)room);
+        (unsigned long long)ring, l->slots, (unsigned long long)lay->slot_bytes,
+        limit, (unsigned long long)room);
 }
 
 /* Why rf__layout_compute() refused: one slot over 2^40 bytes, or the
