@@ -41,6 +41,7 @@ TEST_CASE(test_low_fd_limit_is_refused, "start", "low fd limit is refused")
         char *err = test_open_refused(cfg, -EMFILE);
         CHECK_CONTAINS(err, "needs 10 file descriptors (4 producers)");
         CHECK_CONTAINS(err, "ulimit -n");
+        CHECK_CONTAINS(err, "start fewer producers (RF_PARAM_PRODUCERS)");
         free(err);
         rf_config_free(cfg);
         _exit(0);

@@ -64,7 +64,8 @@ static int check_fds(rf_loader *l)
     return set_error(l, -EMFILE,
                      "the loader needs %llu file descriptors (%u producers) "
                      "but only %d are free under the limit of %llu; raise "
-                     "it (ulimit -n, RLIMIT_NOFILE) or close some files",
+                     "it (ulimit -n, RLIMIT_NOFILE), close some files, or "
+                     "start fewer producers (RF_PARAM_PRODUCERS)",
                      (unsigned long long)needed, l->producers, free_fds,
                      (unsigned long long)limit);
 }
