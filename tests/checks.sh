@@ -1,6 +1,6 @@
 # shellcheck shell=sh disable=SC2154 # $case and $work are the sourcing script's
-# checks.sh - the checks that tests/test-tools.sh and tests/test-python.sh
-# share, sourced by both after they set $work (their scratch folder) and
+# checks.sh - the checks that tests/test-tools*.sh and tests/test-python.sh
+# share, sourced by each after it sets $work (their scratch folder) and
 # while $case names the case running (tests/harness.sh runs the cases).
 # Each check that fails prints why, with the command's stdout and stderr,
 # and exits the case's subshell.
