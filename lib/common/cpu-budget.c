@@ -174,6 +174,7 @@ void rf__budget_compute(const struct rf__budget_input *in,
     }
     out->ranks_unknown =
         !ranked && !own && in->local_rank < 0 ? in->ranks_from : NULL;
+    out->alone = !ranked && !own;
     describe(in, rank, size, own, out);
 }
 

@@ -59,6 +59,10 @@ struct rf__budget {
     /* why no local ranks were used where one was set ("LOCAL_RANK is set
      * without a LOCAL_WORLD_SIZE above it"), else NULL */
     const char *ranks_unknown;
+    /* the whole mask taken, pinned from its first CPU, for want of local
+     * ranks (none set or usable, and the mask not the rank's own): right
+     * for one process on the node, wrong for one rank of several there */
+    bool alone;
     char why[RF_CPU_BUDGET_MAX]; /* "2 CPUs: affinity 0-7, quota 4.0 (the cgroup
                       v2 cpu.max of ...), local rank 1 of 2 (LOCAL_RANK); pinned
                       to 2-3" */

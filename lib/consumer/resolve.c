@@ -120,6 +120,43 @@ static int resolve_rank(rf_loader *l)
     return rc;
 }
 
+/* One rank of several (world size > 1) without a local rank: its budget
+ * is the whole mask, as if it ran alone on the node (cpu-budget.h). Its
+ * producers are not pinned there: every rank of the node would pin its
+ * own from the mask's first CPU, onto the same CPUs, while the others
+ * stay idle (torch.multiprocessing.spawn's ranks, with num_workers= or
+ * without). Said, with what to set, unless the local rank that was set
+ * without its size has been said already. */
+static void resolve_unranked(rf_loader *l, int64_t asked)
+{
+    const int64_t world = l->params[RF_PARAM_WORLD_SIZE];
+    if (!l->budget.alone || world < 2)
+        return;
+    char reason[64];
+    rf__format(reason, sizeof(reason), "one of %lld ranks, no local rank",
+               (long long)world);
+    const bool pinned = l->budget.pin;
+    rf__budget_unpin(&l->budget, reason);
+    if (l->budget.ranks_unknown || (!pinned && asked))
+        return;
+    char count[96] = "";
+    if (!asked)
+        rf__format(count, sizeof(count),
+                   "this rank's CPU budget is all %d CPUs the process "
+                   "may use, as if it ran alone on the node, and ",
+                   l->budget.producers);
+    rf__loader_report(l,
+                      "rank %lld of %lld has no local rank (no "
+                      "LOCAL_RANK/LOCAL_WORLD_SIZE or other launcher's "
+                      "pair; torch.multiprocessing.spawn sets none), so "
+                      "%sits producers are not pinned, lest every rank "
+                      "of the node pin its own to the same CPUs: set "
+                      "RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE in each "
+                      "rank so that the node's ranks share the CPUs out",
+                      (long long)l->params[RF_PARAM_RANK], (long long)world,
+                      count);
+}
+
 /* The run covers sequence numbers [first_batch, total_batches). */
 static int resolve_span(rf_loader *l)
 {
@@ -300,6 +337,7 @@ int rf__loader_resolve(rf_loader *l, const rf_config *cfg)
     rc = resolve_rank(l);
     if (rc < 0)
         return rc;
+    resolve_unranked(l, cfg->params[RF_PARAM_PRODUCERS]);
     const int64_t *p = l->params;
     l->batch_size = (uint32_t)p[RF_PARAM_BATCH_SIZE];
     l->sample_bytes = (uint64_t)p[RF_PARAM_HEIGHT] *

@@ -7,13 +7,14 @@ every rank gets as many batches, and len(loader) says how many."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from helpers import child_env, dataset, free_port
+from helpers import child_env, dataset, free_port, producers_of
 
 BATCH = 5
 EPOCHS = 2
@@ -242,3 +243,56 @@ def test_made_before_init_process_group_is_refused(tmp_path_factory):
         assert f"torch.distributed now says rank {r} of 2" in early
         assert "init_process_group()" in early and "rank=" in early
         assert given == "given: 5"
+
+
+LOCAL_RANK_VARIABLES = ("RF_LOCAL_RANK", "RF_LOCAL_WORLD_SIZE", "LOCAL_RANK",
+                        "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                        "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALRANKID",
+                        "MPI_LOCALNRANKS", "SLURM_LOCALID", "SLURM_NODEID",
+                        "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE")
+
+
+def test_a_rank_without_a_local_rank_does_not_pin(tmp_path_factory,
+                                                  monkeypatch):
+    """torch.multiprocessing.spawn's ranks (the ImageNet example's) have a
+    rank and a world size but no local rank: each took the whole mask,
+    as if alone on the node, and pinned its producers from the mask's
+    first CPU, so every rank of the node put its producers on the same
+    CPUs (num_workers=1 on 8 ranks: 8 producers on CPU 0, the other CPUs
+    idle). Now such a rank leaves its producers unpinned, and says what
+    to set; a process alone (world size 1), and a rank with its local
+    rank, still pin."""
+    import ringfeed
+    for name in LOCAL_RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    root = dataset(tmp_path_factory, "odd")
+    mask = os.sched_getaffinity(0)
+    with ringfeed.Loader(root, BATCH, size=16, num_workers=1) as alone:
+        if "pinned to" not in alone.cpu_budget:
+            pytest.skip(f"no pinning here: {alone.cpu_budget}")
+        assert [len(os.sched_getaffinity(p))
+                for p in producers_of(os.getpid())] == [1]
+    for workers in (1, None):
+        said = []
+        with ringfeed.Loader(root, BATCH, size=16, rank=1, world_size=2,
+                             num_workers=workers,
+                             on_message=said.append) as loader:
+            producers = producers_of(os.getpid())
+            assert producers
+            assert all(os.sched_getaffinity(p) == mask for p in producers)
+            assert "not pinned (one of 2 ranks, no local rank)" in \
+                loader.cpu_budget
+            assert sum(len(labels) for _, labels in loader) == 17
+        [message] = [m for m in said if "no local rank" in m]
+        assert message.startswith("rank 1 of 2 has no local rank")
+        assert "RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE" in message
+        assert ("all %d CPUs" % len(mask) in message) == (workers is None)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    said = []
+    with ringfeed.Loader(root, BATCH, size=16, rank=1, world_size=2,
+                         num_workers=1, on_message=said.append) as loader:
+        assert "local rank 1 of 2" in loader.cpu_budget
+        if len(mask) > 1:
+            assert "pinned to" in loader.cpu_budget
+    assert not [m for m in said if "no local rank" in m]
