@@ -517,7 +517,8 @@ typedef enum rf_param {
                                     as they go, on the CPUs the process's
                                     other open loaders use least (not
                                     where the mask is already the rank's
-                                    own, or ranks share CPUs: see
+                                    own, or ranks share CPUs or have
+                                    no local rank: see
                                     rf_loader_cpu_budget()); 0: leave
                                     them alone */
 } rf_param;
@@ -918,8 +919,10 @@ RF_API int rf_loader_stats(const rf_loader *loader, rf_stats *stats);
  * MPI_LOCALRANKID and MPI_LOCALNRANKS, or Slurm's SLURM_LOCALID
  * and the tasks of this node); each rank's producers are pinned to a
  * slice of the mask of their own (NUMA node and core order), or not at
- * all when a rank's share is under one CPU or the mask is already the
- * rank's own (a launcher that binds ranks). RF_PARAM_PRODUCERS, when
+ * all when a rank's share is under one CPU, the mask is already the
+ * rank's own (a launcher that binds ranks), or the rank is one of several
+ * (RF_PARAM_WORLD_SIZE above 1) with no local rank, whose whole mask
+ * every rank of the node takes (said by a message). RF_PARAM_PRODUCERS, when
  * set, wins over the count (with a message when it exceeds the budget).
  * Copies the line into out (len bytes, always terminated, cut short if
  * longer; RF_CPU_BUDGET_MAX bytes always hold it whole) and returns the
