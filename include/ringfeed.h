@@ -180,7 +180,13 @@ typedef enum rf_on_error {
     /* The sample is left out: the batch comes out shorter (rf_batch.samples
      * and .skipped say so) and the failure is counted and listed
      * (rf_loader_sample_errors()). Too many failures (RF_PARAM_MAX_ERRORS,
-     * RF_PARAM_MAX_ERROR_PPM) end the run with RF_E_CORRUPT_SAMPLE. */
+     * RF_PARAM_MAX_ERROR_PPM) end the run with RF_E_CORRUPT_SAMPLE. A
+     * batch whose every sample failed comes out empty (samples 0), keeping
+     * its number; an epoch whose every sample failed ends the run with
+     * RF_E_CORRUPT_SAMPLE at its last failure, whatever the limits (also
+     * RF_PARAM_MAX_ERROR_PPM 1000000): it would deliver nothing, nor would
+     * the next. (An epoch a loader starts at a later batch,
+     * RF_PARAM_START_BATCH, counts only from there and never ends so.) */
     RF_ON_ERROR_SKIP = 1
 } rf_on_error;
 
@@ -402,7 +408,10 @@ typedef enum rf_param {
                                          failures of one epoch exceed this
                                          share of its samples, in parts
                                          per million, 0..1000000; default
-                                         10000 (1%) */
+                                         10000 (1%); 1000000 lets any
+                                         share fail but all: an epoch with
+                                         no sample left fails (see
+                                         RF_ON_ERROR_SKIP) */
     RF_PARAM_MAX_PIXELS = 131,        /* was 31; refuse images with more
                                          pixels, 1..2^40; default 89478485
                                          (as PIL) */

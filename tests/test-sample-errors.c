@@ -241,6 +241,89 @@ TEST_CASE(test_epoch_limit_says_share_and_count, "bad",
     remove_tree(folder);
 }
 
+/* A folder whose every file is bad, under the skip policy with
+ * RF_PARAM_MAX_ERROR_PPM 1000000 (any share may fail): the batches come
+ * out empty, and the epoch's last failure ends the run, naming the epoch,
+ * its count and a file; the next epoch is not begun. (It handed out
+ * empty batches for as many epochs as were asked, and rf_loader_next()
+ * then returned 0 as if the run had gone well.) */
+TEST_CASE(test_every_sample_failing_ends_the_run, "bad",
+          "an epoch whose every sample failed ends the run")
+{
+    char folder[400], file[450];
+    rf__format(folder, sizeof(folder), "%s/all-bad", base);
+    CHECK_EQ(mkdir(folder, 0755), 0);
+    rf__format(file, sizeof(file), "%s/c", folder);
+    CHECK_EQ(mkdir(file, 0755), 0);
+    for (int k = 0; k < 7; k++) {
+        rf__format(file, sizeof(file), "%s/c/bad%d.jpg", folder, k);
+        write_file(file, "not a picture", 13);
+    }
+    rf_config *cfg = jpeg_folder_config(folder, 1, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 2));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_EPOCHS, 3));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_QUIET, 1));
+    rf_loader *l = open_skipping(cfg, 0, 1000000);
+    rf_batch b;
+    int rc, batches = 0;
+    while ((rc = rf_loader_next(l, &b)) > 0) {
+        CHECK_EQ(b.samples, 0);
+        CHECK_EQ(b.epoch, 0);
+        batches++;
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    CHECK_EQ(rc, RF_E_CORRUPT_SAMPLE);
+    CHECK_EQ(batches, 3); /* of 4: the fourth's failure ends it */
+    const char *msg = rf_loader_error(l);
+    printf("  %s\n", msg);
+    CHECK_CONTAINS(msg, "all 7 samples of epoch 0 failed, so the epoch has "
+                        "nothing to deliver: under RF_PARAM_ON_ERROR "
+                        "RF_ON_ERROR_SKIP that ends the run, whatever "
+                        "RF_PARAM_MAX_ERROR_PPM 1000000 allows");
+    CHECK_CONTAINS(msg, "/c/bad");
+    CHECK_EQ(rf_loader_next(l, &b), RF_E_CORRUPT_SAMPLE);
+    rf_stats st;
+    CHECK_OK(rf_loader_stats(l, &st));
+    CHECK_EQ(st.failed_samples, 7);
+    rf_loader_close(l);
+    remove_tree(folder);
+}
+
+/* The count of an epoch with nothing to deliver: the samples its batches
+ * hold (those of a short last batch dropped are never read), over one
+ * epoch only; an epoch with one sample delivered goes on. */
+TEST_CASE(test_empty_epoch_counts_the_batches_samples, "bad",
+          "an empty epoch is counted on the samples its batches hold")
+{
+    const int64_t params[RF__PARAMS] = {[RF_PARAM_MAX_ERROR_PPM] = 1000000};
+    struct rf__failures f;
+    char why[512];
+    /* 10 samples, batches of 4 with the last dropped: 8 handed out */
+    rf__failures_init(&f, params, 10, 8);
+    for (uint64_t index = 0; index < 7; index++)
+        CHECK_EQ(
+            rf__failures_add(&f, 0, index, "sample: bad", why, sizeof(why)), 1);
+    /* 7 in epoch 1 too: across epochs they do not add up */
+    for (uint64_t index = 0; index < 7; index++)
+        CHECK_EQ(
+            rf__failures_add(&f, 1, index, "sample: bad", why, sizeof(why)), 0);
+    CHECK_EQ(
+        rf__failures_add(&f, 0, 7, "sample 7 (x.jpg): bad", why, sizeof(why)),
+        RF_E_CORRUPT_SAMPLE);
+    CHECK_CONTAINS(why, "all 8 samples of epoch 0 failed");
+    CHECK_CONTAINS(why, "the last: sample 7 (x.jpg): bad");
+    rf__failures_free(&f);
+    /* one sample, over 2 ranks */
+    const int64_t sharded[RF__PARAMS] = {
+        [RF_PARAM_MAX_ERROR_PPM] = 1000000, [RF_PARAM_WORLD_SIZE] = 2};
+    rf__failures_init(&f, sharded, 1, 1);
+    CHECK_EQ(rf__failures_add(&f, 3, 5, "sample 5: bad", why, sizeof(why)),
+             RF_E_CORRUPT_SAMPLE);
+    CHECK_CONTAINS(why, "the only sample of epoch 3 (this rank's share) "
+                        "failed, so the epoch has nothing to deliver");
+    rf__failures_free(&f);
+}
+
 /* The count limit is on samples, not on failures: the bad files fail in
  * each of 4 epochs (4 x bad failures), and a limit of `bad` samples lets
  * the run end normally. */
@@ -266,7 +349,7 @@ TEST_CASE(test_late_failure_is_still_listed, "bad",
 {
     const int64_t params[RF__PARAMS] = {[RF_PARAM_MAX_ERROR_PPM] = 1000000};
     struct rf__failures f;
-    rf__failures_init(&f, params, 1000000);
+    rf__failures_init(&f, params, 1000000, 1000000);
     char why[256];
     for (uint64_t epoch = 0; epoch < 5000; epoch++)
         CHECK_OK(

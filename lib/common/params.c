@@ -123,7 +123,8 @@ static const struct param_rule rules[] = {
     NUMBER(RF_PARAM_MAX_ERRORS, 29, "max_errors", 0, 0, INT64_MAX,
            "skip: fail once more samples than this failed; 0 = no limit"),
     NUMBER(RF_PARAM_MAX_ERROR_PPM, 30, "max_error_ppm", 10000, 0, 1000000,
-           "skip: fail once an epoch's failures exceed this, per million"),
+           "skip: fail once an epoch's failures exceed this, per million; "
+           "an epoch whose every sample failed fails at any value"),
     NUMBER(RF_PARAM_MAX_PIXELS, 31, "max_pixels", 89478485, 1, POW2(40),
            "refuse images with more pixels (PIL's limit by default)"),
     NUMBER(RF_PARAM_MAX_SCANS, 32, "max_scans", 100, 1, 100000,

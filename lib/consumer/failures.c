@@ -14,12 +14,13 @@
 #include "consumer/failures.h"
 
 void rf__failures_init(struct rf__failures *f, const int64_t *params,
-                       uint64_t samples_per_epoch)
+                       uint64_t samples_per_epoch, uint64_t epoch_samples)
 {
     memset(f, 0, sizeof(*f));
     f->max_errors = (uint64_t)params[RF_PARAM_MAX_ERRORS];
     f->max_error_ppm = (uint64_t)params[RF_PARAM_MAX_ERROR_PPM];
     f->samples_per_epoch = samples_per_epoch;
+    f->epoch_samples = epoch_samples;
     f->sharded = params[RF_PARAM_WORLD_SIZE] > 1;
     f->max_in_epoch = samples_per_epoch * f->max_error_ppm / 1000000;
     for (int i = 0; i < RF__FAILURE_EPOCHS; i++)
@@ -135,6 +136,32 @@ static void say_epoch_limit(const struct rf__failures *f, uint64_t epoch,
                in_epoch == 1 ? "one failure" : "that many", text);
 }
 
+/* Why the run ends when every sample of `epoch` has failed: it would
+ * hand out only empty batches, this epoch and (the same files) every
+ * next one, and a training loop would go on for days taking steps on
+ * nothing. No limit allows it (it comes this far only at or near
+ * RF_PARAM_MAX_ERROR_PPM 1000000). */
+static void say_epoch_empty(const struct rf__failures *f, uint64_t epoch,
+                            const char *text, char *why, size_t why_len)
+{
+    char all[64];
+    if (f->epoch_samples == 1)
+        rf__format(all, sizeof(all), "the only sample");
+    else
+        rf__format(all, sizeof(all), "all %llu samples",
+                   (unsigned long long)f->epoch_samples);
+    rf__format(why, why_len,
+               "%s of epoch %llu%s failed, so the epoch has nothing to "
+               "deliver: under RF_PARAM_ON_ERROR RF_ON_ERROR_SKIP that ends "
+               "the run, whatever RF_PARAM_MAX_ERROR_PPM %llu allows; check "
+               "the dataset (its path, its files: the failures are in "
+               "rf_loader_sample_errors()) and fix or remove the files; the "
+               "last: %s",
+               all, (unsigned long long)epoch,
+               f->sharded ? " (this rank's share)" : "",
+               (unsigned long long)f->max_error_ppm, text);
+}
+
 int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
                      const char *text, char *why, size_t why_len)
 {
@@ -156,6 +183,10 @@ int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
     }
     if (in_epoch > f->max_in_epoch) {
         say_epoch_limit(f, epoch, in_epoch, text, why, why_len);
+        return RF_E_CORRUPT_SAMPLE;
+    }
+    if (f->epoch_samples && in_epoch >= f->epoch_samples) {
+        say_epoch_empty(f, epoch, text, why, why_len);
         return RF_E_CORRUPT_SAMPLE;
     }
     return first ? 1 : 0;

@@ -37,18 +37,23 @@ struct rf__failures {
     uint64_t max_errors;                       /* 0: no count limit */
     uint64_t max_in_epoch;                     /* failures an epoch may have */
     uint64_t max_error_ppm, samples_per_epoch; /* what it comes from */
+    /* The samples a whole epoch hands out (fewer than samples_per_epoch
+     * when the last short batch is dropped): when all of them fail, the
+     * epoch delivers nothing and the run ends, whatever the limits. */
+    uint64_t epoch_samples;
     bool sharded; /* samples_per_epoch is this rank's share (world > 1) */
 };
 
-/* Sets the limits from RF_PARAM_MAX_ERRORS, RF_PARAM_MAX_ERROR_PPM and the
- * samples one epoch gives this rank. */
+/* Sets the limits from RF_PARAM_MAX_ERRORS, RF_PARAM_MAX_ERROR_PPM, the
+ * samples one epoch gives this rank and those of them its batches hold
+ * (epoch_samples: all but a short last batch dropped). */
 void rf__failures_init(struct rf__failures *f, const int64_t *params,
-                       uint64_t samples_per_epoch);
+                       uint64_t samples_per_epoch, uint64_t epoch_samples);
 
 /* Records one failure. Returns 1 when it is the sample's first (a sample
  * left out the first time, which the caller may report), 0 when it
  * failed before, or RF_E_CORRUPT_SAMPLE with why filled when a limit is
- * now exceeded. */
+ * now exceeded or every sample of the epoch has now failed. */
 int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
                      const char *text, char *why, size_t why_len);
 

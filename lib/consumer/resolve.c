@@ -356,7 +356,10 @@ int rf__loader_resolve(rf_loader *l, const rf_config *cfg)
     l->window_start_ns = rf__now_ns();
     l->timeout_ns = (uint64_t)p[RF_PARAM_BATCH_TIMEOUT_MS] * 1000000u;
     l->stall_ns = (uint64_t)p[RF_PARAM_STALL_WARNING_MS] * 1000000u;
-    rf__failures_init(&l->failures, p, l->order.per_rank);
+    const uint64_t batched = l->order.batches_per_epoch * l->order.batch_size;
+    rf__failures_init(&l->failures, p, l->order.per_rank,
+                      batched < l->order.per_rank ? batched
+                                                  : l->order.per_rank);
     rc = rf__carried_apply(l, cfg); /* the run goes on, where it does */
     if (rc < 0)
         return rc;

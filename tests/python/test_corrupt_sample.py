@@ -184,6 +184,38 @@ def test_skip_past_the_limit_fails(bad_folder):
     assert caught.value.index in bad
 
 
+def test_an_epoch_whose_every_sample_failed_fails(tmp_path):
+    """Every file bad, under on_error="skip" with max_error_ppm=1_000_000
+    (any share may fail): the batches come out empty, and the epoch's last
+    failure raises CorruptSample naming the file, in keywords. (Every
+    epoch gave only empty batches, and the loop ran to its end as if all
+    were well.)"""
+    root = tmp_path / "data"
+    for name in ("a", "b"):
+        (root / name).mkdir(parents=True)
+        for i in range(5):
+            (root / name / f"{i}.jpg").write_bytes(b"not an image")
+    empty = 0
+    with pytest.raises(ringfeed.CorruptSample) as caught:
+        with ringfeed.Loader(str(root), 4, size=16, on_error="skip",
+                             max_error_ppm=1_000_000, num_workers=1,
+                             quiet=True) as loader:
+            for _ in range(3):
+                for images, labels in loader:
+                    assert len(labels) == len(images) == 0
+                    empty += 1
+    text = str(caught.value)
+    assert empty == 2, empty  # of 3 batches: the third's failure ends it
+    assert text.startswith("all 10 samples of epoch 0 failed, so the epoch "
+                           "has nothing to deliver: under on_error='skip' "
+                           "that ends the run, whatever "
+                           "max_error_ppm=1000000 allows"), text
+    assert "the failures are in sample_errors()" in text, text
+    assert caught.value.path and caught.value.path.startswith(str(root))
+    assert caught.value.path in text
+    assert_user_terms(text)
+
+
 @pytest.mark.parametrize("folder, name", [
     ("plain", "a photo (1).jpg"),       # a name with parentheses
     ("imagenet (copy)", "b.jpg"),       # a folder with them
