@@ -1228,8 +1228,11 @@ RF_API const char *rf_pack_writer_error(const rf_pack_writer *w);
 
 /* Writes the index and header, flushes the file to disk and gives it its
  * name (replacing any file there), then frees w. Returns 0 or -errno with
- * a malloc'd detail in *errp (nothing of the file is left then). w is
- * freed whether or not it succeeds; a NULL w is -EINVAL. */
+ * a malloc'd detail in *errp (nothing of the file is left then, and a
+ * file already at the path stays as it was). w is freed whether or not it
+ * succeeds; a NULL w is -EINVAL. A writer to which no sample was added is
+ * -ENODATA (since 0.2; it wrote a pack that every loader refuses as
+ * having no samples): rf_pack_writer_abort() it instead. */
 RF_API int rf_pack_writer_finish(rf_pack_writer *w, char **errp);
 
 /* Abandons the file (nothing of it is left) and frees w. NULL is fine. */

@@ -3,13 +3,15 @@
  * rf_dataset: the test pack round-trips bytes, labels, kinds, names,
  * dictionary and shape, and the writer refuses what it cannot pack
  * (frames that are not one zstd frame, or that name a dictionary the pack
- * does not carry), a bad shape or folder; an empty pack is valid; a frame
+ * does not carry), a bad shape or folder, a pack with no sample (which
+ * readers still take); a frame
  * compressed with another dictionary is named on decode; producers open
  * the pack with the consumer's sealed copy of its index. Setup writes the
  * test pack (pack-samples.h) once, in a scratch folder.
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -21,6 +23,7 @@
 #include "source/dataset.h"
 #include "source/pack.h"
 #include "dataset-files.h"
+#include "empty-pack.h"
 #include "harness.h"
 #include "pack-samples.h"
 #include "scratch.h"
@@ -84,15 +87,58 @@ TEST_CASE(test_pack_writer_edges, "pack",
     CHECK_EQ(access(at("abort.pack.tmp"), F_OK), -1);
     CHECK_EQ(access(at("abort.pack"), F_OK), -1);
     rf_pack_writer_abort(NULL);
-    /* an empty pack is a valid pack */
-    CHECK_OK(rf_pack_writer_create(&w, at("empty.pack"), 0, 0, 0,
-                                   RF_LAYOUT_NHWC, NULL, 0, &why));
-    CHECK_OK(rf_pack_writer_finish(w, &why));
+    /* an empty pack (which the writer no longer makes: see below) is a
+     * valid pack to a reader */
+    write_empty_pack(at("empty.pack"), 0, 0, 0);
     rf_dataset *ds = open_or_die(at("empty.pack"));
     CHECK_EQ(rf_dataset_size(ds), 0);
     CHECK_EQ(rf_dataset_classes(ds), 0);
     rf_dataset_close(ds);
     printf("pack writer: bad shape, bad folder, abort, empty pack\n");
+}
+
+/* Every loader refuses a pack without samples ("has no samples"), so
+ * rf_pack_writer_finish() refuses to write one, naming the path and what
+ * to do, and leaves the file at the path as it was: a packer whose every
+ * sample was filtered out learns it then, not when a run starts on the
+ * file. (It wrote the empty pack over the old one.) Also with a
+ * dictionary and a shape, and with no detail asked for. */
+TEST_CASE(test_pack_writer_refuses_no_samples, "pack",
+          "writer: finish with no sample is refused, the file there kept")
+{
+    const char *path = at("nothing.pack");
+    write_file(path, "an older pack", 13);
+    rf_pack_writer *w = NULL;
+    char *why = NULL;
+    CHECK_OK(rf_pack_writer_create(&w, path, 0, 0, 0, RF_LAYOUT_NHWC, NULL, 0,
+                                   &why));
+    CHECK_EQ(rf_pack_writer_finish(w, &why), -ENODATA);
+    printf("  %s\n", why);
+    char want[600];
+    rf__format(want, sizeof(want),
+               "%s: no sample was added, and a pack without samples is "
+               "refused by every loader; add samples with "
+               "rf_pack_writer_add() first (or, with nothing to pack, "
+               "rf_pack_writer_abort()). No file was written",
+               path);
+    CHECK_STR_EQ(why, want);
+    free(why);
+    size_t size = 0;
+    uint8_t *kept = read_whole(path, &size);
+    CHECK(size == 13 && memcmp(kept, "an older pack", 13) == 0);
+    free(kept);
+    CHECK_OK(rf_pack_writer_create(&w, at("nothing-raw.pack"), RAW_H, RAW_W,
+                                   RAW_C, RF_LAYOUT_NCHW, "dict", 4, NULL));
+    CHECK_EQ(rf_pack_writer_finish(w, NULL), -ENODATA);
+    CHECK_EQ(access(at("nothing-raw.pack"), F_OK), -1);
+    /* and no temporary file beside them (path.XXXXXXXX.tmp) */
+    DIR *d = opendir(base);
+    CHECK(d != NULL);
+    for (struct dirent *e; (e = readdir(d));)
+        CHECK(strncmp(e->d_name, "nothing", 7) != 0 ||
+              strcmp(e->d_name, "nothing.pack") == 0);
+    closedir(d);
+    CHECK_EQ(unlink(path), 0);
 }
 
 /* Decodes sample 0 of a zstd pack of RAW_H x RAW_W x RAW_C samples. */

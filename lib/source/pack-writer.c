@@ -449,6 +449,19 @@ int rf_pack_writer_finish(rf_pack_writer *w, char **errp)
         give_detail(errp, "rf_pack_writer_finish: no writer (NULL)");
         return -EINVAL;
     }
+    if (w->header.samples == 0) {
+        /* every loader refuses a pack without samples ("has no
+         * samples"): say so now, not when a run starts on it */
+        rf__format(w->error, sizeof(w->error),
+                   "%s: no sample was added, and a pack without samples is "
+                   "refused by every loader; add samples with "
+                   "rf_pack_writer_add() first (or, with nothing to pack, "
+                   "rf_pack_writer_abort()). No file was written",
+                   w->file.path);
+        give_detail(errp, w->error);
+        writer_free(w);
+        return -ENODATA;
+    }
     int rc = write_metadata(w);
     if (rc == 0)
         rc = rf__atomic_file_commit(&w->file, w->error, sizeof(w->error));

@@ -47,6 +47,8 @@ static rf_dataset *open_dict_pack(void)
     rf_dataset *ds = NULL;
     if (rf_pack_writer_create(&w, path, DICT_HEIGHT, DICT_WIDTH, DICT_CHANNELS,
                               RF_LAYOUT_NHWC, dict, sizeof(dict), NULL) < 0 ||
+        /* one sample, never read: finish refuses a pack without one */
+        rf_pack_writer_add(w, RF_SAMPLE_JPEG, "", 0, 0, NULL) < 0 ||
         rf_pack_writer_finish(w, NULL) < 0 ||
         rf_dataset_open(&ds, path, NULL) < 0)
         abort();
