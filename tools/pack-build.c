@@ -456,6 +456,12 @@ int pack_build(const struct pack_options *o)
     const double start = cli_now_s();
     start_writer(&pk);
     pk.ds = open_dataset(o->source);
+    if (rf_dataset_size(pk.ds) == 0) /* a pack made empty: no loader reads */
+        cli_die(PROGRAM,
+                "%s has no samples, so there is nothing to pack (a loader "
+                "refuses a pack without samples); pack the folder it was "
+                "made from instead. No pack was written",
+                o->source);
     count_classes(&pk);
     pk.work = plan_work(o, o->source, pk.ds);
     pk.work.forked = forget_unfinished_pack;
