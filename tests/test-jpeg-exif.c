@@ -4,9 +4,11 @@
  * both byte orders, whole and cropped, turn the stored pixels as EXIF
  * says and are ignored unless asked for; an orientation stored as PIL's
  * exif_transpose() reads it (other types, counts, a second entry) turns
- * them too. The pil/ case also matches PIL's pixels (skipped without a
- * python3 that has PIL). Setup makes the decoder once; every case's child
- * inherits it.
+ * them too, and one of each TIFF type is read as Pillow 9.4 reads it
+ * (rationals and floats that are whole numbers turn, bytes and text do
+ * not, the last entry read counts, damage stops the reading). The pil/
+ * cases also match PIL's pixels (skipped without a python3 that has
+ * PIL). Setup makes the decoder once; every case's child inherits it.
  */
 #include "config.h"
 
@@ -282,6 +284,234 @@ static void test_exif_stored_as(struct rf__jpeg_decoder *dec)
     free(im.px);
 }
 
+/* One IFD0 entry of exif_block_of(): `count` values of TIFF type `type`
+ * under `tag` (0: Orientation), the first `num` (over `den` for the
+ * rationals; as a float for FLOAT and DOUBLE; a byte for BYTE, ASCII,
+ * SBYTE and UNDEFINED), the rest 0; past 4 bytes they go after the IFD,
+ * or at `offset` when it is not 0 (past the block's end: damage). */
+struct test_entry {
+    uint32_t type, count;
+    double num;
+    int64_t den;
+    uint32_t tag, offset;
+};
+
+/* Bytes of one value of `type`, for the types the tests store. */
+static uint32_t test_type_size(uint32_t type)
+{
+    static const uint8_t sizes[19] = {
+        [1] = 1,  [2] = 1,  [3] = 2,  [4] = 4,  [5] = 8,  [6] = 1,
+        [7] = 1,  [8] = 2,  [9] = 4,  [10] = 8, [11] = 4, [12] = 8,
+        [13] = 4, [16] = 8, [17] = 8, [18] = 8};
+    return type < sizeof(sizes) && sizes[type] ? sizes[type] : 4;
+}
+
+/* The first value of e at p, in the byte order `big` says. */
+static void put_value(uint8_t *p, const struct test_entry *e, bool big)
+{
+    switch (e->type) {
+    case 3:
+    case 8:
+        put_u16(p, (uint32_t)(int32_t)e->num, big);
+        break;
+    case 5:
+    case 10:
+        put_u32(p, (uint32_t)(int32_t)(int64_t)e->num, big);
+        put_u32(p + 4, (uint32_t)(int32_t)e->den, big);
+        break;
+    case 11: {
+        const float f = (float)e->num;
+        uint32_t bits;
+        memcpy(&bits, &f, sizeof(bits));
+        put_u32(p, bits, big);
+        break;
+    }
+    case 12: {
+        uint64_t bits;
+        memcpy(&bits, &e->num, sizeof(bits));
+        put_u32(p + (big ? 0 : 4), (uint32_t)(bits >> 32), big);
+        put_u32(p + (big ? 4 : 0), (uint32_t)bits, big);
+        break;
+    }
+    case 16:
+    case 17:
+    case 18:
+        put_u32(p + (big ? 4 : 0), (uint32_t)(int32_t)e->num, big);
+        put_u32(p + (big ? 0 : 4), e->num < 0 ? 0xffffffffu : 0, big);
+        break;
+    case 1:
+    case 2:
+    case 6:
+    case 7:
+        p[0] = (uint8_t)(int8_t)e->num;
+        break;
+    default: /* LONG, SLONG, IFD, and types no reader knows */
+        put_u32(p, (uint32_t)(int32_t)e->num, big);
+        break;
+    }
+}
+
+/* An APP1 Exif block whose IFD0 holds the n entries; returns its length
+ * (at most 128). */
+static size_t exif_block_of(uint8_t out[128], bool big,
+                            const struct test_entry *entries, size_t n)
+{
+    memset(out, 0, 128);
+    static const uint8_t exif_id[6] = {'E', 'x', 'i', 'f', 0, 0};
+    static const uint8_t ii[4] = {'I', 'I', 42, 0}, mm[4] = {'M', 'M', 0, 42};
+    memcpy(out, exif_id, sizeof(exif_id));
+    uint8_t *tiff = out + 6;
+    memcpy(tiff, big ? mm : ii, 4);
+    put_u32(tiff + 4, 8, big); /* IFD0 */
+    put_u16(tiff + 8, (uint32_t)n, big);
+    size_t end = 8 + 2 + 12 * n + 4; /* values go after the IFD */
+    for (size_t i = 0; i < n; i++) {
+        const struct test_entry *e = &entries[i];
+        uint8_t *at = tiff + 10 + 12 * i;
+        put_u16(at, e->tag ? e->tag : 0x0112, big);
+        put_u16(at + 2, e->type, big);
+        put_u32(at + 4, e->count, big);
+        const size_t values = (size_t)e->count * test_type_size(e->type);
+        uint8_t *value = at + 8;
+        if (e->offset) {
+            put_u32(at + 8, e->offset, big);
+            continue;
+        }
+        if (values > 4) {
+            put_u32(at + 8, (uint32_t)end, big);
+            value = tiff + end;
+            end += values;
+            CHECK(6 + end <= 128);
+        }
+        if (e->count)
+            put_value(value, e, big);
+    }
+    put_u32(tiff + 10 + 12 * n, 0, big); /* no next IFD */
+    return 6 + end;
+}
+
+/* How Pillow 9.4 (Debian 12's python3-pil) reads the Orientation of
+ * each block below for ImageOps.exif_transpose(), found with blocks
+ * built byte for byte as these (getexif()[0x0112], then whether the
+ * image turned): 6 = turned as orientation 6, 1 = left upright. PIL
+ * looks the value up in a dict of 2..8, where 6, 6.0 and the rational
+ * 12/2 are one key, and bytes or text none. */
+static const struct {
+    const char *name;
+    struct test_entry entries[2];
+    size_t n;
+    int pil;
+} pil_reads[] = {
+    /* one entry, orientation 6 stored as ... */
+    {"BYTE (PIL: b'\\x06')", {{1, 1, 6, 0, 0, 0}}, 1, 1},
+    {"ASCII (PIL: '\\x06')", {{2, 1, 6, 0, 0, 0}}, 1, 1},
+    {"RATIONAL 6/1 (PIL: 6.0)", {{5, 1, 6, 1, 0, 0}}, 1, 6},
+    {"RATIONAL 12/2 (PIL: 6.0)", {{5, 1, 12, 2, 0, 0}}, 1, 6},
+    {"RATIONAL 13/2 (PIL: 6.5)", {{5, 1, 13, 2, 0, 0}}, 1, 1},
+    {"RATIONAL 6/0 (PIL: nan)", {{5, 1, 6, 0, 0, 0}}, 1, 1},
+    {"RATIONAL 6/1, 0/0 (PIL: the first)", {{5, 2, 6, 1, 0, 0}}, 1, 6},
+    {"SBYTE 6 (PIL: 6)", {{6, 1, 6, 0, 0, 0}}, 1, 6},
+    {"SBYTE -6 (PIL: -6)", {{6, 1, -6, 0, 0, 0}}, 1, 1},
+    {"UNDEFINED (PIL: b'\\x06')", {{7, 1, 6, 0, 0, 0}}, 1, 1},
+    {"SRATIONAL -6/-1 (PIL: 6.0)", {{10, 1, -6, -1, 0, 0}}, 1, 6},
+    {"SRATIONAL 6/-1 (PIL: -6.0)", {{10, 1, 6, -1, 0, 0}}, 1, 1},
+    {"FLOAT 6.0 (PIL: 6.0)", {{11, 1, 6, 0, 0, 0}}, 1, 6},
+    {"FLOAT 6.5 (PIL: 6.5)", {{11, 1, 6.5, 0, 0, 0}}, 1, 1},
+    {"FLOAT 6.0000005 (PIL: 6.000000476837158)",
+     {{11, 1, 6.0000005, 0, 0, 0}},
+     1,
+     1},
+    {"FLOAT 6.0, count 0 (PIL: none)", {{11, 0, 6, 0, 0, 0}}, 1, 1},
+    {"DOUBLE 6.0 (PIL: 6.0)", {{12, 1, 6, 0, 0, 0}}, 1, 6},
+    {"IFD 6 (PIL: 6)", {{13, 1, 6, 0, 0, 0}}, 1, 6},
+    {"LONG8 6 (PIL: 6)", {{16, 1, 6, 0, 0, 0}}, 1, 6},
+    {"SLONG8 6 (PIL: unknown type, none)", {{17, 1, 6, 0, 0, 0}}, 1, 1},
+    {"IFD8 6 (PIL: unknown type, none)", {{18, 1, 6, 0, 0, 0}}, 1, 1},
+    {"type 99 (PIL: unknown type, none)", {{99, 1, 6, 0, 0, 0}}, 1, 1},
+    /* two entries: the last one read counts */
+    {"SHORT 6, then UNDEFINED 6 (PIL: b'\\x06')",
+     {{3, 1, 6, 0, 0, 0}, {7, 1, 6, 0, 0, 0}},
+     2,
+     1},
+    {"SHORT 6, then BYTE 6 (PIL: b'\\x06')",
+     {{3, 1, 6, 0, 0, 0}, {1, 1, 6, 0, 0, 0}},
+     2,
+     1},
+    {"SHORT 6, then SHORT 0 (PIL: 0)",
+     {{3, 1, 6, 0, 0, 0}, {3, 1, 0, 0, 0, 0}},
+     2,
+     1},
+    {"SHORT 6, then SHORT of count 0 (PIL: 6, the second passed over)",
+     {{3, 1, 6, 0, 0, 0}, {3, 0, 3, 0, 0, 0}},
+     2,
+     6},
+    {"SHORT 6, then type 99 (PIL: 6, the second passed over)",
+     {{3, 1, 6, 0, 0, 0}, {99, 1, 3, 0, 0, 0}},
+     2,
+     6},
+    {"UNDEFINED 3, then FLOAT 6.0 (PIL: 6.0)",
+     {{7, 1, 3, 0, 0, 0}, {11, 1, 6, 0, 0, 0}},
+     2,
+     6},
+    /* values past the block's end: PIL stops reading the IFD there
+     * ("Truncated File Read"), keeping the entries before */
+    {"SHORT 6, then RATIONAL past the end (PIL: 6)",
+     {{3, 1, 6, 0, 0, 0}, {5, 1, 3, 1, 0, 5000}},
+     2,
+     6},
+    {"RATIONAL past the end, then SHORT 6 (PIL: none)",
+     {{5, 1, 3, 1, 0, 5000}, {3, 1, 6, 0, 0, 0}},
+     2,
+     1},
+    {"Make (0x010f) ASCII past the end, then SHORT 6 (PIL: none)",
+     {{2, 100, 'x', 0, 0x010f, 5000}, {3, 1, 6, 0, 0, 0}},
+     2,
+     1},
+};
+
+/* Each of pil_reads[] in both byte orders turns the pixels as PIL does:
+ * the whole image, upright as orientation `pil` says (1: as stored); with
+ * `against_pil`, instead, byte-identical to PIL's exif_transpose() (at
+ * 8/8, whole; little-endian only), which proves the table: where the two
+ * disagree the image's shape differs, and PIL refuses the box. */
+static void test_exif_types(struct rf__jpeg_decoder *dec, bool against_pil)
+{
+    if (against_pil)
+        require_pil();
+    const uint32_t w = 64, h = 40;
+    const struct image im = make_image(w, h, 3);
+    for (size_t i = 0; i < sizeof(pil_reads) / sizeof(pil_reads[0]); i++)
+        for (int big = 0; big < (against_pil ? 1 : 2); big++) {
+            uint8_t app1[128];
+            const size_t n =
+                exif_block_of(app1, big, pil_reads[i].entries, pil_reads[i].n);
+            const struct lj_options lo = {JCS_RGB, JCS_YCbCr, 90, .app1 = app1,
+                                          .app1_len = n};
+            const struct blob b = lj_encode(&im, &lo);
+            const int o = pil_reads[i].pil;
+            const uint32_t uw = o >= 5 ? h : w, uh = o >= 5 ? w : h;
+            const struct rf__crop whole = RF_CROP_BOX(0, 0, uw, uh, false);
+            if (!big)
+                printf("  %-62s %s\n", pil_reads[i].name,
+                       o == 1 ? "upright" : "turned");
+            if (against_pil) {
+                char path[512];
+                write_temp_jpeg(&b, path, sizeof(path));
+                struct rf__jpeg_options opt = default_options();
+                opt.exif_orientation = true;
+                const struct pil_case pc = {pil_reads[i].name, whole, uw, uh};
+                check_against_pil(dec, &b, path, &pc, &opt, true);
+                unlink(path);
+            } else {
+                uint8_t *stored = tj_decode(&b, w, h, 3);
+                check_oriented(dec, &b, o, stored, w, h, &whole);
+                free(stored);
+            }
+            free(b.data);
+        }
+    free(im.px);
+}
+
 /* ---- the cases ----------------------------------------------------------- */
 
 /* What setup makes once for every case: the decoder (no fixtures). */
@@ -309,9 +539,21 @@ TEST_CASE(case_exif_stored_as, "exif",
     test_exif_stored_as(decoder);
 }
 
+TEST_CASE(case_exif_types, "exif",
+          "an orientation of each TIFF type, as Pillow 9.4 reads it")
+{
+    test_exif_types(decoder, false);
+}
+
 TEST_CASE(case_pil_exif, "pil", "EXIF orientations 1..8: PIL's pixels")
 {
     test_exif(decoder, true);
+}
+
+TEST_CASE(case_pil_exif_types, "pil",
+          "an orientation of each TIFF type: PIL's pixels")
+{
+    test_exif_types(decoder, true);
 }
 
 int main(int argc, char **argv)

@@ -30,40 +30,95 @@ static uint32_t tiff_u32(const uint8_t *p, bool big_endian)
                       : tiff_u16(p + 2, false) << 16 | tiff_u16(p, false);
 }
 
-/* Bytes of one value of TIFF type `type` among those an orientation may
- * be stored as (SHORT, LONG, SSHORT, SLONG), else 0. */
-static uint32_t tiff_integer_size(uint32_t type)
+/* Bytes of one value of TIFF type `type` as PIL reads EXIF (Pillow 9.4's
+ * ImageFileDirectory_v2._load_dispatch): BYTE, ASCII, SHORT, LONG,
+ * RATIONAL, SBYTE, UNDEFINED, SSHORT, SLONG, SRATIONAL, FLOAT, DOUBLE, IFD
+ * and LONG8; 0 for a type it does not know, whose entry it passes over. */
+static uint32_t tiff_type_size(uint32_t type)
 {
-    return type == 3 || type == 8 ? 2 : type == 4 || type == 9 ? 4 : 0;
+    static const uint8_t sizes[17] = {
+        [1] = 1, [2] = 1, [3] = 2,  [4] = 4,  [5] = 8,  [6] = 1,  [7] = 1,
+        [8] = 2, [9] = 4, [10] = 8, [11] = 4, [12] = 8, [13] = 4, [16] = 8};
+    return type < sizeof(sizes) ? sizes[type] : 0;
 }
 
-/* The orientation in IFD0 entry `at` (its tag checked), or 0 when it
- * holds none this reads: a SHORT, LONG, SSHORT or SLONG, the first of
- * several values (then at an offset), none for a count of 0. Every offset
- * is checked against the block: the bytes come from the file. */
-static uint32_t entry_orientation(const uint8_t *tiff, size_t len, size_t at,
-                                  bool big)
+/* k when the number num / den is exactly the whole number k in 1..8,
+ * else 0 (den 0 included: PIL makes that NaN). */
+static int whole_orientation(int64_t num, int64_t den)
 {
-    const uint32_t size = tiff_integer_size(tiff_u16(tiff + at + 2, big));
-    const uint32_t count = tiff_u32(tiff + at + 4, big);
-    if (size == 0 || count == 0)
+    if (den == 0 || num % den != 0)
         return 0;
-    size_t value_at = at + 8; /* the value itself when it fits in 4 */
-    if ((uint64_t)count * size > 4)
-        value_at = tiff_u32(tiff + at + 8, big);
-    if (value_at > len - size)
+    const int64_t k = num / den;
+    return k >= 1 && k <= 8 ? (int)k : 0;
+}
+
+/* The same for a floating-point value (NaN is none). */
+static int float_orientation(double v)
+{
+    for (int k = 1; k <= 8; k++)
+        if (v == (double)k)
+            return k;
+    return 0;
+}
+
+/* The orientation that the first value at p, of TIFF type `type`, gives
+ * PIL's exif_transpose(): one that equals a whole number from 1 to 8 (PIL
+ * looks it up in a dict, where 6, 6.0 and the rational 12/2 are one key),
+ * else 0. BYTE, ASCII and UNDEFINED come out as bytes or text, which
+ * never do. */
+static int value_orientation(const uint8_t *p, uint32_t type, bool big)
+{
+    switch (type) {
+    case 3: /* SHORT */
+        return whole_orientation(tiff_u16(p, big), 1);
+    case 8: /* SSHORT */
+        return whole_orientation((int16_t)tiff_u16(p, big), 1);
+    case 4:  /* LONG */
+    case 13: /* IFD */
+        return whole_orientation(tiff_u32(p, big), 1);
+    case 9: /* SLONG */
+        return whole_orientation((int32_t)tiff_u32(p, big), 1);
+    case 6: /* SBYTE */
+        return whole_orientation((int8_t)p[0], 1);
+    case 16: { /* LONG8: a value of 1..8 has its high half 0 */
+        const uint32_t high = tiff_u32(p + (big ? 0 : 4), big);
+        return high ? 0
+                    : whole_orientation(tiff_u32(p + (big ? 4 : 0), big), 1);
+    }
+    case 5: /* RATIONAL */
+        return whole_orientation(tiff_u32(p, big), tiff_u32(p + 4, big));
+    case 10: /* SRATIONAL */
+        return whole_orientation((int32_t)tiff_u32(p, big),
+                                 (int32_t)tiff_u32(p + 4, big));
+    case 11: { /* FLOAT, IEEE 754 single */
+        const uint32_t bits = tiff_u32(p, big);
+        float f;
+        memcpy(&f, &bits, sizeof(f));
+        return float_orientation(f);
+    }
+    case 12: { /* DOUBLE */
+        const uint64_t bits = (uint64_t)tiff_u32(p + (big ? 0 : 4), big) << 32 |
+                              tiff_u32(p + (big ? 4 : 0), big);
+        double d;
+        memcpy(&d, &bits, sizeof(d));
+        return float_orientation(d);
+    }
+    default: /* BYTE, ASCII, UNDEFINED */
         return 0;
-    return size == 2 ? tiff_u16(tiff + value_at, big)
-                     : tiff_u32(tiff + value_at, big);
+    }
 }
 
 /* The Orientation tag (0x0112) of IFD0 of an Exif block's TIFF
  * structure; 1 (upright) when absent or unreadable. The standard stores
- * one SHORT; writers also store a LONG, a signed type or more than one
- * value, and the tag twice, which PIL's exif_transpose() honours (the
- * last entry counts), so these are read as it reads them (not the
- * rational, floating and byte types it also takes, which no writer
- * seen uses for a number from 1 to 8). */
+ * one SHORT; writers also store other types, more than one value, and the
+ * tag twice. It is read as Pillow 9.4 (Debian 12's) reads it for
+ * exif_transpose(), entry by entry: an entry of a type it does not know
+ * or with a count of 0 is passed over; one whose values lie past the end
+ * of the block ends the reading (whatever its tag: the entries before
+ * stay); the last Orientation entry read counts, by its first value (so
+ * one of BYTE or UNDEFINED type after a SHORT leaves the image upright).
+ * Every offset is checked against the block: the bytes come from the
+ * file. */
 static int tiff_orientation(const uint8_t *tiff, size_t len)
 {
     if (len < 8 ||
@@ -74,18 +129,26 @@ static int tiff_orientation(const uint8_t *tiff, size_t len)
     if (ifd > len - 2)
         return 1;
     const uint32_t entries = tiff_u16(tiff + ifd, big);
-    uint32_t value = 0;
+    int value = 1; /* none read: upright */
     for (uint32_t i = 0; i < entries; i++) {
         const size_t at = ifd + 2 + (size_t)12 * i;
         if (at + 12 > len)
             break;
-        if (tiff_u16(tiff + at, big) != 0x0112)
+        const uint32_t type = tiff_u16(tiff + at + 2, big);
+        const uint64_t size =
+            (uint64_t)tiff_u32(tiff + at + 4, big) * tiff_type_size(type);
+        if (size == 0) /* a type PIL does not know, or no value */
             continue;
-        const uint32_t here = entry_orientation(tiff, len, at, big);
-        if (here)
-            value = here;
+        uint64_t value_at = at + 8; /* the values themselves when they fit */
+        if (size > 4) {
+            value_at = tiff_u32(tiff + at + 8, big);
+            if (value_at + size > len)
+                break; /* PIL: "Truncated File Read", and no more entries */
+        }
+        if (tiff_u16(tiff + at, big) == 0x0112)
+            value = value_orientation(tiff + value_at, type, big);
     }
-    return value >= 1 && value <= 8 ? (int)value : 1;
+    return value >= 1 && value <= 8 ? value : 1;
 }
 
 static int exif_orientation(j_decompress_ptr cinfo)
