@@ -19,7 +19,8 @@
 set -u
 
 cases="bad/skip_bad_decodes bad/as_is_warns_what_cannot_decode
-bad/empty_class_refused bad/counts_are_the_pack_s bad/names_escaped
+bad/empty_class_refused bad/counts_are_the_pack_s bad/empty_source_refused
+bad/names_escaped
 pack/advice_in_its_flags pack/names_kept_as_they_are
 pack/scan_and_memory_limits"
 
@@ -163,9 +164,27 @@ case_bad_counts_are_the_pack_s() {
     has "$work/out" "empty.pack: no samples: a loader can read nothing"
 }
 
-# empty_pack: the 128 bytes rf_pack_writer writes for a pack of 8x8x3
-# samples to which no sample was added (ringfeed-pack no longer writes
-# one). The zeros are printf escapes, shared through $z4.
+# A pack without samples as SOURCE is refused by name before any work,
+# with --raw and a dictionary too, and nothing is left at OUT (it said
+# "all 0 were left out (listed above)", listing none).
+case_bad_empty_source_refused() {
+    dir=$work/empty-source
+    mkdir -p "$dir"
+    empty_pack >"$dir/empty.pack"
+    run 1 "$pack" "$dir/empty.pack" "$dir/out.pack" --quiet
+    has "$work/err" "empty.pack has no samples, so there is nothing to pack"
+    has "$work/err" "No pack was written"
+    lacks "$work/err" "left out"
+    run 1 "$pack" "$dir/empty.pack" "$dir/out.pack" --raw 8x8 \
+        --dict-size 1024 --quiet
+    has "$work/err" "empty.pack has no samples, so there is nothing to pack"
+    holds "$dir" empty.pack
+}
+
+# empty_pack: the 128 bytes of a pack of 8x8x3 samples with none added,
+# as rf_pack_writer wrote one (rf_pack_writer_finish() and ringfeed-pack
+# now refuse to; loaders and --verify still meet such files). The zeros
+# are printf escapes, shared through $z4.
 # shellcheck disable=SC2059
 empty_pack() {
     z4='\000\000\000\000'
