@@ -4,7 +4,7 @@ from an initialised torch.distributed, else from the launcher."""
 from __future__ import annotations
 
 import os
-from typing import Optional, SupportsIndex, Tuple
+from typing import Any, Dict, Optional, SupportsIndex, Tuple
 
 from ._arguments import whole
 from .errors import ConfigError
@@ -106,3 +106,41 @@ def rank_and_world(rank: Optional[SupportsIndex],
         raise ConfigError(f"rank {r} of world_size {w} (from {where}): the "
                           f"rank must be 0 to world_size - 1{mixed}")
     return r, w, where
+
+
+# The local-rank variables the library reads (rf__budget_local_ranks in
+# lib/common/cpu-budget.c), each of a pair with a size or a count of tasks
+_LOCAL_RANKS = ("RF_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                "MPI_LOCALRANKID", "SLURM_LOCALID")
+
+
+def unpin_whole(world: int,
+                wanted: Dict[str, Any]) -> Optional[Tuple[str, str]]:
+    """A Loader of world_size=1 in one rank of several (an initialised
+    torch.distributed's), with no launcher's local rank
+    (torch.multiprocessing.spawn sets none): a validation set that every
+    rank reads whole. The library sees one process alone on the
+    node and pins its producers from the mask's first CPU, so every rank
+    of the node puts its own on the same CPUs; as for a Loader of the
+    job's world size there (resolve_unranked in lib/consumer/resolve.c),
+    its producers are left unpinned: sets wanted["pin_producers"] False
+    unless the caller gave it, and returns (the cpu_budget line's reason,
+    the message to say), else None. A local rank set, the library divides
+    the node by it (or says why it cannot)."""
+    if world != 1 or "pin_producers" in wanted or any(
+            os.environ.get(name) for name in _LOCAL_RANKS):
+        return None
+    found = _from_torch()
+    if found is None or found[1] < 2:
+        return None
+    rank, size, where = found
+    wanted["pin_producers"] = False
+    return (f"one of {size} ranks, no local rank",
+            f"rank {rank} of {size} ({where}) has no local rank (no "
+            "LOCAL_RANK/LOCAL_WORLD_SIZE or other launcher's pair; "
+            "torch.multiprocessing.spawn sets none), so this Loader of "
+            "world_size=1, which the rank reads whole, takes the CPUs as "
+            "if it ran alone on the node, and its producers are not "
+            "pinned, lest every rank of the node pin its own to the same "
+            "CPUs: set RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE in each rank "
+            "so that the node's ranks share the CPUs out")

@@ -102,6 +102,7 @@ class _Run:
                     run.message_error = e
 
         self._message_fn = _capi.MESSAGE_FN(deliver)
+        self._unpinned = cfg.unpinned
         c = cfg.build(start_epoch, start_batch, self._message_fn)
         # From the open on, any exception closes the loader: Ctrl-C while a
         # slow file system is listed lands here, and nothing else holds
@@ -117,6 +118,8 @@ class _Run:
             if rc < 0:
                 raise from_code(rc, detail)
             self._attach(start_epoch, start_batch)
+            if cfg.unpinned is not None:  # said as the library's are
+                deliver(None, cfg.unpinned[1].encode())
         except BaseException:
             if self.handle:
                 if self.ring is not None and not self._arena_kept[0]:
@@ -272,7 +275,11 @@ class _Run:
         """rf_loader_cpu_budget()'s line, in Python's terms."""
         out = ctypes.create_string_buffer(1024)  # RF_CPU_BUDGET_MAX
         _capi.lib().rf_loader_cpu_budget(self.handle, out, len(out))
-        return user_terms(out.value.decode(errors="replace"))
+        line = user_terms(out.value.decode(errors="replace"))
+        if self._unpinned is None:
+            return line
+        return line.replace(", not pinned (pin_producers=False)",
+                            f", not pinned ({self._unpinned[0]})")
 
     def class_names(self) -> Optional[List[str]]:
         """rf_loader_class_name() of each label: the names of the listing
@@ -359,9 +366,13 @@ class _Config:
     listed, as torchvision's ImageFolder lists a folder once, and the skip
     policy counts over the Loader's whole run."""
 
-    def __init__(self, source: Any, values: Dict[str, int]) -> None:
+    def __init__(self, source: Any, values: Dict[str, int],
+                 unpinned: Optional[Tuple[str, str]] = None) -> None:
         self.source = source
         self.values = values  # parameter name -> int64
+        # (why, what to say) where the Loader turned pinning off itself
+        # (_distributed.unpin_whole), which each run says and shows
+        self.unpinned = unpinned
         self._c = 0
         self._free: Optional[weakref.finalize] = None
 

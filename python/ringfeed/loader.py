@@ -8,7 +8,6 @@ the producers when the loop takes the next batch (or keep_batches later),
 so a CPU tensor is valid until then: ``.clone()`` what you keep longer.
 """
 
-
 from __future__ import annotations
 
 import contextlib
@@ -25,7 +24,7 @@ from ._arguments import (epoch_count, epoch_number, library_values,
                          seed_value, size_pair, source_path, too_few_slots,
                          whole, worker_count)
 from ._dataloader import NotADataLoader
-from ._distributed import check_still_holds, rank_and_world
+from ._distributed import check_still_holds, rank_and_world, unpin_whole
 from ._lifetime import (keep_interrupt, raise_kept_interrupt, track, untrack,
                         weak_say)
 from ._position import Loop, Position
@@ -169,9 +168,10 @@ class Loader(NotADataLoader):
             **params)
         if num_workers is not None:
             wanted["num_workers"] = worker_count(num_workers)
+        unpinned = unpin_whole(self._world, wanted)
         values = library_values(wanted, height, width, Loader)
         values["epochs"] = epochs or 0  # the run goes on; the Loader counts
-        self._config = _Config(source, values)
+        self._config = _Config(source, values, unpinned)
         self._source = source
         self._epochs = epochs
         self._keep = keep_batches

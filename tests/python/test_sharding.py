@@ -296,3 +296,93 @@ def test_a_rank_without_a_local_rank_does_not_pin(tmp_path_factory,
         if len(mask) > 1:
             assert "pinned to" in loader.cpu_budget
     assert not [m for m in said if "no local rank" in m]
+
+
+WHOLE_IN_EACH_RANK = textwrap.dedent("""
+    import json, os, sys
+    import torch.distributed as dist
+    root, address, rank, tests = sys.argv[1:]
+    sys.path.insert(0, tests)
+    from helpers import producers_of
+    import ringfeed
+    dist.init_process_group("gloo", init_method=address, rank=int(rank),
+                            world_size=2)
+    # as spawn's ranks have it; then pin_producers=True given; then the
+    # remedy, the rank's local rank set
+    for case in ("spawned", "given", "local"):
+        if case == "local":
+            os.environ["RF_LOCAL_RANK"] = rank
+            os.environ["RF_LOCAL_WORLD_SIZE"] = "2"
+        said = []
+        pin = {"pin_producers": True} if case == "given" else {}
+        with ringfeed.Loader(root, 5, size=16, num_workers=1, rank=0,
+                             world_size=1, on_message=said.append,
+                             **pin) as val:
+            cpus = [sorted(os.sched_getaffinity(p))
+                    for p in producers_of(os.getpid())]
+            samples = [sum(len(labels) for _, labels in val)]
+            val.set_epoch(3)  # the producers start again
+            samples.append(sum(len(labels) for _, labels in val))
+            print(json.dumps({"budget": val.cpu_budget, "cpus": cpus,
+                              "said": said, "samples": samples}))
+    dist.barrier()
+    dist.destroy_process_group()
+""")
+
+
+def test_a_whole_set_in_a_rank_without_a_local_rank_does_not_pin(
+        tmp_path_factory, monkeypatch):
+    """A validation Loader that each rank reads whole (rank=0,
+    world_size=1) in a job of 2 ranks (gloo) with no local rank, as
+    torch.multiprocessing.spawn's: the library saw one process alone on
+    the node and pinned its producers from the mask's first CPU, so every
+    rank put its validation producers on the same CPUs (num_workers=1:
+    CPU 0 in both ranks). Like a Loader of the job's world size there, its
+    producers are now left unpinned, and it says once what to set.
+    pin_producers= given is obeyed; with RF_LOCAL_RANK/RF_LOCAL_WORLD_SIZE
+    set it pins to the rank's slice; a process alone still pins."""
+    import ringfeed
+    pytest.importorskip("torch.distributed")
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    for name in LOCAL_RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    root = dataset(tmp_path_factory, "odd")
+    mask = sorted(os.sched_getaffinity(0))
+    with ringfeed.Loader(root, BATCH, size=16, num_workers=1, rank=0,
+                         world_size=1) as alone:
+        if "pinned to" not in alone.cpu_budget or len(mask) < 2:
+            pytest.skip(f"no pinning to show here: {alone.cpu_budget}")
+        assert len(os.sched_getaffinity(producers_of(os.getpid())[0])) == 1
+    address = f"tcp://127.0.0.1:{free_port()}"
+    tests = os.path.dirname(os.path.abspath(__file__))
+    procs = [subprocess.Popen([sys.executable, "-c", WHOLE_IN_EACH_RANK,
+                               root, address, str(r), tests],
+                              env=child_env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+             for r in range(2)]
+    pinned = []
+    for r, p in enumerate(procs):
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        spawned, given, local = map(json.loads, out.splitlines())
+        assert spawned["cpus"] == [mask], spawned
+        assert spawned["budget"].endswith(
+            ", not pinned (one of 2 ranks, no local rank)"), spawned
+        [message] = [m for m in spawned["said"] if "no local rank" in m]
+        assert message.startswith(f"rank {r} of 2 (torch.distributed) has "
+                                  "no local rank"), message
+        assert "RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE" in message
+        assert "pinned to" in given["budget"], given
+        assert [len(c) for c in given["cpus"]] == [1], given
+        assert not [m for m in given["said"] if "no local rank" in m]
+        assert f"local rank {r} of 2" in local["budget"], local
+        assert "pinned to" in local["budget"], local
+        assert not [m for m in local["said"] if "no local rank" in m]
+        [cpus] = local["cpus"]
+        pinned.append(cpus)
+        for case in (spawned, given, local):
+            assert case["samples"] == [33, 33], case  # the whole set
+    assert len(pinned[0]) == len(pinned[1]) == 1, pinned
+    assert pinned[0] != pinned[1], pinned  # each rank's slice its own
