@@ -105,6 +105,8 @@ struct lj_options {
     unsigned restart_mcus; /* a restart marker every so many MCUs */
     const uint8_t *app1;   /* an APP1 marker's content, or NULL */
     size_t app1_len;
+    const uint8_t *app1_next; /* a second APP1 marker after it, or NULL */
+    size_t app1_next_len;
 };
 
 static inline struct blob lj_encode(const struct image *im,
@@ -138,6 +140,9 @@ static inline struct blob lj_encode(const struct image *im,
     jpeg_start_compress(&ci, TRUE);
     if (o->app1)
         jpeg_write_marker(&ci, JPEG_APP0 + 1, o->app1, (unsigned)o->app1_len);
+    if (o->app1_next)
+        jpeg_write_marker(&ci, JPEG_APP0 + 1, o->app1_next,
+                          (unsigned)o->app1_next_len);
     const size_t stride = (size_t)im->width * im->channels;
     while (ci.next_scanline < ci.image_height) {
         JSAMPROW row = im->px + ci.next_scanline * stride;

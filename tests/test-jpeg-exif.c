@@ -6,7 +6,9 @@
  * exif_transpose() reads it (other types, counts, a second entry) turns
  * them too, and one of each TIFF type is read as Pillow 9.4 reads it
  * (rationals and floats that are whole numbers turn, bytes and text do
- * not, the last entry read counts, damage stops the reading). The pil/
+ * not, the last entry read counts, damage stops the reading), in the
+ * block PIL reads (the first APP1 that begins "Exif\0") and from each
+ * start of a TIFF that PIL takes ("MM*\0" too). The pil/
  * cases also match PIL's pixels (skipped without a python3 that has
  * PIL). Setup makes the decoder once; every case's child inherits it.
  */
@@ -512,6 +514,108 @@ static void test_exif_types(struct rf__jpeg_decoder *dec, bool against_pil)
     free(im.px);
 }
 
+/* Which block PIL reads, and how it starts: Pillow 9.4 keeps the first
+ * APP1 that begins "Exif\0" (JpegImagePlugin), reads a TIFF structure
+ * after "Exif\0\0", and takes six starts (TiffImagePlugin.PREFIXES):
+ * the standard two, "MM*\0" and "II\0*" in the order "MM" or "II" says,
+ * "MM\0+" as a classic TIFF (BigTIFF only with '+' at byte 2), and
+ * "II+\0", BigTIFF, which it cannot read from its 8-byte head (it
+ * raises). `pil`: 6 turned, 1 upright; `raises`: PIL raises, so only
+ * ours (upright) is checked. */
+static const struct {
+    const char *name;
+    char start[5]; /* the TIFF's first four bytes; "" for the standard */
+    /* an APP1 before the one with orientation 6: 0 none, 1 "Exif\0\0"
+     * alone, 2 "Exif\0\1" and a TIFF of orientation 3, 3 "Exif\0\0"
+     * and that TIFF, 4 XMP */
+    int first;
+    int pil;
+    bool raises;
+} pil_blocks[] = {
+    {"start MM\\0* (the standard)", "MM\0*", 0, 6, false},
+    {"start II*\\0 (the standard)", "II*\0", 0, 6, false},
+    {"start MM*\\0 (PIL: big-endian)", "MM*\0", 0, 6, false},
+    {"start II\\0* (PIL: little-endian)", "II\0*", 0, 6, false},
+    {"start MM\\0+ (PIL: a classic TIFF)", "MM\0+", 0, 6, false},
+    {"start II+\\0 (PIL: BigTIFF, raises)", "II+\0", 0, 1, true},
+    {"start IX*\\0 (PIL: not a TIFF, raises)", "IX*\0", 0, 1, true},
+    {"\"Exif\\0\\0\" alone first (PIL: no tag)", "", 1, 1, false},
+    {"\"Exif\\0\\1\" first (PIL: raises)", "", 2, 1, true},
+    {"orientation 3 first (PIL: the first block's)", "", 3, 3, false},
+    {"XMP first (PIL: the Exif block)", "", 4, 6, false},
+};
+
+/* Each of pil_blocks[] turns the pixels as PIL does (see
+ * test_exif_types() for `against_pil`). */
+static void test_exif_blocks(struct rf__jpeg_decoder *dec, bool against_pil)
+{
+    if (against_pil)
+        require_pil();
+    const uint32_t w = 64, h = 40;
+    const struct image im = make_image(w, h, 3);
+    static const struct test_entry six = {3, 1, 6, 0, 0, 0};
+    static const struct test_entry three = {3, 1, 3, 0, 0, 0};
+    static const uint8_t xmp[] = "http://ns.adobe.com/xap/1.0/\0<x:xmpmeta/>";
+    for (size_t i = 0; i < sizeof(pil_blocks) / sizeof(pil_blocks[0]); i++) {
+        if (against_pil && pil_blocks[i].raises)
+            continue;
+        const char *start = pil_blocks[i].start;
+        uint8_t app1[128], first[128];
+        const size_t n = exif_block_of(app1, start[0] == 'M', &six, 1);
+        if (start[0])
+            memcpy(app1 + 6, start, 4);
+        size_t first_len = 0;
+        switch (pil_blocks[i].first) {
+        case 1:
+            memcpy(first, "Exif\0\0", 6);
+            first_len = 6;
+            break;
+        case 2:
+            first_len = exif_block_of(first, false, &three, 1);
+            first[5] = 1;
+            break;
+        case 3:
+            first_len = exif_block_of(first, false, &three, 1);
+            break;
+        case 4:
+            memcpy(first, xmp, sizeof(xmp));
+            first_len = sizeof(xmp);
+            break;
+        default:
+            break;
+        }
+        struct lj_options lo = {JCS_RGB, JCS_YCbCr, 90, .app1 = app1,
+                                .app1_len = n};
+        if (first_len) {
+            lo.app1 = first;
+            lo.app1_len = first_len;
+            lo.app1_next = app1;
+            lo.app1_next_len = n;
+        }
+        const struct blob b = lj_encode(&im, &lo);
+        const int o = pil_blocks[i].pil;
+        const uint32_t uw = o >= 5 ? h : w, uh = o >= 5 ? w : h;
+        const struct rf__crop whole = RF_CROP_BOX(0, 0, uw, uh, false);
+        printf("  %-62s %s\n", pil_blocks[i].name,
+               o == 1 ? "upright" : "turned");
+        if (against_pil) {
+            char path[512];
+            write_temp_jpeg(&b, path, sizeof(path));
+            struct rf__jpeg_options opt = default_options();
+            opt.exif_orientation = true;
+            const struct pil_case pc = {pil_blocks[i].name, whole, uw, uh};
+            check_against_pil(dec, &b, path, &pc, &opt, true);
+            unlink(path);
+        } else {
+            uint8_t *stored = tj_decode(&b, w, h, 3);
+            check_oriented(dec, &b, o, stored, w, h, &whole);
+            free(stored);
+        }
+        free(b.data);
+    }
+    free(im.px);
+}
+
 /* ---- the cases ----------------------------------------------------------- */
 
 /* What setup makes once for every case: the decoder (no fixtures). */
@@ -543,6 +647,18 @@ TEST_CASE(case_exif_types, "exif",
           "an orientation of each TIFF type, as Pillow 9.4 reads it")
 {
     test_exif_types(decoder, false);
+}
+
+TEST_CASE(case_exif_blocks, "exif",
+          "the Exif block and TIFF starts that Pillow 9.4 reads")
+{
+    test_exif_blocks(decoder, false);
+}
+
+TEST_CASE(case_pil_exif_blocks, "pil",
+          "the Exif block and TIFF starts: PIL's pixels")
+{
+    test_exif_blocks(decoder, true);
 }
 
 TEST_CASE(case_pil_exif, "pil", "EXIF orientations 1..8: PIL's pixels")

@@ -117,12 +117,21 @@ static int value_orientation(const uint8_t *p, uint32_t type, bool big)
  * of the block ends the reading (whatever its tag: the entries before
  * stay); the last Orientation entry read counts, by its first value (so
  * one of BYTE or UNDEFINED type after a SHORT leaves the image upright).
- * Every offset is checked against the block: the bytes come from the
- * file. */
+ * Its start may be any of the six PIL takes (below). Every offset is
+ * checked against the block: the bytes come from the file. */
 static int tiff_orientation(const uint8_t *tiff, size_t len)
 {
-    if (len < 8 ||
-        (memcmp(tiff, "II*\0", 4) != 0 && memcmp(tiff, "MM\0*", 4) != 0))
+    /* The starts PIL takes (TiffImagePlugin.PREFIXES): besides the two
+     * of the standard, "MM*\0" and "II\0*" (a wrong magic, read with
+     * the order that "MM" or "II" gives) and "MM\0+", which it reads as
+     * a classic TIFF since only a '+' at byte 2 makes it BigTIFF; that
+     * one, "II+\0", it cannot read from an 8-byte head (it raises). */
+    static const char starts[5][4] = {"MM\0*", "II*\0", "MM*\0", "II\0*",
+                                      "MM\0+"};
+    bool known = false;
+    for (int i = 0; len >= 8 && i < 5; i++)
+        known = known || memcmp(tiff, starts[i], 4) == 0;
+    if (!known)
         return 1;
     const bool big = tiff[0] == 'M';
     const uint32_t ifd = tiff_u32(tiff + 4, big);
@@ -151,12 +160,19 @@ static int tiff_orientation(const uint8_t *tiff, size_t len)
     return value >= 1 && value <= 8 ? value : 1;
 }
 
+/* The orientation of the first APP1 block that begins "Exif\0": the one
+ * PIL keeps (JpegImagePlugin's info["exif"]), whose TIFF structure
+ * follows "Exif\0\0". Where that first block lacks the second NUL, or
+ * holds nothing after it, PIL reads no orientation (getexif() raises, or
+ * finds no tag): upright, and no later block is read in its place. */
 static int exif_orientation(j_decompress_ptr cinfo)
 {
     for (jpeg_saved_marker_ptr m = cinfo->marker_list; m; m = m->next)
-        if (m->marker == JPEG_APP0 + 1 && m->data_length > 6 &&
-            memcmp(m->data, "Exif\0\0", 6) == 0)
-            return tiff_orientation(m->data + 6, m->data_length - 6);
+        if (m->marker == JPEG_APP0 + 1 && m->data_length >= 5 &&
+            memcmp(m->data, "Exif\0", 5) == 0)
+            return m->data_length > 6 && m->data[5] == 0
+                       ? tiff_orientation(m->data + 6, m->data_length - 6)
+                       : 1;
     return 1;
 }
 
