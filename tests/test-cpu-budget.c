@@ -123,6 +123,32 @@ TEST_CASE(launcher_bound_mask_is_kept_whole, "budget",
     check_not_pinned(&in, 4, "the rank's own mask");
 }
 
+/* Without a local rank the budget is marked `alone` (resolve.c unpins
+ * it for a rank of several); with one, 0 of 1 included (one rank per
+ * node: torchrun --nproc_per_node=1 on several nodes), it is not, and
+ * stays pinned. */
+TEST_CASE(only_rank_of_its_node_is_not_alone, "budget",
+          "the node's only rank (local rank 0 of 1) is not taken as unranked")
+{
+    struct rf__budget_input in = input(8, 8);
+    struct rf__budget b;
+    rf__budget_compute(&in, &b);
+    CHECK(b.alone);
+    CHECK(b.pin);
+    in.local_rank = 0;
+    in.local_size = 1;
+    in.ranks_from = "LOCAL_RANK/LOCAL_WORLD_SIZE";
+    rf__budget_compute(&in, &b);
+    CHECK(!b.alone);
+    CHECK(b.pin);
+    CHECK_EQ(b.producers, 8);
+    CHECK(b.ranks_unknown == NULL);
+    in.local_rank = 1;
+    in.local_size = 2;
+    rf__budget_compute(&in, &b);
+    CHECK(!b.alone);
+}
+
 /* Two NUMA nodes whose CPUs interleave (0,2,4.. on node 0), with
  * hyperthread siblings (cpu c and c + 8 share a core). */
 static int node_of_cpu[16], core_of_cpu[16];

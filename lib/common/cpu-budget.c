@@ -174,7 +174,9 @@ void rf__budget_compute(const struct rf__budget_input *in,
     }
     out->ranks_unknown =
         !ranked && !own && in->local_rank < 0 ? in->ranks_from : NULL;
-    out->alone = !ranked && !own;
+    /* a local rank known, even 0 of 1 (one rank per node: torchrun
+     * --nproc_per_node=1, Slurm's one task per node), is not alone */
+    out->alone = !own && in->local_rank < 0;
     describe(in, rank, size, own, out);
 }
 

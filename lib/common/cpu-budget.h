@@ -61,7 +61,9 @@ struct rf__budget {
     const char *ranks_unknown;
     /* the whole mask taken, pinned from its first CPU, for want of local
      * ranks (none set or usable, and the mask not the rank's own): right
-     * for one process on the node, wrong for one rank of several there */
+     * for one process on the node, wrong for one rank of several there.
+     * False where a local rank is known, 0 of 1 included (the node's only
+     * rank, whose whole mask is its own to pin). */
     bool alone;
     char why[RF_CPU_BUDGET_MAX]; /* "2 CPUs: affinity 0-7, quota 4.0 (the cgroup
                       v2 cpu.max of ...), local rank 1 of 2 (LOCAL_RANK); pinned

@@ -287,6 +287,17 @@ def test_a_rank_without_a_local_rank_does_not_pin(tmp_path_factory,
         assert message.startswith("rank 1 of 2 has no local rank")
         assert "RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE" in message
         assert ("all %d CPUs" % len(mask) in message) == (workers is None)
+    # the node's only rank (torchrun --nproc_per_node=1 on several nodes):
+    # a local rank, 0 of 1, so its whole mask is its own and pinned
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    said = []
+    with ringfeed.Loader(root, BATCH, size=16, rank=1, world_size=2,
+                         num_workers=1, on_message=said.append) as loader:
+        assert "pinned to" in loader.cpu_budget
+        assert [len(os.sched_getaffinity(p))
+                for p in producers_of(os.getpid())] == [1]
+    assert not [m for m in said if "no local rank" in m]
     monkeypatch.setenv("LOCAL_RANK", "1")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     said = []
