@@ -17,7 +17,9 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -145,8 +147,27 @@ TEST_CASE_LIMIT(test_v1_memory, "made-up",
     /* another page size's "no limit" is none too */
     put(r, "job/step/memory.limit_in_bytes", "9223372036854710272\n");
     CHECK_EQ(room_at(proc, root, where), 100000);
+    /* its page cache (file pages, with those of the cgroups below) is
+     * room: the kernel reclaims it before it kills; shared memory is not */
+    put(r, "job/step/memory.limit_in_bytes", "500000\n");
+    put(r, "job/step/memory.usage_in_bytes", "450000\n");
+    put(r, "job/step/memory.stat",
+        "cache 300000\nshmem 50000\ninactive_file 1\n"
+        "total_shmem 50000\ntotal_inactive_file 200000\n"
+        "total_active_file 100000\n");
+    CHECK_EQ(room_at(proc, root, where), 100000); /* the parent's, again */
+    put(r, "job/memory.usage_in_bytes", "990000\n");
+    put(r, "job/memory.stat", "total_inactive_file 300000\n");
+    CHECK_EQ(room_at(proc, root, where), 310000);
+    check_where(where, 1, "memory.limit_in_bytes", r, "/job");
+    /* more cache than usage: the whole limit; the step's 500000 less
+     * 450000 used but 300000 of it file pages (its shmem not) is less */
+    put(r, "job/memory.stat", "total_inactive_file 2000000\n");
+    CHECK_EQ(room_at(proc, root, where), 350000);
+    check_where(where, 1, "memory.limit_in_bytes", r, "/job/step");
     /* use_hierarchy 0 (old kernels): the parent does not count ours */
     put(r, "job/memory.use_hierarchy", "0\n");
+    put(r, "job/step/memory.limit_in_bytes", V1_NO_LIMIT "\n");
     CHECK(room_at(proc, root, where) == UINT64_MAX);
 }
 
@@ -203,6 +224,12 @@ TEST_CASE_LIMIT(test_v2, "made-up", "v2: memory.max, cpu.max, \"max\"", 10)
     put(r, "job/memory.max", "1000000\n");
     CHECK_EQ(room_at(proc, root, where), 200000);
     check_where(where, 2, "memory.max", r, "/job");
+    /* its file pages are room (v2's memory.stat counts those below) */
+    put(r, "job/memory.stat",
+        "anon 100000\nfile 500000\nshmem 20000\nactive_file 30000\n"
+        "inactive_file 70000\n");
+    CHECK_EQ(room_at(proc, root, where), 300000);
+    put(r, "job/memory.stat", "inactive_file 0\n");
     put(r, "job/cpu.max", "200000 100000\n");
     CHECK(quota_at(proc, root, where) == 2.0);
     check_where(where, 2, "cpu.max", r, "/job");
@@ -576,6 +603,66 @@ TEST_CASE(test_real_memory_to_the_limit, "real",
     check_child(what, status);
     printf("%s: refused at open, and run with room (cgroup v%d)\n", what,
            made_version);
+}
+
+/* In the cgroup: a file of twice the limit written (its pages charged to
+ * the cgroup, which then holds them up to its limit), a ring of about a
+ * fifth of the limit still opens and runs: the page cache is room. It
+ * was not (a 200 MB cgroup that had written 400 MB refused a 1.2 MB
+ * ring). */
+static void open_ring_beside_page_cache(void)
+{
+    char name[] = "rf-cgroup-cache-XXXXXX"; /* here: the build's disk */
+    const int fd = mkstemp(name);
+    CHECK(fd >= 0);
+    CHECK_EQ(unlink(name), 0);
+    struct statfs fs;
+    CHECK_EQ(fstatfs(fd, &fs), 0);
+    if (fs.f_type == TMPFS_MAGIC) /* its pages would be shared memory */
+        exit(TEST_SKIP);
+    static char block[1 << 20];
+    memset(block, 7, sizeof(block));
+    for (uint64_t done = 0; done < 2 * LIMIT; done += sizeof(block))
+        CHECK_EQ(write(fd, block, sizeof(block)), (ssize_t)sizeof(block));
+    CHECK_EQ(fsync(fd), 0); /* kept open: closed, its pages would go */
+    char where[RF__CGROUP_WHERE_MAX];
+    printf("room after writing %llu MB: %llu bytes\n",
+           (unsigned long long)(2 * LIMIT >> 20),
+           (unsigned long long)rf__cgroup_memory_room(where, sizeof(where)));
+    rf_config *cfg = TEST_CONFIG(
+        {RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC}, {RF_PARAM_PRODUCERS, 1},
+        {RF_PARAM_SLOTS, 4}, {RF_PARAM_BATCH_SIZE, 400},
+        {RF_PARAM_HEIGHT, SNUG_SIDE}, {RF_PARAM_WIDTH, SNUG_SIDE},
+        {RF_PARAM_SAMPLES, 400 * 8}, {RF_PARAM_QUIET, 1});
+    rf_loader *l = test_open_loader(cfg);
+    rf_batch b;
+    for (int i = 0; i < 8; i++) {
+        CHECK_EQ(rf_loader_next(l, &b), 1);
+        CHECK_OK(rf_loader_release(l, &b));
+    }
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    close(fd);
+}
+
+TEST_CASE(test_real_memory_page_cache, "real",
+          "a cgroup full of page cache still opens a ring that fits")
+{
+    const char *what = "real memory limit, page cache";
+    make_cgroup(what, "memory", "memory.limit_in_bytes", "memory.max");
+    char limit[32];
+    rf__format(limit, sizeof(limit), "%llu", (unsigned long long)LIMIT);
+    const int set = write_to(
+        made, made_version == 1 ? "memory.limit_in_bytes" : "memory.max",
+        limit);
+    if (set < 0)
+        skip(what, "cannot set the limit of %s: %s", made, strerror(-set));
+    const int status = run_inside(what, open_ring_beside_page_cache);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == TEST_SKIP)
+        skip(what, "the working folder is a tmpfs, whose pages are not "
+                   "page cache");
+    check_child(what, status);
+    printf("%s: opened and ran (cgroup v%d)\n", what, made_version);
 }
 
 static double quota_wanted; /* CPUs, set before the child starts */

@@ -269,6 +269,32 @@ struct room {
     size_t where_len;
 };
 
+/* The page cache charged to the cgroup at `folder` that the kernel
+ * reclaims before it would kill anything: its file pages, inactive and
+ * active (memory.stat; v1's total_ figures cover the cgroups below, as
+ * memory.usage_in_bytes does). Shared memory (the ring itself, tmpfs)
+ * is not among them: it sits with the anonymous pages. 0 when unread. */
+static uint64_t reclaimable_cache(const char *folder, bool v1)
+{
+    char name[RF__PATH_MAX];
+    rf__format(name, sizeof(name), "%s/memory.stat", folder);
+    FILE *f = fopen(name, "re");
+    if (!f)
+        return 0;
+    const char *keys[2] = {v1 ? "total_inactive_file " : "inactive_file ",
+                           v1 ? "total_active_file " : "active_file "};
+    uint64_t bytes = 0;
+    char line[128];
+    while (fgets(line, sizeof(line), f))
+        for (int k = 0; k < 2; k++) {
+            const size_t n = strlen(keys[k]);
+            if (strncmp(line, keys[k], n) == 0)
+                bytes += strtoull(line + n, NULL, 10);
+        }
+    fclose(f);
+    return bytes;
+}
+
 static bool memory_level(const struct hierarchy *h, bool own, void *state)
 {
     struct room *r = state;
@@ -287,6 +313,11 @@ static bool memory_level(const struct hierarchy *h, bool own, void *state)
     if (!read_u64(h->folder, v1 ? "memory.usage_in_bytes" : "memory.current",
                   &used))
         used = 0;
+    /* A cgroup that has read or written files holds their pages up to its
+     * limit: counted as used, a 200 MB cgroup that wrote 400 MB had no
+     * room for a 1 MB ring, though the kernel gives those pages back. */
+    const uint64_t cache = reclaimable_cache(h->folder, v1);
+    used = used > cache ? used - cache : 0;
     const uint64_t room = used < limit ? limit - used : 0;
     if (room < r->bytes) {
         r->bytes = room;
