@@ -575,6 +575,7 @@ static void open_ring_to_the_limit(void)
     CHECK_CONTAINS(err, "1 producer and the loader about");
     CHECK_CONTAINS(err, "more of their own");
     CHECK_CONTAINS(err, "use fewer slots (RF_PARAM_SLOTS)");
+    CHECK_CONTAINS(err, "fewer producers (RF_PARAM_PRODUCERS; 8 MB each)");
     free(err);
     rf_config_free(cfg);
     cfg = snug_config(UINT64_C(24) << 20);

@@ -121,7 +121,8 @@ static int check_memory(rf_loader *l, const struct rf__layout *lay)
             "producer%s and the loader about %llu more of their own, but %s "
             "allows only %llu more; use fewer slots (RF_PARAM_SLOTS), a "
             "smaller batch (RF_PARAM_BATCH_SIZE) or sample size "
-            "(RF_PARAM_HEIGHT, RF_PARAM_WIDTH), or raise the memory limit",
+            "(RF_PARAM_HEIGHT, RF_PARAM_WIDTH), fewer producers "
+            "(RF_PARAM_PRODUCERS; 8 MB each), or raise the memory limit",
             (unsigned long long)ring, l->slots,
             (unsigned long long)lay->slot_bytes, l->producers,
             l->producers == 1 ? "" : "s", (unsigned long long)beside, limit,
