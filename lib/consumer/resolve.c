@@ -20,14 +20,20 @@
 #include "decode/decode.h"
 #include "source/dataset.h"
 
+static void resolve_unranked(rf_loader *l, int64_t asked);
+
 /* The producer count: the CPU budget of this rank (cpu-budget.h) unless
  * RF_PARAM_PRODUCERS sets it, which wins, with a word when it exceeds
- * the budget (the ranks of a node then share CPUs). */
+ * the budget (the ranks of a node then share CPUs). The budget is
+ * unpinned first where it will be (RF_PARAM_PIN_PRODUCERS 0, a rank of
+ * several without a local rank: the world size is resolved by then), so
+ * that the word names the budget as it is. */
 static int64_t resolve_producers(rf_loader *l)
 {
     rf__budget_of_process(&l->budget);
     if (l->params[RF_PARAM_PIN_PRODUCERS] == 0)
         rf__budget_unpin(&l->budget, "RF_PARAM_PIN_PRODUCERS 0");
+    resolve_unranked(l, l->params[RF_PARAM_PRODUCERS]);
     if (l->budget.ranks_unknown)
         rf__loader_report(l,
                           "%s, so this rank's CPU budget is all %d CPUs the "
@@ -331,13 +337,11 @@ int rf__loader_resolve(rf_loader *l, const rf_config *cfg)
     rf__loader_note_stderr(l);
     int rc = open_source(l, cfg);
     if (rc == 0)
+        rc = resolve_rank(l); /* the world size, for the budget's pinning */
+    if (rc == 0)
         rc = resolve_counts(l);
     if (rc < 0)
         return rc;
-    rc = resolve_rank(l);
-    if (rc < 0)
-        return rc;
-    resolve_unranked(l, cfg->params[RF_PARAM_PRODUCERS]);
     const int64_t *p = l->params;
     l->batch_size = (uint32_t)p[RF_PARAM_BATCH_SIZE];
     l->sample_bytes = (uint64_t)p[RF_PARAM_HEIGHT] *

@@ -287,6 +287,16 @@ def test_a_rank_without_a_local_rank_does_not_pin(tmp_path_factory,
         assert message.startswith("rank 1 of 2 has no local rank")
         assert "RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE" in message
         assert ("all %d CPUs" % len(mask) in message) == (workers is None)
+    # more producers than the budget: the word on it names the budget
+    # unpinned, as it is (it said "pinned to 0-1" beside "not pinned")
+    said = []
+    with ringfeed.Loader(root, BATCH, size=16, rank=1, world_size=2,
+                         num_workers=len(mask) + 1,
+                         on_message=said.append) as loader:
+        assert "pinned to" not in loader.cpu_budget
+    [more] = [m for m in said if "more than this rank's CPU budget" in m]
+    assert "not pinned (one of 2 ranks, no local rank)" in more, more
+    assert not [m for m in said if "pinned to" in m], said
     # the node's only rank (torchrun --nproc_per_node=1 on several nodes):
     # a local rank, 0 of 1, so its whole mask is its own and pinned
     monkeypatch.setenv("LOCAL_RANK", "0")
