@@ -196,7 +196,8 @@ TEST_CASE(test_error_limit_ends_the_run, "bad", "error limit ends the run")
  * count of the epoch's samples, rounded down: the message gives both,
  * so that the count is not read as the parameter's value. 1 bad file of
  * 2 at 400000 ppm: 0 failures allowed. Over 2 ranks the count is of the
- * rank's share, and said so (it said "this epoch's"). */
+ * rank's share, and said so (it said "this epoch's"); a share of that one
+ * bad file is an epoch with nothing to deliver, said so. */
 TEST_CASE(test_epoch_limit_says_share_and_count, "bad",
           "the epoch's limit says its share and its count")
 {
@@ -234,9 +235,31 @@ TEST_CASE(test_epoch_limit_says_share_and_count, "bad",
     CHECK_EQ(test_drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
     msg = rf_loader_error(l);
     printf("  %s\n", msg);
+    /* the rank's one sample failed: no share to raise ("raise it to
+     * 1000000", which would end the run all the same) */
+    CHECK_CONTAINS(msg, "the only sample of epoch 0 (this rank's share) "
+                        "failed, so the epoch has nothing to deliver");
+    rf_loader_close(l);
+    /* two more good files: rank 1 has b.jpg and d.jpg */
+    CHECK_OK(rf_synthetic_jpeg(9, 1, 64, 48, &jpeg, &size));
+    rf__format(file, sizeof(file), "%s/c/c.jpg", folder);
+    write_file(file, jpeg, size);
+    rf__format(file, sizeof(file), "%s/c/d.jpg", folder);
+    write_file(file, jpeg, size);
+    free(jpeg);
+    cfg = jpeg_folder_config(folder, 1, RF_TRANSFORM_EVAL);
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_BATCH_SIZE, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_SHUFFLE, 0));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_RANK, 1));
+    CHECK_OK(rf_config_set(cfg, RF_PARAM_WORLD_SIZE, 2));
+    l = open_skipping(cfg, 0, 400000);
+    CHECK_EQ(test_drain(l, NULL, NULL), RF_E_CORRUPT_SAMPLE);
+    msg = rf_loader_error(l);
+    printf("  %s\n", msg);
     CHECK_CONTAINS(msg, "RF_PARAM_MAX_ERROR_PPM 400000 allows (none among "
-                        "this rank's 1 sample of the epoch): raise it to "
-                        "1000000 for one failure");
+                        "this rank's 2 samples of the epoch): raise it to "
+                        "500000 for one failure");
+    CHECK_CONTAINS(msg, "b.jpg");
     rf_loader_close(l);
     remove_tree(folder);
 }
@@ -321,6 +344,42 @@ TEST_CASE(test_empty_epoch_counts_the_batches_samples, "bad",
              RF_E_CORRUPT_SAMPLE);
     CHECK_CONTAINS(why, "the only sample of epoch 3 (this rank's share) "
                         "failed, so the epoch has nothing to deliver");
+    rf__failures_free(&f);
+}
+
+/* An epoch whose every sample failed is said so whatever limit its last
+ * failure also passes: the limits' words advise raising them, which would
+ * not help (an epoch of one sample under the default share was told
+ * "raise it to 1000000 for one failure"; 999999 ppm over 10 samples, or
+ * 700000 over the 8 of batches of 4 with 2 dropped, the same). */
+TEST_CASE(test_empty_epoch_is_said_before_the_limits, "bad",
+          "an empty epoch is said, not a limit to raise")
+{
+    struct rf__failures f;
+    char why[512];
+    const int64_t fine[RF__PARAMS] = {[RF_PARAM_MAX_ERROR_PPM] = 10000};
+    rf__failures_init(&f, fine, 1, 1);
+    CHECK_EQ(rf__failures_add(&f, 0, 0, "sample 0: bad", why, sizeof(why)),
+             RF_E_CORRUPT_SAMPLE);
+    CHECK_CONTAINS(why, "the only sample of epoch 0 failed");
+    CHECK(strstr(why, "raise it") == NULL);
+    rf__failures_free(&f);
+    const int64_t near[RF__PARAMS] = {[RF_PARAM_MAX_ERROR_PPM] = 999999};
+    rf__failures_init(&f, near, 10, 10);
+    for (uint64_t index = 0; index < 9; index++)
+        CHECK_EQ(rf__failures_add(&f, 0, index, "bad", why, sizeof(why)), 1);
+    CHECK_EQ(rf__failures_add(&f, 0, 9, "sample 9: bad", why, sizeof(why)),
+             RF_E_CORRUPT_SAMPLE);
+    CHECK_CONTAINS(why, "all 10 samples of epoch 0 failed");
+    rf__failures_free(&f);
+    const int64_t dropped[RF__PARAMS] = {[RF_PARAM_MAX_ERROR_PPM] = 700000,
+                                         [RF_PARAM_MAX_ERRORS] = 7};
+    rf__failures_init(&f, dropped, 10, 8);
+    for (uint64_t index = 0; index < 7; index++)
+        CHECK_EQ(rf__failures_add(&f, 0, index, "bad", why, sizeof(why)), 1);
+    CHECK_EQ(rf__failures_add(&f, 0, 7, "sample 7: bad", why, sizeof(why)),
+             RF_E_CORRUPT_SAMPLE);
+    CHECK_CONTAINS(why, "all 8 samples of epoch 0 failed");
     rf__failures_free(&f);
 }
 

@@ -139,8 +139,10 @@ static void say_epoch_limit(const struct rf__failures *f, uint64_t epoch,
 /* Why the run ends when every sample of `epoch` has failed: it would
  * hand out only empty batches, this epoch and (the same files) every
  * next one, and a training loop would go on for days taking steps on
- * nothing. No limit allows it (it comes this far only at or near
- * RF_PARAM_MAX_ERROR_PPM 1000000). */
+ * nothing. No limit allows it, and raising one would not help: said
+ * before the limits, whose words would advise it (a ppm limit passed at
+ * the same failure, as with an epoch of one sample, said "raise it to
+ * 1000000"). */
 static void say_epoch_empty(const struct rf__failures *f, uint64_t epoch,
                             const char *text, char *why, size_t why_len)
 {
@@ -172,6 +174,12 @@ int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
     }
     f->total++;
     const uint64_t in_epoch = ++*epoch_counter(f, epoch);
+    /* First: where every sample of the epoch failed no limit raised would
+     * let the run go on (the limits' words would say to raise them) */
+    if (f->epoch_samples && in_epoch >= f->epoch_samples) {
+        say_epoch_empty(f, epoch, text, why, why_len);
+        return RF_E_CORRUPT_SAMPLE;
+    }
     if (f->max_errors && f->distinct > f->max_errors) {
         rf__format(why, why_len,
                    "%llu samples have failed, more than RF_PARAM_MAX_ERRORS "
@@ -183,10 +191,6 @@ int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
     }
     if (in_epoch > f->max_in_epoch) {
         say_epoch_limit(f, epoch, in_epoch, text, why, why_len);
-        return RF_E_CORRUPT_SAMPLE;
-    }
-    if (f->epoch_samples && in_epoch >= f->epoch_samples) {
-        say_epoch_empty(f, epoch, text, why, why_len);
         return RF_E_CORRUPT_SAMPLE;
     }
     return first ? 1 : 0;
