@@ -372,8 +372,8 @@ TEST_CASE(test_empty_epoch_is_said_before_the_limits, "bad",
              RF_E_CORRUPT_SAMPLE);
     CHECK_CONTAINS(why, "all 10 samples of epoch 0 failed");
     rf__failures_free(&f);
-    const int64_t dropped[RF__PARAMS] = {[RF_PARAM_MAX_ERROR_PPM] = 700000,
-                                         [RF_PARAM_MAX_ERRORS] = 7};
+    const int64_t dropped[RF__PARAMS] = {
+        [RF_PARAM_MAX_ERROR_PPM] = 700000, [RF_PARAM_MAX_ERRORS] = 7};
     rf__failures_init(&f, dropped, 10, 8);
     for (uint64_t index = 0; index < 7; index++)
         CHECK_EQ(rf__failures_add(&f, 0, index, "bad", why, sizeof(why)), 1);
