@@ -126,8 +126,11 @@ static int tiff_orientation(const uint8_t *tiff, size_t len)
      * the order that "MM" or "II" gives) and "MM\0+", which it reads as
      * a classic TIFF since only a '+' at byte 2 makes it BigTIFF; that
      * one, "II+\0", it cannot read from an 8-byte head (it raises). */
-    static const char starts[5][4] = {"MM\0*", "II*\0", "MM*\0", "II\0*",
-                                      "MM\0+"};
+    static const uint8_t starts[5][4] = {{'M', 'M', 0, '*'},
+                                         {'I', 'I', '*', 0},
+                                         {'M', 'M', '*', 0},
+                                         {'I', 'I', 0, '*'},
+                                         {'M', 'M', 0, '+'}};
     bool known = false;
     for (int i = 0; len >= 8 && i < 5; i++)
         known = known || memcmp(tiff, starts[i], 4) == 0;
