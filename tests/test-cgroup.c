@@ -634,7 +634,7 @@ static void open_ring_beside_page_cache(void)
         {RF_PARAM_SOURCE, RF_SOURCE_SYNTHETIC}, {RF_PARAM_PRODUCERS, 1},
         {RF_PARAM_SLOTS, 4}, {RF_PARAM_BATCH_SIZE, 400},
         {RF_PARAM_HEIGHT, SNUG_SIDE}, {RF_PARAM_WIDTH, SNUG_SIDE},
-        {RF_PARAM_SAMPLES, 400 * 8}, {RF_PARAM_QUIET, 1});
+        {RF_PARAM_SAMPLES, 3200}, {RF_PARAM_QUIET, 1});
     rf_loader *l = test_open_loader(cfg);
     rf_batch b;
     for (int i = 0; i < 8; i++) {

@@ -524,25 +524,25 @@ static void test_exif_types(struct rf__jpeg_decoder *dec, bool against_pil)
  * ours (upright) is checked. */
 static const struct {
     const char *name;
-    char start[5]; /* the TIFF's first four bytes; "" for the standard */
     /* an APP1 before the one with orientation 6: 0 none, 1 "Exif\0\0"
      * alone, 2 "Exif\0\1" and a TIFF of orientation 3, 3 "Exif\0\0"
      * and that TIFF, 4 XMP */
     int first;
     int pil;
     bool raises;
+    char start[5]; /* the TIFF's first four bytes; "" for the standard */
 } pil_blocks[] = {
-    {"start MM\\0* (the standard)", "MM\0*", 0, 6, false},
-    {"start II*\\0 (the standard)", "II*\0", 0, 6, false},
-    {"start MM*\\0 (PIL: big-endian)", "MM*\0", 0, 6, false},
-    {"start II\\0* (PIL: little-endian)", "II\0*", 0, 6, false},
-    {"start MM\\0+ (PIL: a classic TIFF)", "MM\0+", 0, 6, false},
-    {"start II+\\0 (PIL: BigTIFF, raises)", "II+\0", 0, 1, true},
-    {"start IX*\\0 (PIL: not a TIFF, raises)", "IX*\0", 0, 1, true},
-    {"\"Exif\\0\\0\" alone first (PIL: no tag)", "", 1, 1, false},
-    {"\"Exif\\0\\1\" first (PIL: raises)", "", 2, 1, true},
-    {"orientation 3 first (PIL: the first block's)", "", 3, 3, false},
-    {"XMP first (PIL: the Exif block)", "", 4, 6, false},
+    {"start MM\\0* (the standard)", 0, 6, false, "MM\0*"},
+    {"start II*\\0 (the standard)", 0, 6, false, "II*\0"},
+    {"start MM*\\0 (PIL: big-endian)", 0, 6, false, "MM*\0"},
+    {"start II\\0* (PIL: little-endian)", 0, 6, false, "II\0*"},
+    {"start MM\\0+ (PIL: a classic TIFF)", 0, 6, false, "MM\0+"},
+    {"start II+\\0 (PIL: BigTIFF, raises)", 0, 1, true, "II+\0"},
+    {"start IX*\\0 (PIL: not a TIFF, raises)", 0, 1, true, "IX*\0"},
+    {"\"Exif\\0\\0\" alone first (PIL: no tag)", 1, 1, false, ""},
+    {"\"Exif\\0\\1\" first (PIL: raises)", 2, 1, true, ""},
+    {"orientation 3 first (PIL: the first block's)", 3, 3, false, ""},
+    {"XMP first (PIL: the Exif block)", 4, 6, false, ""},
 };
 
 /* Each of pil_blocks[] turns the pixels as PIL does (see
@@ -556,6 +556,7 @@ static void test_exif_blocks(struct rf__jpeg_decoder *dec, bool against_pil)
     static const struct test_entry six = {3, 1, 6, 0, 0, 0};
     static const struct test_entry three = {3, 1, 3, 0, 0, 0};
     static const uint8_t xmp[] = "http://ns.adobe.com/xap/1.0/\0<x:xmpmeta/>";
+    static const uint8_t exif_alone[6] = {'E', 'x', 'i', 'f', 0, 0};
     for (size_t i = 0; i < sizeof(pil_blocks) / sizeof(pil_blocks[0]); i++) {
         if (against_pil && pil_blocks[i].raises)
             continue;
@@ -567,8 +568,8 @@ static void test_exif_blocks(struct rf__jpeg_decoder *dec, bool against_pil)
         size_t first_len = 0;
         switch (pil_blocks[i].first) {
         case 1:
-            memcpy(first, "Exif\0\0", 6);
-            first_len = 6;
+            memcpy(first, exif_alone, sizeof(exif_alone));
+            first_len = sizeof(exif_alone);
             break;
         case 2:
             first_len = exif_block_of(first, false, &three, 1);
