@@ -260,8 +260,9 @@ def test_a_rank_without_a_local_rank_does_not_pin(tmp_path_factory,
     first CPU, so every rank of the node put its producers on the same
     CPUs (num_workers=1 on 8 ranks: 8 producers on CPU 0, the other CPUs
     idle). Now such a rank leaves its producers unpinned, and says what
-    to set; a process alone (world size 1), and a rank with its local
-    rank, still pin."""
+    to set (and the word on num_workers= over the budget names it
+    unpinned); a process alone (world size 1), and a rank with its local
+    rank (0 of 1 too: the node's only rank), still pin."""
     import ringfeed
     for name in LOCAL_RANK_VARIABLES:
         monkeypatch.delenv(name, raising=False)
