@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
@@ -92,6 +93,120 @@ TEST_CASE(test_process_limit_is_named, "start", "process limit is named")
                               "the helper");
         CHECK_EQ(status, 0);
     }
+}
+
+/* Becomes nobody when root (root is not held to RLIMIT_NPROC); false when
+ * that cannot be done. */
+static bool become_held_to_process_limit(void)
+{
+    return geteuid() != 0 ||
+           (setgroups(0, NULL) == 0 && setresgid(65534, 65534, 65534) == 0 &&
+            setresuid(65534, 65534, 65534) == 0);
+}
+
+/* RLIMIT_NPROC's soft limit: 1 lets this user start no process, and the
+ * hard limit stays, so that the soft one can be raised again. */
+static void set_process_limit(rlim_t soft)
+{
+    struct rlimit rl;
+    CHECK_EQ(getrlimit(RLIMIT_NPROC, &rl), 0);
+    rl.rlim_cur =
+        soft == RLIM_INFINITY || soft > rl.rlim_max ? rl.rlim_max : soft;
+    CHECK_EQ(setrlimit(RLIMIT_NPROC, &rl), 0);
+}
+
+static atomic_int limit_lowered;
+
+/* Lowers the limit (a thread is a process to it: created first), then
+ * raises it 200 ms later. */
+static void *lower_process_limit_for_a_moment(void *unused)
+{
+    (void)unused;
+    set_process_limit(1);
+    atomic_store(&limit_lowered, 1);
+    sleep_us(200000);
+    set_process_limit(RLIM_INFINITY);
+    return NULL;
+}
+
+/* A producer dies while no process can be started (a moment's shortage:
+ * ulimit -u, pids.max): its replacement is tried again for about a
+ * second before the run ends. With the limit raised 200 ms after the
+ * death the run goes on; with it kept, the run ends saying the start was
+ * tried again, and what limit refused it. */
+static void replacement_under_process_limit(bool raised)
+{
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        if (!become_held_to_process_limit())
+            _exit(TEST_SKIP);
+        rf_config *cfg =
+            TEST_CONFIG({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_SAMPLES, 4000},
+                        {RF_PARAM_BATCH_SIZE, 4}, {RF_PARAM_QUIET, 1});
+        rf_loader *l = NULL;
+        char *err = NULL;
+        const int opened = rf_loader_open(&l, cfg, &err);
+        rf_config_free(cfg);
+        if (opened == RF_E_NO_PRODUCER_BINARY) /* nobody cannot reach it */
+            _exit(TEST_SKIP);
+        CHECK_OK(opened);
+        test_pass_one_batch(l);
+        int pid = 0;
+        CHECK_EQ(list_children(&pid, 1), 1);
+        pthread_t raiser;
+        if (raised) {
+            CHECK_EQ(pthread_create(&raiser, NULL,
+                                    lower_process_limit_for_a_moment, NULL),
+                     0);
+            while (!atomic_load(&limit_lowered))
+                sleep_us(1000);
+        } else {
+            set_process_limit(1);
+        }
+        CHECK_EQ(kill(pid, SIGKILL), 0);
+        const uint64_t started = rf__now_ns();
+        const int rc = next_until_error(l);
+        const uint64_t took_ms = (rf__now_ns() - started) / 1000000;
+        printf("limit %s: next() %d after %llu ms: %s\n",
+               raised ? "raised after 200 ms" : "kept", rc,
+               (unsigned long long)took_ms, rc ? rf_loader_error(l) : "");
+        rf_stats st;
+        CHECK_OK(rf_loader_stats(l, &st));
+        if (raised) {
+            CHECK_EQ(pthread_join(raiser, NULL), 0);
+            CHECK_EQ(rc, 0);
+            CHECK_EQ(st.respawns, 1);
+        } else {
+            CHECK_EQ(rc, RF_E_PRODUCER_DIED);
+            const char *msg = rf_loader_error(l);
+            CHECK_CONTAINS(msg, "was killed by signal 9");
+            CHECK_CONTAINS(msg, "no replacement could be started, tried 8 "
+                                "times over");
+            CHECK_CONTAINS(msg, "ulimit -u");
+            CHECK_CONTAINS(msg, "pids.max");
+            CHECK_EQ(st.respawns, 0);
+        }
+        rf_loader_close(l);
+        _exit(0);
+    }
+    const int status = exit_status_of(child);
+    if (status == TEST_SKIP)
+        TEST_SKIP_BECAUSE("cannot become nobody, or nobody cannot run "
+                          "the helper");
+    CHECK_EQ(status, 0);
+}
+
+TEST_CASE(test_replacement_waits_out_process_limit, "start",
+          "a replacement waits out a moment's process limit")
+{
+    replacement_under_process_limit(true);
+}
+
+TEST_CASE(test_replacement_under_kept_process_limit, "start",
+          "a kept process limit ends the run after retries")
+{
+    replacement_under_process_limit(false);
 }
 
 static volatile sig_atomic_t timer_ticks;

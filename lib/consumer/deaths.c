@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <sys/wait.h>
 
@@ -228,6 +229,53 @@ static int say_respawns_used_up(rf_loader *l, const char *what)
         (unsigned long long)l->respawns);
 }
 
+/* Whether a failed start may succeed if tried again soon: fork() or
+ * posix_spawn() found no room for another process (EAGAIN: RLIMIT_NPROC,
+ * pids.max, the system's threads) or no memory for it (ENOMEM), which may
+ * last only a moment; anything else (no helper, fork mode refused) stays. */
+static bool start_may_succeed_later(int rc)
+{
+    return rc == -EAGAIN || rc == -ENOMEM;
+}
+
+/* Waits `ms` before the next try to start a replacement, a millisecond
+ * at a time as rf__loader_await_producer() waits; returns false at once
+ * when rf_loader_interrupt() was called or a signal came, which ends the
+ * tries (next() is not held up for them): a signal is noted for next() to
+ * return -EINTR, as a signal in that wait is. */
+static bool back_off(rf_loader *l, uint32_t ms)
+{
+    const uint64_t until = rf__now_ns() + (uint64_t)ms * 1000000ull;
+    while (rf__now_ns() < until) {
+        if (rf__load_acquire32(&l->interrupt))
+            return false;
+        if (poll(NULL, 0, 1) < 0 && errno == EINTR) {
+            l->signal_in_respawn = true;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Starts producer p again after a death. A start that may succeed later
+ * (start_may_succeed_later()) is tried again after 10, 20, 40, ... ms,
+ * START_TRIES in all, about 1.3 s: a week-long run is not ended by a
+ * moment's shortage of processes. A signal or rf_loader_interrupt() ends
+ * the tries early. Counts the tries into *tries. */
+#define START_TRIES 8
+static int start_replacement(rf_loader *l, uint32_t p, uint32_t *tries)
+{
+    uint32_t wait_ms = 10;
+    int rc = rf__loader_start_producer(l, p);
+    for (*tries = 1; rc < 0 && start_may_succeed_later(rc) &&
+                     *tries < START_TRIES && back_off(l, wait_ms);
+         ++*tries, wait_ms *= 2) {
+        reset_channel(l, p); /* in case it got as far as attaching */
+        rc = rf__loader_start_producer(l, p);
+    }
+    return rc;
+}
+
 /* Policy respawn: a new producer p, and its owed batches issued again. */
 static int replace_producer(rf_loader *l, uint32_t p, const char *what)
 {
@@ -235,11 +283,21 @@ static int replace_producer(rf_loader *l, uint32_t p, const char *what)
         return say_respawns_used_up(l, what);
     const uint32_t owed = reclaim_slots(l, p);
     reset_channel(l, p);
-    int rc = rf__loader_start_producer(l, p);
+    const uint64_t started = rf__now_ns();
+    uint32_t tries = 0;
+    int rc = start_replacement(l, p, &tries);
     if (rc < 0) {
         /* Report the death first; the failed start is the detail. */
         char why[RF__DETAIL / 2];
         rf__format(why, sizeof(why), "%s", l->error);
+        if (tries > 1)
+            return set_error(
+                l, RF_E_PRODUCER_DIED,
+                "%s; no replacement could be started, tried %u times over "
+                "%llu ms%s: %s",
+                what, tries,
+                (unsigned long long)((rf__now_ns() - started) / 1000000),
+                tries < START_TRIES ? " until interrupted" : "", why);
         return set_error(l, RF_E_PRODUCER_DIED,
                          "%s; no replacement could be started: %s", what, why);
     }
