@@ -134,13 +134,15 @@ static void *lower_process_limit_for_a_moment(void *unused)
  * second before the run ends. With the limit raised 200 ms after the
  * death the run goes on; with it kept, the run ends saying the start was
  * tried again, and what limit refused it. */
-static void replacement_under_process_limit(bool raised)
+static void replacement_under_process_limit(bool raised, const char *helper)
 {
     const pid_t child = fork();
     CHECK(child >= 0);
     if (child == 0) {
         if (!become_held_to_process_limit())
             _exit(TEST_SKIP);
+        if (helper)
+            setenv("RINGFEED_PRODUCER", helper, 1);
         rf_config *cfg =
             TEST_CONFIG({RF_PARAM_PRODUCERS, 1}, {RF_PARAM_SAMPLES, 4000},
                         {RF_PARAM_BATCH_SIZE, 4}, {RF_PARAM_QUIET, 1});
@@ -185,6 +187,10 @@ static void replacement_under_process_limit(bool raised)
                                 "times over");
             CHECK_CONTAINS(msg, "ulimit -u");
             CHECK_CONTAINS(msg, "pids.max");
+            /* the whole advice, to its end, whatever the helper's path */
+            const char *end = "start fewer producers (RF_PARAM_PRODUCERS)";
+            CHECK(strlen(msg) >= strlen(end));
+            CHECK_EQ(strcmp(msg + strlen(msg) - strlen(end), end), 0);
             CHECK_EQ(st.respawns, 0);
         }
         rf_loader_close(l);
@@ -200,13 +206,44 @@ static void replacement_under_process_limit(bool raised)
 TEST_CASE(test_replacement_waits_out_process_limit, "start",
           "a replacement waits out a moment's process limit")
 {
-    replacement_under_process_limit(true);
+    replacement_under_process_limit(true, NULL);
 }
 
 TEST_CASE(test_replacement_under_kept_process_limit, "start",
           "a kept process limit ends the run after retries")
 {
-    replacement_under_process_limit(false);
+    replacement_under_process_limit(false, NULL);
+}
+
+/* The same with the helper at a path of about 900 characters (a deep
+ * build tree): the message keeps its advice whole, eliding the path. */
+TEST_CASE(test_long_helper_path_keeps_the_advice, "start",
+          "a long helper path keeps the advice of a failed replacement")
+{
+    const char *real = getenv("RINGFEED_PRODUCER");
+    CHECK(real != NULL);
+    char top[] = "/tmp/rf-long-helper-XXXXXX";
+    CHECK(mkdtemp(top) != NULL);
+    CHECK_EQ(chmod(top, 0755), 0);
+    char dir[1024], helper[1100];
+    snprintf(dir, sizeof(dir), "%s", top);
+    char part[201];
+    memset(part, 'd', 200);
+    part[200] = '\0';
+    for (int depth = 0; depth < 4; depth++) {
+        const size_t n = strlen(dir);
+        snprintf(dir + n, sizeof(dir) - n, "/%s", part);
+        CHECK_EQ(mkdir(dir, 0755), 0);
+    }
+    snprintf(helper, sizeof(helper), "%s/ringfeed-producer", dir);
+    CHECK_EQ(symlink(real, helper), 0);
+    replacement_under_process_limit(false, helper);
+    CHECK_EQ(unlink(helper), 0);
+    for (int depth = 0; depth < 4; depth++) {
+        CHECK_EQ(rmdir(dir), 0);
+        *strrchr(dir, '/') = '\0';
+    }
+    CHECK_EQ(rmdir(top), 0);
 }
 
 static volatile sig_atomic_t timer_ticks;

@@ -287,19 +287,22 @@ static int replace_producer(rf_loader *l, uint32_t p, const char *what)
     uint32_t tries = 0;
     int rc = start_replacement(l, p, &tries);
     if (rc < 0) {
-        /* Report the death first; the failed start is the detail. */
-        char why[RF__DETAIL / 2];
+        /* Report the death first; the failed start is the detail, whole:
+         * what does not fit is elided from the middle (the helper's path),
+         * keeping the advice at the end. */
+        char why[RF__DETAIL], tried[96] = "";
         rf__format(why, sizeof(why), "%s", l->error);
         if (tries > 1)
-            return set_error(
-                l, RF_E_PRODUCER_DIED,
-                "%s; no replacement could be started, tried %u times over "
-                "%llu ms%s: %s",
-                what, tries,
-                (unsigned long long)((rf__now_ns() - started) / 1000000),
-                tries < START_TRIES ? " until interrupted" : "", why);
-        return set_error(l, RF_E_PRODUCER_DIED,
-                         "%s; no replacement could be started: %s", what, why);
+            rf__format(tried, sizeof(tried), ", tried %u times over %llu ms%s",
+                       tries,
+                       (unsigned long long)((rf__now_ns() - started) / 1000000),
+                       tries < START_TRIES ? " until interrupted" : "");
+        char text[RF__DETAIL * 2];
+        rf__format(text, sizeof(text),
+                   "%s; no replacement could be started%s: %s", what, tried,
+                   why);
+        rf__copy_elided(l->error, sizeof(l->error), text);
+        return RF_E_PRODUCER_DIED;
     }
     rf__loader_await_producer(l, p); /* as at open (launch.c) */
     l->respawns++;

@@ -307,8 +307,11 @@ int rf__spawn_producer(const char *path, int helper,
         char advice[320] = "";
         const bool limit =
             rf__advise_on_process_limit(rc, advice, sizeof(advice));
+        /* A long path elided, so that the advice after it is kept */
+        char shown[256];
+        rf__copy_elided(shown, sizeof(shown), path);
         rf__format(why, why_len, "cannot start producer %u from '%s': %s%s%s",
-                   index, path, strerror(rc), limit ? "; " : "", advice);
+                   index, shown, strerror(rc), limit ? "; " : "", advice);
         return rc == ENOENT || rc == EACCES ? RF_E_NO_PRODUCER_BINARY : -rc;
     }
     return watch_child(pid, child, why, why_len);
