@@ -132,7 +132,9 @@ static int resolve_rank(rf_loader *l)
  * own from the mask's first CPU, onto the same CPUs, while the others
  * stay idle (torch.multiprocessing.spawn's ranks, with num_workers= or
  * without). Said, with what to set, unless the local rank that was set
- * without its size has been said already. */
+ * without its size has been said already; producers that were not to be
+ * pinned anyway (RF_PARAM_PIN_PRODUCERS 0) are not said to be left
+ * unpinned for this, only the budget is said. */
 static void resolve_unranked(rf_loader *l, int64_t asked)
 {
     const int64_t world = l->params[RF_PARAM_WORLD_SIZE];
@@ -149,18 +151,21 @@ static void resolve_unranked(rf_loader *l, int64_t asked)
     if (!asked)
         rf__format(count, sizeof(count),
                    "this rank's CPU budget is all %d CPUs the process "
-                   "may use, as if it ran alone on the node, and ",
-                   l->budget.producers);
+                   "may use, as if it ran alone on the node%s",
+                   l->budget.producers, pinned ? ", and " : "");
     rf__loader_report(l,
                       "rank %lld of %lld has no local rank (no "
                       "LOCAL_RANK/LOCAL_WORLD_SIZE or other launcher's "
                       "pair; torch.multiprocessing.spawn sets none), so "
-                      "%sits producers are not pinned, lest every rank "
-                      "of the node pin its own to the same CPUs: set "
-                      "RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE in each "
-                      "rank so that the node's ranks share the CPUs out",
+                      "%s%s: set RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE in "
+                      "each rank so that the node's ranks share the CPUs "
+                      "out",
                       (long long)l->params[RF_PARAM_RANK], (long long)world,
-                      count);
+                      count,
+                      pinned ? "its producers are not pinned, lest every "
+                               "rank of the node pin its own to the same "
+                               "CPUs"
+                             : "");
 }
 
 /* The run covers sequence numbers [first_batch, total_batches). */

@@ -261,7 +261,8 @@ def test_a_rank_without_a_local_rank_does_not_pin(tmp_path_factory,
     CPUs (num_workers=1 on 8 ranks: 8 producers on CPU 0, the other CPUs
     idle). Now such a rank leaves its producers unpinned, and says what
     to set (and the word on num_workers= over the budget names it
-    unpinned); a process alone (world size 1), and a rank with its local
+    unpinned; with pin_producers=False it says the budget only, not that
+    it left unpinned what the caller chose so); a process alone (world size 1), and a rank with its local
     rank (0 of 1 too: the node's only rank), still pin."""
     import ringfeed
     for name in LOCAL_RANK_VARIABLES:
@@ -288,6 +289,16 @@ def test_a_rank_without_a_local_rank_does_not_pin(tmp_path_factory,
         assert message.startswith("rank 1 of 2 has no local rank")
         assert "RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE" in message
         assert ("all %d CPUs" % len(mask) in message) == (workers is None)
+    # producers the caller asked not to pin: the budget is said, and not
+    # that they are left unpinned, which the caller chose
+    said = []
+    with ringfeed.Loader(root, BATCH, size=16, rank=1, world_size=2,
+                         pin_producers=False, on_message=said.append):
+        pass
+    [message] = [m for m in said if "no local rank" in m]
+    assert "all %d CPUs" % len(mask) in message, message
+    assert "not pinned" not in message and "lest" not in message, message
+    assert "RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE" in message
     # more producers than the budget: the word on it names the budget
     # unpinned, as it is (it said "pinned to 0-1" beside "not pinned")
     said = []
