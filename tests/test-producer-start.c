@@ -14,6 +14,7 @@
 #include <grp.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
@@ -26,6 +27,7 @@
 #include "harness.h"
 #include "proc.h"
 #include "channel/segment.h"
+#include "common/resources.h"
 #include "test.h"
 
 /* ---- resources --------------------------------------------------------- */
@@ -244,6 +246,76 @@ TEST_CASE(test_long_helper_path_keeps_the_advice, "start",
         *strrchr(dir, '/') = '\0';
     }
     CHECK_EQ(rmdir(top), 0);
+}
+
+/* Root of a user namespace (a rootless container) is held to
+ * RLIMIT_NPROC as root of the system is not: uid_map tells them apart,
+ * and the advice for root names ulimit -u then. */
+TEST_CASE(test_root_of_a_user_namespace_is_held, "start",
+          "root of a user namespace is told of ulimit -u")
+{
+    static const struct {
+        const char *map;
+        bool other;
+    } maps[] = {
+        {"         0          0 4294967295\n", false}, /* the system's */
+        {"0 0 1\n", false},         /* root mapped to root: still exempt */
+        {"0 100000 65536\n", true}, /* rootless podman, docker */
+        {"1000 1000 1\n0 231072 1000\n", true},
+        {"", false},
+    };
+    char path[] = "/tmp/rf-uid-map-XXXXXX";
+    for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
+        const int fd = mkstemp(path);
+        CHECK(fd >= 0);
+        const size_t n = strlen(maps[i].map);
+        CHECK_EQ(write(fd, maps[i].map, n), (ssize_t)n);
+        close(fd);
+        CHECK_EQ(rf__root_is_another_user(path), maps[i].other);
+        unlink(path);
+        memcpy(path + strlen(path) - 6, "XXXXXX", 6);
+    }
+    CHECK(!rf__root_is_another_user("/nonexistent/uid_map"));
+    /* For real, where user namespaces may be made: root mapped to nobody
+     * outside, with a finite RLIMIT_NPROC, is told of it. */
+    if (geteuid() != 0)
+        return;
+    int go[2];
+    CHECK_EQ(pipe(go), 0);
+    const pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        close(go[1]);
+        /* nobody, then root of its own namespace, as in a rootless
+         * container */
+        if (!become_held_to_process_limit() || unshare(CLONE_NEWUSER) != 0)
+            _exit(TEST_SKIP);
+        char byte;
+        if (read(go[0], &byte, 1) != 1 || getuid() != 0)
+            _exit(TEST_SKIP);
+        const struct rlimit some = {1000, 1000};
+        CHECK_EQ(setrlimit(RLIMIT_NPROC, &some), 0);
+        char advice[320] = "";
+        CHECK(rf__advise_on_process_limit(EAGAIN, advice, sizeof(advice)));
+        CHECK_CONTAINS(advice, "this user may run 1000 processes");
+        CHECK_CONTAINS(advice, "ulimit -u");
+        _exit(0);
+    }
+    close(go[0]);
+    char file[64];
+    sleep_us(100000); /* for the unshare(); a map too early is refused */
+    snprintf(file, sizeof(file), "/proc/%d/uid_map", (int)child);
+    const int fd = open(file, O_WRONLY);
+    const bool mapped = fd >= 0 && write(fd, "0 65534 1", 9) == 9;
+    if (fd >= 0)
+        close(fd);
+    if (mapped)
+        CHECK_EQ(write(go[1], "x", 1), 1);
+    close(go[1]);
+    const int status = exit_status_of(child);
+    if (status == TEST_SKIP || !mapped)
+        TEST_SKIP_BECAUSE("no user namespace to be made here");
+    CHECK_EQ(status, 0);
 }
 
 static volatile sig_atomic_t timer_ticks;

@@ -130,15 +130,32 @@ bool rf__advise_on_exhaustion(int error, char *out, size_t len)
     }
 }
 
+bool rf__root_is_another_user(const char *uid_map)
+{
+    FILE *f = fopen(uid_map, "re");
+    if (!f)
+        return false; /* cannot tell: as root of the system */
+    unsigned long long inside, outside, count;
+    bool other = false;
+    while (fscanf(f, "%llu %llu %llu", &inside, &outside, &count) == 3)
+        if (inside == 0 && count > 0) {
+            other = outside != 0;
+            break;
+        }
+    fclose(f);
+    return other;
+}
+
 bool rf__advise_on_process_limit(int error, char *out, size_t len)
 {
     if (error != EAGAIN)
         return false;
     /* Root's processes are not held to RLIMIT_NPROC: only the cgroup's
-     * limit or the system's can refuse them. */
+     * limit or the system's can refuse them. Root of a user namespace
+     * (a rootless container) is another user outside it, and held. */
     struct rlimit procs;
-    if (getuid() != 0 && getrlimit(RLIMIT_NPROC, &procs) == 0 &&
-        procs.rlim_cur != RLIM_INFINITY)
+    if ((getuid() != 0 || rf__root_is_another_user("/proc/self/uid_map")) &&
+        getrlimit(RLIMIT_NPROC, &procs) == 0 && procs.rlim_cur != RLIM_INFINITY)
         rf__format(out, len,
                    "no room for another process: this user may run %llu "
                    "processes and threads in all (ulimit -u, RLIMIT_NPROC), "

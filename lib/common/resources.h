@@ -42,4 +42,11 @@ bool rf__advise_on_exhaustion(int error, char *out, size_t len);
  * untouched, for any other error. */
 bool rf__advise_on_process_limit(int error, char *out, size_t len);
 
+/* Whether uid 0 in the user namespace whose uid_map is at `uid_map`
+ * (/proc/self/uid_map) is another user than root outside it, as in a
+ * rootless container ("0 100000 65536"), and so held to RLIMIT_NPROC as
+ * root of the system is not. False for the identity map ("0 0
+ * 4294967295") and when the file cannot be read. */
+bool rf__root_is_another_user(const char *uid_map);
+
 #endif /* RF_COMMON_RESOURCES_H */
