@@ -264,8 +264,8 @@ TEST_CASE(test_root_of_a_user_namespace_is_held, "start",
         {"1000 1000 1\n0 231072 1000\n", true},
         {"", false},
     };
-    char path[] = "/tmp/rf-uid-map-XXXXXX";
     for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
+        char path[] = "/tmp/rf-uid-map-XXXXXX";
         const int fd = mkstemp(path);
         CHECK(fd >= 0);
         const size_t n = strlen(maps[i].map);
@@ -273,7 +273,6 @@ TEST_CASE(test_root_of_a_user_namespace_is_held, "start",
         close(fd);
         CHECK_EQ(rf__root_is_another_user(path), maps[i].other);
         unlink(path);
-        memcpy(path + strlen(path) - 6, "XXXXXX", 6);
     }
     CHECK(!rf__root_is_another_user("/nonexistent/uid_map"));
     /* For real, where user namespaces may be made: root mapped to nobody

@@ -135,13 +135,18 @@ bool rf__root_is_another_user(const char *uid_map)
     FILE *f = fopen(uid_map, "re");
     if (!f)
         return false; /* cannot tell: as root of the system */
-    unsigned long long inside, outside, count;
+    char line[128];
     bool other = false;
-    while (fscanf(f, "%llu %llu %llu", &inside, &outside, &count) == 3)
-        if (inside == 0 && count > 0) {
+    while (fgets(line, sizeof(line), f)) {
+        char *end;
+        const unsigned long long inside = strtoull(line, &end, 10);
+        const unsigned long long outside = strtoull(end, &end, 10);
+        const unsigned long long count = strtoull(end, &end, 10);
+        if (inside == 0 && count > 0) { /* the range holding uid 0 */
             other = outside != 0;
             break;
         }
+    }
     fclose(f);
     return other;
 }
