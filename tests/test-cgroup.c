@@ -477,6 +477,21 @@ static void check_child(const char *what, int status)
     CHECK_EQ(WEXITSTATUS(status), 0);
 }
 
+/* Runs fn in a child inside a new cgroup whose memory limit is LIMIT;
+ * its wait status. Skips, saying why, where no such cgroup can be made. */
+static int run_under_memory_limit(const char *what, void (*fn)(void))
+{
+    make_cgroup(what, "memory", "memory.limit_in_bytes", "memory.max");
+    char limit[32];
+    rf__format(limit, sizeof(limit), "%llu", (unsigned long long)LIMIT);
+    const int set = write_to(
+        made, made_version == 1 ? "memory.limit_in_bytes" : "memory.max",
+        limit);
+    if (set < 0)
+        skip(what, "cannot set the limit of %s: %s", made, strerror(-set));
+    return run_inside(what, fn);
+}
+
 /* In the cgroup: a ring of 10 slots of 256 x 384 x 384 x 3 bytes (1.13 GB)
  * is refused at open, naming the cgroup's limit. */
 static void open_ring_over_limit(void)
@@ -509,15 +524,7 @@ TEST_CASE(test_real_memory, "real",
           "a ring over a 100 MB memory limit is refused at open")
 {
     const char *what = "real memory limit";
-    make_cgroup(what, "memory", "memory.limit_in_bytes", "memory.max");
-    char limit[32];
-    rf__format(limit, sizeof(limit), "%llu", (unsigned long long)LIMIT);
-    const int set = write_to(
-        made, made_version == 1 ? "memory.limit_in_bytes" : "memory.max",
-        limit);
-    if (set < 0)
-        skip(what, "cannot set the limit of %s: %s", made, strerror(-set));
-    const int status = run_inside(what, open_ring_over_limit);
+    const int status = run_under_memory_limit(what, open_ring_over_limit);
     check_child(what, status);
     printf("%s: refused at open (cgroup v%d)\n", what, made_version);
 }
@@ -592,15 +599,7 @@ TEST_CASE(test_real_memory_to_the_limit, "real",
           "a ring that leaves the producers no memory is refused at open")
 {
     const char *what = "real memory limit, ring to the limit";
-    make_cgroup(what, "memory", "memory.limit_in_bytes", "memory.max");
-    char limit[32];
-    rf__format(limit, sizeof(limit), "%llu", (unsigned long long)LIMIT);
-    const int set = write_to(
-        made, made_version == 1 ? "memory.limit_in_bytes" : "memory.max",
-        limit);
-    if (set < 0)
-        skip(what, "cannot set the limit of %s: %s", made, strerror(-set));
-    const int status = run_inside(what, open_ring_to_the_limit);
+    const int status = run_under_memory_limit(what, open_ring_to_the_limit);
     check_child(what, status);
     printf("%s: refused at open, and run with room (cgroup v%d)\n", what,
            made_version);
@@ -650,15 +649,8 @@ TEST_CASE(test_real_memory_page_cache, "real",
           "a cgroup full of page cache still opens a ring that fits")
 {
     const char *what = "real memory limit, page cache";
-    make_cgroup(what, "memory", "memory.limit_in_bytes", "memory.max");
-    char limit[32];
-    rf__format(limit, sizeof(limit), "%llu", (unsigned long long)LIMIT);
-    const int set = write_to(
-        made, made_version == 1 ? "memory.limit_in_bytes" : "memory.max",
-        limit);
-    if (set < 0)
-        skip(what, "cannot set the limit of %s: %s", made, strerror(-set));
-    const int status = run_inside(what, open_ring_beside_page_cache);
+    const int status =
+        run_under_memory_limit(what, open_ring_beside_page_cache);
     if (WIFEXITED(status) && WEXITSTATUS(status) == TEST_SKIP)
         skip(what, "the working folder is a tmpfs, whose pages are not "
                    "page cache");
