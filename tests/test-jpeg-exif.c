@@ -471,11 +471,37 @@ static const struct {
      1},
 };
 
-/* Each of pil_reads[] in both byte orders turns the pixels as PIL does:
- * the whole image, upright as orientation `pil` says (1: as stored); with
- * `against_pil`, instead, byte-identical to PIL's exif_transpose() (at
- * 8/8, whole; little-endian only), which proves the table: where the two
- * disagree the image's shape differs, and PIL refuses the box. */
+/* b, the JPEG of im with some Exif block, decoded whole with EXIF
+ * orientation turns im as orientation `o` says (1: as stored); with
+ * `against_pil`, instead, is byte-identical to PIL's exif_transpose() (at
+ * 8/8), which proves `o`: where the two disagree the image's shape
+ * differs, and PIL refuses the box. `say`: print the case's line. */
+static void check_turned_as(struct rf__jpeg_decoder *dec, const struct blob *b,
+                            const struct image *im, const char *name, int o,
+                            bool against_pil, bool say)
+{
+    const uint32_t w = im->width, h = im->height;
+    const uint32_t uw = o >= 5 ? h : w, uh = o >= 5 ? w : h;
+    const struct rf__crop whole = RF_CROP_BOX(0, 0, uw, uh, false);
+    if (say)
+        printf("  %-62s %s\n", name, o == 1 ? "upright" : "turned");
+    if (against_pil) {
+        char path[512];
+        write_temp_jpeg(b, path, sizeof(path));
+        struct rf__jpeg_options opt = default_options();
+        opt.exif_orientation = true;
+        const struct pil_case pc = {name, whole, uw, uh};
+        check_against_pil(dec, b, path, &pc, &opt, true);
+        unlink(path);
+    } else {
+        uint8_t *stored = tj_decode(b, w, h, 3);
+        check_oriented(dec, b, o, stored, w, h, &whole);
+        free(stored);
+    }
+}
+
+/* Each of pil_reads[] in both byte orders (against PIL, little-endian
+ * only) turns the pixels as PIL does: see check_turned_as(). */
 static void test_exif_types(struct rf__jpeg_decoder *dec, bool against_pil)
 {
     if (against_pil)
@@ -490,25 +516,8 @@ static void test_exif_types(struct rf__jpeg_decoder *dec, bool against_pil)
             const struct lj_options lo = {JCS_RGB, JCS_YCbCr, 90, .app1 = app1,
                                           .app1_len = n};
             const struct blob b = lj_encode(&im, &lo);
-            const int o = pil_reads[i].pil;
-            const uint32_t uw = o >= 5 ? h : w, uh = o >= 5 ? w : h;
-            const struct rf__crop whole = RF_CROP_BOX(0, 0, uw, uh, false);
-            if (!big)
-                printf("  %-62s %s\n", pil_reads[i].name,
-                       o == 1 ? "upright" : "turned");
-            if (against_pil) {
-                char path[512];
-                write_temp_jpeg(&b, path, sizeof(path));
-                struct rf__jpeg_options opt = default_options();
-                opt.exif_orientation = true;
-                const struct pil_case pc = {pil_reads[i].name, whole, uw, uh};
-                check_against_pil(dec, &b, path, &pc, &opt, true);
-                unlink(path);
-            } else {
-                uint8_t *stored = tj_decode(&b, w, h, 3);
-                check_oriented(dec, &b, o, stored, w, h, &whole);
-                free(stored);
-            }
+            check_turned_as(dec, &b, &im, pil_reads[i].name, pil_reads[i].pil,
+                            against_pil, !big);
             free(b.data);
         }
     free(im.px);
@@ -545,8 +554,8 @@ static const struct {
     {"XMP first (PIL: the Exif block)", 4, 6, false, ""},
 };
 
-/* Each of pil_blocks[] turns the pixels as PIL does (see
- * test_exif_types() for `against_pil`). */
+/* Each of pil_blocks[] turns the pixels as PIL does: see
+ * check_turned_as(). */
 static void test_exif_blocks(struct rf__jpeg_decoder *dec, bool against_pil)
 {
     if (against_pil)
@@ -594,24 +603,8 @@ static void test_exif_blocks(struct rf__jpeg_decoder *dec, bool against_pil)
             lo.app1_next_len = n;
         }
         const struct blob b = lj_encode(&im, &lo);
-        const int o = pil_blocks[i].pil;
-        const uint32_t uw = o >= 5 ? h : w, uh = o >= 5 ? w : h;
-        const struct rf__crop whole = RF_CROP_BOX(0, 0, uw, uh, false);
-        printf("  %-62s %s\n", pil_blocks[i].name,
-               o == 1 ? "upright" : "turned");
-        if (against_pil) {
-            char path[512];
-            write_temp_jpeg(&b, path, sizeof(path));
-            struct rf__jpeg_options opt = default_options();
-            opt.exif_orientation = true;
-            const struct pil_case pc = {pil_blocks[i].name, whole, uw, uh};
-            check_against_pil(dec, &b, path, &pc, &opt, true);
-            unlink(path);
-        } else {
-            uint8_t *stored = tj_decode(&b, w, h, 3);
-            check_oriented(dec, &b, o, stored, w, h, &whole);
-            free(stored);
-        }
+        check_turned_as(dec, &b, &im, pil_blocks[i].name, pil_blocks[i].pil,
+                        against_pil, true);
         free(b.data);
     }
     free(im.px);
