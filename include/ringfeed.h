@@ -526,8 +526,8 @@ typedef enum rf_param {
                                     as they go, on the CPUs the process's
                                     other open loaders use least (not
                                     where the mask is already the rank's
-                                    own, or ranks share CPUs or have
-                                    no local rank: see
+                                    own, ranks share CPUs, or a rank of
+                                    several has no local rank: see
                                     rf_loader_cpu_budget()); 0: leave
                                     them alone */
 } rf_param;
