@@ -122,11 +122,12 @@ static int check_memory(rf_loader *l, const struct rf__layout *lay)
             "allows only %llu more; use fewer slots (RF_PARAM_SLOTS), a "
             "smaller batch (RF_PARAM_BATCH_SIZE) or sample size "
             "(RF_PARAM_HEIGHT, RF_PARAM_WIDTH), fewer producers "
-            "(RF_PARAM_PRODUCERS; 8 MB each), or raise the memory limit",
+            "(RF_PARAM_PRODUCERS; %llu MB each), or raise the memory limit",
             (unsigned long long)ring, l->slots,
             (unsigned long long)lay->slot_bytes, l->producers,
             l->producers == 1 ? "" : "s", (unsigned long long)beside, limit,
-            (unsigned long long)room);
+            (unsigned long long)room,
+            (unsigned long long)(ROOM_PER_PRODUCER >> 20));
     return set_error(
         l, -ENOMEM,
         "the ring needs %llu bytes (%u slots of %llu bytes) but %s allows "
