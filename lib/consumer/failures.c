@@ -14,13 +14,13 @@
 #include "consumer/failures.h"
 
 void rf__failures_init(struct rf__failures *f, const int64_t *params,
-                       uint64_t samples_per_epoch, uint64_t epoch_samples)
+                       uint64_t samples_per_epoch, uint64_t batched_per_epoch)
 {
     memset(f, 0, sizeof(*f));
     f->max_errors = (uint64_t)params[RF_PARAM_MAX_ERRORS];
     f->max_error_ppm = (uint64_t)params[RF_PARAM_MAX_ERROR_PPM];
     f->samples_per_epoch = samples_per_epoch;
-    f->epoch_samples = epoch_samples;
+    f->batched_per_epoch = batched_per_epoch;
     f->sharded = params[RF_PARAM_WORLD_SIZE] > 1;
     f->max_in_epoch = samples_per_epoch * f->max_error_ppm / 1000000;
     for (int i = 0; i < RF__FAILURE_EPOCHS; i++)
@@ -147,11 +147,11 @@ static void say_epoch_empty(const struct rf__failures *f, uint64_t epoch,
                             const char *text, char *why, size_t why_len)
 {
     char all[64];
-    if (f->epoch_samples == 1)
+    if (f->batched_per_epoch == 1)
         rf__format(all, sizeof(all), "the only sample");
     else
         rf__format(all, sizeof(all), "all %llu samples",
-                   (unsigned long long)f->epoch_samples);
+                   (unsigned long long)f->batched_per_epoch);
     rf__format(why, why_len,
                "%s of epoch %llu%s failed, so the epoch has nothing to "
                "deliver: under RF_PARAM_ON_ERROR RF_ON_ERROR_SKIP that ends "
@@ -176,7 +176,7 @@ int rf__failures_add(struct rf__failures *f, uint64_t epoch, uint64_t index,
     const uint64_t in_epoch = ++*epoch_counter(f, epoch);
     /* First: where every sample of the epoch failed no limit raised would
      * let the run go on (the limits' words would say to raise them) */
-    if (f->epoch_samples && in_epoch >= f->epoch_samples) {
+    if (f->batched_per_epoch && in_epoch >= f->batched_per_epoch) {
         say_epoch_empty(f, epoch, text, why, why_len);
         return RF_E_CORRUPT_SAMPLE;
     }

@@ -40,15 +40,15 @@ struct rf__failures {
     /* The samples a whole epoch hands out (fewer than samples_per_epoch
      * when the last short batch is dropped): when all of them fail, the
      * epoch delivers nothing and the run ends, whatever the limits. */
-    uint64_t epoch_samples;
+    uint64_t batched_per_epoch;
     bool sharded; /* samples_per_epoch is this rank's share (world > 1) */
 };
 
 /* Sets the limits from RF_PARAM_MAX_ERRORS, RF_PARAM_MAX_ERROR_PPM, the
  * samples one epoch gives this rank and those of them its batches hold
- * (epoch_samples: all but a short last batch dropped). */
+ * (batched_per_epoch: all but a short last batch dropped). */
 void rf__failures_init(struct rf__failures *f, const int64_t *params,
-                       uint64_t samples_per_epoch, uint64_t epoch_samples);
+                       uint64_t samples_per_epoch, uint64_t batched_per_epoch);
 
 /* Records one failure. Returns 1 when it is the sample's first (a sample
  * left out the first time, which the caller may report), 0 when it
