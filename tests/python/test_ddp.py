@@ -9,7 +9,8 @@ hand on torch 1.13), and so does a zero loss made of the parameters
 without the forward (DDP all-reduces only after its own forward). Here
 two ranks of torch.multiprocessing.spawn (gloo, the CPU), rank 1's first
 batch made only of bad files, run a model without and with BatchNorm:
-no rank waits (a collective that waited would time out), the parameters
+no rank waits (a collective that waited would time out: 90 s, room for
+a loaded CI machine, inside the run's 180), the parameters
 come out the same on both ranks, and the same as a replay in one process
 in which the empty batch adds nothing to the gradient (DDP's mean over
 the ranks)."""
@@ -76,7 +77,7 @@ def replay(batch_norm, ranks):
 def run(rank, root, address, out):
     dist.init_process_group("gloo", init_method=address, rank=rank,
                             world_size=2,
-                            timeout=datetime.timedelta(seconds=30))
+                            timeout=datetime.timedelta(seconds=90))
     report = {}
     for batch_norm in (False, True):
         net = make_model(batch_norm)
