@@ -148,20 +148,22 @@ TEST_CASE_LIMIT(test_v1_memory, "made-up",
     put(r, "job/step/memory.limit_in_bytes", "9223372036854710272\n");
     CHECK_EQ(room_at(proc, root, where), 100000);
     /* its page cache (file pages, with those of the cgroups below) is
-     * room: the kernel reclaims it before it kills; shared memory is not */
+     * room: the kernel reclaims it before it kills; shared memory is not.
+     * The active file pages (the working set) count only by half. */
     put(r, "job/step/memory.limit_in_bytes", "500000\n");
     put(r, "job/step/memory.usage_in_bytes", "450000\n");
     put(r, "job/step/memory.stat",
-        "cache 300000\nshmem 50000\ninactive_file 1\n"
+        "cache 400000\nshmem 50000\ninactive_file 1\n"
         "total_shmem 50000\ntotal_inactive_file 200000\n"
-        "total_active_file 100000\n");
+        "total_active_file 200000\n");
     CHECK_EQ(room_at(proc, root, where), 100000); /* the parent's, again */
     put(r, "job/memory.usage_in_bytes", "990000\n");
     put(r, "job/memory.stat", "total_inactive_file 300000\n");
     CHECK_EQ(room_at(proc, root, where), 310000);
     check_where(where, 1, "memory.limit_in_bytes", r, "/job");
     /* more cache than usage: the whole limit; the step's 500000 less
-     * 450000 used but 300000 of it file pages (its shmem not) is less */
+     * 450000 used but 200000 of it inactive file pages and half of its
+     * 200000 active ones (its shmem not) is less */
     put(r, "job/memory.stat", "total_inactive_file 2000000\n");
     CHECK_EQ(room_at(proc, root, where), 350000);
     check_where(where, 1, "memory.limit_in_bytes", r, "/job/step");
@@ -224,11 +226,12 @@ TEST_CASE_LIMIT(test_v2, "made-up", "v2: memory.max, cpu.max, \"max\"", 10)
     put(r, "job/memory.max", "1000000\n");
     CHECK_EQ(room_at(proc, root, where), 200000);
     check_where(where, 2, "memory.max", r, "/job");
-    /* its file pages are room (v2's memory.stat counts those below) */
+    /* its file pages are room (v2's memory.stat counts those below): the
+     * inactive ones in full, the active ones by half */
     put(r, "job/memory.stat",
         "anon 100000\nfile 500000\nshmem 20000\nactive_file 30000\n"
         "inactive_file 70000\n");
-    CHECK_EQ(room_at(proc, root, where), 300000);
+    CHECK_EQ(room_at(proc, root, where), 285000);
     put(r, "job/memory.stat", "inactive_file 0\n");
     put(r, "job/cpu.max", "200000 100000\n");
     CHECK(quota_at(proc, root, where) == 2.0);

@@ -269,11 +269,21 @@ struct room {
     size_t where_len;
 };
 
-/* The page cache charged to the cgroup at `folder` that the kernel
- * reclaims before it would kill anything: its file pages, inactive and
- * active (memory.stat; v1's total_ figures cover the cgroups below, as
- * memory.usage_in_bytes does). Shared memory (the ring itself, tmpfs)
- * is not among them: it sits with the anonymous pages. 0 when unread. */
+/* The page cache charged to the cgroup at `folder` that can be counted
+ * as room: its inactive file pages in full and half of its active ones
+ * (memory.stat; v1's total_ figures cover the cgroups below, as
+ * memory.usage_in_bytes does). Not all of it: the kernel's own
+ * MemAvailable (si_mem_available(), in mm/show_mem.c, earlier in
+ * mm/page_alloc.c) keeps half of the page cache, or the low watermark's
+ * worth where that is less, as not available, "otherwise the system will
+ * start swapping or thrashing". A cgroup has no watermark, and its
+ * active file pages are its working set: the program's own mapped
+ * libraries (hundreds of MB for torch), the dataset pages it reads again
+ * and again, which a ring taking their room would make it read back from
+ * disk. Reclaim takes the inactive list first, so the half kept is taken
+ * from the active one.
+ * Shared memory (the ring itself, tmpfs) is not among them: it sits
+ * with the anonymous pages. 0 when unread. */
 static uint64_t reclaimable_cache(const char *folder, bool v1)
 {
     char name[RF__PATH_MAX];
@@ -281,18 +291,19 @@ static uint64_t reclaimable_cache(const char *folder, bool v1)
     FILE *f = fopen(name, "re");
     if (!f)
         return 0;
-    const char *keys[2] = {v1 ? "total_inactive_file " : "inactive_file ",
-                           v1 ? "total_active_file " : "active_file "};
-    uint64_t bytes = 0;
+    const char *inactive_key = v1 ? "total_inactive_file " : "inactive_file ";
+    const char *active_key = v1 ? "total_active_file " : "active_file ";
+    uint64_t inactive = 0, active = 0;
     char line[128];
-    while (fgets(line, sizeof(line), f))
-        for (int k = 0; k < 2; k++) {
-            const size_t n = strlen(keys[k]);
-            if (strncmp(line, keys[k], n) == 0)
-                bytes += strtoull(line + n, NULL, 10);
-        }
+    while (fgets(line, sizeof(line), f)) {
+        const size_t ni = strlen(inactive_key), na = strlen(active_key);
+        if (strncmp(line, inactive_key, ni) == 0)
+            inactive = strtoull(line + ni, NULL, 10);
+        else if (strncmp(line, active_key, na) == 0)
+            active = strtoull(line + na, NULL, 10);
+    }
     fclose(f);
-    return bytes;
+    return inactive + active / 2;
 }
 
 static bool memory_level(const struct hierarchy *h, bool own, void *state)
@@ -315,7 +326,8 @@ static bool memory_level(const struct hierarchy *h, bool own, void *state)
         used = 0;
     /* A cgroup that has read or written files holds their pages up to its
      * limit: counted as used, a 200 MB cgroup that wrote 400 MB had no
-     * room for a 1 MB ring, though the kernel gives those pages back. */
+     * room for a 1 MB ring, though the kernel gives most of those pages
+     * back (which of them: reclaimable_cache()). */
     const uint64_t cache = reclaimable_cache(h->folder, v1);
     used = used > cache ? used - cache : 0;
     const uint64_t room = used < limit ? limit - used : 0;

@@ -16,9 +16,10 @@
 /* Bytes this process may still take under the memory limits of its cgroup
  * and of every cgroup above it: the smallest room (limit minus what is
  * already charged, less the page cache the kernel reclaims first: the
- * file pages of memory.stat) of v1's memory.limit_in_bytes and
- * memory.usage_in_bytes and v2's memory.max and memory.current, as
- * MemAvailable counts the page cache. UINT64_MAX when no limit is set
+ * inactive file pages of memory.stat and half of the active ones) of
+ * v1's memory.limit_in_bytes and memory.usage_in_bytes and v2's
+ * memory.max and memory.current, as MemAvailable counts part of the
+ * page cache. UINT64_MAX when no limit is set
  * or none can be read; a limit of 2^62 or more is none (v1 writes
  * "no limit" as 9223372036854771712). `where` (where_len > 0 bytes) gets
  * the file that sets the smallest room, e.g. "the cgroup v1
