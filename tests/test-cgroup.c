@@ -582,8 +582,8 @@ static void open_ring_to_the_limit(void)
     if (rc == 0)
         rf_loader_close(l);
     CHECK_EQ(rc, -ENOMEM);
-    CHECK_CONTAINS(err, "1 producer and the loader about");
-    CHECK_CONTAINS(err, "more of their own");
+    CHECK_CONTAINS(err, "and its 1 producer and the loader about 16 MB "
+                        "more of their own, but ");
     CHECK_CONTAINS(err, "use fewer slots (RF_PARAM_SLOTS)");
     CHECK_CONTAINS(err, "fewer producers (RF_PARAM_PRODUCERS; 8 MB each)");
     free(err);

@@ -114,28 +114,28 @@ static int check_memory(rf_loader *l, const struct rf__layout *lay)
         ROOM_FOR_THE_RUN + ROOM_PER_PRODUCER * (uint64_t)l->producers;
     if (ring <= room && beside <= room - ring)
         return 0;
-    if (ring <= room) /* the ring alone would fit, to the last bytes */
-        return set_error(
-            l, -ENOMEM,
-            "the ring needs %llu bytes (%u slots of %llu bytes), and its %u "
-            "producer%s and the loader about %llu more of their own, but %s "
-            "allows only %llu more; use fewer slots (RF_PARAM_SLOTS), a "
-            "smaller batch (RF_PARAM_BATCH_SIZE) or sample size "
-            "(RF_PARAM_HEIGHT, RF_PARAM_WIDTH), fewer producers "
-            "(RF_PARAM_PRODUCERS; %llu MB each), or raise the memory limit",
-            (unsigned long long)ring, l->slots,
-            (unsigned long long)lay->slot_bytes, l->producers,
-            l->producers == 1 ? "" : "s", (unsigned long long)beside, limit,
-            (unsigned long long)room,
-            (unsigned long long)(ROOM_PER_PRODUCER >> 20));
+    /* the ring alone would fit, to the last bytes: the producers' and the
+     * loader's own memory is what does not, and fewer producers need less */
+    const bool snug = ring <= room;
+    char own[128] = "", producers[64] = "";
+    if (snug) {
+        rf__format(own, sizeof(own),
+                   ", and its %u producer%s and the loader about %llu MB more "
+                   "of their own",
+                   l->producers, l->producers == 1 ? "" : "s",
+                   (unsigned long long)(beside >> 20));
+        rf__format(producers, sizeof(producers),
+                   ", fewer producers (RF_PARAM_PRODUCERS; %llu MB each)",
+                   (unsigned long long)(ROOM_PER_PRODUCER >> 20));
+    }
     return set_error(
         l, -ENOMEM,
-        "the ring needs %llu bytes (%u slots of %llu bytes) but %s allows "
+        "the ring needs %llu bytes (%u slots of %llu bytes)%s, but %s allows "
         "only %llu more; use fewer slots (RF_PARAM_SLOTS), a smaller batch "
         "(RF_PARAM_BATCH_SIZE) or sample size (RF_PARAM_HEIGHT, "
-        "RF_PARAM_WIDTH), or raise the memory limit",
+        "RF_PARAM_WIDTH)%s, or raise the memory limit",
         (unsigned long long)ring, l->slots, (unsigned long long)lay->slot_bytes,
-        limit, (unsigned long long)room);
+        own, limit, (unsigned long long)room, producers);
 }
 
 /* Why rf__layout_compute() refused: one slot over 2^40 bytes, or the
