@@ -20,7 +20,47 @@
 #include "decode/decode.h"
 #include "source/dataset.h"
 
-static void resolve_unranked(rf_loader *l, int64_t asked);
+/* One rank of several (world size > 1) without a local rank: its budget
+ * is the whole mask, as if it ran alone on the node (cpu-budget.h). Its
+ * producers are not pinned there: every rank of the node would pin its
+ * own from the mask's first CPU, onto the same CPUs, while the others
+ * stay idle (torch.multiprocessing.spawn's ranks, with num_workers= or
+ * without). Said, with what to set, unless the local rank that was set
+ * without its size has been said already; producers that were not to be
+ * pinned anyway (RF_PARAM_PIN_PRODUCERS 0) are not said to be left
+ * unpinned for this, only the budget is said. */
+static void resolve_unranked(rf_loader *l, int64_t asked)
+{
+    const int64_t world = l->params[RF_PARAM_WORLD_SIZE];
+    if (!l->budget.alone || world < 2)
+        return;
+    char reason[64];
+    rf__format(reason, sizeof(reason), "one of %lld ranks, no local rank",
+               (long long)world);
+    const bool pinned = l->budget.pin;
+    rf__budget_unpin(&l->budget, reason);
+    if (l->budget.ranks_unknown || (!pinned && asked))
+        return;
+    char count[96] = "";
+    if (!asked)
+        rf__format(count, sizeof(count),
+                   "this rank's CPU budget is all %d CPUs the process "
+                   "may use, as if it ran alone on the node%s",
+                   l->budget.producers, pinned ? ", and " : "");
+    rf__loader_report(l,
+                      "rank %lld of %lld has no local rank (no "
+                      "LOCAL_RANK/LOCAL_WORLD_SIZE or other launcher's "
+                      "pair; torch.multiprocessing.spawn sets none), so "
+                      "%s%s: set RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE in "
+                      "each rank so that the node's ranks share the CPUs "
+                      "out",
+                      (long long)l->params[RF_PARAM_RANK], (long long)world,
+                      count,
+                      pinned ? "its producers are not pinned, lest every "
+                               "rank of the node pin its own to the same "
+                               "CPUs"
+                             : "");
+}
 
 /* The producer count: the CPU budget of this rank (cpu-budget.h) unless
  * RF_PARAM_PRODUCERS sets it, which wins, with a word when it exceeds
@@ -124,48 +164,6 @@ static int resolve_rank(rf_loader *l)
     if (rc == 0 && p[RF_PARAM_WORLD_SIZE] == 0)
         rc = env_number(l, size, 1, 1, &p[RF_PARAM_WORLD_SIZE]);
     return rc;
-}
-
-/* One rank of several (world size > 1) without a local rank: its budget
- * is the whole mask, as if it ran alone on the node (cpu-budget.h). Its
- * producers are not pinned there: every rank of the node would pin its
- * own from the mask's first CPU, onto the same CPUs, while the others
- * stay idle (torch.multiprocessing.spawn's ranks, with num_workers= or
- * without). Said, with what to set, unless the local rank that was set
- * without its size has been said already; producers that were not to be
- * pinned anyway (RF_PARAM_PIN_PRODUCERS 0) are not said to be left
- * unpinned for this, only the budget is said. */
-static void resolve_unranked(rf_loader *l, int64_t asked)
-{
-    const int64_t world = l->params[RF_PARAM_WORLD_SIZE];
-    if (!l->budget.alone || world < 2)
-        return;
-    char reason[64];
-    rf__format(reason, sizeof(reason), "one of %lld ranks, no local rank",
-               (long long)world);
-    const bool pinned = l->budget.pin;
-    rf__budget_unpin(&l->budget, reason);
-    if (l->budget.ranks_unknown || (!pinned && asked))
-        return;
-    char count[96] = "";
-    if (!asked)
-        rf__format(count, sizeof(count),
-                   "this rank's CPU budget is all %d CPUs the process "
-                   "may use, as if it ran alone on the node%s",
-                   l->budget.producers, pinned ? ", and " : "");
-    rf__loader_report(l,
-                      "rank %lld of %lld has no local rank (no "
-                      "LOCAL_RANK/LOCAL_WORLD_SIZE or other launcher's "
-                      "pair; torch.multiprocessing.spawn sets none), so "
-                      "%s%s: set RF_LOCAL_RANK and RF_LOCAL_WORLD_SIZE in "
-                      "each rank so that the node's ranks share the CPUs "
-                      "out",
-                      (long long)l->params[RF_PARAM_RANK], (long long)world,
-                      count,
-                      pinned ? "its producers are not pinned, lest every "
-                               "rank of the node pin its own to the same "
-                               "CPUs"
-                             : "");
 }
 
 /* The run covers sequence numbers [first_batch, total_batches). */
