@@ -186,6 +186,25 @@ TEST_CASE(local_rank_alone_is_said, "ranks",
     rf_loader_close(l);
     rf_config_free(cfg);
     CHECK_EQ(s.count, 0);
+    /* in a rank of several, its producers are not pinned, for a local
+     * rank that is not usable, not for none (it said "no local rank") */
+    unsetenv("LOCAL_WORLD_SIZE");
+    cfg = TEST_CONFIG({RF_PARAM_SAMPLES, 64}, {RF_PARAM_PRODUCERS, 1},
+                      {RF_PARAM_RANK, 1}, {RF_PARAM_WORLD_SIZE, 2});
+    CHECK_OK(rf_config_set_message_handler(cfg, test_collect_message, &s));
+    l = test_open_loader(cfg);
+    char why[RF_CPU_BUDGET_MAX];
+    CHECK_GE(rf_loader_cpu_budget(l, why, sizeof(why)), 1);
+    rf_loader_close(l);
+    rf_config_free(cfg);
+    printf("  %s\n", why);
+    CHECK_EQ(s.count, 1); /* the unusable local rank, said once */
+    CHECK_CONTAINS(why, "no local ranks (LOCAL_RANK is set without a "
+                        "LOCAL_WORLD_SIZE above it");
+    CHECK(!strstr(why, "no local rank)"));
+    if (strstr(why, ", not pinned ("))
+        CHECK_CONTAINS(why, ", not pinned (one of 2 ranks, no usable local "
+                            "rank)");
 }
 
 /* The loader's message at open for one LOCAL_RANK and LOCAL_WORLD_SIZE

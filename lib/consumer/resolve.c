@@ -34,9 +34,11 @@ static void resolve_unranked(rf_loader *l, int64_t asked)
     const int64_t world = l->params[RF_PARAM_WORLD_SIZE];
     if (!l->budget.alone || world < 2)
         return;
+    /* a local rank set but unusable: the line says why before this */
     char reason[64];
-    rf__format(reason, sizeof(reason), "one of %lld ranks, no local rank",
-               (long long)world);
+    rf__format(
+        reason, sizeof(reason), "one of %lld ranks, %s", (long long)world,
+        l->budget.ranks_unknown ? "no usable local rank" : "no local rank");
     const bool pinned = l->budget.pin;
     rf__budget_unpin(&l->budget, reason);
     if (l->budget.ranks_unknown || (!pinned && asked))
