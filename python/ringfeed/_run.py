@@ -272,14 +272,22 @@ class _Run:
                 "world_size": s.world_size}
 
     def cpu_budget(self) -> str:
-        """rf_loader_cpu_budget()'s line, in Python's terms."""
+        """rf_loader_cpu_budget()'s line, in Python's terms; where the
+        Loader itself turned pinning off (_distributed.unpin_whole), with
+        its reason in place of the one the library was given
+        (pin_producers=False, whatever words the library has for it)."""
         out = ctypes.create_string_buffer(1024)  # RF_CPU_BUDGET_MAX
         _capi.lib().rf_loader_cpu_budget(self.handle, out, len(out))
         line = user_terms(out.value.decode(errors="replace"))
         if self._unpinned is None:
             return line
-        return line.replace(", not pinned (pin_producers=False)",
-                            f", not pinned ({self._unpinned[0]})")
+        # the pinning ends the line (describe() in lib/common/cpu-budget.c),
+        # ", not pinned (REASON)" where the library would have pinned; a
+        # bare ", not pinned" where it would not have: then nothing to say
+        head, unpinned, _ = line.rpartition(", not pinned (")
+        if not unpinned:
+            return line
+        return f"{head}, not pinned ({self._unpinned[0]})"
 
     def class_names(self) -> Optional[List[str]]:
         """rf_loader_class_name() of each label: the names of the listing

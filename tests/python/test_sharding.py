@@ -331,6 +331,39 @@ def test_a_rank_without_a_local_rank_does_not_pin(tmp_path_factory,
     assert not [m for m in said if "no local rank" in m]
 
 
+def test_a_loader_unpinned_by_the_package_shows_its_reason(
+        tmp_path_factory, monkeypatch):
+    """A Loader of world_size=1 in one rank of several without a local
+    rank (_distributed.unpin_whole) passes pin_producers=False, and its
+    cpu_budget shows its own reason where the library's line gives the
+    one it was given: here without torch.distributed (made to say rank 1
+    of 2), so that the case runs wherever the library pins, where the
+    two-rank case below needs gloo and two CPUs. It showed the library's
+    reason when the words it looked for were not those of the line."""
+    import ringfeed
+    from ringfeed import _distributed
+    for name in LOCAL_RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    root = dataset(tmp_path_factory, "odd")
+    with ringfeed.Loader(root, BATCH, size=16, num_workers=1) as alone:
+        pins = "pinned to" in alone.cpu_budget
+    monkeypatch.setattr(_distributed, "_from_torch",
+                        lambda: (1, 2, "torch.distributed"))
+    said = []
+    with ringfeed.Loader(root, BATCH, size=16, num_workers=1, rank=0,
+                         world_size=1, on_message=said.append) as val:
+        budget = val.cpu_budget
+        assert sum(len(labels) for _, labels in val) == 33
+    assert "pinned to" not in budget, budget
+    assert "pin_producers" not in budget, budget
+    if pins:
+        assert budget.endswith(
+            ", not pinned (one of 2 ranks, no local rank)"), budget
+    [message] = [m for m in said if "no local rank" in m]
+    assert message.startswith("rank 1 of 2 (torch.distributed) has no "
+                              "local rank"), message
+
+
 WHOLE_IN_EACH_RANK = textwrap.dedent("""
     import json, os, sys
     import torch.distributed as dist
