@@ -262,8 +262,9 @@ def test_a_rank_without_a_local_rank_does_not_pin(tmp_path_factory,
     idle). Now such a rank leaves its producers unpinned, and says what
     to set (and the word on num_workers= over the budget names it
     unpinned; with pin_producers=False it says the budget only, not that
-    it left unpinned what the caller chose so); a process alone (world size 1), and a rank with its local
-    rank (0 of 1 too: the node's only rank), still pin."""
+    it left unpinned what the caller chose so); a process alone (world
+    size 1), and a rank with its local rank (0 of 1 too: the node's only
+    rank), still pin."""
     import ringfeed
     for name in LOCAL_RANK_VARIABLES:
         monkeypatch.delenv(name, raising=False)
