@@ -23,7 +23,11 @@ says which. A checkpoint is also saved at the end of each epoch, with
 (a scheduler's preemption, `kill`) or Ctrl-C ends the step in progress,
 saves, and exits with 128 + the signal's number (a second Ctrl-C stops
 at once, without saving). Checkpoints are written whole or not at all:
-to PATH.tmp, flushed to the disk, then renamed over PATH. In a build
+to PATH.tmp, flushed to the disk, then renamed over PATH. PATH's folder
+is checked before the first step (a missing or read-only folder is said
+then, not after an epoch of training); a checkpoint that cannot be saved
+later (a full disk) ends the run with exit status 1 and says why, with
+PATH.tmp removed and the checkpoint saved before it kept. In a build
 tree, where the package is not installed:
 
     PYTHONPATH=python RINGFEED_LIBRARY=_build/.libs/libringfeed.so \\
@@ -53,11 +57,13 @@ checkpoint saved).
 """
 
 import argparse
+import io
 import math
 import os
 import pickle
 import signal
 import sys
+import tempfile
 import time
 import zlib
 
@@ -154,17 +160,44 @@ def save_checkpoint(path, parts, step, args):
     state.update(version=CHECKPOINT_VERSION, step=step,
                  torch_rng=torch.get_rng_state(),
                  args={name: getattr(args, name) for name, _ in RESUME_SAME})
+    # Serialised in memory, then written: torch.save() writing into the
+    # file itself aborts the whole process (SIGABRT, a C++ exception out
+    # of its zip writer's destructor) when a write fails, as on a full
+    # disk. Raises OSError, with PATH.tmp removed and PATH untouched.
+    data = io.BytesIO()
+    torch.save(state, data)
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())  # on the disk before it takes PATH's place
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.getbuffer())
+            f.flush()
+            os.fsync(f.fileno())  # on the disk before it takes PATH's place
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     folder = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
     try:
         os.fsync(folder)  # and the rename too, against a node's crash
     finally:
         os.close(folder)
+
+
+def check_checkpoint_folder(path):
+    """Exits saying why when no checkpoint can be saved at PATH (its
+    folder missing, read-only, not ours): now, not after an epoch of
+    training. Tries an unnamed file, which leaves nothing behind."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        sys.exit(f"train: cannot save checkpoints in {folder}: "
+                 f"{e.strerror}; give --checkpoint a path in a folder that "
+                 "exists and that you can write to")
 
 
 def load_checkpoint(path, parts, args):
@@ -361,6 +394,7 @@ class Trainer:
                       "scaler": self.scaler, "loader": loader, "log": self.log}
         self.step = 0  # steps since the start of training
         self.taken = 0  # steps in this run
+        self.saved = None  # the step of the last checkpoint saved or resumed
 
     def place(self):
         """Where the loader resumes: 'epoch E batch B/N' (B from 1), or
@@ -374,12 +408,28 @@ class Trainer:
     def resume(self):
         self.step = load_checkpoint(self.args.checkpoint, self.parts,
                                     self.args)
+        self.saved = self.step
         print(f"resuming from {self.args.checkpoint} at {self.place()} "
               f"(step {self.step})", flush=True)
 
     def save(self):
-        save_checkpoint(self.args.checkpoint, self.parts, self.step,
-                        self.args)
+        """Saves the checkpoint, or ends the run saying why it cannot and
+        which checkpoint is left (a traceback, or torch's abort, said
+        neither)."""
+        path = self.args.checkpoint
+        try:
+            save_checkpoint(path, self.parts, self.step, self.args)
+        except OSError as e:
+            if self.saved is not None:
+                kept = f"{path} still holds step {self.saved}"
+            elif os.path.exists(path):
+                kept = f"{path} is left as it was"
+            else:
+                kept = "no checkpoint was saved"
+            sys.exit(f"train: cannot save the checkpoint {path} at step "
+                     f"{self.step}: {e.strerror}; {kept}. Free some space, "
+                     "or give --checkpoint a path on another file system")
+        self.saved = self.step
 
     def train_step(self, batch):
         images, labels = batch.images, batch.labels
@@ -459,6 +509,8 @@ def train(args, device):
             # each rank trains a model of its own: a checkpoint of its own
             # (one shared path had the ranks' renames race)
             args.checkpoint += f".rank{stats['rank']}"
+        if args.checkpoint:
+            check_checkpoint_folder(args.checkpoint)
         if args.classes is None:  # ImageFolder's classes, or the pack's
             args.classes = len(loader.classes)
         classes = args.classes

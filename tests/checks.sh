@@ -40,3 +40,41 @@ has() {
 lacks() {
     ! grep -qF -- "$2" "$1" || fail "${1##*/} says '$2'"
 }
+
+# mount_small_fs DIR KB: a tmpfs of KB kibibytes on DIR (made here), for
+# a file system that fills up or turns read-only. The running case skips
+# where it cannot mount one (not root, no CAP_SYS_ADMIN); the mount goes
+# when the case's subshell exits, whichever way it ends. One per case.
+mount_small_fs() {
+    [ "$(id -u)" -eq 0 ] || skip "mounting a small file system needs root"
+    command -v mount >/dev/null 2>&1 || skip "no mount command"
+    mkdir -p "$1" || fail "cannot make $1"
+    mount -t tmpfs -o "size=${2}k,mode=0755" tmpfs "$1" 2>/dev/null ||
+        skip "cannot mount a tmpfs on $1"
+    _small_fs=$1
+    trap 'unmount_small_fs' EXIT
+    trap 'exit 1' HUP INT TERM
+}
+
+# unmount_small_fs: undoes mount_small_fs (lazily where a process that
+# the case left still holds a file there).
+unmount_small_fs() {
+    [ -n "${_small_fs:-}" ] || return 0
+    umount "$_small_fs" 2>/dev/null || umount -l "$_small_fs" 2>/dev/null
+    _small_fs=
+}
+
+# fill_small_fs KB: a file, filler, that leaves about KB kibibytes free on
+# the mount_small_fs file system.
+fill_small_fs() {
+    _free=$(df -Pk "$_small_fs" | awk 'NR == 2 { print $4 }')
+    [ "$_free" -gt "$1" ] || return 0
+    dd if=/dev/zero of="$_small_fs/filler" bs=1024 count=$((_free - $1)) \
+        2>/dev/null
+    [ -s "$_small_fs/filler" ] || fail "cannot fill $_small_fs"
+}
+
+# read_only_small_fs: the mount_small_fs file system made read-only.
+read_only_small_fs() {
+    mount -o remount,ro "$_small_fs" || fail "cannot remount $_small_fs ro"
+}

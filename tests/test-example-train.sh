@@ -26,7 +26,7 @@ set -u
 
 cases="train/loss_falls train/resume_mid_epoch train/resume_other_settings
 train/ranks_keep_their_own_checkpoints train/sigterm_saves_then_resumes
-train/damaged_checkpoint_is_said"
+train/damaged_checkpoint_is_said train/checkpoint_disk_full_is_said"
 
 # One rank of one.
 unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE OMPI_COMM_WORLD_RANK \
@@ -259,6 +259,42 @@ case_train_damaged_checkpoint_is_said() {
     has "$work/err" "train: the checkpoint $work/empty.pt is damaged"
     has "$work/err" "restore a copy, or leave out --resume to start afresh"
     lacks "$work/err" "Traceback"
+}
+
+# A checkpoint that cannot be saved. A disk that fills up ends the run
+# with exit 1, naming the path and the cause, with PATH.tmp removed and
+# the checkpoint saved before left byte for byte (torch.save() writing
+# into the file aborted the process, SIGABRT out of its zip writer, and
+# left a partial PATH.tmp filling the disk). A folder that cannot take
+# one, read-only or missing, is said before the first step (after the
+# first epoch, with a traceback). On a tmpfs of 1.5 checkpoints: skipped
+# where it cannot be mounted (not root).
+case_train_checkpoint_disk_full_is_said() {
+    train --transform eval --epochs 2 --batch-size 8 \
+        --checkpoint "$work/ck.pt" --stop-after 1
+    disk=$work/disk
+    mount_small_fs "$disk" $(($(wc -c <"$work/ck.pt") * 3 / 2 / 1024))
+    cp "$work/ck.pt" "$disk/ck.pt"
+    fill_small_fs 1024
+    run 1 "$python" "$example" "$work/ds" --cpu --threads 1 --size 32 \
+        --lr 0.01 --transform eval --epochs 2 --batch-size 8 \
+        --checkpoint "$disk/ck.pt" --resume
+    has "$work/err" "train: cannot save the checkpoint $disk/ck.pt at step \
+6: No space left on device; $disk/ck.pt still holds step 1"
+    lacks "$work/err" "Traceback"
+    [ "$(ls -A "$disk" | tr '\n' ' ')" = "ck.pt filler " ] ||
+        fail "the disk holds: $(ls -A "$disk")"
+    cmp -s "$work/ck.pt" "$disk/ck.pt" || fail "the checkpoint changed"
+    read_only_small_fs
+    why="Read-only file system"
+    for path in "$disk/ck.pt" "$work/missing/ck.pt"; do
+        run 1 "$python" "$example" "$work/ds" --cpu --threads 1 --size 32 \
+            --epochs 1 --batch-size 8 --checkpoint "$path"
+        has "$work/err" "train: cannot save checkpoints in ${path%/*}: $why; \
+give --checkpoint a path in a folder that exists"
+        lacks "$work/out" "epoch 0 batch"
+        why="No such file or directory"
+    done
 }
 
 # ---- the run ----------------------------------------------------------
