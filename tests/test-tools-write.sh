@@ -20,7 +20,8 @@ set -u
 
 cases="write/concurrent_runs write/killed_leaves_nothing
 write/failure_leaves_nothing write/output_checked_first jobs/same_output
-jobs/bad_value jobs/killed_worker pack/not_to_stdout pack/file_size_limit"
+jobs/bad_value jobs/killed_worker pack/not_to_stdout pack/file_size_limit
+pack/disk_full pack/read_only"
 
 # shellcheck source=tests/tools-lib.sh
 . "$(dirname "$0")/tools-lib.sh"
@@ -159,6 +160,78 @@ case_pack_file_size_limit() {
     has "$work/err" "x.pack: cannot write sample 0: File too large"
     has "$work/err" "raise the limit, or write the pack on another file"
     holds "$dir"
+}
+
+# A disk that fills up, in a sample or in the index after the last one,
+# with one worker or two, JPEG bytes or --raw: exit 1 naming the path and
+# the cause, nothing new left on the disk (no partial pack, no temporary
+# file, its space given back), and the pack that was there before left
+# byte for byte, still whole (--verify). On a 2 MB tmpfs: skipped where
+# it cannot be mounted (not root).
+case_pack_disk_full() {
+    disk=$work/full
+    mount_small_fs "$disk" 2048
+    make_big # 240 samples: 20 MB of JPEG, 3 MB at --raw 64x64
+    # the pack there before: 6 samples, a quarter of the disk
+    mkdir -p "$work/six/class_000"
+    find "$work/ds/class_000" -name '*.jpg' | sort | head -n 6 |
+        while read -r file; do cp "$file" "$work/six/class_000/"; done
+    run 0 "$pack" "$work/six" "$disk/x.pack" --quiet
+    cp "$disk/x.pack" "$work/x.pack.before"
+    free=$(df -Pk "$disk" | awk 'NR == 2 { print $4 }')
+    for options in "--jobs 1" "--jobs 2" "--raw 64x64 --level 1 --jobs 2"; do
+        # shellcheck disable=SC2086 # a list of options
+        run 1 "$pack" "$work/big" "$disk/x.pack" $options --quiet
+        has "$work/err" "$disk/x.pack: cannot write sample "
+        has "$work/err" ": No space left on device; free some space or \
+write the pack elsewhere"
+        holds "$disk" x.pack
+        cmp -s "$disk/x.pack" "$work/x.pack.before" ||
+            fail "$options: the pack there before changed"
+        [ "$(df -Pk "$disk" | awk 'NR == 2 { print $4 }')" -eq "$free" ] ||
+            fail "$options: the disk's free space was not given back"
+    done
+    # full in the index: room for the payloads, 8 KB short of the whole
+    # pack (its index and names take about 16 KB)
+    run 0 "$pack" "$work/big" "$work/raw8.pack" --raw 8x8 --quiet
+    fill_small_fs $(($(wc -c <"$work/raw8.pack") / 1024 - 8))
+    free=$(df -Pk "$disk" | awk 'NR == 2 { print $4 }')
+    run 1 "$pack" "$work/big" "$disk/x.pack" --raw 8x8 --quiet
+    has "$work/err" "$disk/x.pack: cannot write the index: No space left on \
+device"
+    holds "$disk" filler x.pack
+    cmp -s "$disk/x.pack" "$work/x.pack.before" ||
+        fail "the pack there before changed"
+    [ "$(df -Pk "$disk" | awk 'NR == 2 { print $4 }')" -eq "$free" ] ||
+        fail "the disk's free space was not given back"
+    run 0 "$pack" --verify "$disk/x.pack"
+    has "$work/out" "x.pack: 6 samples in 1 class"
+}
+
+# A read-only file system: refused before the work, naming the path and
+# the cause; the pack there is left as it was and reads (--verify).
+case_pack_read_only() {
+    disk=$work/read-only
+    mount_small_fs "$disk" 2048
+    mkdir -p "$work/two/class_000"
+    find "$work/ds/class_000" -name '*.jpg' | sort | head -n 2 |
+        while read -r file; do cp "$file" "$work/two/class_000/"; done
+    run 0 "$pack" "$work/two" "$disk/x.pack" --quiet
+    cp "$disk/x.pack" "$work/x.pack.before"
+    read_only_small_fs
+    for options in "--jobs 1" "--jobs 2" "--raw 32x32 --dict-size 4096"; do
+        # shellcheck disable=SC2086 # a list of options
+        run 1 "$pack" "$work/ds" "$disk/x.pack" $options --progress
+        has "$work/err" "$disk/x.pack: cannot create a file in its folder: \
+Read-only file system"
+        lacks "$work/err" "training"
+        lacks "$work/err" "packing"
+    done
+    holds "$disk" x.pack
+    cmp -s "$disk/x.pack" "$work/x.pack.before" ||
+        fail "the pack there before changed"
+    run 0 "$pack" --verify "$disk/x.pack"
+    has "$work/out" "x.pack: 2 samples in 1 class"
 }
 
 # ---- ringfeed-pack: --jobs ----------------------------------------------
