@@ -344,7 +344,12 @@ typedef enum rf_param {
                                   trusted only while the class folders
                                   are the same and no folder listed
                                   changed (ctime) since the listing
-                                  began; default 0 */
+                                  began. Where the folder cannot take
+                                  it (read-only, as shared datasets
+                                  are mounted; a full disk) no cache is
+                                  kept, nothing is written, nothing is
+                                  said, and each open lists the folder;
+                                  default 0 */
 
     /* ---- Decode and augmentation (112..127), for RF_SOURCE_PATH and
      * RF_SOURCE_SYNTHETIC_JPEG ---- */

@@ -5,7 +5,8 @@
  * back-dated folders, a cache file touched, a class link re-pointed); a
  * damaged trailer or a listing that is a hole is listed again, the latter
  * without being copied; a writer SIGKILLed while it writes leaves nothing
- * behind in the folder. Each case makes its folders in the scratch folder.
+ * behind in the folder; a cache that a full or read-only file system
+ * cannot take is not kept, and the folder is read all the same. Each case makes its folders in the scratch folder.
  */
 #include "config.h"
 
@@ -13,8 +14,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -297,6 +301,64 @@ TEST_CASE(test_index_cache_killed_leaves_nothing, "cache",
     printf("index cache killed: %d kills while writing it, nothing left "
            "behind (%d times a finished cache)\n",
            kills, written);
+}
+
+/* Free blocks of the file system of path. */
+static unsigned long long free_blocks(const char *path)
+{
+    struct statvfs fs;
+    CHECK_EQ(statvfs(path, &fs), 0);
+    return (unsigned long long)fs.f_bfree;
+}
+
+/* A cache that does not fit (the disk fills up while it is written) or
+ * cannot be made (a read-only file system, as shared datasets are
+ * mounted) is not kept: the open still gives every sample, nothing is
+ * left in the folder (no half-written cache, no temporary file) and the
+ * space is given back; once there is room, the next open writes a whole
+ * cache, which the one after reuses. On a 64 KiB tmpfs (the listing of
+ * 3000 files is about 80 KiB), in a mount namespace of this case's
+ * process, so that the mount goes with it however the case ends;
+ * skipped where one cannot be made (not root). */
+TEST_CASE(test_index_cache_full_or_read_only, "cache",
+          "a full or read-only file system: no cache, still read")
+{
+    char root[1024], cache[1024];
+    rf__format(root, sizeof(root), "%s", at("small-fs"));
+    rf__format(cache, sizeof(cache), "%s", at("small-fs/.ringfeed-index"));
+    make_dir(root);
+    if (unshare(CLONE_NEWNS) != 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k") != 0)
+        TEST_SKIP_BECAUSE("no small tmpfs (unshare or mount: %s; needs root)",
+                          strerror(errno));
+    for (int c = 0; c < 10; c++) {
+        make_dir(at("small-fs/c%d", c));
+        for (int f = 0; f < 300; f++) /* empty files take no blocks */
+            write_file(at("small-fs/c%d/%03d.jpg", c, f), "", 0);
+    }
+    const unsigned long long free_before = free_blocks(root);
+    for (int k = 0; k < 2; k++) {
+        CHECK_EQ(cached_size(root), 3000);
+        CHECK_EQ(access(cache, F_OK), -1);
+        CHECK_EQ(leftovers(root), 0);
+        CHECK_EQ(free_blocks(root), free_before);
+    }
+    CHECK_EQ(mount(NULL, root, NULL, MS_REMOUNT, "size=1m"), 0);
+    CHECK_EQ(cached_size(root), 3000);
+    CHECK_EQ(access(cache, R_OK), 0);
+    const ino_t written = inode_of(cache);
+    CHECK_EQ(cached_size(root), 3000);
+    CHECK_EQ(inode_of(cache), written); /* whole: reused */
+    CHECK_EQ(unlink(cache), 0);
+    CHECK_EQ(mount(NULL, root, NULL, MS_REMOUNT | MS_RDONLY, NULL), 0);
+    for (int k = 0; k < 2; k++) {
+        CHECK_EQ(cached_size(root), 3000);
+        CHECK_EQ(access(cache, F_OK), -1);
+        CHECK_EQ(leftovers(root), 0);
+    }
+    printf("index cache on a full, then read-only file system: not kept, "
+           "nothing left behind, all 3000 samples read\n");
 }
 
 int main(int argc, char **argv)
