@@ -41,15 +41,17 @@ lacks() {
     ! grep -qF -- "$2" "$1" || fail "${1##*/} says '$2'"
 }
 
-# mount_small_fs DIR KB: a tmpfs of KB kibibytes on DIR (made here), for
-# a file system that fills up or turns read-only. The running case skips
+# mount_small_fs DIR KB [OPTIONS]: a tmpfs of KB kibibytes on DIR (made
+# here), with mount's OPTIONS too (nr_inodes=N), for a file system that
+# fills up or turns read-only. The running case skips
 # where it cannot mount one (not root, no CAP_SYS_ADMIN); the mount goes
 # when the case's subshell exits, whichever way it ends. One per case.
 mount_small_fs() {
     [ "$(id -u)" -eq 0 ] || skip "mounting a small file system needs root"
     command -v mount >/dev/null 2>&1 || skip "no mount command"
     mkdir -p "$1" || fail "cannot make $1"
-    mount -t tmpfs -o "size=${2}k,mode=0755" tmpfs "$1" 2>/dev/null ||
+    mount -t tmpfs -o "size=${2}k,mode=0755${3:+,$3}" tmpfs "$1" \
+        2>/dev/null ||
         skip "cannot mount a tmpfs on $1"
     _small_fs=$1
     trap 'unmount_small_fs' EXIT

@@ -21,7 +21,7 @@ set -u
 cases="write/concurrent_runs write/killed_leaves_nothing
 write/failure_leaves_nothing write/output_checked_first jobs/same_output
 jobs/bad_value jobs/killed_worker pack/not_to_stdout pack/file_size_limit
-pack/disk_full pack/read_only"
+pack/disk_full pack/read_only pack/no_inodes"
 
 # shellcheck source=tests/tools-lib.sh
 . "$(dirname "$0")/tools-lib.sh"
@@ -223,7 +223,7 @@ case_pack_read_only() {
         # shellcheck disable=SC2086 # a list of options
         run 1 "$pack" "$work/ds" "$disk/x.pack" $options --progress
         has "$work/err" "$disk/x.pack: cannot create a file in its folder: \
-Read-only file system"
+Read-only file system; the file system is mounted read-only: write it on"
         lacks "$work/err" "training"
         lacks "$work/err" "packing"
     done
@@ -232,6 +232,22 @@ Read-only file system"
         fail "the pack there before changed"
     run 0 "$pack" --verify "$disk/x.pack"
     has "$work/out" "x.pack: 2 samples in 1 class"
+}
+
+# A file system out of inodes, with bytes to spare: refused before the
+# work, and the advice is to free some (it was to choose a folder that
+# exists and can be written to, which this one is).
+case_pack_no_inodes() {
+    disk=$work/no-inodes
+    mount_small_fs "$disk" 2048 nr_inodes=2 # its root and one file
+    : >"$disk/taken"
+    run 1 "$pack" "$work/ds" "$disk/x.pack" --raw 32x32 --dict-size 4096 \
+        --progress
+    has "$work/err" "$disk/x.pack: cannot create a file in its folder: No \
+space left on device; the file system has no room or no inodes left (df, \
+df -i)"
+    lacks "$work/err" "training"
+    holds "$disk" taken
 }
 
 # ---- ringfeed-pack: --jobs ----------------------------------------------

@@ -97,6 +97,21 @@ static int create_exclusive(struct rf__atomic_file *f)
     return f->fd >= 0 ? 0 : -errno;
 }
 
+/* What to do about a file that cannot be created for the cause err: a
+ * full file system fails with ENOSPC when its inodes are all used, with
+ * bytes to spare, and a read-only one would not let any folder in it be
+ * written to. */
+static const char *create_advice(int err)
+{
+    if (err == ENOSPC || err == EDQUOT)
+        return "the file system has no room or no inodes left (df, df -i): "
+               "free some, or write it on another file system";
+    if (err == EROFS)
+        return "the file system is mounted read-only: write it on another "
+               "one";
+    return "choose a folder that exists and that you can write to";
+}
+
 /* Creates a new file under a unique name next to path. */
 static int open_named(struct rf__atomic_file *f, char *why, size_t why_len)
 {
@@ -104,10 +119,8 @@ static int open_named(struct rf__atomic_file *f, char *why, size_t why_len)
     if (rc == 0)
         return 0;
     const int err = -rc;
-    rf__format(why, why_len,
-               "%s: cannot create a file in its folder: %s; choose a folder "
-               "that exists and that you can write to",
-               f->path, strerror(err));
+    rf__format(why, why_len, "%s: cannot create a file in its folder: %s; %s",
+               f->path, strerror(err), create_advice(err));
     return -err;
 }
 
