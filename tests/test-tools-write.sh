@@ -21,7 +21,7 @@ set -u
 cases="write/concurrent_runs write/killed_leaves_nothing
 write/failure_leaves_nothing write/output_checked_first jobs/same_output
 jobs/bad_value jobs/killed_worker pack/not_to_stdout pack/file_size_limit
-pack/disk_full pack/read_only pack/no_inodes"
+pack/disk_full pack/read_only pack/no_inodes pack/read_only_source"
 
 # shellcheck source=tests/tools-lib.sh
 . "$(dirname "$0")/tools-lib.sh"
@@ -248,6 +248,26 @@ space left on device; the file system has no room or no inodes left (df, \
 df -i)"
     lacks "$work/err" "training"
     holds "$disk" taken
+}
+
+# A dataset on a read-only file system, as shared datasets are mounted:
+# a folder and a pack there are packed, verified and benched, and nothing
+# tries to write beside them.
+case_pack_read_only_source() {
+    disk=$work/shared
+    mount_small_fs "$disk" 6144 # the folder and its pack, 2 MB each
+    cp -r "$work/ds" "$disk/ds"
+    run 0 "$pack" "$work/ds" "$disk/ds.pack" --quiet
+    read_only_small_fs
+    run 0 "$pack" "$disk/ds" "$work/from-ro.pack" --jobs 2 --quiet
+    for source in "$disk/ds" "$disk/ds.pack"; do
+        run 0 "$pack" --verify "$source" --jobs 2
+        has "$work/out" "24 samples in 3 classes checked"
+        run 0 "$bench" --source "$source" --producers 1 --size 32 --batch 8 \
+            --verify --quiet
+        lacks "$work/err" "Read-only"
+    done
+    holds "$disk" ds ds.pack
 }
 
 # ---- ringfeed-pack: --jobs ----------------------------------------------
