@@ -282,6 +282,7 @@ case_train_checkpoint_disk_full_is_said() {
     has "$work/err" "train: cannot save the checkpoint $disk/ck.pt at step \
 6: No space left on device; $disk/ck.pt still holds step 1"
     lacks "$work/err" "Traceback"
+    # shellcheck disable=SC2012 # the names are this case's, one a line
     [ "$(ls -A "$disk" | tr '\n' ' ')" = "ck.pt filler " ] ||
         fail "the disk holds: $(ls -A "$disk")"
     cmp -s "$work/ck.pt" "$disk/ck.pt" || fail "the checkpoint changed"
