@@ -47,6 +47,26 @@ TEST_CASE(test_low_fd_limit_is_refused, "start", "low fd limit is refused")
     CHECK_EQ(exit_status_of(child), 0);
 }
 
+/* Becomes nobody when root (root is not held to RLIMIT_NPROC); false when
+ * that cannot be done. */
+static bool become_held_to_process_limit(void)
+{
+    return geteuid() != 0 ||
+           (setgroups(0, NULL) == 0 && setresgid(65534, 65534, 65534) == 0 &&
+            setresuid(65534, 65534, 65534) == 0);
+}
+
+/* Waits for a child that ran as nobody: skips the case where it could
+ * not become nobody or nobody could not run the helper. */
+static void check_child_as_nobody(pid_t child)
+{
+    const int status = exit_status_of(child);
+    if (status == TEST_SKIP)
+        TEST_SKIP_BECAUSE("cannot become nobody, or nobody cannot run "
+                          "the helper");
+    CHECK_EQ(status, 0);
+}
+
 /* No room for another process (ulimit -u; a cgroup's pids.max gives the
  * same EAGAIN): the open names the limit and the producer count, in
  * spawn and in fork mode, rather than a bare "Resource temporarily
@@ -58,9 +78,7 @@ TEST_CASE(test_process_limit_is_named, "start", "process limit is named")
         const pid_t child = fork();
         CHECK(child >= 0);
         if (child == 0) {
-            if (geteuid() == 0 && (setgroups(0, NULL) != 0 ||
-                                   setresgid(65534, 65534, 65534) != 0 ||
-                                   setresuid(65534, 65534, 65534) != 0))
+            if (!become_held_to_process_limit())
                 _exit(TEST_SKIP);
             const struct rlimit none = {0, 0};
             CHECK_EQ(setrlimit(RLIMIT_NPROC, &none), 0);
@@ -84,21 +102,8 @@ TEST_CASE(test_process_limit_is_named, "start", "process limit is named")
             rf_config_free(cfg);
             _exit(0);
         }
-        const int status = exit_status_of(child);
-        if (status == TEST_SKIP)
-            TEST_SKIP_BECAUSE("cannot become nobody, or nobody cannot run "
-                              "the helper");
-        CHECK_EQ(status, 0);
+        check_child_as_nobody(child);
     }
-}
-
-/* Becomes nobody when root (root is not held to RLIMIT_NPROC); false when
- * that cannot be done. */
-static bool become_held_to_process_limit(void)
-{
-    return geteuid() != 0 ||
-           (setgroups(0, NULL) == 0 && setresgid(65534, 65534, 65534) == 0 &&
-            setresuid(65534, 65534, 65534) == 0);
 }
 
 /* RLIMIT_NPROC's soft limit: 1 lets this user start no process, and the
@@ -193,11 +198,7 @@ static void replacement_under_process_limit(bool raised, const char *helper)
         rf_loader_close(l);
         _exit(0);
     }
-    const int status = exit_status_of(child);
-    if (status == TEST_SKIP)
-        TEST_SKIP_BECAUSE("cannot become nobody, or nobody cannot run "
-                          "the helper");
-    CHECK_EQ(status, 0);
+    check_child_as_nobody(child);
 }
 
 TEST_CASE(test_replacement_waits_out_process_limit, "start",
