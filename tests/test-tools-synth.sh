@@ -19,7 +19,7 @@ set -u
 
 cases="synth/needs_an_image_per_class synth/killed_writes_no_partial_jpeg
 synth/workers_stop_with_parent synth/stopped_says_what_is_left
-synth/missing_parent synth/disk_full"
+synth/missing_parent synth/disk_full synth/one_said_singular"
 
 # shellcheck source=tests/tools-lib.sh
 . "$(dirname "$0")/tools-lib.sh"
@@ -129,8 +129,22 @@ some space, or write to a folder on another disk"
     has "$work/err" "cannot create $disk/x: Read-only file system"
 }
 
+# A count of one is said in the singular, by ringfeed-synth's summary and
+# ringfeed-pack --verify's last line (they said "1 images in 1 classes
+# ... with 1 jobs" and "1 samples in 1 classes").
+case_synth_one_said_singular() {
+    dir=$work/synth-one
+    mkdir "$dir"
+    run 0 "$synth" "$dir/x" --images 1 --classes 1 --jobs 1
+    has "$work/out" "wrote 1 image in 1 class into"
+    has "$work/out" "with 1 job)"
+    run 0 "$pack" --verify "$dir/x" --jobs 1
+    has "$work/out" "1 sample in 1 class checked"
+}
+
 # ---- the run ----------------------------------------------------------
 
 # shellcheck source=tests/harness.sh
 . "$(dirname "$0")/harness.sh"
 test_main "$cases" "$@"
+

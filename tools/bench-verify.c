@@ -248,9 +248,9 @@ static void close_epoch(struct verifier *v, struct epoch_seen *rec)
 {
     const uint64_t missing = v->rank_samples - rec->distinct - rec->skipped;
     if (missing > 0)
-        describe_failure(v,
-                         "epoch %" PRIu64 ": %" PRIu64 " samples never arrived",
-                         rec->epoch, missing);
+        describe_failure(
+            v, "epoch %" PRIu64 ": %" PRIu64 " sample%s never arrived",
+            rec->epoch, missing, missing == 1 ? "" : "s");
     v->missing += missing;
     /* Each epoch's bits come from their own calloc; the analyzer cannot
      * tell that two records never share them. */
@@ -379,7 +379,8 @@ void verifier_finish(struct verifier *v)
         close_epoch(v, &v->open[0]);
     if (v->epochs_opened < v->epochs) {
         const uint64_t never = v->epochs - v->epochs_opened;
-        describe_failure(v, "%" PRIu64 " epochs never began", never);
+        describe_failure(v, "%" PRIu64 " epoch%s never began", never,
+                         never == 1 ? "" : "s");
         v->missing += never * v->rank_samples;
     }
 }

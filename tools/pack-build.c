@@ -339,10 +339,11 @@ static void train_dictionary(struct packer *pk)
                               pk->training_sizes, (unsigned)count);
     if (ZDICT_isError(size))
         cli_die(PROGRAM,
-                "cannot train a %" PRIu64 "-byte dictionary on %zu samples "
+                "cannot train a %" PRIu64 "-byte dictionary on %zu sample%s "
                 "(%s): too few or too alike; use a smaller --dict-size, or "
                 "none",
-                pk->o->dict_size, count, ZDICT_getErrorName(size));
+                pk->o->dict_size, count, count == 1 ? "" : "s",
+                ZDICT_getErrorName(size));
     pk->dict_size = size;
     free(pk->training);
     free(pk->training_sizes);

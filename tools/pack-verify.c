@@ -57,12 +57,14 @@ static bool print_verify_result(const struct verifier *v, const char *path,
                        path);
         return false;
     }
+    const uint32_t classes = rf_dataset_classes(v->ds);
     if (v->bad.count > MAX_BAD_LISTED)
         printf("(only the first %d bad samples are listed)\n", MAX_BAD_LISTED);
     cli_print_line(stdout,
-                   "%s: %" PRIu64 " samples in %u classes checked in %.1f s: "
+                   "%s: %" PRIu64 " sample%s in %u class%s checked in %.1f s: "
                    "%s%" PRIu64 " bad",
-                   path, samples, rf_dataset_classes(v->ds), seconds,
+                   path, samples, samples == 1 ? "" : "s", classes,
+                   classes == 1 ? "" : "es", seconds,
                    v->bad.count ? "" : "all good, ", v->bad.count);
     return v->bad.count == 0;
 }

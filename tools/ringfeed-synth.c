@@ -419,14 +419,16 @@ static bool wait_workers(pid_t *pids, unsigned count,
 static void print_summary(const struct synth_options *o,
                           const struct shared_counts *counts, double seconds)
 {
-    cli_print_line(
-        stdout,
-        "wrote %" PRIu64 " images in %" PRIu64 " classes into %s: "
-        "%.1f MB, %.1f KB each on average, in %.1f s (%.0f "
-        "images/s with %u jobs)",
-        counts->files, o->classes, o->dir, (double)counts->bytes / 1e6,
-        (double)counts->bytes / 1024.0 / (double)counts->files, seconds,
-        cli_per_second((double)counts->files, seconds), o->jobs);
+    cli_print_line(stdout,
+                   "wrote %" PRIu64 " image%s in %" PRIu64 " class%s into %s: "
+                   "%.1f MB, %.1f KB each on average, in %.1f s (%.0f "
+                   "images/s with %u job%s)",
+                   counts->files, counts->files == 1 ? "" : "s", o->classes,
+                   o->classes == 1 ? "" : "es", o->dir,
+                   (double)counts->bytes / 1e6,
+                   (double)counts->bytes / 1024.0 / (double)counts->files,
+                   seconds, cli_per_second((double)counts->files, seconds),
+                   o->jobs, o->jobs == 1 ? "" : "s");
 }
 
 int main(int argc, char **argv)
