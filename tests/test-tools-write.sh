@@ -21,7 +21,8 @@ set -u
 cases="write/concurrent_runs write/killed_leaves_nothing
 write/failure_leaves_nothing write/output_checked_first jobs/same_output
 jobs/bad_value jobs/killed_worker pack/not_to_stdout pack/file_size_limit
-pack/disk_full pack/read_only pack/no_inodes pack/read_only_source"
+pack/disk_full pack/read_only pack/no_inodes pack/read_only_source
+pack/summary_unwritable"
 
 # shellcheck source=tests/tools-lib.sh
 . "$(dirname "$0")/tools-lib.sh"
@@ -147,6 +148,22 @@ case_pack_not_to_stdout() {
     has "$work/err" "(./- for a file named -)"
     [ ! -s "$work/out" ] || fail "something went to stdout"
     holds "$dir"
+}
+
+# Standard output on a full disk (> /dev/full) loses the summary alone:
+# exit 1, saying so and that the pack was written whole and where (it
+# said only "cannot write to standard output", and a user packed again).
+case_pack_summary_unwritable() {
+    [ -w /dev/full ] || skip "no /dev/full"
+    dir=$work/summary
+    mkdir "$dir"
+    "$pack" "$work/ds" "$dir/x.pack" --quiet >/dev/full 2>"$work/err"
+    status=$?
+    [ $status -eq 1 ] || fail "exit status $status, expected 1"
+    has "$work/err" "cannot write to standard output: No space left on device; only the summary was lost: the pack $dir/x.pack was written whole"
+    holds "$dir" x.pack
+    run 0 "$pack" --verify "$dir/x.pack"
+    has "$work/out" "24 samples in 3 classes"
 }
 
 # A pack past the file size limit (ulimit -f) says so, naming the limit,

@@ -207,17 +207,23 @@ int cli_next_option(const char *program, int argc, char **argv,
 
 int cli_finish_output(const char *program, int status)
 {
+    return cli_finish_output_noting(program, status, NULL);
+}
+
+int cli_finish_output_noting(const char *program, int status, const char *done)
+{
     /* fflush() says why it failed; an error of an earlier write (the
      * buffer written when it filled) only leaves ferror() set. */
     const int err = fflush(stdout) != 0 ? errno : ferror(stdout) ? EIO : 0;
     if (err == 0)
         return status;
     /* said as the user knows it: a closed stdout (>&-) fails with EBADF */
-    fprintf(stderr, "%s: cannot write to standard output: %s%s\n", program,
-            strerror(err),
-            err == EBADF ? " (it is closed); to drop the output, send it to "
-                           "/dev/null"
-                         : "");
+    cli_print_line(stderr, "%s: cannot write to standard output: %s%s%s%s",
+                   program, strerror(err),
+                   err == EBADF ? " (it is closed); to drop the output, send "
+                                  "it to /dev/null"
+                                : "",
+                   done ? "; " : "", done ? done : "");
     return CLI_EXIT_FAILED;
 }
 

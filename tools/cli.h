@@ -63,6 +63,12 @@ int cli_next_option(const char *program, int argc, char **argv,
  * exits through it. */
 int cli_finish_output(const char *program, int status);
 
+/* The same, with done (when not NULL) added to that message: what the
+ * run did all the same, so that a user whose log could not be written
+ * learns that only the log was lost ("the pack OUT was written whole").
+ * Escaped as any message is. */
+int cli_finish_output_noting(const char *program, int status, const char *done);
+
 /* Writes text to out with its control characters escaped: \n, \t, \r,
  * \\ for a backslash, \xNN for the others. Names of files and samples
  * go into messages, and a name holding a newline (or a terminal's escape

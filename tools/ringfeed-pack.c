@@ -480,6 +480,15 @@ int main(int argc, char **argv)
      * the writer explains, instead of killing the tool without a word. */
     signal(SIGXFSZ, SIG_IGN);
     parse_options(argc, argv, &o);
-    return cli_finish_output(PROGRAM,
-                             o.verify ? pack_verify(&o) : pack_build(&o));
+    if (o.verify)
+        return cli_finish_output(PROGRAM, pack_verify(&o));
+    const int status = pack_build(&o);
+    /* The pack is in place when pack_build() returns: a summary that
+     * could not be written (stdout sent to a full disk) loses the
+     * summary alone, which the user must learn before packing again. */
+    char done[4096 + 64];
+    snprintf(done, sizeof(done),
+             "only the summary was lost: the pack %s was written whole",
+             o.output);
+    return cli_finish_output_noting(PROGRAM, status, status == 0 ? done : NULL);
 }
