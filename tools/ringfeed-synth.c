@@ -254,22 +254,36 @@ static int write_all(int fd, const unsigned char *data, size_t size)
 /* Writes the file under a temporary name in its folder, renamed to its
  * own name once complete: a worker killed while writing (SIGKILL, a full
  * disk) never leaves a partial .jpg, which a loader would then read; at
- * most a PATH.tmp, which no image folder reader lists. */
+ * most a PATH.tmp, which no image folder reader lists. SIGTERM, SIGINT
+ * and SIGHUP (the parent stopping its workers after one failed, a user's
+ * Ctrl-C or kill) wait until the file is renamed or removed, so that they
+ * leave not even that. */
 static int write_file_whole(const char *path, const unsigned char *data,
                             size_t size)
 {
     char temp[4400];
     snprintf(temp, sizeof(temp), "%s.tmp", path);
+    sigset_t stops;
+    sigset_t before;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGHUP);
+    sigprocmask(SIG_BLOCK, &stops, &before);
+    int err = 0;
     const int fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -errno;
-    int err = write_all(fd, data, size);
-    if (close(fd) != 0 && err == 0) /* where some file systems report */
+    if (fd < 0) {
         err = -errno;
-    if (err == 0 && rename(temp, path) != 0)
-        err = -errno;
-    if (err < 0)
-        unlink(temp);
+    } else {
+        err = write_all(fd, data, size);
+        if (close(fd) != 0 && err == 0) /* where some file systems report */
+            err = -errno;
+        if (err == 0 && rename(temp, path) != 0)
+            err = -errno;
+        if (err < 0)
+            unlink(temp);
+    }
+    sigprocmask(SIG_SETMASK, &before, NULL); /* a stop waiting ends here */
     return err;
 }
 
