@@ -347,8 +347,13 @@ typedef enum rf_param {
                                   began. Where the folder cannot take
                                   it (read-only, as shared datasets
                                   are mounted; a full disk) no cache is
-                                  kept, nothing is written, nothing is
-                                  said, and each open lists the folder;
+                                  kept, nothing is written, the open
+                                  succeeds and lists the folder, and
+                                  the message handler is told once per
+                                  open: the folder, the cause and what
+                                  to do (write the cache once from a
+                                  read-write mount, or set this to 0);
+                                  not silenced by RF_PARAM_QUIET;
                                   default 0 */
 
     /* ---- Decode and augmentation (112..127), for RF_SOURCE_PATH and

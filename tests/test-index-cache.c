@@ -6,7 +6,9 @@
  * damaged trailer or a listing that is a hole is listed again, the latter
  * without being copied; a writer SIGKILLed while it writes leaves nothing
  * behind in the folder; a cache that a full or read-only file system
- * cannot take is not kept, and the folder is read all the same. Each case makes its folders in the scratch folder.
+ * cannot take is not kept, the folder is read all the same, and a loader
+ * says why once per open (nothing where the cache is kept). Each case
+ * makes its folders in the scratch folder.
  */
 #include "config.h"
 
@@ -34,11 +36,21 @@ SCRATCH_FOLDER_FIXTURE(base, "index-cache")
 
 /* ---- the index cache ---------------------------------------------------- */
 
+/* Why the last open_cached() kept no cache: 0, or -errno. */
+static int last_unkept;
+
+/* rf__dataset_open_cached(), saying why no cache was kept in
+ * last_unkept. */
+static int open_cached(rf_dataset **out, const char *path, char **errp)
+{
+    return rf__dataset_open_cached(out, path, errp, &last_unkept);
+}
+
 /* Samples of the folder as rf__dataset_open_cached() sees it. */
 static uint64_t cached_size(const char *path)
 {
-    rf_dataset *ds = open_with_or_die(rf__dataset_open_cached,
-                                      "rf__dataset_open_cached", path);
+    rf_dataset *ds =
+        open_with_or_die(open_cached, "rf__dataset_open_cached", path);
     const uint64_t samples = rf_dataset_size(ds);
     rf_dataset_close(ds);
     return samples;
@@ -284,7 +296,8 @@ TEST_CASE(test_index_cache_killed_leaves_nothing, "cache",
                 unlink(cache);
                 rf_dataset *ds = NULL;
                 char *err = NULL;
-                if (rf__dataset_open_cached(&ds, root, &err) != 0)
+                int unkept = 0;
+                if (rf__dataset_open_cached(&ds, root, &err, &unkept) != 0)
                     _exit(1);
                 rf_dataset_close(ds);
             }
@@ -311,17 +324,50 @@ static unsigned long long free_blocks(const char *path)
     return (unsigned long long)fs.f_bfree;
 }
 
+/* What a loader with RF_PARAM_INDEX_CACHE opened on folder (and closed
+ * at once) said through its message handler. */
+static struct test_messages loader_said(const char *folder)
+{
+    struct test_messages m = {0};
+    rf_config *cfg = TEST_CONFIG(
+        {RF_PARAM_HEIGHT, 8}, {RF_PARAM_WIDTH, 8}, {RF_PARAM_BATCH_SIZE, 2},
+        {RF_PARAM_PRODUCERS, 1}, {RF_PARAM_INDEX_CACHE, 1});
+    CHECK_OK(rf_config_set_path(cfg, folder));
+    CHECK_OK(rf_config_set_message_handler(cfg, test_collect_message, &m));
+    rf_loader_close(test_open_loader(cfg));
+    rf_config_free(cfg);
+    return m;
+}
+
+/* The loader's one message for a cache the folder at root cannot take:
+ * the folder, the cause and what to do, in the C API's terms. */
+static void check_unkept_said(const char *root, const char *cause,
+                              const char *advice)
+{
+    const struct test_messages m = loader_said(root);
+    CHECK_EQ(m.count, 1);
+    CHECK_CONTAINS(m.last, "the index cache (RF_PARAM_INDEX_CACHE) of '");
+    CHECK_CONTAINS(m.last, root);
+    CHECK_CONTAINS(m.last, "is not kept: cannot write .ringfeed-index in it");
+    CHECK_CONTAINS(m.last, cause);
+    CHECK_CONTAINS(m.last, "so every open lists the folder again");
+    CHECK_CONTAINS(m.last, advice);
+    CHECK_CONTAINS(m.last, "or set RF_PARAM_INDEX_CACHE to 0 to stop trying");
+}
+
 /* A cache that does not fit (the disk fills up while it is written) or
  * cannot be made (a read-only file system, as shared datasets are
  * mounted) is not kept: the open still gives every sample, nothing is
  * left in the folder (no half-written cache, no temporary file) and the
  * space is given back; once there is room, the next open writes a whole
- * cache, which the one after reuses. On a 64 KiB tmpfs (the listing of
+ * cache, which the one after reuses. rf__dataset_open_cached() says why
+ * (-ENOSPC, -EROFS), and a loader says it once per open through its
+ * message handler, with what to do. On a 64 KiB tmpfs (the listing of
  * 3000 files is about 80 KiB), in a mount namespace of this case's
  * process, so that the mount goes with it however the case ends;
  * skipped where one cannot be made (not root). */
 TEST_CASE(test_index_cache_full_or_read_only, "cache",
-          "a full or read-only file system: no cache, still read")
+          "a full or read-only file system: no cache, still read, said")
 {
     char root[1024], cache[1024];
     rf__format(root, sizeof(root), "%s", at("small-fs"));
@@ -340,25 +386,58 @@ TEST_CASE(test_index_cache_full_or_read_only, "cache",
     const unsigned long long free_before = free_blocks(root);
     for (int k = 0; k < 2; k++) {
         CHECK_EQ(cached_size(root), 3000);
+        CHECK_EQ(last_unkept, -ENOSPC);
         CHECK_EQ(access(cache, F_OK), -1);
         CHECK_EQ(leftovers(root), 0);
         CHECK_EQ(free_blocks(root), free_before);
     }
+    check_unkept_said(root, strerror(ENOSPC),
+                      "free some space on its file system and open it once "
+                      "to write the cache");
+    CHECK_EQ(leftovers(root), 0);
     CHECK_EQ(mount(NULL, root, NULL, MS_REMOUNT, "size=1m"), 0);
     CHECK_EQ(cached_size(root), 3000);
+    CHECK_EQ(last_unkept, 0);
     CHECK_EQ(access(cache, R_OK), 0);
     const ino_t written = inode_of(cache);
     CHECK_EQ(cached_size(root), 3000);
+    CHECK_EQ(last_unkept, 0);
     CHECK_EQ(inode_of(cache), written); /* whole: reused */
     CHECK_EQ(unlink(cache), 0);
     CHECK_EQ(mount(NULL, root, NULL, MS_REMOUNT | MS_RDONLY, NULL), 0);
     for (int k = 0; k < 2; k++) {
         CHECK_EQ(cached_size(root), 3000);
+        CHECK_EQ(last_unkept, -EROFS);
         CHECK_EQ(access(cache, F_OK), -1);
         CHECK_EQ(leftovers(root), 0);
     }
+    for (int k = 0; k < 2; k++) /* once per open, every open */
+        check_unkept_said(root, strerror(EROFS),
+                          "remount it read-write and open it once to write "
+                          "the cache");
     printf("index cache on a full, then read-only file system: not kept, "
-           "nothing left behind, all 3000 samples read\n");
+           "nothing left behind, all 3000 samples read, said once per "
+           "loader opened\n");
+}
+
+/* A folder that takes the cache: a loader says nothing of it, neither
+ * when it writes the cache nor when it uses it. */
+TEST_CASE(test_index_cache_kept_silently, "cache",
+          "a writable folder: the cache written and used, nothing said")
+{
+    char root[256], cache[1024]; /* fill_jpeg_folder() adds to root */
+    rf__format(root, sizeof(root), "%s", at("writable"));
+    rf__format(cache, sizeof(cache), "%s", at("writable/.ringfeed-index"));
+    make_dir(root);
+    fill_jpeg_folder(root, 3, 2, 3);
+    usleep(50000); /* past the timestamp tick of the folders' creation */
+    CHECK_EQ(loader_said(root).count, 0); /* written */
+    CHECK_EQ(access(cache, R_OK), 0);
+    const ino_t written = inode_of(cache);
+    CHECK_EQ(loader_said(root).count, 0); /* used */
+    CHECK_EQ(inode_of(cache), written);
+    CHECK_EQ(cached_size(root), 6);
+    CHECK_EQ(last_unkept, 0);
 }
 
 int main(int argc, char **argv)

@@ -265,21 +265,64 @@ static const char *reason_past_path(const char *why, const char *path)
  * or takes the one cfg carries (carry.c); takes its size and classes, checks
  * the decoders against it, and says when the transform does not apply to its
  * samples. */
+/* What the user of an index cache the folder could not take can do,
+ * for the reason `unkept` (-errno). */
+static const char *unkept_advice(int unkept)
+{
+    switch (unkept) {
+    case -EROFS:
+        return "remount it read-write and open it once to write the cache "
+               "(opens on the read-only mount then use it while the "
+               "folder is unchanged)";
+    case -ENOSPC:
+    case -EDQUOT:
+        return "free some space on its file system and open it once to "
+               "write the cache";
+    case -EACCES:
+    case -EPERM:
+        return "open it once as a user who may write in the folder, to "
+               "write the cache";
+    default:
+        return "open it once where the folder can be written, to write "
+               "the cache";
+    }
+}
+
+/* The index cache the folder could not take (rf__dataset_open_cached()'s
+ * *unkept): said once per open, since every open lists the folder again
+ * and the user who asked for the cache would not learn why. Not silenced
+ * by RF_PARAM_QUIET, like the other words at open. */
+static void report_unkept_cache(rf_loader *l, int unkept)
+{
+    if (unkept == 0)
+        return;
+    /* the path cut at 1 KiB, so that the advice still fits a message */
+    rf__loader_report(l,
+                      "the index cache (RF_PARAM_INDEX_CACHE) of "
+                      "'%.1024s' is not kept: cannot write .ringfeed-index "
+                      "in it: %s, so every open lists the folder again; "
+                      "%s, or set RF_PARAM_INDEX_CACHE to 0 to stop trying",
+                      l->path, strerror(-unkept), unkept_advice(unkept));
+}
+
 /* The dataset as listed: the listing cfg carries from another loader,
- * the index cache's, or the path listed now; the reason is said. */
+ * the index cache's, or the path listed now; the reason is said, and so
+ * is an index cache the folder could not take. */
 static int open_listed(rf_loader *l, const rf_config *cfg, rf_dataset **ds)
 {
     char *why = NULL;
-    int rc;
+    int rc, unkept = 0;
     if (cfg->carried)
         rc = rf__carried_open_dataset(cfg, ds, &why);
     else if (l->params[RF_PARAM_INDEX_CACHE])
-        rc = rf__dataset_open_cached(ds, l->path, &why);
+        rc = rf__dataset_open_cached(ds, l->path, &why, &unkept);
     else
         rc = rf_dataset_open(ds, l->path, &why);
     if (rc < 0)
         (void)set_error(l, rc, "cannot open dataset '%s': %s", l->path,
                         why ? reason_past_path(why, l->path) : rf_strerror(rc));
+    else
+        report_unkept_cache(l, unkept);
     free(why);
     return rc;
 }

@@ -87,8 +87,12 @@ static inline bool rf__is_dot_or_dotdot(const char *name)
 }
 
 /* rf_dataset_open(), but a folder's listing is read from, or written to,
- * FOLDER/.ringfeed-index (RF_PARAM_INDEX_CACHE; index-cache.c). */
-int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp);
+ * FOLDER/.ringfeed-index (RF_PARAM_INDEX_CACHE; index-cache.c). The open
+ * succeeds whether or not the cache could be written; *unkept is 0 when
+ * it was used or written, else -errno of why it was not (-EROFS: a
+ * read-only file system; -ENOSPC: a full disk; -EACCES). */
+int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp,
+                            int *unkept);
 
 /* How messages name sample `index`: "sample 12 (/data/train/cls/a.jpg)",
  * or "sample 12 (cls/a.jpg, packed offset 128) of /data/x.pack". */

@@ -12,7 +12,8 @@
  * (ctime: adding, removing or renaming an entry changes it, and unlike
  * mtime it cannot be set back) strictly before the listing started;
  * otherwise the folder is listed and the cache rewritten. A cache that
- * cannot be written (read-only data) is simply not kept.
+ * cannot be written (read-only data, a full disk) is not kept, and the
+ * loader says why (resolve.c).
  */
 #include "config.h"
 
@@ -271,13 +272,17 @@ static int open_from_cache(rf_dataset **out, const char *folder,
  * process killed between the two would leave that name behind, in every
  * dataset folder it cached. Here a reader in between finds no cache and
  * lists the folder itself, and a writer that raced this one and won
- * keeps its own. */
-static void link_finished(int fd, const char *cache)
+ * keeps its own. Returns 0 (also when that writer won) or -errno. */
+static int link_finished(int fd, const char *cache)
 {
     char self[64];
     rf__format(self, sizeof(self), "/proc/self/fd/%d", fd);
-    if (unlink(cache) == 0 || errno == ENOENT)
-        (void)linkat(AT_FDCWD, self, AT_FDCWD, cache, AT_SYMLINK_FOLLOW);
+    if (unlink(cache) < 0 && errno != ENOENT)
+        return -errno;
+    if (linkat(AT_FDCWD, self, AT_FDCWD, cache, AT_SYMLINK_FOLLOW) < 0 &&
+        errno != EEXIST)
+        return -errno;
+    return 0;
 }
 
 /* The trailer for a listing that walked `walked` and started at
@@ -305,28 +310,33 @@ static uint8_t *make_trailer(const struct rf__walked *walked,
     return t;
 }
 
-/* Best effort: false when the listing or its trailer could not be
- * written. The file was made before the folder was listed: its mtime is
- * the listing's start by the file system's clock, which the trailer
- * keeps. */
-static bool write_cache(const rf_dataset *ds, int fd)
+/* Best effort: 0, or -errno when the listing or its trailer could not
+ * be written (-ENOSPC: the disk is full). The file was made before the
+ * folder was listed: its mtime is the listing's start by the file
+ * system's clock, which the trailer keeps. */
+static int write_cache(const rf_dataset *ds, int fd)
 {
     struct stat st;
     size_t trailer_size = 0;
     const struct rf__walked *walked = rf__dataset_walked(ds);
     char why[RF__DETAIL];
-    uint8_t *trailer = NULL;
-    bool ok =
-        walked && walked->count < UINT32_MAX && fstat(fd, &st) == 0 &&
-        (trailer = make_trailer(walked, &st.st_mtim, &trailer_size)) != NULL &&
-        rf__dataset_index_write(ds, fd, why, sizeof(why)) == 0;
-    if (ok) {
+    if (!walked || walked->count >= UINT32_MAX)
+        return -EOVERFLOW;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    uint8_t *trailer = make_trailer(walked, &st.st_mtim, &trailer_size);
+    if (!trailer)
+        return -ENOMEM;
+    int rc = rf__dataset_index_write(ds, fd, why, sizeof(why));
+    if (rc == 0) {
         const off_t end = lseek(fd, 0, SEEK_END);
-        ok = end > 0 &&
-             rf__pwrite_all(fd, trailer, trailer_size, (uint64_t)end) == 0;
+        rc = end < 0 ? -errno
+             : end == 0
+                 ? -EIO
+                 : rf__pwrite_all(fd, trailer, trailer_size, (uint64_t)end);
     }
     free(trailer);
-    return ok;
+    return rc;
 }
 
 /*
@@ -337,12 +347,15 @@ static bool write_cache(const rf_dataset *ds, int fd)
  * file (atomic-file.h) with the fallback's unique name, opened with
  * O_EXCL | O_NOFOLLOW: never a file or link already there, which in a
  * shared dataset folder could have been planted. A cache that cannot be
- * written (read-only data) is not kept, and the listing is used all the
- * same.
+ * written (read-only data, a full disk) is not kept, and the listing is
+ * used all the same; *unkept says why (-EROFS, -ENOSPC, -EACCES), for the
+ * loader to tell the user, and is 0 when the cache was used or written.
  */
-int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp)
+int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp,
+                            int *unkept)
 {
     struct stat st;
+    *unkept = 0;
     if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
         return rf_dataset_open(out, path, errp);
     char cache[RF__PATH_MAX + 32];
@@ -351,21 +364,32 @@ int rf__dataset_open_cached(rf_dataset **out, const char *path, char **errp)
         return 0;
     struct rf__atomic_file named = {.fd = -1};
     char why[RF__DETAIL];
+    int made = 0; /* why the file could not be made */
     int fd = rf__fd_off_stdio(open(path, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644));
-    if (fd < 0 && rf__atomic_file_open(&named, cache, RF__ATOMIC_FILE_NAMED,
-                                       why, sizeof(why)) == 0)
+    if (fd < 0) {
+        made = rf__atomic_file_open(&named, cache, RF__ATOMIC_FILE_NAMED, why,
+                                    sizeof(why));
         fd = named.fd;
+    }
     const int rc = rf_dataset_open(out, path, errp);
-    const bool whole = fd >= 0 && rc == 0 && write_cache(*out, fd);
+    if (rc < 0) { /* the open's error is said; the cache's would not be */
+        if (named.fd >= 0)
+            rf__atomic_file_discard(&named);
+        else if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    int kept = fd >= 0 ? write_cache(*out, fd) : made < 0 ? made : -EIO;
     if (named.fd >= 0) {
-        if (whole)
-            (void)rf__atomic_file_commit(&named, why, sizeof(why));
+        if (kept == 0)
+            kept = rf__atomic_file_commit(&named, why, sizeof(why));
         else
             rf__atomic_file_discard(&named);
     } else if (fd >= 0) {
-        if (whole)
-            link_finished(fd, cache);
+        if (kept == 0)
+            kept = link_finished(fd, cache);
         close(fd);
     }
+    *unkept = kept;
     return rc;
 }
