@@ -71,8 +71,11 @@ unmount_small_fs() {
 fill_small_fs() {
     _free=$(df -Pk "$_small_fs" | awk 'NR == 2 { print $4 }')
     [ "$_free" -gt "$1" ] || return 0
-    dd if=/dev/zero of="$_small_fs/filler" bs=1024 count=$((_free - $1)) \
-        2>/dev/null
+    # without the caller's LD_PRELOAD: test-example-train.sh preloads
+    # libasan for an ASan build's python, and dd under it aborts (its
+    # aligned_alloc of 1024 bytes at 4096 is refused) leaving no filler
+    env -u LD_PRELOAD dd if=/dev/zero of="$_small_fs/filler" bs=1024 \
+        count=$((_free - $1)) 2>/dev/null
     [ -s "$_small_fs/filler" ] || fail "cannot fill $_small_fs"
 }
 
