@@ -261,10 +261,6 @@ static const char *reason_past_path(const char *why, const char *path)
                : why;
 }
 
-/* RF_SOURCE_PATH: lists the dataset once (the producers map the listing),
- * or takes the one cfg carries (carry.c); takes its size and classes, checks
- * the decoders against it, and says when the transform does not apply to its
- * samples. */
 /* What the user of an index cache the folder could not take can do,
  * for the reason `unkept` (-errno). */
 static const char *unkept_advice(int unkept)
@@ -327,6 +323,10 @@ static int open_listed(rf_loader *l, const rf_config *cfg, rf_dataset **ds)
     return rc;
 }
 
+/* RF_SOURCE_PATH: lists the dataset once (the producers map the listing),
+ * or takes the one cfg carries (carry.c); takes its size and classes, checks
+ * the decoders against it, and says when the transform does not apply to its
+ * samples. */
 static int open_dataset(rf_loader *l, const rf_config *cfg)
 {
     if (l->path[0] == '\0')
