@@ -273,4 +273,19 @@ static inline void check_same(const uint8_t *a, const uint8_t *b, size_t n,
         }
 }
 
+/* The decoder a program's cases share, made by its setup: for the
+ * programs without jpeg-fixtures.h's images, JPEG_DECODER_FIXTURE() then
+ * TEST_MAIN_WITH(argc, argv, decoder_setup, decoder_teardown). */
+#define JPEG_DECODER_FIXTURE()                                                 \
+    static struct rf__jpeg_decoder *decoder;                                   \
+    static void decoder_setup(void)                                            \
+    {                                                                          \
+        decoder = rf__jpeg_decoder_new();                                      \
+        CHECK(decoder);                                                        \
+    }                                                                          \
+    static void decoder_teardown(void)                                         \
+    {                                                                          \
+        rf__jpeg_decoder_free(decoder);                                        \
+    }
+
 #endif /* RF_TEST_JPEG_DECODE_H */

@@ -95,19 +95,7 @@ static void check_cmyk(struct rf__jpeg_decoder *dec, const char *name,
 
 /* ---- the cases ----------------------------------------------------------- */
 
-/* What setup makes once for every case: the decoder (no fixtures). */
-static struct rf__jpeg_decoder *decoder;
-
-static void setup(void)
-{
-    decoder = rf__jpeg_decoder_new();
-    CHECK(decoder);
-}
-
-static void teardown(void)
-{
-    rf__jpeg_decoder_free(decoder);
-}
+JPEG_DECODER_FIXTURE()
 
 /* Case case_<what>(): check_cmyk() of a SPACE JPEG, with or without an
  * Adobe marker, against the expected pixels (PIL's cases are below). */
@@ -133,5 +121,5 @@ TEST_CASE(case_pil_ycck_adobe, "pil", "YCCK, Adobe: PIL's bytes")
 
 int main(int argc, char **argv)
 {
-    return TEST_MAIN_WITH(argc, argv, setup, teardown);
+    return TEST_MAIN_WITH(argc, argv, decoder_setup, decoder_teardown);
 }

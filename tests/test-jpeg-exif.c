@@ -612,19 +612,7 @@ static void test_exif_blocks(struct rf__jpeg_decoder *dec, bool against_pil)
 
 /* ---- the cases ----------------------------------------------------------- */
 
-/* What setup makes once for every case: the decoder (no fixtures). */
-static struct rf__jpeg_decoder *decoder;
-
-static void setup(void)
-{
-    decoder = rf__jpeg_decoder_new();
-    CHECK(decoder);
-}
-
-static void teardown(void)
-{
-    rf__jpeg_decoder_free(decoder);
-}
+JPEG_DECODER_FIXTURE()
 
 TEST_CASE(case_exif, "exif", "orientations 1..8 turn the stored pixels")
 {
@@ -668,5 +656,5 @@ TEST_CASE(case_pil_exif_types, "pil",
 
 int main(int argc, char **argv)
 {
-    return TEST_MAIN_WITH(argc, argv, setup, teardown);
+    return TEST_MAIN_WITH(argc, argv, decoder_setup, decoder_teardown);
 }
