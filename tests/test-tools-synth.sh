@@ -3,7 +3,7 @@
 # test-tools-synth.sh - ringfeed-synth run as a user runs it: fewer images
 # than classes refused, no partial JPEG from a killed worker, workers that
 # stop with their parent, a failed run that says what it left, a missing
-# parent folder.
+# parent folder, messages of processes sharing one stderr kept whole.
 #
 #     tests/test-tools-synth.sh [--list | WORD...]   every case when none is named
 #
@@ -19,7 +19,8 @@ set -u
 
 cases="synth/needs_an_image_per_class synth/killed_writes_no_partial_jpeg
 synth/workers_stop_with_parent synth/stopped_says_what_is_left
-synth/missing_parent synth/disk_full synth/one_said_singular"
+synth/missing_parent synth/disk_full synth/one_said_singular
+synth/messages_not_interleaved"
 
 # shellcheck source=tests/tools-lib.sh
 . "$(dirname "$0")/tools-lib.sh"
@@ -142,9 +143,30 @@ case_synth_one_said_singular() {
     has "$work/out" "1 sample in 1 class checked"
 }
 
+# Processes sharing one stderr (ringfeed-synth's workers, a job's tools
+# in parallel) each put a message out whole: 32 at once, each refusing a
+# path, leave 32 whole lines. (A message went out a character at a time,
+# and the workers' disk-full messages came out interleaved.)
+case_synth_messages_not_interleaved() {
+    message="ringfeed-synth: cannot create $work/none/x/ds: the folder it goes \
+in, $work/none/x, does not exist; create it first (mkdir -p $work/none/x), \
+or choose another path"
+    : >"$work/err"
+    n=0
+    while [ $n -lt 32 ]; do
+        "$synth" "$work/none/x/ds" --images 2 --classes 1 --quiet \
+            2>>"$work/err" &
+        n=$((n + 1))
+    done
+    wait
+    whole=$(grep -cxF "$message" "$work/err")
+    [ "$whole" -eq 32 ] ||
+        fail "$whole of 32 messages whole; the rest: $(grep -vxF "$message" \
+            "$work/err" | head -3)"
+}
+
 # ---- the run ----------------------------------------------------------
 
 # shellcheck source=tests/harness.sh
 . "$(dirname "$0")/harness.sh"
 test_main "$cases" "$@"
-

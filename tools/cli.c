@@ -62,21 +62,37 @@ void cli_put_escaped(FILE *out, const char *text)
     }
 }
 
-/* The message, escaped, then a newline. Formatted whole first, so that
- * what the arguments hold is escaped and the format's own text is not
- * split from it. */
-static void vprint_line(FILE *out, const char *fmt, va_list ap)
-    __attribute__((format(printf, 2, 0)));
+/* "PREFIX: " when there is a prefix, the message escaped, then a newline,
+ * all put out in one write: formatted whole first, so that what the
+ * arguments hold is escaped and the format's own text is not split from
+ * it, and gathered in memory, so that two processes writing to one stderr
+ * (a tool's workers) never interleave their messages character by
+ * character, as an unbuffered stream written a character at a time did. */
+static void vprint_line(FILE *out, const char *prefix, const char *fmt,
+                        va_list ap) __attribute__((format(printf, 3, 0)));
 
-static void vprint_line(FILE *out, const char *fmt, va_list ap)
+static void vprint_line(FILE *out, const char *prefix, const char *fmt,
+                        va_list ap)
 {
     char *text = NULL;
-    if (vasprintf(&text, fmt, ap) < 0) {
+    char *line = NULL;
+    size_t length = 0;
+    FILE *gathered = NULL;
+    if (vasprintf(&text, fmt, ap) < 0 ||
+        !(gathered = open_memstream(&line, &length))) {
         fputs("(no memory for the message)\n", out);
+        free(text);
         return;
     }
-    cli_put_escaped(out, text);
-    fputc('\n', out);
+    if (prefix)
+        fprintf(gathered, "%s: ", prefix);
+    cli_put_escaped(gathered, text);
+    fputc('\n', gathered);
+    if (fclose(gathered) == 0)
+        fwrite(line, 1, length, out);
+    else
+        fputs("(no memory for the message)\n", out);
+    free(line);
     free(text);
 }
 
@@ -84,7 +100,7 @@ void cli_print_line(FILE *out, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vprint_line(out, fmt, ap);
+    vprint_line(out, NULL, fmt, ap);
     va_end(ap);
 }
 
@@ -94,8 +110,7 @@ static void print_message(const char *program, const char *fmt, va_list ap)
 
 static void print_message(const char *program, const char *fmt, va_list ap)
 {
-    fprintf(stderr, "%s: ", program);
-    vprint_line(stderr, fmt, ap);
+    vprint_line(stderr, program, fmt, ap);
 }
 
 void cli_usage_failure(const char *program)
