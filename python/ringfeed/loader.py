@@ -108,9 +108,10 @@ class Loader(NotADataLoader):
     source or the device are raised here, and the ring fills while the
     model is built. close() (or ``with``) stops them; so do garbage
     collection and interpreter exit. A Loader cannot be used in a child of
-    fork(): open one there. One loop at a time (a second one raises while
-    the first is open), and one thread at a time: any thread may iterate
-    a Loader, but not two at once.
+    fork(): open one there. One loop at a time: a new loop ends one left
+    paused in this thread (its iterator kept), which raises if resumed,
+    and one thread at a time: any thread may iterate a Loader, but a
+    second loop while another thread's runs raises.
     """
 
     def __init__(self, source: Union[PathLike, Synthetic],
