@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """tools/bench/wheel-build.py - how long the wheel's native build takes and
 how much strip --strip-debug saves: the figures of docs/python.md's
-"Building the wheel".
+"What pip runs".
 
     tools/bench/wheel-build.py [RUNS]     (default 1)
 
