@@ -164,6 +164,23 @@ static void test_truncated(struct rf__jpeg_decoder *dec,
     free(cut.data);
 }
 
+/* A file cut inside its header (here inside SOF) has no rows that
+ * libjpeg could complete with grey: it is refused with or without
+ * accept_truncated, and the reason offers no setting (the loader's
+ * "jpeg_warnings='lenient' accepts it" would not). */
+static void test_header_cut(struct rf__jpeg_decoder *dec,
+                            const struct rf__jpeg_options *opt)
+{
+    const struct blob *jpeg = &fixtures[0].jpeg;
+    struct blob head = copy_blob(jpeg, find_sof(jpeg) + 6);
+    expect_failure(dec, &head, opt, "truncated inside its header");
+    CHECK(strstr(reason, "LENIENT") == NULL);
+    struct rf__jpeg_options lenient = *opt;
+    lenient.accept_truncated = true;
+    expect_failure(dec, &head, &lenient, "truncated inside its header");
+    free(head.data);
+}
+
 /* Entropy-coded data with 64 bytes inverted in the middle. Huffman codes
  * resynchronise by themselves, so a few damaged bytes often decode to
  * wrong pixels without any warning (libjpeg cannot see it); 64 bytes
@@ -393,6 +410,8 @@ static void corrupt_entropy(struct rf__jpeg_decoder *dec,
 BAD_INPUT_CASE(case_not_jpeg, "not a JPEG", test_not_jpeg)
 BAD_INPUT_CASE(case_truncated, "truncated, or bytes after the end",
                test_truncated)
+BAD_INPUT_CASE(case_header_cut, "cut inside the header: no setting offered",
+               test_header_cut)
 BAD_INPUT_CASE(case_corrupt_entropy, "corrupt entropy-coded data",
                corrupt_entropy)
 BAD_INPUT_CASE(case_limits, "pixel and scan limits", test_limits)

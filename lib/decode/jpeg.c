@@ -99,6 +99,13 @@ static void on_message(j_common_ptr cinfo, int level)
         return;
     dec->err.warnings++;
     const bool truncated = cinfo->err->msg_code == JWRN_JPEG_EOF;
+    /* Cut before the header ended there are no rows to complete with
+     * grey: RF_JPEG_LENIENT would refuse it too (JERR_NO_IMAGE), so no
+     * setting is offered. */
+    if (truncated && !dec->err.header_read)
+        rf__jpeg_raise(dec, "premature end of data: the file is truncated "
+                            "inside its header, before any pixel; copy it "
+                            "again or leave it out");
     if (truncated && !dec->err.accept_truncated)
         rf__jpeg_raise(dec, "premature end of data: the file is truncated; "
                             "copy it again or leave it out "
