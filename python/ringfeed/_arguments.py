@@ -38,7 +38,8 @@ def epoch_number(epoch: Any) -> int:
 
 def source_path(source: Any) -> str:
     """source= as an absolute path (str, bytes or os.PathLike, relative
-    to the working directory now), checked as the operating system would
+    to the working directory now; a leading ~ is the home folder, as
+    ImageFolder(root) takes it), checked as the operating system would
     take it: not empty, and no NUL (which would end the path where the
     library reads it, opening another folder). The library checks its
     length."""
@@ -55,6 +56,9 @@ def source_path(source: Any) -> str:
     if "\0" in path:
         raise ConfigError(f"source={path!r} holds a NUL character, which no "
                           "path has")
+    # torchvision expands it ("~/data/train" from a config file): the
+    # library would look for a folder named ~ in the working directory
+    path = os.path.expanduser(path)
     # from the directory it is relative to now: the paths in errors
     # (CorruptSample.path) then stay right after an os.chdir(). Joined,
     # not normalised: "a/../b" goes through a as the kernel would.

@@ -66,8 +66,8 @@ class Loader(NotADataLoader):
     dtype there; that tensor is torch's, yours to keep.
 
     Arguments (everything after batch_size is keyword-only):
-      source       folder or packed file (str, bytes or os.PathLike), or
-                   ringfeed.Synthetic(samples, classes)
+      source       folder or packed file (str, bytes or os.PathLike, ~
+                   expanded), or ringfeed.Synthetic(samples, classes)
       batch_size   images per batch
       transform    "train" (RandomResizedCrop + flip, as torchvision's
                    ImageNet recipe), "eval" (resize to resize= then center

@@ -328,6 +328,27 @@ def test_corrupt_sample_path_of_a_relative_source_after_chdir(
     assert re.match(NOT_AN_IMAGE, caught.value.reason), caught.value.reason
 
 
+def test_a_source_under_the_home_folder(tmp_path, monkeypatch):
+    """source="~/data", as ImageFolder takes it (it expands the ~): the
+    folder under $HOME is read, and CorruptSample.path is its file (the
+    Loader looked for a folder named ~ in the working directory and
+    raised DatasetNotFound)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir("/")
+    root = tmp_path / "data"
+    write_folder(str(root), 2, 2, seed=7)
+    bad = root / "class_01" / "z.jpg"
+    bad.write_bytes(b"not a picture")
+    loader = ringfeed.Loader("~/data", 5, size=16, shuffle=False,
+                             num_workers=1)
+    assert loader.classes == ["class_00", "class_01"]
+    with pytest.raises(ringfeed.CorruptSample) as caught:
+        with loader:
+            for _ in loader:
+                pass
+    assert (caught.value.index, caught.value.path) == (4, str(bad))
+
+
 def first_failure(source):
     """The CorruptSample a loop over source ends with."""
     with pytest.raises(ringfeed.CorruptSample) as caught:
