@@ -33,6 +33,38 @@ run() {
         fail "exit status $_status, expected $_expected: $*"
 }
 
+# run_alone EXPECTED_STATUS COMMAND...: as run, and fails when a process
+# the command started outlives it: the command runs under a helper that
+# is the subreaper of its descendants (prctl PR_SET_CHILD_SUBREAPER), so
+# that one still running, or dead but not reaped, when the command exits
+# comes to the helper instead of init, however fast it then dies.
+# Skips without python3.
+run_alone() {
+    command -v python3 >/dev/null 2>&1 || skip "no python3 for run_alone"
+    _expected=$1
+    shift
+    python3 -c '
+import ctypes, os, subprocess, sys
+if ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+    sys.exit("run_alone: cannot be a subreaper")
+status = subprocess.call(sys.argv[2:])
+left = 0
+try:
+    while os.waitpid(-1, 0):
+        left += 1
+except ChildProcessError:
+    pass
+with open(sys.argv[1], "w") as out:
+    out.write("%d\n" % left)
+sys.exit(status if status >= 0 else 128 - status)
+' "$work/left" "$@" >"$work/out" 2>"$work/err"
+    _status=$?
+    [ $_status -eq "$_expected" ] ||
+        fail "exit status $_status, expected $_expected: $*"
+    [ "$(cat "$work/left")" -eq 0 ] ||
+        fail "$(cat "$work/left") of its processes outlived it: $*"
+}
+
 # has FILE TEXT / lacks FILE TEXT: whether FILE holds TEXT (fixed string).
 has() {
     grep -qF -- "$2" "$1" || fail "${1##*/} does not say '$2'"

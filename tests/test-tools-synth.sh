@@ -112,8 +112,8 @@ case_synth_disk_full() {
     disk=$work/synth-full
     mount_small_fs "$disk" 1024
     for jobs in 1 2; do
-        run 1 "$synth" "$disk/x$jobs" --images 40 --classes 2 --jobs $jobs \
-            --quiet
+        run_alone 1 "$synth" "$disk/x$jobs" --images 40 --classes 2 \
+            --jobs $jobs --quiet
         has "$work/err" ": cannot write it: No space left on device; free \
 some space, or write to a folder on another disk"
         has "$work/err" "stopped: $disk/x$jobs holds "

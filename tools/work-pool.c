@@ -42,6 +42,10 @@ struct pool {
     size_t capacity;
 };
 
+/* The pool whose workers run, for end_running_workers(); NULL when none
+ * does (and in every worker). */
+static struct pool *running_pool;
+
 /* ---- in a worker --------------------------------------------------------- */
 
 /* Writes every byte of iov; false when the reader has gone. */
@@ -112,6 +116,7 @@ static void start_worker(struct pool *p, unsigned job)
         cli_die(program, "cannot start worker %u: %s; try fewer --jobs",
                 job + 1, strerror(errno));
     if (pid == 0) {
+        running_pool = NULL; /* the caller's workers are not this one's */
         cli_stop_with_parent(program, parent);
         /* The other workers' pipes: a worker that held one open would
          * keep the caller from seeing that pipe end. */
@@ -271,13 +276,35 @@ static void finish_workers(struct pool *p)
     }
 }
 
+/* At exit, when the caller ends the run early (cli_die() from take(), a
+ * lost worker): the workers still running are killed and reaped before
+ * the caller has gone. Left to PR_SET_PDEATHSIG they died only after it,
+ * and what they hold open meanwhile, the pack file the caller was
+ * writing (inherited at fork), kept its disk space taken after the tool
+ * had exited: a script that freed space or retried at once found the
+ * disk still full. */
+static void end_running_workers(void)
+{
+    struct pool *p = running_pool;
+    running_pool = NULL;
+    for (unsigned job = 0; p && job < p->jobs; job++)
+        if (p->pids[job] > 0) {
+            kill(p->pids[job], SIGKILL);
+            (void)reap(p, job);
+        }
+}
+
 static void run_in_workers(const struct pool_work *w, unsigned jobs)
 {
+    static bool ended_at_exit;
     struct pool p = {.w = w, .jobs = jobs};
     p.pids = calloc(jobs, sizeof(*p.pids));
     p.fds = calloc(jobs, sizeof(*p.fds));
     if (!p.pids || !p.fds)
         cli_die(w->program, "out of memory for %u workers", jobs);
+    if (!ended_at_exit)
+        ended_at_exit = atexit(end_running_workers) == 0;
+    running_pool = &p;
     fflush(NULL); /* a worker must not write out our buffers again */
     for (unsigned job = 0; job < jobs; job++)
         start_worker(&p, job);
@@ -287,6 +314,7 @@ static void run_in_workers(const struct pool_work *w, unsigned jobs)
         w->take(w->caller, item, &r);
     }
     finish_workers(&p);
+    running_pool = NULL;
     free(p.pids);
     free(p.fds);
     free(p.buffer);

@@ -65,7 +65,10 @@ struct pool_work {
  * has ended well. A worker that dies (killed, crashed, or ended with a
  * status other than 0) ends the caller with cli_die(), naming the worker,
  * how it ended, and the item it was on; so does a failure to start one.
- * The other workers die with the caller (cli_stop_with_parent()). */
+ * The other workers are killed and reaped before the caller exits, so
+ * that nothing they hold (a file the caller was writing) outlives it; were
+ * the caller killed, they die with it (cli_stop_with_parent()). Not
+ * reentrant: one pool at a time. */
 void pool_run(const struct pool_work *w);
 
 #endif
