@@ -125,7 +125,12 @@ def size_pair(size: Any) -> Tuple[int, int]:
     if sides != 2:
         raise ConfigError(f"size={size!r}: give one side (224) or "
                           "(height, width)")
-    return whole(size[0], "size"), whole(size[1], "size")
+    try:
+        height, width = size[0], size[1]
+    except (TypeError, LookupError):  # a set: two sides in no order
+        raise ConfigTypeError(f"size={size!r}: give one side (224) or "
+                              "(height, width), a sequence") from None
+    return whole(height, "size"), whole(width, "size")
 
 
 def library_values(wanted: Dict[str, Any], height: int, width: int,

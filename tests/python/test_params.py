@@ -382,6 +382,16 @@ def test_size_takes_any_sequence_of_two(tmp_path_factory):
         ringfeed.Loader(root, 10, size=np.array([16, 24, 3]))
 
 
+def test_size_as_a_set_is_refused_naming_size(tmp_path_factory):
+    """A set of two sides has no height and width (its order is not
+    the one written): a ConfigTypeError naming size= (it was Python's bare
+    "TypeError: 'set' object is not subscriptable")."""
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(ringfeed.ConfigTypeError,
+                       match=r"^size=\{.*\}: give one side"):
+        ringfeed.Loader(root, 10, size={16, 24})
+
+
 def test_synthetic_is_an_immutable_value():
     """A Synthetic source is a value, as a path is: refused to change
     (a Loader made on it read the changed classes in loader.classes),
