@@ -74,7 +74,11 @@ class Param:
                             f"{', '.join(repr(c) for c in self.choices)}, "
                             f"not {type(value).__name__}")
         if self.kind == "boolean":
-            if isinstance(value, bool) or value in (0, 1):
+            try:
+                flag = isinstance(value, bool) or value in (0, 1)
+            except (TypeError, ValueError, RuntimeError):
+                flag = False  # an array or tensor of several: ambiguous
+            if flag:
                 return int(bool(value))
             raise TypeError(f"{keyword} takes True or False, not {value!r}")
         number = as_int(value)

@@ -382,6 +382,25 @@ def test_size_takes_any_sequence_of_two(tmp_path_factory):
         ringfeed.Loader(root, 10, size=np.array([16, 24, 3]))
 
 
+def test_a_flag_of_several_values_is_refused_naming_it(tmp_path_factory):
+    """An array or tensor of several values for a True/False keyword is a
+    ConfigTypeError naming the keyword (shuffle=np.array([1, 0]) was a
+    ConfigError in numpy's words, "The truth value of an array ...", and
+    a torch tensor torch's bare RuntimeError)."""
+    np = pytest.importorskip("numpy")
+    root = dataset(tmp_path_factory, "tiny")
+    bad = [np.array([1, 0])]
+    try:
+        import torch
+        bad.append(torch.tensor([1, 0]))
+    except ImportError:
+        pass
+    for value in bad:
+        with pytest.raises(ringfeed.ConfigTypeError,
+                           match=r"^shuffle takes True or False"):
+            ringfeed.Loader(root, 10, size=16, shuffle=value)
+
+
 def test_size_as_a_set_is_refused_naming_size(tmp_path_factory):
     """A set of two sides has no height and width (its order is not
     the one written): a ConfigTypeError naming size= (it was Python's bare
