@@ -227,7 +227,7 @@ def make_converter(dtype: Any, mean: Optional[Sequence[float]],
             "units, but the images are scaled to [0, 1] before they are "
             "normalised (as torchvision's ToTensor + Normalize): give them "
             "divided by 255, e.g. mean=(0.485, 0.456, 0.406)",
-            UserWarning, stacklevel=4)
+            UserWarning, stacklevel=3)  # Loader()'s caller
     # (x/255 - mean) / std == x * scale + shift, one fused pass per batch
     scale = 1.0 / (255.0 * std_t)
     shift = -mean_t / std_t

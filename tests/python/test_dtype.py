@@ -4,6 +4,8 @@ dtype, within that dtype's rounding."""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -128,6 +130,19 @@ def test_mean_in_0_255_units_warns(tmp_path_factory):
                              mean=(123.7, 116.3, 103.5),
                              std=(58.4, 57.1, 57.4)):
             pass
+
+
+def test_the_0_255_warning_points_at_the_loader_call(tmp_path_factory):
+    """The warning is the caller's line, where Loader() is made, as
+    warnings.warn's stacklevel is for (it was the line that called the
+    caller: 'sys:1' for a Loader made at a script's top level)."""
+    root = dataset(tmp_path_factory, "tiny")
+    args = dict(size=16, dtype=torch.float32, mean=(123.7, 116.3, 103.5),
+                std=(58.4, 57.1, 57.4))
+    with pytest.warns(UserWarning, match="mean=") as said:
+        line = inspect.currentframe().f_lineno + 1
+        ringfeed.Loader(root, 8, **args).close()
+    assert [(w.filename, w.lineno) for w in said] == [(__file__, line)]
 
 
 def test_mean_that_is_not_numbers_is_a_config_error(tmp_path_factory):
