@@ -71,10 +71,11 @@ def _check_form(state: Any) -> None:
                           "ringfeed Loader state_dict()")
     for key in needed:
         value = as_int(state[key])  # a numpy integer after a round trip too
-        if value is None or value < 0:
+        least = 1 if key == "world_size" else 0  # a run has a rank
+        if value is None or value < least:
             raise ConfigError(f"the checkpoint's state[{key!r}] is "
                               f"{state[key]!r} ({type(state[key]).__name__}),"
-                              " not a whole number >= 0: a damaged or "
+                              f" not a whole number >= {least}: a damaged or "
                               "hand-edited state_dict()")
     if state["batch"] >= max(state["batches_per_epoch"], 1):
         raise ConfigError(f"the checkpoint's state['batch'] is "

@@ -253,6 +253,7 @@ def test_not_a_state(reference):
     dict(batch=-1), dict(batch=14), dict(batch=2.5), dict(batch=True),
     dict(epoch=-1), dict(epoch=2 ** 30 + 1), dict(epoch=2 ** 70),
     dict(epoch="1"), dict(seed=None), dict(batches_per_epoch=None),
+    dict(world_size=0),
 ], ids=lambda d: ",".join(f"{k}={v!r}" for k, v in d.items()))
 def test_a_damaged_checkpoint_is_refused_at_load(reference, damage):
     """A position out of range, of the wrong type, or an entry missing
