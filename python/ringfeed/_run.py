@@ -245,7 +245,7 @@ class _Run:
         with it; a GPU batch's tensor is torch's and stays valid, so the
         slot can go back as soon as its copy is done."""
         if held.pending is None:
-            held.batch._released = True
+            held.batch._release()
         if not self.handle:  # closed: every slot went with it
             return
         if held.pending is not None:
@@ -353,7 +353,7 @@ class _Run:
         try:
             for held in self.held:
                 if held.pending is None:
-                    held.batch._released = True
+                    held.batch._release()
                 else:
                     held.pending.copied.synchronize()
         finally:

@@ -83,6 +83,14 @@ class Batch:
         self._check()
         return self._skipped
 
+    def _release(self) -> None:
+        """Marks the batch released and lets go of its pixels: on the CPU
+        they view the slot, and a released Batch the caller still holds
+        (a loop's last `batch`, one kept in a list) kept the whole ring
+        mapped, its shared memory in use, after close()."""
+        self._released = True
+        self._images = None
+
     @property
     def released(self) -> bool:
         """Whether the batch's slot went back to the producers."""

@@ -195,3 +195,35 @@ def test_a_dropped_loader_stops_without_the_cycle_collector(
         assert not wait_gone(mine)
     finally:
         gc.enable()
+
+
+RELEASED_PAST_CLOSE = textwrap.dedent("""
+    import gc, sys
+    import ringfeed
+    def arena():
+        with open("/proc/self/maps") as f:
+            return [l for l in f if "/memfd:ringfeed-arena" in l]
+    loader = ringfeed.Loader(sys.argv[1], 8, size=32, num_workers=1)
+    for batch in loader.batches():
+        pass
+    loader.close()
+    del loader
+    gc.collect()
+    assert batch.released
+    left = arena()
+    print("mapped with a released Batch held:", left, flush=True)
+    sys.exit(3 if left else 0)
+""")
+
+
+def test_a_released_batch_lets_the_ring_go(tmp_path_factory):
+    """A loop's last `batch`, still held after close(), could no longer
+    be read (BatchReleased) but held the slot's view, which kept the
+    whole ring mapped and its shared memory in use (hundreds of MiB to
+    GiB for ImageNet batches) until the Batch itself went."""
+    root = dataset(tmp_path_factory)
+    done = run_python(RELEASED_PAST_CLOSE, root)
+    assert done.returncode != 3, (
+        "a released Batch keeps the ring mapped after close():\n"
+        + done.stdout)
+    assert done.returncode == 0, done.stdout + done.stderr
