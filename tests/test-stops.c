@@ -245,10 +245,10 @@ static int waits_for_stopped_batch(const struct messages *m,
 }
 
 /* A wait of 1.2 s with RF_PARAM_STALL_WARNING_MS 200 is reported past
- * 0.2, 0.4 and 0.8 s (each time the wait doubles), naming the batch and
- * the producer's sample, though RF_PARAM_QUIET is set; with 0, never; as
- * one wait when a timer signal cuts next() short every 50 ms; and without
- * the time the caller spends away between two calls. */
+ * 0.2, 0.4 and 0.8 s (each time the wait doubles), naming the batch, the
+ * producer's sample and that the producer is stopped, though RF_PARAM_QUIET is
+ * set; with 0, never; as one wait when a timer signal cuts next() short every
+ * 50 ms; and without the time the caller spends away between two calls. */
 TEST_CASE_LIMIT(test_long_wait_is_reported, "stop",
                 "a long wait is reported, naming the producer's sample", 30)
 {
@@ -264,13 +264,17 @@ TEST_CASE_LIMIT(test_long_wait_is_reported, "stop",
     for (int i = 1; i < n; i++) /* one a doubling, no bursts */
         CHECK(waits[i] > waits[i - 1] + 0.1);
     char producer[96];
-    /* named as the one filling the awaited batch */
+    /* named as the one filling the awaited batch, and as stopped: the
+     * report blamed a hung read or a slow decode, which sent the user to
+     * the file system while SIGCONT was what it needed */
     snprintf(producer, sizeof(producer),
-             "producer 0 (pid %d), which is filling it, is on sample ", s.pid);
+             "producer 0 (pid %d, stopped), which is filling it, is on sample ",
+             s.pid);
     /* next() looks at the clock when it wakes, at least every 250 ms */
     CHECK_CONTAINS(m.text, "the loop has waited 0.");
     CHECK_CONTAINS(m.text, producer);
     CHECK_CONTAINS(m.text, "and has delivered nothing for ");
+    CHECK_CONTAINS(m.text, "delivers nothing until it is sent SIGCONT");
     CHECK_CONTAINS(m.text,
                    "RF_PARAM_BATCH_TIMEOUT_MS, when set, replaces a producer");
     CHECK_CONTAINS(m.text, "RF_PARAM_STALL_WARNING_MS");

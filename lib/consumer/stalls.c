@@ -14,7 +14,9 @@
  */
 #include "config.h"
 
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "consumer/loader-internal.h"
@@ -51,12 +53,34 @@ static uint32_t awaited_batch_producer(const rf_loader *l)
     return UINT32_MAX;
 }
 
+/* Whether process pid is stopped (SIGSTOP, a debugger, job control):
+ * the state letter after the ")" that ends the name in /proc/PID/stat,
+ * T or t. Such a producer delivers nothing until it is continued, and
+ * no read or decode is to blame; false where /proc cannot be read. */
+static bool process_stopped(int pid)
+{
+    char path[48], text[256];
+    rf__format(path, sizeof(path), "/proc/%d/stat", pid);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    const ssize_t n = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    text[n] = '\0';
+    const char *end = strrchr(text, ')'); /* the name may hold ")" */
+    return end && end[1] == ' ' && (end[2] == 'T' || end[2] == 't');
+}
+
 /* "; producer 1 (pid 1234) is on sample 5 (a/b.jpg) and has delivered
  * nothing for 61 s" for producer p, appended at out + *used; "producer 1
  * (pid 1234), which is filling it, is on ..." when it fills the awaited
- * batch. */
+ * batch; "(pid 1234, stopped)" when the producer is stopped, counted in
+ * *stopped. */
 static void describe_producer(const rf_loader *l, uint32_t p, bool filling,
-                              uint64_t now, char *out, size_t len, size_t *used)
+                              uint64_t now, char *out, size_t len, size_t *used,
+                              uint32_t *stopped)
 {
     const struct producer_info *prod = &l->producer_info[p];
     char on[RF__SAMPLE_NAME_MAX + 16] = "is between samples";
@@ -68,11 +92,13 @@ static void describe_producer(const rf_loader *l, uint32_t p, bool filling,
     }
     const double idle_s =
         now > prod->progress_ns ? (double)(now - prod->progress_ns) / 1e9 : 0;
+    const bool is_stopped = process_stopped((int)prod->child.pid);
+    *stopped += is_stopped;
     rf__format(out + *used, len - *used,
-               "; producer %u (pid %d)%s %s and has delivered nothing for "
+               "; producer %u (pid %d%s)%s %s and has delivered nothing for "
                "%.1f s",
-               p, (int)prod->child.pid, filling ? ", which is filling it," : "",
-               on, idle_s);
+               p, (int)prod->child.pid, is_stopped ? ", stopped" : "",
+               filling ? ", which is filling it," : "", on, idle_s);
     *used += strlen(out + *used);
 }
 
@@ -80,16 +106,17 @@ static void describe_producer(const rf_loader *l, uint32_t p, bool filling,
  * filling the awaited batch first (with 16 producers it could otherwise
  * be among those only counted), then as many descriptions as len holds
  * (up to DESCRIBED_PRODUCERS in all), whole, with 48 bytes always left
- * for the count of the rest. */
-static void describe_producers(const rf_loader *l, uint64_t now, char *out,
-                               size_t len)
+ * for the count of the rest. Returns how many of those described are
+ * stopped. */
+static uint32_t describe_producers(const rf_loader *l, uint64_t now, char *out,
+                                   size_t len)
 {
     size_t used = 0;
-    uint32_t described = 0, more = 0;
+    uint32_t described = 0, more = 0, stopped = 0;
     out[0] = '\0';
     const uint32_t filling = awaited_batch_producer(l);
     if (filling != UINT32_MAX) {
-        describe_producer(l, filling, true, now, out, len, &used);
+        describe_producer(l, filling, true, now, out, len, &used, &stopped);
         described++;
     }
     for (uint32_t p = 0; p < l->producers; p++) {
@@ -100,12 +127,13 @@ static void describe_producers(const rf_loader *l, uint64_t now, char *out,
             more++;
             continue;
         }
-        describe_producer(l, p, false, now, out, len, &used);
+        describe_producer(l, p, false, now, out, len, &used, &stopped);
         described++;
     }
     if (more > 0)
         rf__format(out + used, len - used, "; and %u more producer%s", more,
                    more == 1 ? "" : "s");
+    return stopped;
 }
 
 void rf__loader_stall_begins(rf_loader *l)
@@ -161,7 +189,14 @@ void rf__loader_report_stall(rf_loader *l)
     next_report_after(l, waited);
     char awaited[64], producers[DESCRIBED_PRODUCERS * PRODUCER_TEXT_MAX + 48];
     describe_awaited(l, awaited, sizeof(awaited));
-    describe_producers(l, now, producers, sizeof(producers));
+    /* A stopped producer is no hung read: say what holds it and what
+     * lets it go on, where the words below would send the user to the
+     * file system. */
+    const char *stopped_note =
+        describe_producers(l, now, producers, sizeof(producers)) > 0
+            ? "A stopped producer (SIGSTOP, a debugger, job control) "
+              "delivers nothing until it is sent SIGCONT. "
+            : "";
     char remedy[160];
     if (l->timeout_ns == 0)
         rf__format(remedy, sizeof(remedy),
@@ -174,8 +209,8 @@ void rf__loader_report_stall(rf_loader *l)
                    (unsigned long long)(l->timeout_ns / 1000000u));
     rf__loader_report(
         l,
-        "the loop has waited %.1f s for %s%s. A read that hangs (a network "
-        "file system) or a slow decode holds a batch up; %s "
+        "the loop has waited %.1f s for %s%s. %sA read that hangs (a "
+        "network file system) or a slow decode holds a batch up; %s "
         "(RF_PARAM_STALL_WARNING_MS sets when this is reported)",
-        (double)waited / 1e9, awaited, producers, remedy);
+        (double)waited / 1e9, awaited, producers, stopped_note, remedy);
 }

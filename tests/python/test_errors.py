@@ -192,8 +192,11 @@ def test_a_long_wait_names_the_file_in_hand(tmp_path):
         assert messages, "a 0.6 s wait was not reported"
         assert all("RF_" not in m for m in messages), messages
         first = messages[0]
-        assert f"producer 0 (pid {pid})" in first, first
+        # ", stopped" where the report came while it was stopped
+        assert f"producer 0 (pid {pid}" in first, first
         assert "batch_timeout_ms=" in first and "stall_warning_ms=" in first
+        assert any(f"(pid {pid}, stopped)" in m and "sent SIGCONT" in m
+                   for m in messages), messages
         if " is on sample " in first:
             named = first.split(" is on sample ")[1].split(" (", 1)[1]
             assert named.split(") and ")[0] in files, first
