@@ -99,7 +99,12 @@ def rank_and_world(rank: Optional[SupportsIndex],
             r, where = int(rank), f"rank= and {where}"
         if world_size is not None:
             w, where = int(world_size), f"world_size= and {where}"
-    if w < 1 or not 0 <= r < w:
+    if w < 1:  # no rank fits: the world size is what is wrong
+        raise ConfigError(
+            f"world_size {w} (from {where}): world_size= is the number of "
+            "ranks and must be at least 1 (world_size=1 for a Loader this "
+            "process reads whole)")
+    if not 0 <= r < w:
         mixed = ("; pass both rank= and world_size= (rank=0, world_size=1 "
                  "for a Loader this process reads whole)"
                  if (rank is None) != (world_size is None) else "")

@@ -191,6 +191,20 @@ def test_one_of_the_pair_given_says_to_give_both(tmp_path_factory,
         ringfeed.Loader(root, BATCH, size=16, rank=1)
 
 
+def test_world_size_0_is_refused_naming_world_size(tmp_path_factory):
+    """world_size=0 is refused as a world size below 1, naming
+    world_size=; it said "the rank must be 0 to world_size - 1", as if
+    rank=0 were what to change."""
+    import ringfeed
+    root = dataset(tmp_path_factory, "odd")
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, BATCH, size=16, rank=0, world_size=0)
+    said = str(caught.value)
+    assert "world_size= is the number of ranks and must be at least 1" \
+        in said, said
+    assert "the rank must be" not in said, said
+
+
 MADE_BEFORE_INIT = textwrap.dedent("""
     import sys
     import torch.distributed as dist
