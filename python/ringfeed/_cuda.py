@@ -176,6 +176,20 @@ def _clear_error(torch: Any) -> None:
         pass
 
 
+def _check_finite(keyword: str, values: Any, torch: Any) -> None:
+    """ConfigError naming the keyword and the channel for a value that is
+    not a finite float32 (NaN, an infinity, or beyond float32's range,
+    where the batches are computed): every pixel of every batch would
+    come out NaN or infinite, with no error."""
+    wrong = (~torch.isfinite(values.to(torch.float32))).nonzero()
+    if len(wrong):
+        channel = int(wrong[0])
+        raise ConfigError(
+            f"{keyword}= holds {float(values[channel])!r} for channel "
+            f"{channel}: give finite numbers float32 holds (every batch "
+            "would be NaN or infinite)")
+
+
 def make_converter(dtype: Any, mean: Optional[Sequence[float]],
                    std: Optional[Sequence[float]], channel_dim: int,
                    channels: int) -> Callable[[Any], Any]:
@@ -203,8 +217,8 @@ def make_converter(dtype: Any, mean: Optional[Sequence[float]],
     try:
         # as_tensor: a tensor given is taken as it is, without torch's
         # warning that copying one with torch.tensor() is slow
-        mean_t = torch.as_tensor(mean, dtype=torch.float32).cpu()
-        std_t = torch.as_tensor(std, dtype=torch.float32).cpu()
+        mean_t = torch.as_tensor(mean, dtype=torch.float64).cpu()
+        std_t = torch.as_tensor(std, dtype=torch.float64).cpu()
     except (TypeError, ValueError, RuntimeError):
         raise ConfigError(f"mean={mean!r} and std={std!r}: give sequences "
                           "of numbers, one per channel") from None
@@ -219,6 +233,10 @@ def make_converter(dtype: Any, mean: Optional[Sequence[float]],
         raise ConfigError(f"mean= and std= give {mean_t.shape[0]} value(s) "
                           f"but the images have {channels} channel(s) "
                           "(channels=): give one value per channel")
+    _check_finite("mean", mean_t, torch)
+    _check_finite("std", std_t, torch)
+    given = mean_t, std_t  # float64: the values as given, for messages
+    mean_t, std_t = mean_t.to(torch.float32), std_t.to(torch.float32)
     if bool((std_t == 0).any()):
         raise ConfigError("std= must not hold 0")
     if bool((mean_t.abs() > 1).any() or (std_t.abs() > 1).any()):
@@ -231,6 +249,16 @@ def make_converter(dtype: Any, mean: Optional[Sequence[float]],
     # (x/255 - mean) / std == x * scale + shift, one fused pass per batch
     scale = 1.0 / (255.0 * std_t)
     shift = -mean_t / std_t
+    # pixels 0 and 255 (those between fall between), as convert() does
+    white = torch.addcmul(shift, torch.full_like(scale, 255.0), scale)
+    ends = torch.stack([shift, white])
+    overflow = (~torch.isfinite(ends).all(0)).nonzero()
+    if len(overflow):  # each finite, the result not: std= tiny, mean= huge
+        c = int(overflow[0])
+        raise ConfigError(
+            f"mean= {float(given[0][c])!r} and std= {float(given[1][c])!r} "
+            f"for channel {c}: (x - mean) / std overflows float32; give "
+            "std= in [0, 1] units, near the pixels' spread")
     shape = [1, 1, 1, 1]
     shape[channel_dim] = -1
     cache: Dict[Any, Tuple[Any, Any]] = {}

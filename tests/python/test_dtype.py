@@ -120,6 +120,42 @@ def test_mean_and_std_that_disagree_say_how(tmp_path_factory, mean, std,
     assert said in str(caught.value)
 
 
+@pytest.mark.parametrize("mean, std, said", [
+    ((0.5, float("nan"), 0.5), STD, "mean= holds nan for channel 1"),
+    (MEAN, (0.2, 0.2, float("inf")), "std= holds inf for channel 2"),
+    ((float("-inf"), 0.5, 0.5), STD, "mean= holds -inf for channel 0"),
+    (MEAN, np.array([0.2, np.nan, 0.2]), "std= holds nan for channel 1"),
+    ((1e300, 0.5, 0.5), STD, "mean= holds 1e+300 for channel 0"),
+    (MEAN, (1e-41, 0.2, 0.2), "std= 1e-41 for channel 0: (x - mean) / std "
+                              "overflows float32"),
+], ids=["mean-nan", "std-inf", "mean-minus-inf", "std-numpy-nan",
+        "mean-beyond-float32", "std-overflows"])
+def test_mean_or_std_that_is_not_finite_is_refused(tmp_path_factory, mean,
+                                                   std, said):
+    """A NaN or an infinity in mean= or std= (or a value float32 cannot
+    hold) is refused naming the keyword and the channel; it was taken,
+    and every pixel of every batch came out NaN (or infinite)."""
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, 4, size=16, dtype=torch.float32, mean=mean,
+                        std=std)
+    assert said in str(caught.value)
+
+
+def test_a_negative_std_is_taken(tmp_path_factory):
+    """torchvision's Normalize takes a negative std (it flips the sign):
+    so does the Loader."""
+    root = dataset(tmp_path_factory, "tiny")
+    std = (-0.2, 0.2, 0.2)
+    with ringfeed.Loader(root, 4, size=16, num_workers=1) as plain, \
+            ringfeed.Loader(root, 4, size=16, num_workers=1,
+                            dtype=torch.float32, mean=MEAN,
+                            std=std) as loader:
+        (u8, _), (images, _) = next(iter(plain)), next(iter(loader))
+        want = reference(u8, "nchw", MEAN, std, torch.float32)
+        torch.testing.assert_close(images, want, rtol=2e-6, atol=2e-6)
+
+
 def test_mean_in_0_255_units_warns(tmp_path_factory):
     """mean=(123.7, ...) is a common slip (OpenCV's units): the images are
     scaled to [0, 1] first, so the result would be far off; a warning
