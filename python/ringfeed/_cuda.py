@@ -30,10 +30,9 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .errors import ConfigError, ConfigTypeError, RingfeedError
-
 
 def check_device(device: Any) -> "Any":
     """The torch.device for `device`, or ConfigError when torch, CUDA or
@@ -190,13 +189,53 @@ def _check_finite(keyword: str, values: Any, torch: Any) -> None:
             "would be NaN or infinite)")
 
 
-def make_converter(dtype: Any, mean: Optional[Sequence[float]],
-                   std: Optional[Sequence[float]], channel_dim: int,
+def _per_channel(mean: Any, std: Any, channels: int,
+                 torch: Any) -> Tuple[Any, Any]:
+    """mean= and std= as float64 tensors of one value per channel, each
+    given as a sequence (a tensor, an array) of one per channel or as a
+    number (a 0-d array or tensor too) for every channel, as torchvision's
+    Normalize(0.5, 0.5) takes it; else ConfigError saying which."""
+    try:
+        # as_tensor: a tensor given is taken as it is, without torch's
+        # warning that copying one with torch.tensor() is slow
+        mean_t = torch.as_tensor(mean, dtype=torch.float64).cpu()
+        std_t = torch.as_tensor(std, dtype=torch.float64).cpu()
+    except (TypeError, ValueError, RuntimeError):
+        raise ConfigError(f"mean={mean!r} and std={std!r}: give sequences "
+                          "of numbers, one per channel, or a number for "
+                          "every channel") from None
+    if mean_t.dim() > 1 or std_t.dim() > 1:
+        raise ConfigError(f"mean={mean!r} and std={std!r}: give flat "
+                          "sequences of numbers, one per channel, or a "
+                          "number for every channel")
+    counts = {keyword: int(t.shape[0]) for keyword, t
+              in (("mean", mean_t), ("std", std_t)) if t.dim() == 1}
+    if len(set(counts.values())) == 2:
+        raise ConfigError(f"mean= gives {counts['mean']} value(s) and std= "
+                          f"{counts['std']}: give one of each per channel "
+                          f"({channels} here)")
+    for keyword, count in counts.items():
+        if count != channels:
+            said = ("mean= and std= give" if len(counts) == 2
+                    else f"{keyword}= gives")
+            raise ConfigError(f"{said} {count} value(s) but the images "
+                              f"have {channels} channel(s) (channels=): "
+                              "give one value per channel, or a number "
+                              "for every channel")
+    if mean_t.dim() == 0:
+        mean_t = mean_t.expand(channels)
+    if std_t.dim() == 0:
+        std_t = std_t.expand(channels)
+    return mean_t, std_t
+
+
+def make_converter(dtype: Any, mean: Any, std: Any, channel_dim: int,
                    channels: int) -> Callable[[Any], Any]:
     """A function from a uint8 tensor to `dtype`: uint8 as it is; a float
     dtype scaled to [0, 1] (torchvision's ToTensor) and, with mean and
-    std, normalised per channel ((x - mean) / std, in those units). Works
-    on CPU and GPU tensors alike."""
+    std, normalised per channel ((x - mean) / std, in those units; a
+    number, as torchvision's Normalize(0.5, 0.5) takes it, is that value
+    for every channel). Works on CPU and GPU tensors alike."""
     import torch
     if dtype is not None and not isinstance(dtype, torch.dtype):
         raise ConfigTypeError(f"dtype={dtype!r} is not a torch dtype: use "
@@ -214,25 +253,7 @@ def make_converter(dtype: Any, mean: Optional[Sequence[float]],
         raise ConfigError("give mean= and std= together")
     if mean is None:
         return lambda x: x.to(dtype).div_(255.0)
-    try:
-        # as_tensor: a tensor given is taken as it is, without torch's
-        # warning that copying one with torch.tensor() is slow
-        mean_t = torch.as_tensor(mean, dtype=torch.float64).cpu()
-        std_t = torch.as_tensor(std, dtype=torch.float64).cpu()
-    except (TypeError, ValueError, RuntimeError):
-        raise ConfigError(f"mean={mean!r} and std={std!r}: give sequences "
-                          "of numbers, one per channel") from None
-    if mean_t.dim() != 1 or std_t.dim() != 1:
-        raise ConfigError(f"mean={mean!r} and std={std!r}: give flat "
-                          "sequences of numbers, one per channel")
-    if mean_t.shape != std_t.shape:
-        raise ConfigError(f"mean= gives {mean_t.shape[0]} value(s) and std= "
-                          f"{std_t.shape[0]}: give one of each per channel "
-                          f"({channels} here)")
-    if mean_t.shape[0] != channels:
-        raise ConfigError(f"mean= and std= give {mean_t.shape[0]} value(s) "
-                          f"but the images have {channels} channel(s) "
-                          "(channels=): give one value per channel")
+    mean_t, std_t = _per_channel(mean, std, channels, torch)
     _check_finite("mean", mean_t, torch)
     _check_finite("std", std_t, torch)
     given = mean_t, std_t  # float64: the values as given, for messages

@@ -91,7 +91,7 @@ class Loader(NotADataLoader):
                    torchvision's ToTensor
       mean, std    with a float dtype: per-channel normalisation in those
                    [0, 1] units, e.g. (0.485, 0.456, 0.406) /
-                   (0.229, 0.224, 0.225)
+                   (0.229, 0.224, 0.225); a number: every channel's
       keep_batches how many of the latest batches stay valid (default 1,
                    the current one); raise it for prefetching or
                    gradient accumulation that holds views
@@ -126,8 +126,8 @@ class Loader(NotADataLoader):
                  rank: Optional[SupportsIndex] = None,
                  world_size: Optional[SupportsIndex] = None,
                  device: Optional[Union[str, Any]] = None, dtype: Any = None,
-                 mean: Optional[Union[Sequence[float], Any]] = None,
-                 std: Optional[Union[Sequence[float], Any]] = None,
+                 mean: Optional[Union[float, Sequence[float], Any]] = None,
+                 std: Optional[Union[float, Sequence[float], Any]] = None,
                  keep_batches: SupportsIndex = 1,
                  on_message: Optional[Callable[[str], None]] = None,
                  **params: Any) -> None:

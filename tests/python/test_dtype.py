@@ -156,6 +156,37 @@ def test_a_negative_std_is_taken(tmp_path_factory):
         torch.testing.assert_close(images, want, rtol=2e-6, atol=2e-6)
 
 
+@pytest.mark.parametrize("mean, std", [
+    (0.5, 0.25),
+    (np.float32(0.5), torch.tensor(0.25)),
+    (np.array(0.5), (0.25, 0.25, 0.25)),
+    ((0.5, 0.5, 0.5), 0.25),
+], ids=["floats", "numpy-and-0d-tensor", "0d-array-and-tuple",
+        "tuple-and-float"])
+def test_a_number_is_every_channels_value(tmp_path_factory, mean, std):
+    """mean=0.5, std=0.25 (a Python, numpy or 0-d tensor number) is that
+    value for every channel, as torchvision's Normalize(0.5, 0.25) takes
+    it; it was refused ("give flat sequences")."""
+    root = dataset(tmp_path_factory, "tiny")
+    args = dict(size=16, seed=3, num_workers=1, dtype=torch.float32)
+    with ringfeed.Loader(root, 4, mean=mean, std=std, **args) as numbers, \
+            ringfeed.Loader(root, 4, mean=(0.5,) * 3, std=(0.25,) * 3,
+                            **args) as tuples:
+        (a, _), (b, _) = next(iter(numbers)), next(iter(tuples))
+        assert torch.equal(a, b)
+
+
+def test_a_number_beside_a_sequence_of_another_length(tmp_path_factory):
+    """A number for every channel beside a sequence of the wrong length:
+    the message names the sequence's keyword, not the number's."""
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, 4, size=16, dtype=torch.float32, mean=0.5,
+                        std=(0.2, 0.2))
+    assert str(caught.value).startswith(
+        "std= gives 2 value(s) but the images have 3 channel(s)")
+
+
 def test_mean_in_0_255_units_warns(tmp_path_factory):
     """mean=(123.7, ...) is a common slip (OpenCV's units): the images are
     scaled to [0, 1] first, so the result would be far off; a warning
