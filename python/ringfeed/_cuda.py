@@ -229,6 +229,43 @@ def _per_channel(mean: Any, std: Any, channels: int,
     return mean_t, std_t
 
 
+# dtype= by name, as torch names its dtypes (str(torch.float32) is
+# "torch.float32") and numpy its own: those the Loader converts to, each
+# with the torch dtype's name
+_DTYPE_NAMES = {"uint8": "uint8", "float16": "float16", "half": "float16",
+                "bfloat16": "bfloat16", "float32": "float32",
+                "float": "float32", "float64": "float64",
+                "double": "float64"}
+_USE = ("use torch.uint8 or a float dtype (torch.float32, float16, "
+        "bfloat16, float64), by name too ('float32') or numpy's "
+        "(np.float32)")
+
+
+def torch_dtype(dtype: Any, torch: Any) -> Any:
+    """dtype= as a torch dtype (None stays None): a torch dtype as it is; a
+    name torch uses ('float32', 'half', 'torch.bfloat16') or a numpy dtype
+    (np.float32, np.dtype('float16')) of one the Loader converts to as
+    that torch dtype. Another dtype is a ConfigError, anything else a
+    ConfigTypeError, both naming dtype=."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, str):
+        name = dtype[len("torch."):] if dtype.startswith("torch.") else dtype
+        if name not in _DTYPE_NAMES:
+            known = isinstance(getattr(torch, name, None), torch.dtype)
+            what = "not supported" if known else "not a name of a dtype"
+            raise ConfigError(f"dtype={dtype!r} is {what}: {_USE}")
+    else:
+        import numpy as np
+        if not (isinstance(dtype, np.dtype) or (
+                isinstance(dtype, type) and issubclass(dtype, np.generic))):
+            raise ConfigTypeError(f"dtype={dtype!r} is not a dtype: {_USE}")
+        name = np.dtype(dtype).name
+        if name not in _DTYPE_NAMES:  # numpy's names are torch's
+            raise ConfigError(f"dtype={dtype!r} is not supported: {_USE}")
+    return getattr(torch, _DTYPE_NAMES[name])
+
+
 def make_converter(dtype: Any, mean: Any, std: Any, channel_dim: int,
                    channels: int) -> Callable[[Any], Any]:
     """A function from a uint8 tensor to `dtype`: uint8 as it is; a float
@@ -237,9 +274,7 @@ def make_converter(dtype: Any, mean: Any, std: Any, channel_dim: int,
     number, as torchvision's Normalize(0.5, 0.5) takes it, is that value
     for every channel). Works on CPU and GPU tensors alike."""
     import torch
-    if dtype is not None and not isinstance(dtype, torch.dtype):
-        raise ConfigTypeError(f"dtype={dtype!r} is not a torch dtype: use "
-                              "torch.uint8, float32, float16 or bfloat16")
+    dtype = torch_dtype(dtype, torch)
     if dtype is None or dtype == torch.uint8:
         if mean is not None or std is not None:
             raise ConfigError("mean= and std= need a float dtype= "

@@ -87,8 +87,8 @@ class Loader(NotADataLoader):
                    environment, else 0 of 1
       device       None (CPU tensors) or "cuda" / "cuda:N"
       dtype        torch.uint8 (None, the default), float32, float16 or
-                   bfloat16; a float is scaled to [0, 1] like
-                   torchvision's ToTensor
+                   bfloat16, or its name ('float16') or numpy's; a float
+                   is scaled to [0, 1] like torchvision's ToTensor
       mean, std    with a float dtype: per-channel normalisation in those
                    [0, 1] units, e.g. (0.485, 0.456, 0.406) /
                    (0.229, 0.224, 0.225); a number: every channel's

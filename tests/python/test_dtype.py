@@ -85,15 +85,41 @@ def test_float_batches_are_the_callers(tmp_path_factory):
     dict(dtype=torch.float32, std=STD),                   # no mean
     dict(dtype=torch.int32),
     dict(dtype=torch.float32, mean=MEAN, std=(0.2, 0.0, 0.2)),
-    dict(dtype="float32"),
-    dict(dtype=np.float32),
-], ids=["uint8-mean", "no-std", "no-mean", "int32", "std-zero", "a-string",
-        "numpy-dtype"])
+    dict(dtype="int32"),
+    dict(dtype="float32x"),
+    dict(dtype=np.int32),
+    dict(dtype=float),
+], ids=["uint8-mean", "no-std", "no-mean", "int32", "std-zero", "int32-name",
+        "no-name", "numpy-int32", "python-float"])
 def test_bad_conversions_fail_at_construction(tmp_path_factory, kwargs):
     root = dataset(tmp_path_factory, "tiny")
     with pytest.raises(ringfeed.ConfigError) as caught:
         ringfeed.Loader(root, 4, size=16, **kwargs)
     assert "RF_" not in str(caught.value)
+
+
+@pytest.mark.parametrize("given, dtype", [
+    ("float32", torch.float32), ("float", torch.float32),
+    ("torch.float32", torch.float32), ("float16", torch.float16),
+    ("half", torch.float16), ("bfloat16", torch.bfloat16),
+    ("float64", torch.float64), ("double", torch.float64),
+    ("uint8", torch.uint8), (np.float32, torch.float32),
+    (np.dtype("float16"), torch.float16), (np.float64, torch.float64),
+    (np.uint8, torch.uint8),
+], ids=["float32", "float", "torch.float32", "float16", "half", "bfloat16",
+        "float64", "double", "uint8", "np.float32", "np.dtype-float16",
+        "np.float64", "np.uint8"])
+def test_dtype_by_name_or_numpys_is_the_torch_dtype(tmp_path_factory, given,
+                                                    dtype):
+    """dtype= as torch names it ('float16', as a config file has it, or
+    'half') or as a numpy dtype (np.float32) gives the batches of that
+    torch dtype; both were refused ("not a torch dtype")."""
+    root = dataset(tmp_path_factory, "tiny")
+    args = dict(size=16, seed=3, num_workers=1)
+    with ringfeed.Loader(root, 4, dtype=given, **args) as named, \
+            ringfeed.Loader(root, 4, dtype=dtype, **args) as torchs:
+        (a, _), (b, _) = next(iter(named)), next(iter(torchs))
+        assert a.dtype == dtype and torch.equal(a, b)
 
 
 def test_mean_of_the_wrong_length(tmp_path_factory):
