@@ -34,6 +34,15 @@ def keyword_value(values: Dict[str, int], name: str) -> Any:
     return value
 
 
+def check_ordered(values: Dict[str, int], call: str) -> None:
+    """ConfigError naming `call` (state_dict() or load_state_dict()) for
+    a Loader of ordered=False: it yields batches as they are ready, so no
+    position says which have been consumed."""
+    if not values.get("ordered", 1):
+        raise ConfigError(f"{call} needs batches in order: drop "
+                          "ordered=False")
+
+
 def make_state(values: Dict[str, int], epoch: int, batch: int,
                per_epoch: int, samples: int, listing: int, rank: int,
                world: int) -> Dict[str, Any]:

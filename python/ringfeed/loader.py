@@ -504,9 +504,7 @@ class Loader(NotADataLoader):
         resumes all of them, as when only rank 0 saves the checkpoint."""
         if self._forked or self._pid != os.getpid():
             self._usable()  # raises ForkError
-        if not self._config.values.get("ordered", 1):
-            raise ConfigError("state_dict() needs batches in order: drop "
-                              "ordered=False")
+        _checkpoint.check_ordered(self._config.values, "state_dict()")
         at = self._at
         return _checkpoint.make_state(self._config.values, at.epoch,
                                       at.batch, at.per_epoch,
@@ -534,6 +532,7 @@ class Loader(NotADataLoader):
         the order changes with the world size. A loop paused in this
         thread (its iterator kept) ends, and raises if resumed."""
         self._check_open()
+        _checkpoint.check_ordered(self._config.values, "load_state_dict()")
         at = _checkpoint.resume_position(state_dict, self.state_dict(),
                                          strict)  # refused: nothing changes
         with self._busy():
