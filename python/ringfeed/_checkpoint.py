@@ -147,6 +147,18 @@ def _check_same_samples(state: Dict[str, Any], mine: Dict[str, Any]) -> None:
             "load_state_dict()")
 
 
+def _shown(key: str, value: Any) -> str:
+    """A value of the checkpoint's or the Loader's for a message: a seed
+    the library holds as a negative number also as the unsigned one with
+    the same 64 bits (seed= takes both), the form of a seed drawn as an
+    unsigned 64-bit number, which the user may have passed: seed=2**64-1
+    is -1 in the checkpoint."""
+    number = as_int(value) if key == "seed" else None
+    if number is not None and -(1 << 63) <= number < 0:
+        return f"{number} (or {number + (1 << 64)}: the same 64 bits)"
+    return repr(value)
+
+
 def resume_position(state: Any, mine: Dict[str, Any],
                     strict: bool) -> Tuple[int, int]:
     """(epoch, batch) to resume at from checkpoint `state`, given the
@@ -162,8 +174,9 @@ def resume_position(state: Any, mine: Dict[str, Any],
             theirs = list(theirs)      # keeps tuples (torch.save)
         if theirs != mine[key]:
             raise ConfigError(
-                f"the checkpoint has {key} {state[key]!r} but this Loader "
-                f"{mine[key]!r}: resuming needs the run's own {keyword}=")
+                f"the checkpoint has {key} {_shown(key, state[key])} but "
+                f"this Loader {_shown(key, mine[key])}: resuming needs the "
+                f"run's own {keyword}=")
     world = mine["world_size"]
     if state.get("world_size") != world:
         if strict:
