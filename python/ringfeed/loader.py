@@ -191,7 +191,7 @@ class Loader(NotADataLoader):
             if torch is None:
                 raise ConfigError("dtype=, mean=, std= and device= need "
                                   "PyTorch; it is not installed")
-            from ._cuda import make_converter
+            from ._convert import make_converter
             self._convert_fn = make_converter(
                 dtype, mean, std, 1 if layout == "nchw" else 3,
                 int(values.get("channels", param("channels").default)))
