@@ -82,11 +82,13 @@ static void test_not_jpeg(struct rf__jpeg_decoder *dec,
                                     0,    0,   0,   13,  'I',  'H',  'D',  'R'};
     static const uint8_t gif[8] = {'G', 'I', 'F', '8', '9', 'a', 1, 0};
     static const uint8_t one[1] = {0xff};
+    static const uint8_t apple_double[8] = {0, 5, 0x16, 7, 0, 2, 0, 0};
     const struct blob empty = {(uint8_t *)png, 0};
     const struct blob rnd = {(uint8_t *)random10, sizeof(random10)};
     const struct blob p = {(uint8_t *)png, sizeof(png)};
     const struct blob g = {(uint8_t *)gif, sizeof(gif)};
     const struct blob o = {(uint8_t *)one, sizeof(one)};
+    const struct blob mac = {(uint8_t *)apple_double, sizeof(apple_double)};
     expect_failure(dec, &empty, opt, "empty file (0 bytes)");
     expect_failure(dec, &rnd, opt,
                    "not a JPEG file (starts with 3a 91 07 c4: unknown");
@@ -94,6 +96,9 @@ static void test_not_jpeg(struct rf__jpeg_decoder *dec,
                    "not a JPEG file (starts with 89 50 4e 47: "
                    "PNG)");
     expect_failure(dec, &g, opt, "starts with 47 49 46 38: GIF");
+    expect_failure(dec, &mac, opt,
+                   "starts with 00 05 16 07: macOS AppleDouble metadata, a "
+                   "'._' file a Mac leaves");
     expect_failure(dec, &o, opt, "premature end of data");
 }
 

@@ -224,6 +224,11 @@ static const char *guess_format(const uint8_t *data, size_t size)
         {0, 4, "\x28\xb5\x2f\xfd", "zstd frame"},
         {0, 2, "\x1f\x8b", "gzip"},
         {0, 1, "<", "HTML or XML text"},
+        /* the "._NAME" beside each file that a Mac copies to a foreign
+         * disk: listed, as ImageFolder lists it, and never an image */
+        {0, 4, "\0\x05\x16\x07",
+         "macOS AppleDouble metadata, a '._' file a Mac leaves beside each "
+         "file it copies; delete those (find DIR -name '._*' -delete)"},
     };
     for (size_t i = 0; i < sizeof(magics) / sizeof(magics[0]); i++) {
         const struct magic *m = &magics[i];
