@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ._capi import library_path
 from .errors import (BatchReleased, ConfigError, ConfigTypeError,
-                     CorruptSample,
+                     CorruptSample, DatasetError,
                      DatasetNotFound, DatasetUnreadable, ForkError,
                      LoaderClosed, ProducerDied, ProducerFailed,
                      ProducerNotFound, RingCorrupted, RingfeedError)
@@ -48,7 +48,7 @@ __version__ = _version()
 __all__ = [
     "Loader", "Batch", "Synthetic", "Param", "params", "param",
     "library_path", "RingfeedError", "ConfigError", "ConfigTypeError",
-    "DatasetNotFound",
+    "DatasetError", "DatasetNotFound",
     "DatasetUnreadable", "CorruptSample", "ProducerDied", "ProducerFailed",
     "ProducerNotFound", "ForkError", "RingCorrupted", "BatchReleased",
     "LoaderClosed",

@@ -13,8 +13,8 @@ from . import _capi
 from .params import user_terms
 
 __all__ = [
-    "RingfeedError", "ConfigError", "ConfigTypeError", "DatasetNotFound",
-    "DatasetUnreadable",
+    "RingfeedError", "ConfigError", "ConfigTypeError", "DatasetError",
+    "DatasetNotFound", "DatasetUnreadable",
     "CorruptSample",
     "ProducerDied", "ProducerFailed", "ProducerNotFound", "ForkError",
     "RingCorrupted", "BatchReleased", "LoaderClosed",
@@ -46,11 +46,13 @@ class ConfigTypeError(ConfigError, TypeError):
     TypeError, as Python's own calls raise for a wrong type."""
 
 
-class _DatasetError(RingfeedError):
-    """The OSError fields of a dataset that cannot be opened: errno (the
-    library's code, else `default_errno`), filename (the path the
-    library's "cannot open dataset 'PATH': ..." names) and strerror (the
-    detail), as an except OSError clause reads them."""
+class DatasetError(RingfeedError, OSError):
+    """The source cannot be opened for a reason of the operating system's
+    (a symbolic link loop, a name too long, an I/O error; the subclasses
+    below for a missing or unreadable one), with the OSError fields that
+    an except OSError clause reads: errno (the library's code, else
+    `default_errno`), filename (the path the library's "cannot open
+    dataset 'PATH': ..." names) and strerror (the detail)."""
 
     default_errno = errno.ENOENT
 
@@ -65,11 +67,11 @@ class _DatasetError(RingfeedError):
         return self.detail
 
 
-class DatasetNotFound(_DatasetError, FileNotFoundError):
+class DatasetNotFound(DatasetError, FileNotFoundError):
     """The source path does not exist or is not a dataset."""
 
 
-class DatasetUnreadable(_DatasetError, PermissionError):
+class DatasetUnreadable(DatasetError, PermissionError):
     """The source, or a folder in it, may not be read by this process
     (permission denied while listing it); the detail names the folder."""
 
@@ -259,7 +261,9 @@ def from_code(code: int, detail: Union[str, bytes],
     # rf_loader_open() begins the detail of the dataset's own errors so,
     # and no other's (ringfeed.h): an -EACCES after it is not the dataset's
     # (a helper, a memfd, ...)
-    if cls is DatasetUnreadable and not detail.startswith(
-            "cannot open dataset"):
+    of_dataset = detail.startswith("cannot open dataset")
+    if cls is DatasetUnreadable and not of_dataset:
         cls = RingfeedError
+    elif cls is RingfeedError and of_dataset and code < 0:
+        cls = DatasetError  # an errno of its own: ELOOP, ENAMETOOLONG, EIO
     return cls(detail, code)

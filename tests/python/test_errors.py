@@ -3,20 +3,16 @@ Python's terms (keywords, never a C constant)."""
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import signal
 import subprocess
-import sys
-import textwrap
 import threading
 
 import pytest
 
 import ringfeed
-from helpers import (assert_user_terms, child_env, dataset, producers_of,
-                     write_folder)
+from helpers import assert_user_terms, dataset, producers_of, write_folder
 
 
 def test_an_epoch_past_the_end_of_a_run_names_set_epoch():
@@ -32,18 +28,6 @@ def test_an_epoch_past_the_end_of_a_run_names_set_epoch():
                              r"raise batch_size="):
         next(iter(loader))
     loader.close()
-
-
-def test_missing_path_is_dataset_not_found(tmp_path):
-    missing = tmp_path / "no-such-folder"
-    with pytest.raises(ringfeed.DatasetNotFound) as caught:
-        ringfeed.Loader(missing, 8, size=32)
-    assert isinstance(caught.value, FileNotFoundError)
-    assert isinstance(caught.value, ringfeed.RingfeedError)
-    assert str(missing) in str(caught.value)
-    # what an except OSError clause reads (all None before)
-    assert caught.value.errno == errno.ENOENT
-    assert caught.value.filename == str(missing)
 
 
 def test_unknown_keyword_is_a_type_error(tmp_path_factory):
@@ -427,16 +411,6 @@ def test_a_loader_is_not_pickled_or_copied(tmp_path_factory):
         assert sum(len(labels) for _, labels in loader) == 30
 
 
-def test_a_file_that_is_no_dataset_is_dataset_not_found(tmp_path):
-    path = tmp_path / "notes.txt"
-    path.write_text("hello")
-    with pytest.raises(ringfeed.DatasetNotFound) as caught:
-        ringfeed.Loader(str(path), 8)
-    assert isinstance(caught.value, FileNotFoundError)
-    assert "notes.txt" in str(caught.value)
-    assert "ringfeed-pack" in str(caught.value)
-
-
 def test_an_on_message_that_raises_stops_the_loop(tmp_path_factory):
     """What on_message raises (here at a producer's respawn) comes out of
     the loop instead of being printed and dropped by ctypes."""
@@ -549,45 +523,6 @@ def test_no_batch_left_advises_what_would_leave_one(tmp_path_factory,
             "shard_pad=True (17 each)") in text, text
 
 
-def test_unreadable_class_folder_is_dataset_unreadable(tmp_path_factory):
-    """A class folder this process may not list: DatasetUnreadable, a
-    PermissionError (it was a plain RingfeedError), naming the folder.
-    As root, which reads every folder, the Loader runs in a user namespace
-    as another user (`unshare --user`), where root's own folders are read
-    by their owner's permissions. Other failures with the same errno (a
-    helper that may not be started) stay RingfeedError."""
-    from ringfeed.errors import from_code
-    assert type(from_code(-errno.EACCES, b"cannot start the helper: "
-                          b"Permission denied")) is ringfeed.RingfeedError
-    root = str(tmp_path_factory.mktemp("locked"))
-    write_folder(root, 2, 2, seed=6)
-    locked = os.path.join(root, "class_01")
-    code = textwrap.dedent(f"""
-        import ringfeed
-        try:
-            ringfeed.Loader({root!r}, 2, size=32)
-        except ringfeed.DatasetUnreadable as e:
-            assert isinstance(e, PermissionError)
-            print("unreadable:", e)
-        """)
-    command = [sys.executable, "-c", code]
-    if os.geteuid() == 0:
-        if subprocess.run(["unshare", "--user", "--map-user=65534", "true"],
-                          capture_output=True).returncode != 0:
-            pytest.skip("root reads every folder, and no user namespace "
-                        "(unshare --user) to run as another user")
-        command = ["unshare", "--user", "--map-user=65534"] + command
-    os.chmod(locked, 0)
-    try:
-        done = subprocess.run(command, env=child_env(), capture_output=True,
-                              text=True, timeout=60)
-    finally:
-        os.chmod(locked, 0o755)
-    assert done.returncode == 0, done.stderr
-    assert "unreadable: cannot open dataset" in done.stdout, done.stdout
-    assert "class_01: cannot open it: Permission denied" in done.stdout
-
-
 def test_library_names_of_renamed_keywords_point_at_them(tmp_path_factory):
     """producers= (the library's name) names num_workers=, and
     num_workers= out of range gives the Loader's range, not the library's
@@ -625,25 +560,6 @@ def test_what_the_open_says_is_said_once_per_loader(tmp_path_factory,
         assert len(local_rank_messages()) == 1
         ringfeed.Loader(root, 8, size=32, num_workers=1).close()
         assert len(local_rank_messages()) == 2
-
-
-def test_source_paths_no_file_has(tmp_path):
-    """source= that no file system takes: empty, holding a NUL (the
-    library read the path up to it and opened another folder), too long,
-    or not a path at all. Each is a ConfigError naming source= and no C
-    function, with a long path shortened."""
-    root = str(tmp_path)
-    write_folder(root, 1, 2, seed=1)
-    cases = [("", "source='' is empty"),
-             (root + "\0/other", "holds a NUL character"),
-             ("/" + "a" * 5000, "bytes; the limit is 4095"),
-             (42, "source=42: give the path of a folder")]
-    for source, words in cases:
-        with pytest.raises(ringfeed.ConfigError) as caught:
-            ringfeed.Loader(source, 2, size=16)
-        text = str(caught.value)
-        assert words in text, text
-        assert "rf_config" not in text and len(text) < 400, text
 
 
 def test_a_pack_damaged_as_a_whole_names_the_file(raw_pack, tmp_path):
