@@ -21,7 +21,8 @@
 set -u
 
 cases="wheel/builds wheel/contents wheel/fresh_venv_runs
-wheel/missing_library_named wheel/sdist wheel/pyproject_read"
+wheel/missing_library_named wheel/sdist wheel/sdist_builds_under_spaces
+wheel/pyproject_read"
 
 # One rank of one: every sample.
 unset RANK WORLD_SIZE OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
@@ -126,7 +127,8 @@ case_wheel_builds() {
     # shellcheck disable=SC2012 # names made here
     [ "$(ls "$work/dist" | wc -l)" -eq 1 ] ||
         fail "dist/ holds $(ls "$work/dist")"
-    has "$work/build.log" "ringfeed_build: configure: $top/configure "
+    has "$work/build.log" "ringfeed_build: source/ is a link to $top"
+    has "$work/build.log" "ringfeed_build: configure: source/configure "
     has "$work/build.log" "ringfeed_build: make: make -j"
     has "$work/build.log" "libringfeed.la tools/ringfeed-producer"
     lacks "$work/build.log" "ringfeed_build: autoreconf"
@@ -269,17 +271,24 @@ case_wheel_missing_library_named() {
     [ -z "$(ls "$work/failed")" ] || fail "a failed build left a wheel"
 }
 
-# The source distribution: the release tarball's files (make distdir)
-# with PKG-INFO, under ringfeed-VERSION/, holding what pip needs to build
-# the wheel from it (configure included: no autotools needed).
-case_wheel_sdist() {
-    built
+# sdist_made: the source distribution in $work/sdist (once), made by the
+# backend's build_sdist; its output in $work/out.
+sdist_made() {
+    built # the venv
+    [ -f "$work/sdist/ringfeed-$version.tar.gz" ] && return 0
     run 0 env TMPDIR="$work/tmp" "$venv/bin/python" -c '
 import sys
 sys.path.insert(0, sys.argv[1] + "/python/build_backend")
 import ringfeed_build
 print(ringfeed_build.build_sdist(sys.argv[2]))' "$top" "$work/sdist"
     has "$work/out" "ringfeed-$version.tar.gz"
+}
+
+# The source distribution: the release tarball's files (make distdir)
+# with PKG-INFO, under ringfeed-VERSION/, holding what pip needs to build
+# the wheel from it (configure included: no autotools needed).
+case_wheel_sdist() {
+    sdist_made
     tar -tzf "$work/sdist/ringfeed-$version.tar.gz" >"$work/sdist.list" ||
         fail "tar cannot read the sdist"
     for file in PKG-INFO pyproject.toml configure Makefile.in configure.ac \
@@ -288,6 +297,29 @@ print(ringfeed_build.build_sdist(sys.argv[2]))' "$top" "$work/sdist"
         grep -qx "ringfeed-$version/$file" "$work/sdist.list" ||
             fail "the sdist lacks $file"
     done
+}
+
+# pip wheel of the unpacked sdist in a folder whose path has a space (a
+# user's "My Projects"; automake's configure refuses such a source
+# folder, "unsafe srcdir value") builds the wheel, which runs a loader.
+case_wheel_sdist_builds_under_spaces() {
+    sdist_made
+    unpacked="$work/a folder/ringfeed-$version"
+    mkdir -p "$work/a folder" "$work/spaced"
+    tar -xzf "$work/sdist/ringfeed-$version.tar.gz" -C "$work/a folder" ||
+        fail "tar cannot unpack the sdist"
+    run 0 env TMPDIR="$work/tmp" nice -n 15 "$venv/bin/pip" wheel \
+        --no-deps -w "$work/spaced" "$unpacked"
+    [ -f "$work/spaced/${wheel##*/}" ] ||
+        fail "no ${wheel##*/}: $(tail -n 20 "$work/out" "$work/err")"
+    rm -rf "$work/a folder"
+    run 0 "$venv/bin/python" -c '
+import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+assert "ringfeed/_native/libringfeed.so.0" in names, names
+assert "ringfeed/_native/ringfeed-producer" in names, names
+print("ok")' "$work/spaced/${wheel##*/}"
+    has "$work/out" "ok"
 }
 
 # The backend's own reader of pyproject.toml gives what tomllib gives

@@ -285,17 +285,27 @@ def configure_args(config_settings):
     return args + shlex.split(setting)
 
 
+# What configure calls the source tree from the build folder: a link to
+# TOP, so that the build sees it as the relative path source/. automake's
+# configure refuses a source folder whose path holds a space, a tab, a
+# quote, #, $, & or a backslash ("unsafe srcdir value"), and a checkout
+# may be in "My Projects".
+SOURCE_LINK = "source"
+
+
 def configure(build, config_settings):
     """autoreconf if the tree has no configure yet (a git checkout), then
-    configure in the folder `build`."""
+    configure in the folder `build`, the tree seen through a link."""
     if not (TOP / "configure").exists():
         if not os.access(TOP, os.W_OK):
             stop(f"{TOP} has no configure script and cannot be written to "
                  "run autoreconf: build from a release tarball, or run "
                  "autoreconf -fi in the source tree first")
         run(["autoreconf", "-fi"], TOP, "autoreconf")
-    run([TOP / "configure", *configure_args(config_settings)], build,
-        "configure")
+    (build / SOURCE_LINK).symlink_to(TOP, target_is_directory=True)
+    say(f"{SOURCE_LINK}/ is a link to {TOP}")
+    run([f"{SOURCE_LINK}/configure", *configure_args(config_settings)],
+        build, "configure")
 
 
 def _jobs():
