@@ -21,8 +21,8 @@
 set -u
 
 cases="wheel/builds wheel/contents wheel/fresh_venv_runs
-wheel/missing_library_named wheel/sdist wheel/sdist_builds_under_spaces
-wheel/pyproject_read"
+wheel/missing_library_named wheel/configured_in_place_said wheel/sdist
+wheel/sdist_builds_under_spaces wheel/pyproject_read"
 
 # One rank of one: every sample.
 unset RANK WORLD_SIZE OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
@@ -282,6 +282,26 @@ sys.path.insert(0, sys.argv[1] + "/python/build_backend")
 import ringfeed_build
 print(ringfeed_build.build_sdist(sys.argv[2]))' "$top" "$work/sdist"
     has "$work/out" "ringfeed-$version.tar.gz"
+}
+
+# pip wheel of a tree configured in place (./configure there, which
+# leaves config.status; automake's configure then refuses to build it in
+# another folder) fails saying so, with what to run, not with the list
+# of build packages (none is missing), and leaves no wheel.
+case_wheel_configured_in_place_said() {
+    sdist_made
+    mkdir -p "$work/configured" "$work/failed"
+    tar -xzf "$work/sdist/ringfeed-$version.tar.gz" -C "$work/configured" ||
+        fail "tar cannot unpack the sdist"
+    tree=$work/configured/ringfeed-$version
+    : >"$tree/config.status"
+    run 1 env TMPDIR="$work/tmp" "$venv/bin/pip" wheel --no-deps \
+        -w "$work/failed" "$tree"
+    cat "$work/out" "$work/err" >"$work/both"
+    has "$work/both" "ringfeed_build: error: $tree was configured in place"
+    has "$work/both" "run make distclean in $tree"
+    lacks "$work/both" "the build needs the Debian packages"
+    [ -z "$(ls "$work/failed")" ] || fail "a failed build left a wheel"
 }
 
 # The source distribution: the release tarball's files (make distdir)

@@ -302,6 +302,13 @@ def configure(build, config_settings):
                  "run autoreconf: build from a release tarball, or run "
                  "autoreconf -fi in the source tree first")
         run(["autoreconf", "-fi"], TOP, "autoreconf")
+    if (TOP / "config.status").exists():
+        # configure would refuse: "source directory already configured".
+        stop(f"{TOP} was configured in place (./configure there left "
+             "config.status), and pip builds in a folder of its own: run "
+             f"make distclean in {TOP}, or pip install from a clean "
+             "checkout (a build of your own belongs in a folder such as "
+             "_build/, as in README.md)")
     (build / SOURCE_LINK).symlink_to(TOP, target_is_directory=True)
     say(f"{SOURCE_LINK}/ is a link to {TOP}")
     run([f"{SOURCE_LINK}/configure", *configure_args(config_settings)],
