@@ -22,7 +22,7 @@ set -u
 
 cases="wheel/builds wheel/contents wheel/fresh_venv_runs
 wheel/missing_library_named wheel/configured_in_place_said wheel/sdist
-wheel/sdist_builds_under_spaces wheel/pyproject_read"
+wheel/sdist_builds_under_spaces wheel/editable_refused wheel/pyproject_read"
 
 # One rank of one: every sample.
 unset RANK WORLD_SIZE OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
@@ -340,6 +340,21 @@ assert "ringfeed/_native/libringfeed.so.0" in names, names
 assert "ringfeed/_native/ringfeed-producer" in names, names
 print("ok")' "$work/spaced/${wheel##*/}"
     has "$work/out" "ok"
+}
+
+# pip install -e (an editable install, PEP 660) is refused by the
+# backend with what to do instead, not by pip in its own terms ("its
+# build backend is missing the 'build_editable' hook ... Consider using a
+# build backend that supports PEP 660"), and installs nothing.
+case_wheel_editable_refused() {
+    built # the venv
+    run 1 env TMPDIR="$work/tmp" "$venv/bin/pip" install -e "$top"
+    cat "$work/out" "$work/err" >"$work/both"
+    has "$work/both" "ringfeed_build: error: ringfeed has no editable install"
+    has "$work/both" "pip install . again"
+    has "$work/both" "RINGFEED_LIBRARY=_build/.libs/libringfeed.so"
+    lacks "$work/both" "PEP 660"
+    lacks "$work/both" "Successfully installed"
 }
 
 # The backend's own reader of pyproject.toml gives what tomllib gives

@@ -474,6 +474,30 @@ def build_wheel(wheel_directory, config_settings=None,
         return write_wheel(wheel_directory, native)
 
 
+def _no_editable():
+    """pip install -e: refused here, with what to do instead. The package
+    loads the library from _native/ beside its own files, which
+    python/ringfeed/ in the source tree does not hold (the build only
+    reads the tree); without these hooks pip refuses in its own terms
+    (a backend "missing the 'build_editable' hook")."""
+    stop("ringfeed has no editable install (pip install -e): the package "
+         "loads the C library from beside its own files, and the source "
+         "tree's python/ringfeed/ has none. Run pip install . again after "
+         "a change, or work in the tree with a build of it (README.md, "
+         "Installing) and PYTHONPATH=python "
+         "RINGFEED_LIBRARY=_build/.libs/libringfeed.so "
+         "(docs/python.md, Building and installing)")
+
+
+def get_requires_for_build_editable(config_settings=None):
+    _no_editable()
+
+
+def build_editable(wheel_directory, config_settings=None,
+                   metadata_directory=None):
+    _no_editable()
+
+
 def build_sdist(sdist_directory, config_settings=None):
     """The release tarball's files (make distdir: the Makefile's list,
     with configure), plus PKG-INFO, as NAME-VERSION.tar.gz."""
