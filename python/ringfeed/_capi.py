@@ -252,15 +252,47 @@ def _missing_library_hint(error: OSError, path: str) -> str:
             "checkout)")
 
 
+def _shadowed() -> str:
+    """Where pip installed ringfeed when that is not this package (a
+    checkout's python/ringfeed/ imported first, from the current folder
+    or PYTHONPATH, which holds no library), else ""."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        from importlib.metadata import distribution
+        dist = distribution("ringfeed")
+        init = os.path.abspath(str(dist.locate_file("ringfeed/__init__.py")))
+    except Exception:  # none installed, or no importlib.metadata: no hint
+        return ""
+    if not os.path.exists(init) or os.path.samefile(os.path.dirname(init),
+                                                    here):
+        return ""
+    return os.path.dirname(os.path.dirname(init))
+
+
+def _not_found() -> ImportError:
+    site = _shadowed()
+    if site:
+        here = os.path.dirname(os.path.abspath(__file__))
+        return ImportError(
+            f"libringfeed was not found: the ringfeed imported is {here}, "
+            "a source tree's, which holds no library (Python took it "
+            "first: it is in the current folder or on PYTHONPATH), "
+            f"not the one installed in {site}: run from another folder "
+            "or take its folder off PYTHONPATH, or set RINGFEED_LIBRARY to "
+            "the path of a libringfeed.so (a build's _build/.libs/"
+            "libringfeed.so)")
+    return ImportError(
+        "libringfeed was not found: install ringfeed with pip "
+        "(pip install . in a ringfeed checkout builds it into the "
+        "package), or set RINGFEED_LIBRARY to the path of "
+        "libringfeed.so")
+
+
 def _load() -> ctypes.CDLL:
     global _lib, _path
     candidates = _candidates()
     if not candidates:
-        raise ImportError(
-            "libringfeed was not found: install ringfeed with pip "
-            "(pip install . in a ringfeed checkout builds it into the "
-            "package), or set RINGFEED_LIBRARY to the path of "
-            "libringfeed.so")
+        raise _not_found()
     path = candidates[0]
     try:
         cdll = ctypes.CDLL(path)

@@ -106,3 +106,35 @@ def test_a_library_path_that_names_nothing_says_so(tmp_path):
     assert "give RINGFEED_LIBRARY the path of a libringfeed.so that " \
         "exists" in done.stderr, done.stderr
     assert "apt-get" not in done.stderr
+
+
+def test_a_source_tree_before_an_installed_package_is_said(tmp_path):
+    """python/ringfeed/ of a checkout imported in place of a pip-installed
+    ringfeed (Python imports the current folder's, or PYTHONPATH's,
+    first): the ImportError names both folders and what to change, not
+    "install ringfeed with pip", which the user did. The installed one
+    here is a dist-info and a package with a _native/ library file."""
+    import ctypes.util
+    if ctypes.util.find_library("ringfeed"):
+        pytest.skip("an installed libringfeed would be loaded")
+    import ringfeed
+    source = os.path.dirname(os.path.abspath(ringfeed.__file__))
+    site = tmp_path / "site"
+    (site / "ringfeed" / "_native").mkdir(parents=True)
+    (site / "ringfeed" / "__init__.py").write_text("")
+    (site / "ringfeed" / "_native" / "libringfeed.so.0").write_text("")
+    info = site / "ringfeed-0.2.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: ringfeed\nVersion: 0.2.0\n")
+    (info / "RECORD").write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "RINGFEED_LIBRARY"}
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(source), str(site)])
+    done = subprocess.run(
+        [sys.executable, "-c", "import ringfeed; ringfeed.params()"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "ImportError" in done.stderr, done.stderr
+    assert f"the ringfeed imported is {source}" in done.stderr, done.stderr
+    assert f"not the one installed in {site}" in done.stderr, done.stderr
+    assert "install ringfeed with pip" not in done.stderr, done.stderr
