@@ -30,21 +30,34 @@ def _check_finite(keyword: str, values: Any, torch: Any) -> None:
             "would be NaN or infinite)")
 
 
+def _as_tensor(keyword: str, given: Any, torch: Any) -> Any:
+    """mean= or std= (`keyword`, given as `given`) as a float64 tensor on
+    the CPU, else a ConfigError naming the keyword: for what is no number,
+    and for a number float64 cannot hold (an int such as 10**400, which
+    torch refuses with a bare OverflowError)."""
+    try:
+        # as_tensor: a tensor given is taken as it is, without torch's
+        # warning that copying one with torch.tensor() is slow
+        return torch.as_tensor(given, dtype=torch.float64).cpu()
+    except OverflowError:
+        raise ConfigError(f"{keyword}= holds a number beyond float32's "
+                          "range: give finite numbers float32 holds (every "
+                          "batch would be NaN or infinite)") from None
+    except (TypeError, ValueError, RuntimeError):
+        raise ConfigError(f"{keyword}={given!r}: give a sequence of "
+                          "numbers, one per channel, or a number for every "
+                          "channel") from None
+
+
 def _per_channel(mean: Any, std: Any, channels: int,
                  torch: Any) -> Tuple[Any, Any]:
     """mean= and std= as float64 tensors of one value per channel, each
     given as a sequence (a tensor, an array) of one per channel or as a
     number (a 0-d array or tensor too) for every channel, as torchvision's
-    Normalize(0.5, 0.5) takes it; else ConfigError saying which."""
-    try:
-        # as_tensor: a tensor given is taken as it is, without torch's
-        # warning that copying one with torch.tensor() is slow
-        mean_t = torch.as_tensor(mean, dtype=torch.float64).cpu()
-        std_t = torch.as_tensor(std, dtype=torch.float64).cpu()
-    except (TypeError, ValueError, RuntimeError):
-        raise ConfigError(f"mean={mean!r} and std={std!r}: give sequences "
-                          "of numbers, one per channel, or a number for "
-                          "every channel") from None
+    Normalize(0.5, 0.5) takes it; else ConfigError saying which (see
+    _as_tensor for what is no number)."""
+    mean_t = _as_tensor("mean", mean, torch)
+    std_t = _as_tensor("std", std, torch)
     if mean_t.dim() > 1 or std_t.dim() > 1:
         raise ConfigError(f"mean={mean!r} and std={std!r}: give flat "
                           "sequences of numbers, one per channel, or a "

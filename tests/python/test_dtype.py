@@ -238,11 +238,22 @@ def test_the_0_255_warning_points_at_the_loader_call(tmp_path_factory):
     assert [(w.filename, w.lineno) for w in said] == [(__file__, line)]
 
 
-def test_mean_that_is_not_numbers_is_a_config_error(tmp_path_factory):
+@pytest.mark.parametrize("mean, std, said", [
+    ("abc", STD, "mean='abc': give a sequence of numbers"),
+    (MEAN, {"a": 1}, "std={'a': 1}: give a sequence of numbers"),
+    ((0.5, 10**400, 0.5), STD, "mean= holds a number beyond float32's"),
+    (MEAN, 10**400, "std= holds a number beyond float32's"),
+], ids=["mean-text", "std-dict", "mean-huge-int", "std-huge-int"])
+def test_mean_or_std_that_is_no_number_names_its_keyword(tmp_path_factory,
+                                                         mean, std, said):
+    """mean= or std= that torch cannot make a number of is a ConfigError
+    naming that keyword alone (the message named both); an int beyond
+    float64 (10**400) too, which escaped as torch's bare OverflowError."""
     root = dataset(tmp_path_factory, "tiny")
-    with pytest.raises(ringfeed.ConfigError, match="mean="):
-        ringfeed.Loader(root, 8, size=16, dtype=torch.float32, mean="abc",
-                        std=STD)
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, 8, size=16, dtype=torch.float32, mean=mean,
+                        std=std)
+    assert str(caught.value).startswith(said), str(caught.value)
 
 
 def test_mean_and_std_as_tensors(tmp_path_factory):
