@@ -83,9 +83,10 @@ def _per_channel(mean: Any, std: Any, channels: int,
     return mean_t, std_t
 
 
-# dtype= by name, as torch names its dtypes (str(torch.float32) is
-# "torch.float32") and numpy its own: those the Loader converts to, each
-# with the torch dtype's name
+# The dtypes the Loader converts to, by name as torch names them
+# (str(torch.float32) is "torch.float32"; "half" is float16) and numpy
+# its own, each with the torch dtype's name: the one list of them, for a
+# torch dtype, a name and a numpy dtype alike
 _DTYPE_NAMES = {"uint8": "uint8", "float16": "float16", "half": "float16",
                 "bfloat16": "bfloat16", "float32": "float32",
                 "float": "float32", "float64": "float64",
@@ -95,28 +96,38 @@ _USE = ("use torch.uint8 or a float dtype (torch.float32, float16, "
         "(np.float32)")
 
 
-def torch_dtype(dtype: Any, torch: Any) -> Any:
-    """dtype= as a torch dtype (None stays None): a torch dtype as it is; a
-    name torch uses ('float32', 'half', 'torch.bfloat16') or a numpy dtype
-    (np.float32, np.dtype('float16')) of one the Loader converts to as
-    that torch dtype. Another dtype is a ConfigError, anything else a
-    ConfigTypeError, both naming dtype=."""
-    if dtype is None or isinstance(dtype, torch.dtype):
-        return dtype
+def _dtype_name(dtype: Any, torch: Any) -> str:
+    """The name dtype= goes by: a torch dtype's, a string's own (without
+    "torch."), a numpy dtype's; ConfigError for a string that names no
+    dtype, ConfigTypeError for what is no dtype, both naming dtype=."""
+    if isinstance(dtype, torch.dtype):
+        return str(dtype)[len("torch."):]
     if isinstance(dtype, str):
         name = dtype[len("torch."):] if dtype.startswith("torch.") else dtype
-        if name not in _DTYPE_NAMES:
-            known = isinstance(getattr(torch, name, None), torch.dtype)
-            what = "not supported" if known else "not a name of a dtype"
-            raise ConfigError(f"dtype={dtype!r} is {what}: {_USE}")
-    else:
-        import numpy as np
-        if not (isinstance(dtype, np.dtype) or (
-                isinstance(dtype, type) and issubclass(dtype, np.generic))):
-            raise ConfigTypeError(f"dtype={dtype!r} is not a dtype: {_USE}")
-        name = np.dtype(dtype).name
-        if name not in _DTYPE_NAMES:  # numpy's names are torch's
-            raise ConfigError(f"dtype={dtype!r} is not supported: {_USE}")
+        if name not in _DTYPE_NAMES and not isinstance(
+                getattr(torch, name, None), torch.dtype):
+            raise ConfigError(f"dtype={dtype!r} is not a name of a dtype: "
+                              f"{_USE}")
+        return name
+    import numpy as np
+    if not (isinstance(dtype, np.dtype) or (
+            isinstance(dtype, type) and issubclass(dtype, np.generic))):
+        raise ConfigTypeError(f"dtype={dtype!r} is not a dtype: {_USE}")
+    return str(np.dtype(dtype).name)  # numpy's names are torch's
+
+
+def torch_dtype(dtype: Any, torch: Any) -> Any:
+    """dtype= as a torch dtype (None stays None): a torch dtype, a name
+    torch uses ('float32', 'half', 'torch.bfloat16') or a numpy dtype
+    (np.float32, np.dtype('float16')) of one the Loader converts to, as
+    that torch dtype. Another dtype (torch.int32, 'int32', np.int32, a
+    float8) is a ConfigError saying the same whatever its form; see
+    _dtype_name for the rest."""
+    if dtype is None:
+        return None
+    name = _dtype_name(dtype, torch)
+    if name not in _DTYPE_NAMES:
+        raise ConfigError(f"dtype={dtype!r} is not supported: {_USE}")
     return getattr(torch, _DTYPE_NAMES[name])
 
 
@@ -169,10 +180,6 @@ def make_converter(dtype: Any, mean: Any, std: Any, channel_dim: int,
             raise ConfigError("mean= and std= need a float dtype= "
                               "(torch.float32, float16 or bfloat16)")
         return lambda x: x
-    if not dtype.is_floating_point:
-        raise ConfigError(f"dtype={dtype} is not supported: use torch.uint8 "
-                          "or a float dtype (float32, float16, bfloat16; "
-                          "float64 works too)")
     if (mean is None) != (std is None):
         raise ConfigError("give mean= and std= together")
     if mean is None:

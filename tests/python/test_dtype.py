@@ -98,6 +98,24 @@ def test_bad_conversions_fail_at_construction(tmp_path_factory, kwargs):
     assert "RF_" not in str(caught.value)
 
 
+@pytest.mark.parametrize("given", [torch.int32, "int32", np.int32,
+                                   torch.bool],
+                         ids=["torch", "name", "numpy", "torch-bool"])
+def test_an_unsupported_dtype_is_said_alike_in_any_form(tmp_path_factory,
+                                                        given):
+    """A dtype the Loader does not convert to is refused in the same words
+    whether a torch dtype, a name or numpy's: one list decides (a torch
+    dtype went through a second check of its own, is_floating_point, with
+    its own words)."""
+    root = dataset(tmp_path_factory, "tiny")
+    with pytest.raises(ringfeed.ConfigError) as caught:
+        ringfeed.Loader(root, 4, size=16, dtype=given)
+    assert str(caught.value) == (
+        f"dtype={given!r} is not supported: use torch.uint8 or a float "
+        "dtype (torch.float32, float16, bfloat16, float64), by name too "
+        "('float32') or numpy's (np.float32)")
+
+
 @pytest.mark.parametrize("given, dtype", [
     ("float32", torch.float32), ("float", torch.float32),
     ("torch.float32", torch.float32), ("float16", torch.float16),
