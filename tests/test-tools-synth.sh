@@ -103,11 +103,11 @@ case_synth_missing_parent() {
 }
 # A dataset that does not fit (a 1 MB tmpfs, about 12 images), with one
 # worker or two: exit 1, the image and the cause named, what is left
-# said, and no partial image (every one left verifies); with one worker
-# no temporary file either (with two, the other worker, stopped by
-# SIGTERM, may leave the PATH.tmp it was writing: a loader does not list
-# it). A read-only file system is named as the cause. Skipped where a
-# tmpfs cannot be mounted (not root).
+# said, no process of it outliving it (run_alone), and no partial image
+# (every one left verifies); with one worker no temporary file either
+# (with two, the other worker, stopped by SIGTERM, may leave the PATH.tmp
+# it was writing: a loader does not list it). A read-only file system is
+# named as the cause. Skipped where a tmpfs cannot be mounted (not root).
 case_synth_disk_full() {
     disk=$work/synth-full
     mount_small_fs "$disk" 1024
