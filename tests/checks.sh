@@ -43,10 +43,11 @@ run_alone() {
     command -v python3 >/dev/null 2>&1 || skip "no python3 for run_alone"
     _expected=$1
     shift
+    rm -f "$work/left"
     python3 -c '
 import ctypes, os, subprocess, sys
 if ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
-    sys.exit("run_alone: cannot be a subreaper")
+    sys.exit(125)
 status = subprocess.call(sys.argv[2:])
 left = 0
 try:
@@ -59,8 +60,11 @@ with open(sys.argv[1], "w") as out:
 sys.exit(status if status >= 0 else 128 - status)
 ' "$work/left" "$@" >"$work/out" 2>"$work/err"
     _status=$?
+    [ -s "$work/left" ] || [ $_status -ne 125 ] ||
+        skip "cannot be a subreaper (prctl PR_SET_CHILD_SUBREAPER)"
     [ $_status -eq "$_expected" ] ||
         fail "exit status $_status, expected $_expected: $*"
+    [ -s "$work/left" ] || fail "run_alone's helper said nothing: $*"
     [ "$(cat "$work/left")" -eq 0 ] ||
         fail "$(cat "$work/left") of its processes outlived it: $*"
 }

@@ -67,7 +67,9 @@ void cli_put_escaped(FILE *out, const char *text)
  * arguments hold is escaped and the format's own text is not split from
  * it, and gathered in memory, so that two processes writing to one stderr
  * (a tool's workers) never interleave their messages character by
- * character, as an unbuffered stream written a character at a time did. */
+ * character, as an unbuffered stream written a character at a time did.
+ * Without memory to gather it in, it goes out a piece at a time, and
+ * without memory to format it, its prefix still says whose it is. */
 static void vprint_line(FILE *out, const char *prefix, const char *fmt,
                         va_list ap) __attribute__((format(printf, 3, 0)));
 
@@ -75,23 +77,24 @@ static void vprint_line(FILE *out, const char *prefix, const char *fmt,
                         va_list ap)
 {
     char *text = NULL;
+    if (vasprintf(&text, fmt, ap) < 0)
+        text = NULL;
     char *line = NULL;
     size_t length = 0;
-    FILE *gathered = NULL;
-    if (vasprintf(&text, fmt, ap) < 0 ||
-        !(gathered = open_memstream(&line, &length))) {
-        fputs("(no memory for the message)\n", out);
-        free(text);
-        return;
-    }
+    FILE *gathered = open_memstream(&line, &length);
+    FILE *to = gathered ? gathered : out; /* else a piece at a time */
     if (prefix)
-        fprintf(gathered, "%s: ", prefix);
-    cli_put_escaped(gathered, text);
-    fputc('\n', gathered);
-    if (fclose(gathered) == 0)
-        fwrite(line, 1, length, out);
+        fprintf(to, "%s: ", prefix);
+    if (text)
+        cli_put_escaped(to, text);
     else
-        fputs("(no memory for the message)\n", out);
+        fputs("(no memory for the message)", to);
+    fputc('\n', to);
+    if (gathered && fclose(gathered) == 0)
+        fwrite(line, 1, length, out);
+    else if (gathered) /* the line did not fit in memory */
+        fprintf(out, "%s%s(no memory for the message)\n", prefix ? prefix : "",
+                prefix ? ": " : "");
     free(line);
     free(text);
 }
