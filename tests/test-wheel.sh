@@ -22,7 +22,8 @@ set -u
 
 cases="wheel/builds wheel/contents wheel/fresh_venv_runs
 wheel/missing_library_named wheel/configured_in_place_said wheel/sdist
-wheel/sdist_builds_under_spaces wheel/editable_refused wheel/pyproject_read"
+wheel/sdist_builds_under_spaces wheel/reproducible wheel/editable_refused
+wheel/pyproject_read"
 
 # One rank of one: every sample.
 unset RANK WORLD_SIZE OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
@@ -35,6 +36,9 @@ PIP_CONFIG_FILE=/dev/null PIP_NO_INDEX=1 PIP_NO_CACHE_DIR=1
 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
 export PIP_CONFIG_FILE PIP_NO_INDEX PIP_NO_CACHE_DIR
 export PIP_DISABLE_PIP_VERSION_CHECK PYTHONDONTWRITEBYTECODE
+# Builds stamped with one date (2023-11-14), so that two can be compared.
+SOURCE_DATE_EPOCH=1700000000
+export SOURCE_DATE_EPOCH
 
 # ---- setup --------------------------------------------------------------
 
@@ -319,20 +323,34 @@ case_wheel_sdist() {
     done
 }
 
-# pip wheel of the unpacked sdist in a folder whose path has a space (a
-# user's "My Projects"; automake's configure refuses such a source
-# folder, "unsafe srcdir value") builds the wheel, which runs a loader.
-case_wheel_sdist_builds_under_spaces() {
+# spaced_built: a second wheel, in $work/spaced/ (once): pip wheel of
+# the unpacked sdist in a folder whose path has a space (a user's "My
+# Projects"), pip's verbose log in $work/spaced.log, its status in
+# $work/spaced.status.
+spaced_built() {
     sdist_made
-    unpacked="$work/a folder/ringfeed-$version"
-    mkdir -p "$work/a folder" "$work/spaced"
-    tar -xzf "$work/sdist/ringfeed-$version.tar.gz" -C "$work/a folder" ||
-        fail "tar cannot unpack the sdist"
-    run 0 env TMPDIR="$work/tmp" nice -n 15 "$venv/bin/pip" wheel \
-        --no-deps -w "$work/spaced" "$unpacked"
+    if [ ! -f "$work/spaced.status" ]; then
+        unpacked="$work/a folder/ringfeed-$version"
+        mkdir -p "$work/a folder" "$work/spaced"
+        tar -xzf "$work/sdist/ringfeed-$version.tar.gz" -C "$work/a folder" ||
+            fail "tar cannot unpack the sdist"
+        TMPDIR=$work/tmp nice -n 15 "$venv/bin/pip" wheel -v --no-deps \
+            -w "$work/spaced" "$unpacked" >"$work/spaced.log" 2>&1
+        echo $? >"$work/spaced.status"
+        rm -rf "$work/a folder"
+    fi
+    [ "$(cat "$work/spaced.status")" = 0 ] ||
+        fail "pip wheel of the sdist under spaces failed:
+$(tail -n 20 "$work/spaced.log")"
     [ -f "$work/spaced/${wheel##*/}" ] ||
-        fail "no ${wheel##*/}: $(tail -n 20 "$work/out" "$work/err")"
-    rm -rf "$work/a folder"
+        fail "no ${wheel##*/} in spaced/: $(ls "$work/spaced")"
+}
+
+# pip wheel of the unpacked sdist in a folder whose path has a space
+# (automake's configure refuses such a source folder, "unsafe srcdir
+# value") builds the wheel, with the library and the helper.
+case_wheel_sdist_builds_under_spaces() {
+    spaced_built
     run 0 "$venv/bin/python" -c '
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
@@ -340,6 +358,29 @@ assert "ringfeed/_native/libringfeed.so.0" in names, names
 assert "ringfeed/_native/ringfeed-producer" in names, names
 print("ok")' "$work/spaced/${wheel##*/}"
     has "$work/out" "ok"
+}
+
+# Two builds of the same files (the source tree's, and the sdist's
+# unpacked elsewhere), each in a temporary build folder of a random name,
+# give byte-identical wheels with SOURCE_DATE_EPOCH set (as this script
+# sets it): the time stamps are that date, and the native files' GNU
+# build-id, a hash that covered the build folder's path in the debug
+# information, is the same (the backend maps that path to "." in it).
+case_wheel_reproducible() {
+    built
+    spaced_built
+    other=$work/spaced/${wheel##*/}
+    cmp -s "$wheel" "$other" && return 0
+    run 0 "$python" - "$wheel" "$other" <<'EOF'
+import sys, zipfile
+a, b = (zipfile.ZipFile(path) for path in sys.argv[1:])
+names = sorted(set(a.namelist()) | set(b.namelist()))
+print(*(n for n in names if n not in a.namelist() or n not in b.namelist()
+        or a.read(n) != b.read(n) or a.getinfo(n).date_time
+        != b.getinfo(n).date_time))
+EOF
+    fail "two builds of one tree gave different wheels; they differ in:
+$(cat "$work/out")"
 }
 
 # pip install -e (an editable install, PEP 660) is refused by the

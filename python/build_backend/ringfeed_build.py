@@ -12,7 +12,9 @@ py3-none-<platform>: ctypes loads the library, so one wheel serves every
 CPython from 3.9 on. Standard library only: it builds offline.
 
 Settings, from the environment or pip's --config-settings (-C):
-  CC, CFLAGS, LDFLAGS, PKG_CONFIG_PATH  passed to configure as usual;
+  CC, CFLAGS, LDFLAGS, PKG_CONFIG_PATH  passed to configure as usual
+      (CFLAGS with -fdebug-prefix-map added: see _with_prefix_map);
+  SOURCE_DATE_EPOCH  the date of the wheel's files (reproducible builds);
   configure-args / RINGFEED_CONFIGURE_ARGS  more configure options;
   debug-info=keep  ship the library and helper with their debug sections
                    (by default they are stripped of them, keeping symbols).
@@ -275,14 +277,44 @@ def run(cmd, cwd, what):
     return "".join(output)
 
 
-def configure_args(config_settings):
+def configure_args(build, config_settings):
     args = ["--disable-static", "--disable-dependency-tracking",
             "--without-cuda", "--enable-silent-rules"]
     args += shlex.split(os.environ.get("RINGFEED_CONFIGURE_ARGS", ""))
     setting = (config_settings or {}).get("configure-args", "")
     if isinstance(setting, list):
         setting = " ".join(setting)
-    return args + shlex.split(setting)
+    return _with_prefix_map(args + shlex.split(setting), build)
+
+
+# The characters a folder may have for its path to go in CFLAGS bare:
+# configure passes CFLAGS on unquoted, and make's shell reads it, so
+# neither a quote nor a space nor a shell character can be written there.
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_./+,:@%-]+")
+
+
+def _with_prefix_map(args, build):
+    """args with -fdebug-prefix-map=BUILD=. added to CFLAGS: the debug
+    information names the compiler's folder, the temporary build folder
+    (a random name), and the linker's build-id hashes it, so two builds
+    of one tree gave native files that differ in it, even stripped. The
+    user's CFLAGS (the environment's, else the last CFLAGS= among the
+    configure options, which configure takes) are kept; without any,
+    configure's default -g -O2."""
+    folders = dict.fromkeys([str(build), str(Path(build).resolve())])
+    if not all(_PLAIN_PATH.fullmatch(f) for f in folders):
+        say(f"the build folder {build} has a character CFLAGS cannot "
+            "hold: its path stays in the debug information, and the "
+            "native files' build-id differs from build to build (a TMPDIR "
+            "of letters, digits and ._-/ gives the same wheel each time)")
+        return args
+    maps = " ".join(f"-fdebug-prefix-map={f}=." for f in folders)
+    given = [i for i, a in enumerate(args) if a.startswith("CFLAGS=")]
+    if given:
+        args = list(args)
+        args[given[-1]] += f" {maps}"
+        return args
+    return args + [f"CFLAGS={os.environ.get('CFLAGS', '-g -O2')} {maps}"]
 
 
 # What configure calls the source tree from the build folder: a link to
@@ -311,8 +343,8 @@ def configure(build, config_settings):
              "_build/, as in README.md)")
     (build / SOURCE_LINK).symlink_to(TOP, target_is_directory=True)
     say(f"{SOURCE_LINK}/ is a link to {TOP}")
-    run([f"{SOURCE_LINK}/configure", *configure_args(config_settings)],
-        build, "configure")
+    run([f"{SOURCE_LINK}/configure",
+         *configure_args(build, config_settings)], build, "configure")
 
 
 def _jobs():
