@@ -21,7 +21,8 @@
 set -u
 
 cases="wheel/builds wheel/contents wheel/fresh_venv_runs
-wheel/missing_library_named wheel/configured_in_place_said wheel/sdist
+wheel/missing_library_named wheel/configure_failure_shown
+wheel/configured_in_place_said wheel/sdist
 wheel/sdist_builds_under_spaces wheel/reproducible wheel/editable_refused
 wheel/pyproject_read"
 
@@ -272,6 +273,29 @@ case_wheel_missing_library_named() {
     cat "$work/out" "$work/err" >"$work/both"
     has "$work/both" "ringfeed_build: error: configure failed"
     has "$work/both" "apt-get install libjpeg62-turbo-dev"
+    [ -z "$(ls "$work/failed")" ] || fail "a failed build left a wheel"
+}
+
+# A configure failure that is no missing package (here configure options
+# asking for CUDA where there is none) shows configure's own last lines
+# and keeps its log, config.log, where the message says, not the list of
+# build packages (all of them installed), and leaves no wheel.
+case_wheel_configure_failure_shown() {
+    built # the venv, and so pip
+    mkdir -p "$work/empty" "$work/failed"
+    run 1 env RINGFEED_CONFIGURE_ARGS="--with-cuda=$work/empty" \
+        TMPDIR="$work/tmp" "$venv/bin/pip" wheel --no-deps \
+        -w "$work/failed" "$top"
+    cat "$work/out" "$work/err" >"$work/both"
+    has "$work/both" "ringfeed_build: error: configure failed; its last lines:"
+    has "$work/both" \
+        "    configure: error: --with-cuda=$work/empty: no bin/nvcc"
+    lacks "$work/both" "Debian packages"
+    lacks "$work/both" "apt-get install"
+    log=$(sed -n 's/.*its whole log (config.log) is kept in //p' \
+        "$work/both")
+    [ -n "$log" ] || fail "no config.log named"
+    has "$log" "error: --with-cuda=$work/empty: no bin/nvcc there"
     [ -z "$(ls "$work/failed")" ] || fail "a failed build left a wheel"
 }
 

@@ -42,10 +42,6 @@ PACKAGE = "ringfeed"
 # What the library finds its helper beside (lib/consumer/spawn.c).
 NATIVE = "_native"
 HELPER = "ringfeed-producer"
-# The Debian packages a build needs (tools/quickstart installs them).
-BUILD_PACKAGES = ("build-essential autoconf automake libtool pkg-config "
-                  "libjpeg62-turbo-dev libturbojpeg0-dev libzstd-dev")
-OPTIONAL_PACKAGES = "libpng-dev libwebp-dev"
 
 
 def say(text):
@@ -225,21 +221,59 @@ _MISSING = (
 )
 
 
-def _advice(output, fallback=True):
+def _advice(output):
     """A sentence naming the Debian packages that the failed step's output
-    says are missing, else the whole list (or "" without fallback)."""
+    says are missing (a check for a tool, a library or a header that
+    failed), else "": a step may fail with every package installed."""
     wanted = re.findall(r"apt-get install ([a-z0-9][a-z0-9.+ -]*[a-z0-9+])",
                         output)
     for pattern, package in _MISSING:
         if re.search(pattern, output):
             wanted.append(package)
-    if wanted:
-        names = " ".join(dict.fromkeys(" ".join(wanted).split()))
-        return f"install the missing packages: apt-get install {names}"
-    if not fallback:
+    if not wanted:
         return ""
-    return (f"the build needs the Debian packages {BUILD_PACKAGES} "
-            f"(and, for PNG and WebP samples, {OPTIONAL_PACKAGES})")
+    names = " ".join(dict.fromkeys(" ".join(wanted).split()))
+    return f"install the missing packages: apt-get install {names}"
+
+
+def _kept_log(log):
+    """A copy of the failed step's log (configure's config.log) outside
+    the temporary build folder, which goes when the build stops; its
+    path, or None when there is no log."""
+    if not log.is_file():
+        return None
+    fd, kept = tempfile.mkstemp(prefix=f"ringfeed-{log.stem}-",
+                                suffix=".log")
+    with os.fdopen(fd, "wb") as out:
+        out.write(log.read_bytes())
+    return kept
+
+
+def _failed(what, cwd, output):
+    """Ends the build after `what` failed with `output` (its lines): the
+    Debian packages to install when a check for one failed, else the
+    step's own last lines and the path of its log, kept."""
+    text = "".join(output)
+    advice = _advice(text)
+    if what == "make":
+        # The first error is the compiler's; make's own come after.
+        errors = [ln.strip() for ln in output if "error:" in ln]
+        reason = f" ({errors[0]})" if errors else ""
+        stop(f"the C build failed{reason}; the whole output is above"
+             + (f"; {advice}" if advice else ""))
+    if advice:
+        errors = [ln.strip() for ln in output
+                  if re.search(r"error|not found", ln, re.I)]
+        reason = f" ({errors[-1]})" if errors else ""
+        stop(f"{what} failed{reason}; {advice}")
+    last = [ln.rstrip() for ln in output if ln.strip()][-5:]
+    kept = None
+    if what == "configure":
+        kept = _kept_log(Path(cwd) / "config.log")
+    stop(f"{what} failed; its last lines:\n"
+         + "".join(f"    {ln}\n" for ln in last)
+         + (f"its whole log (config.log) is kept in {kept}" if kept
+            else "its whole output is above"))
 
 
 def run(cmd, cwd, what):
@@ -262,18 +296,7 @@ def run(cmd, cwd, what):
         output.append(line)
     sys.stdout.flush()
     if proc.wait() != 0:
-        text = "".join(output)
-        if what == "make":
-            # The first error is the compiler's; make's own come after.
-            errors = [ln.strip() for ln in output if "error:" in ln]
-            reason = f" ({errors[0]})" if errors else ""
-            advice = _advice(text, fallback=False)
-            stop(f"the C build failed{reason}; the whole output is above"
-                 + (f"; {advice}" if advice else ""))
-        errors = [ln.strip() for ln in output
-                  if re.search(r"error|not found", ln, re.I)]
-        reason = f" ({errors[-1]})" if errors else ""
-        stop(f"{what} failed{reason}; {_advice(text)}")
+        _failed(what, cwd, output)
     return "".join(output)
 
 
