@@ -23,8 +23,8 @@ set -u
 cases="wheel/builds wheel/contents wheel/fresh_venv_runs
 wheel/missing_library_named wheel/configure_failure_shown
 wheel/configured_in_place_said wheel/sdist
-wheel/sdist_builds_under_spaces wheel/reproducible wheel/editable_refused
-wheel/pyproject_read"
+wheel/sdist_builds_under_spaces wheel/strays_left_out wheel/reproducible
+wheel/editable_refused wheel/pyproject_read"
 
 # One rank of one: every sample.
 unset RANK WORLD_SIZE OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
@@ -141,7 +141,8 @@ case_wheel_builds() {
     [ -z "$left" ] || fail "build folders left behind: $left"
 }
 
-# The wheel holds every file of python/ringfeed/, the library under its
+# The wheel holds the modules and py.typed of python/ringfeed/, the
+# library under its
 # SONAME (a regular file) and the helper (executable), and METADATA,
 # WHEEL and RECORD; RECORD's hashes and sizes match every file. Neither
 # native file has a run path (libtool's build-tree paths) or debug
@@ -158,7 +159,8 @@ names = set(z.namelist())
 expected = {f"ringfeed/{os.path.relpath(os.path.join(d, f), source)}"
             for d, _, files in os.walk(source)
             if "__pycache__" not in d and "/." not in d
-            for f in files if not f.endswith(".pyc") and f[0] != "."}
+            for f in files if f == "py.typed"
+            or (f.endswith(".py") and f[0] != ".")}
 expected |= {"ringfeed/_native/libringfeed.so.0",
              "ringfeed/_native/ringfeed-producer",
              f"{info}/METADATA", f"{info}/WHEEL", f"{info}/RECORD"}
@@ -347,10 +349,14 @@ case_wheel_sdist() {
     done
 }
 
+# The files an editor or a patch leaves beside the package's own, which
+# spaced_built adds to its tree.
+strays="loader.py~ .loader.py.swp loader.py.orig loader.py.rej"
+
 # spaced_built: a second wheel, in $work/spaced/ (once): pip wheel of
 # the unpacked sdist in a folder whose path has a space (a user's "My
-# Projects"), pip's verbose log in $work/spaced.log, its status in
-# $work/spaced.status.
+# Projects"), with $strays in its python/ringfeed/, pip's verbose log in
+# $work/spaced.log, its status in $work/spaced.status.
 spaced_built() {
     sdist_made
     if [ ! -f "$work/spaced.status" ]; then
@@ -358,6 +364,9 @@ spaced_built() {
         mkdir -p "$work/a folder" "$work/spaced"
         tar -xzf "$work/sdist/ringfeed-$version.tar.gz" -C "$work/a folder" ||
             fail "tar cannot unpack the sdist"
+        for stray in $strays; do
+            echo "left here" >"$unpacked/python/ringfeed/$stray"
+        done
         TMPDIR=$work/tmp nice -n 15 "$venv/bin/pip" wheel -v --no-deps \
             -w "$work/spaced" "$unpacked" >"$work/spaced.log" 2>&1
         echo $? >"$work/spaced.status"
@@ -382,6 +391,27 @@ assert "ringfeed/_native/libringfeed.so.0" in names, names
 assert "ringfeed/_native/ringfeed-producer" in names, names
 print("ok")' "$work/spaced/${wheel##*/}"
     has "$work/out" "ok"
+}
+
+# The files an editor or a patch leaves in python/ringfeed/ (a backup,
+# loader.py~, a swap file, .orig and .rej) stay out of the wheel, and the
+# build output says so: only the modules and py.typed go in.
+case_wheel_strays_left_out() {
+    spaced_built
+    run 0 "$python" - "$work/spaced/${wheel##*/}" "$strays" <<'EOF'
+import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+taken = [n for n in names if n.rsplit("/", 1)[-1] in sys.argv[2].split()]
+assert not taken, taken
+print("ok")
+EOF
+    has "$work/out" "ok"
+    has "$work/spaced.log" \
+        "ringfeed_build: left out of the wheel (only modules and py.typed"
+    for stray in $strays; do
+        grep "left out of the wheel" "$work/spaced.log" | grep -qF "$stray" ||
+            fail "the build output does not say $stray was left out"
+    done
 }
 
 # Two builds of the same files (the source tree's, and the sdist's

@@ -5,9 +5,10 @@ backend-path). It builds the C library and the producer helper with the
 project's own autotools build, the one build system of record: autoreconf
 when ./configure is missing, then configure and make of those two targets
 alone in a temporary folder (the source tree is only read), and writes
-the wheel with zipfile: the package python/ringfeed/ plus
-ringfeed/_native/libringfeed.so.0 and ringfeed/_native/ringfeed-producer,
-where the library finds its helper (beside itself). The tag is
+the wheel with zipfile: the package python/ringfeed/ (its modules and
+py.typed) plus ringfeed/_native/libringfeed.so.0 and
+ringfeed/_native/ringfeed-producer, where the library finds its helper
+(beside itself). The tag is
 py3-none-<platform>: ctypes loads the library, so one wheel serves every
 CPython from 3.9 on. Standard library only: it builds offline.
 
@@ -458,21 +459,42 @@ def _record_hash(data):
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
+# What the package is made of in python/ringfeed/: its modules and the
+# PEP 561 marker; _native/ comes from the build.
+_PACKAGE_FILE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\.py|py\.typed")
+
+
+def _taken(rel):
+    """Whether a file at `rel` in python/ringfeed/ is one of the package's
+    (a module or py.typed, in no hidden folder, __pycache__ or _native/)
+    rather than an editor's backup (loader.py~, .loader.py.swp), a
+    patch's leftover (.orig, .rej) or a stray build's."""
+    folders = rel.parts[:-1]
+    return (_PACKAGE_FILE.fullmatch(rel.name) is not None
+            and not any(f.startswith(".") or f == "__pycache__"
+                        for f in folders)
+            and (not folders or folders[0] != NATIVE))
+
+
 def package_files():
-    """(name in the wheel, file) for the package's own files: every file
-    under python/ringfeed/ but byte code, hidden files (an editor's) and
-    a stray _native/."""
+    """(name in the wheel, file) for the package's own files: its
+    modules and py.typed under python/ringfeed/. Any other file there is
+    left out, and the build output says which (byte code aside)."""
     root = TOP / "python" / PACKAGE
     if not (root / "__init__.py").is_file():
         stop(f"no package at {root} (python/{PACKAGE}/__init__.py)")
-    found = []
+    found, left = [], []
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
-        if (path.is_dir() or "__pycache__" in rel.parts
-                or any(part.startswith(".") for part in rel.parts)
-                or rel.parts[0] == NATIVE or path.suffix in (".pyc", ".pyo")):
+        if path.is_dir() or "__pycache__" in rel.parts:
             continue
-        found.append((f"{PACKAGE}/{rel.as_posix()}", path))
+        if _taken(rel):
+            found.append((f"{PACKAGE}/{rel.as_posix()}", path))
+        else:
+            left.append(rel.as_posix())
+    if left:
+        say(f"left out of the wheel (only modules and py.typed go in): "
+            f"{', '.join(left)} (in {root})")
     return found
 
 
