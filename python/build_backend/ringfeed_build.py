@@ -351,13 +351,9 @@ SOURCE_LINK = "source"
 
 def configure(build, config_settings):
     """autoreconf if the tree has no configure yet (a git checkout), then
-    configure in the folder `build`, the tree seen through a link."""
-    if not (TOP / "configure").exists():
-        if not os.access(TOP, os.W_OK):
-            stop(f"{TOP} has no configure script and cannot be written to "
-                 "run autoreconf: build from a release tarball, or run "
-                 "autoreconf -fi in the source tree first")
-        run(["autoreconf", "-fi"], TOP, "autoreconf")
+    configure in the folder `build`, the tree seen through a link. A
+    tree configured in place is refused first, before autoreconf would
+    change it."""
     if (TOP / "config.status").exists():
         # configure would refuse: "source directory already configured".
         stop(f"{TOP} was configured in place (./configure there left "
@@ -365,6 +361,12 @@ def configure(build, config_settings):
              f"make distclean in {TOP}, or pip install from a clean "
              "checkout (a build of your own belongs in a folder such as "
              "_build/, as in README.md)")
+    if not (TOP / "configure").exists():
+        if not os.access(TOP, os.W_OK):
+            stop(f"{TOP} has no configure script and cannot be written to "
+                 "run autoreconf: build from a release tarball, or run "
+                 "autoreconf -fi in the source tree first")
+        run(["autoreconf", "-fi"], TOP, "autoreconf")
     (build / SOURCE_LINK).symlink_to(TOP, target_is_directory=True)
     say(f"{SOURCE_LINK}/ is a link to {TOP}")
     run([f"{SOURCE_LINK}/configure",
