@@ -272,9 +272,9 @@ def _shadowed() -> str:
 def _not_found() -> ImportError:
     site = _shadowed()
     if site:
-        here = os.path.dirname(os.path.abspath(__file__))
         return ImportError(
-            f"libringfeed was not found: the ringfeed imported is {here}, "
+            "libringfeed was not found: the ringfeed imported is "
+            f"{os.path.dirname(os.path.abspath(__file__))}, "
             "a source tree's, which holds no library (Python took it "
             "first: it is in the current folder or on PYTHONPATH), "
             f"not the one installed in {site}: run from another folder "

@@ -16,6 +16,11 @@ from typing import Any, Callable, Dict, Tuple
 from .errors import ConfigError, ConfigTypeError
 
 
+# What to give instead of a NaN, an infinity or a number beyond float32
+_GIVE_FINITE = ("give finite numbers float32 holds (every batch would be "
+                "NaN or infinite)")
+
+
 def _check_finite(keyword: str, values: Any, torch: Any) -> None:
     """ConfigError naming the keyword and the channel for a value that is
     not a finite float32 (NaN, an infinity, or beyond float32's range,
@@ -26,8 +31,7 @@ def _check_finite(keyword: str, values: Any, torch: Any) -> None:
         channel = int(wrong[0])
         raise ConfigError(
             f"{keyword}= holds {float(values[channel])!r} for channel "
-            f"{channel}: give finite numbers float32 holds (every batch "
-            "would be NaN or infinite)")
+            f"{channel}: {_GIVE_FINITE}")
 
 
 def _as_tensor(keyword: str, given: Any, torch: Any) -> Any:
@@ -41,8 +45,7 @@ def _as_tensor(keyword: str, given: Any, torch: Any) -> Any:
         return torch.as_tensor(given, dtype=torch.float64).cpu()
     except OverflowError:
         raise ConfigError(f"{keyword}= holds a number beyond float32's "
-                          "range: give finite numbers float32 holds (every "
-                          "batch would be NaN or infinite)") from None
+                          f"range: {_GIVE_FINITE}") from None
     except (TypeError, ValueError, RuntimeError):
         raise ConfigError(f"{keyword}={given!r}: give a sequence of "
                           "numbers, one per channel, or a number for every "
